@@ -1,0 +1,58 @@
+# Nimbus — the two commands a newcomer needs are `make run` and `make test`.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+BINARIES := bin/nimbus-server bin/nimbus-agent bin/nimbus
+# The fuzz target runs this long in every `make test`.
+FUZZTIME ?= 20s
+
+.PHONY: all run build binaries frontend test test-all vet go-test fuzz frontend-test clean
+.DEFAULT_GOAL := build
+
+all: build
+
+## run: build everything and start the all-in-one server (SQLite, embedded Redis, built-in agent)
+run: build
+	bin/nimbus-server
+
+## build: the dashboard, then the three binaries (dashboard embedded in the server) into bin/
+build: frontend binaries
+
+binaries:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus-server ./backend/cmd/nimbus-server
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus-agent ./agent/cmd/nimbus-agent
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus ./backend/cmd/nimbus
+
+frontend: frontend/node_modules/.installed
+	cd frontend && npm run --silent build
+
+frontend/node_modules/.installed: frontend/package.json frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+## test: start real PostgreSQL, Redis and Docker (e2e/testenv.sh), run every check, tear down
+test: build
+	e2e/testenv.sh $(MAKE) --no-print-directory test-all
+
+# test-all expects the services of e2e/testenv.sh; run it through `make test`.
+test-all: vet go-test fuzz frontend-test
+
+vet:
+	$(GO) vet ./...
+
+go-test:
+	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -race -count=1 -timeout 25m ./...
+
+fuzz:
+	@if grep -qs 'func FuzzCompile' backend/pipeline/spec/*_test.go; then \
+		$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=$(FUZZTIME) ./backend/pipeline/spec; \
+	fi
+
+frontend-test: frontend/node_modules/.installed
+	cd frontend && npm test --silent
+
+clean:
+	rm -rf bin frontend/node_modules
+	find frontend/dist -mindepth 1 ! -name .gitkeep -delete

@@ -1,0 +1,87 @@
+// Command nimbus-agent runs pipelines on a CPU or GPU host for a Nimbus server.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+
+	"github.com/nimbus-build/nimbus/agent"
+	"github.com/nimbus-build/nimbus/agent/envflag"
+)
+
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nimbus-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	var (
+		cfg                 agent.Config
+		tags                string
+		logFormat, logLevel string
+	)
+	s := envflag.New("nimbus-agent", `nimbus-agent runs Nimbus pipelines on this host, each job in its own Docker container.
+
+Usage: nimbus-agent [flags]`)
+	s.String(&cfg.ServerURL, "server", "NIMBUS_SERVER_URL", "http://127.0.0.1:8080", "URL of the Nimbus server")
+	s.String(&cfg.Token, "token", "NIMBUS_AGENT_TOKEN", "", "registration token from the server (exchanged for the agent's own token)")
+	s.String(&tags, "tags", "NIMBUS_AGENT_TAGS", "cnb:arch:default,cnb:arch:amd64", "comma-separated runner tags this host serves (GPU tags are added when GPUs are detected)")
+	s.Int(&cfg.CPUs, "cpus", "NIMBUS_AGENT_CPUS", runtime.NumCPU(), "cores this agent may hand out to pipelines")
+	s.String(&cfg.Executor, "executor", "NIMBUS_AGENT_EXECUTOR", "auto", "auto (Docker when an engine answers), docker or shell")
+	s.String(&cfg.DockerHost, "docker-host", "NIMBUS_AGENT_DOCKER_HOST", "", "Docker engine address; empty = DOCKER_HOST or the default socket")
+	s.String(&cfg.Network, "network", "NIMBUS_AGENT_NETWORK", "", "network mode of job containers (none, host, bridge, …); empty = the engine's default")
+	s.String(&cfg.WorkDir, "work-dir", "NIMBUS_AGENT_WORK_DIR", "./nimbus-agent", "directory for workspaces and the agent id")
+	s.String(&logFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
+	s.String(&logLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	if err := s.Parse(args, getenv, stdout); err != nil {
+		return err
+	}
+	if len(s.Args()) > 0 {
+		return fmt.Errorf("unexpected arguments %q (see --help)", s.Args())
+	}
+	for _, t := range strings.Split(tags, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			cfg.Tags = append(cfg.Tags, t)
+		}
+	}
+	if cfg.CPUs < 1 {
+		return fmt.Errorf("invalid NIMBUS_AGENT_CPUS %d: at least 1", cfg.CPUs)
+	}
+	log := newLogger(stderr, logFormat, logLevel)
+	log.Info("nimbus-agent starting", "version", version, "server", cfg.ServerURL)
+	a, err := agent.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return a.Run(ctx)
+}
+
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	var lv slog.Level
+	_ = lv.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

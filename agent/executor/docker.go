@@ -1,0 +1,191 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// Docker runs each step in its own container.
+type Docker struct {
+	cli     *client.Client
+	agentID string
+	// NetworkMode for step containers ("none", "host", "bridge", …); "" = the engine's default.
+	NetworkMode string
+}
+
+// NewDocker connects to the engine at host ("" = DOCKER_HOST or the default socket) and checks
+// that it answers.
+func NewDocker(ctx context.Context, host, agentID string) (*Docker, error) {
+	opts := []client.Opt{client.FromEnv, client.WithAPIVersionNegotiation()}
+	if host != "" {
+		opts = append(opts, client.WithHost(host))
+	}
+	cli, err := client.NewClientWithOpts(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoDocker, err)
+	}
+	if _, err := cli.Ping(ctx); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("%w: %v", ErrNoDocker, err)
+	}
+	return &Docker{cli: cli, agentID: agentID}, nil
+}
+
+// Name implements Executor.
+func (d *Docker) Name() string { return ModeDocker }
+
+// Close implements Executor.
+func (d *Docker) Close() error { return d.cli.Close() }
+
+// Run implements Executor.
+func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
+	if s.Image == "" {
+		return -1, fmt.Errorf("executor: step %q has no image", s.Name)
+	}
+	mount := s.WorkspaceMount
+	if mount == "" {
+		mount = "/workspace"
+	}
+	cfg := &container.Config{
+		Image:      s.Image,
+		Env:        envList(s.Env, s.GPUs),
+		WorkingDir: mount,
+		Labels:     map[string]string{LabelAgent: d.agentID},
+		// No TTY: stdout and stderr arrive multiplexed and are demuxed below.
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	for k, v := range s.Labels {
+		cfg.Labels[k] = v
+	}
+	if s.Script != "" {
+		cfg.Entrypoint = []string{"sh", "-c"}
+		cfg.Cmd = []string{s.Script}
+	} else {
+		cfg.Cmd = s.Args
+	}
+	host := &container.HostConfig{
+		NetworkMode: container.NetworkMode(d.NetworkMode),
+		Init:        boolPtr(true), // reap zombies and forward signals for scripts that spawn children
+	}
+	if s.Workspace != "" {
+		host.Binds = []string{s.Workspace + ":" + mount}
+	}
+	if s.CPUs > 0 {
+		host.NanoCPUs = int64(s.CPUs * 1e9)
+	}
+	if s.MemoryBytes > 0 {
+		host.Memory = s.MemoryBytes
+	}
+	if len(s.GPUs) > 0 {
+		host.DeviceRequests = []container.DeviceRequest{{
+			Driver: "nvidia", DeviceIDs: s.GPUs, Capabilities: [][]string{{"gpu"}},
+		}}
+	}
+	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
+	if err != nil {
+		return -1, fmt.Errorf("executor: create container for %q: %w", s.Name, err)
+	}
+	id := created.ID
+	// Removal must happen even when ctx is already cancelled, hence its own context.
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		d.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true})
+	}()
+
+	att, err := d.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdout: true, Stderr: true})
+	if err != nil {
+		return -1, fmt.Errorf("executor: attach to %q: %w", s.Name, err)
+	}
+	defer att.Close()
+	out := s.Output
+	if out == nil {
+		out = io.Discard
+	}
+	copied := make(chan error, 1)
+	go func() {
+		_, err := stdcopy.StdCopy(out, out, att.Reader)
+		copied <- err
+	}()
+
+	// Wait is registered before Start so a step that exits at once is not missed.
+	waitc, errc := d.cli.ContainerWait(context.WithoutCancel(ctx), id, container.WaitConditionNextExit)
+	if err := d.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		return -1, fmt.Errorf("executor: start %q: %w", s.Name, err)
+	}
+	select {
+	case res := <-waitc:
+		<-copied // the output is complete once the attach stream ends
+		if res.Error != nil {
+			return -1, fmt.Errorf("executor: wait for %q: %s", s.Name, res.Error.Message)
+		}
+		return int(res.StatusCode), nil
+	case err := <-errc:
+		return -1, fmt.Errorf("executor: wait for %q: %w", s.Name, err)
+	case <-ctx.Done():
+		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := d.cli.ContainerKill(kctx, id, "KILL"); err != nil && !isGone(err) {
+			return -1, errors.Join(ctx.Err(), fmt.Errorf("executor: kill %q: %w", s.Name, err))
+		}
+		return -1, ctx.Err()
+	}
+}
+
+// Cleanup implements Executor: it removes every container labelled with this agent's id.
+func (d *Docker) Cleanup(ctx context.Context) error {
+	list, err := d.cli.ContainerList(ctx, container.ListOptions{
+		All:     true,
+		Filters: filters.NewArgs(filters.Arg("label", LabelAgent+"="+d.agentID)),
+	})
+	if err != nil {
+		return fmt.Errorf("executor: list leftover containers: %w", err)
+	}
+	var errs []error
+	for _, c := range list {
+		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !isGone(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isGone(err error) bool {
+	return client.IsErrNotFound(err) // a container that is already gone is what we wanted
+}
+
+// envList turns the step env into Docker's KEY=VALUE list, sorted for reproducible containers,
+// and pins NVIDIA_VISIBLE_DEVICES to the reserved GPUs so the NVIDIA runtime never exposes more.
+func envList(env map[string]string, gpus []string) []string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(keys)+1)
+	for _, k := range keys {
+		if k == "NVIDIA_VISIBLE_DEVICES" {
+			continue
+		}
+		out = append(out, k+"="+env[k])
+	}
+	if len(gpus) > 0 {
+		out = append(out, "NVIDIA_VISIBLE_DEVICES="+strings.Join(gpus, ","))
+	} else {
+		out = append(out, "NVIDIA_VISIBLE_DEVICES=void")
+	}
+	return out
+}
+
+func boolPtr(b bool) *bool { return &b }

@@ -1,0 +1,98 @@
+// Package executor runs one job step of a pipeline: a script or a plugin image, with its env and
+// the pipeline's workspace, streaming its output, until it exits or its context is cancelled.
+//
+// Two executors share the Executor interface:
+//   - Docker: every step in its own container, the workspace bind-mounted at the same path in
+//     each, CPU/memory limits, GPUs by device id, containers labelled with the agent id so a
+//     restarted agent can remove what a crashed run left behind;
+//   - Shell: the step as a host process group, for the all-in-one mode on a machine without
+//     Docker. It ignores images and isolates nothing, which is why choosing it logs a loud warning.
+//
+// Cancellation is the context: when it ends, the step is killed (SIGKILL to the container or the
+// process group) and Run returns the context's error.
+//
+// This package is for the agent only; the backend never runs user code.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Modes accepted by Detect.
+const (
+	ModeAuto   = "auto"
+	ModeDocker = "docker"
+	ModeShell  = "shell"
+)
+
+// LabelAgent marks every container an agent creates with the agent's id.
+const LabelAgent = "nimbus.agent"
+
+// Step is one unit of user work: a job's container or process.
+type Step struct {
+	Name string
+	// Image to run (Docker only). Script steps need a shell in it.
+	Image string
+	// Script is run by `sh -c`. When empty, the image's entrypoint runs with Args (plugin jobs).
+	Script string
+	Args   []string
+	Env    map[string]string
+	// Workspace is the host directory shared by all steps of a pipeline. Docker mounts it at
+	// WorkspaceMount and starts there; the shell executor starts in it.
+	Workspace      string
+	WorkspaceMount string
+	// Limits (Docker only): cores may be fractional on a shared host, memory in bytes; 0 = none.
+	CPUs        float64
+	MemoryBytes int64
+	// GPUs are device ids (index or UUID) reserved for this pipeline; never "all".
+	GPUs []string
+	// Labels added to the container, on top of the agent label.
+	Labels map[string]string
+	// Output receives stdout and stderr, interleaved as the step writes them.
+	Output io.Writer
+}
+
+// Executor runs steps.
+type Executor interface {
+	// Name is "docker" or "shell".
+	Name() string
+	// Run runs the step to completion and returns its exit code. A non-nil error means the step
+	// could not be run or was cancelled (then it is the context's error), not that it failed.
+	Run(ctx context.Context, s Step) (exitCode int, err error)
+	// Cleanup removes what earlier runs of this agent left behind.
+	Cleanup(ctx context.Context) error
+	// Close releases the executor's own resources.
+	Close() error
+}
+
+// ErrNoDocker means Docker was required but no engine answered.
+var ErrNoDocker = errors.New("executor: no Docker engine answers")
+
+// Detect picks the executor for mode: Docker when mode is docker (error if the engine does not
+// answer) or auto and an engine answers within a few seconds; else the shell executor, with a
+// warning the caller must show loudly. dockerHost "" means the environment's DOCKER_HOST or the
+// default socket.
+func Detect(ctx context.Context, mode, dockerHost, agentID string) (Executor, string, error) {
+	if mode == ModeShell {
+		return NewShell(), shellWarning, nil
+	}
+	if mode != ModeAuto && mode != ModeDocker {
+		return nil, "", fmt.Errorf("executor: unknown mode %q (want auto, docker or shell)", mode)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	d, err := NewDocker(pctx, dockerHost, agentID)
+	if err == nil {
+		return d, "", nil
+	}
+	if mode == ModeDocker {
+		return nil, "", err
+	}
+	return NewShell(), shellWarning + " (Docker: " + err.Error() + ")", nil
+}
+
+const shellWarning = "NO DOCKER ENGINE: jobs run as plain processes on this host with the agent's permissions, images are ignored and nothing is isolated — use only for trusted code on a development machine"

@@ -1,0 +1,85 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"syscall"
+)
+
+// Shell runs steps as host processes, each in its own process group so that cancelling kills the
+// script and everything it started.
+type Shell struct{}
+
+// NewShell returns the host-shell executor.
+func NewShell() *Shell { return &Shell{} }
+
+// Name implements Executor.
+func (*Shell) Name() string { return ModeShell }
+
+// Close implements Executor.
+func (*Shell) Close() error { return nil }
+
+// Cleanup implements Executor. Processes die with their process group on cancel and leave no
+// containers; workspaces are the agent's to remove.
+func (*Shell) Cleanup(context.Context) error { return nil }
+
+// Run implements Executor. Plugin steps (no script) cannot run without Docker.
+func (*Shell) Run(ctx context.Context, s Step) (int, error) {
+	if s.Script == "" {
+		return -1, fmt.Errorf("executor: step %q runs image %q, which needs Docker (this agent uses the shell executor)", s.Name, s.Image)
+	}
+	cmd := exec.Command("sh", "-c", s.Script)
+	cmd.Dir = s.Workspace
+	cmd.Env = shellEnv(s.Env)
+	out := s.Output
+	if out == nil {
+		out = io.Discard
+	}
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return -1, fmt.Errorf("executor: start %q: %w", s.Name, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return 128 + int(ws.Signal()), nil
+			}
+			return exit.ExitCode(), nil
+		}
+		if err != nil {
+			return -1, fmt.Errorf("executor: run %q: %w", s.Name, err)
+		}
+		return 0, nil
+	case <-ctx.Done():
+		// The negative pid addresses the whole group: the shell and every child it started.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		return -1, ctx.Err()
+	}
+}
+
+// shellEnv gives the step a small, predictable environment: PATH and HOME from the agent, then
+// the step's variables. The agent's own secrets (tokens in its env) are not inherited.
+func shellEnv(env map[string]string) []string {
+	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}

@@ -1,0 +1,75 @@
+// Package api holds what every JSON endpoint of Nimbus shares: the one error envelope
+// {"error":{"code":"…","message":"…"}}, its stable codes, and the helpers handlers use to write
+// it. Domain packages return *Error values (or wrap them with %w) and the handler calls Fail;
+// anything else becomes a logged 500 whose message reveals nothing internal.
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// Stable error codes. Clients switch on these, so they never change meaning.
+const (
+	CodeBadRequest       = "bad_request"
+	CodeValidation       = "validation_failed"
+	CodeUnauthenticated  = "unauthenticated"
+	CodeForbidden        = "forbidden"
+	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeConflict         = "conflict"
+	CodeTooLarge         = "payload_too_large"
+	CodeRateLimited      = "rate_limited"
+	CodeUnavailable      = "unavailable"
+	CodeInternal         = "internal"
+)
+
+// Error is an API error: an HTTP status, a stable code and a message for people.
+type Error struct {
+	Status  int            `json:"-"`
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Envelope is the JSON body of every error response.
+type Envelope struct {
+	Error *Error `json:"error"`
+}
+
+// Errorf builds an *Error.
+func Errorf(status int, code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// BadRequest is a 400 for malformed input.
+func BadRequest(format string, args ...any) *Error {
+	return Errorf(http.StatusBadRequest, CodeBadRequest, format, args...)
+}
+
+// NotFound is a 404. Another team's private thing is also a NotFound, never a Forbidden.
+func NotFound(format string, args ...any) *Error {
+	return Errorf(http.StatusNotFound, CodeNotFound, format, args...)
+}
+
+// Conflict is a 409.
+func Conflict(format string, args ...any) *Error {
+	return Errorf(http.StatusConflict, CodeConflict, format, args...)
+}
+
+// Fail writes err as the error envelope and aborts the request. A non-*Error is logged with the
+// request's context and answered as a 500 that says nothing about its cause.
+func Fail(c *gin.Context, log *slog.Logger, err error) {
+	var ae *Error
+	if !errors.As(err, &ae) {
+		log.ErrorContext(c.Request.Context(), "request failed", "err", err, "path", c.FullPath())
+		ae = Errorf(http.StatusInternalServerError, CodeInternal, "internal error")
+	}
+	c.AbortWithStatusJSON(ae.Status, Envelope{Error: ae})
+}

@@ -1,0 +1,142 @@
+// Package config holds the settings of nimbus-server: every one is a flag and a NIMBUS_*
+// environment variable (flag > environment > default), listed by `nimbus-server --help` and in
+// the README. Load is pure apart from the getenv function it is given, so tests build configs
+// without touching the process environment.
+package config
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nimbus-build/nimbus/agent/envflag"
+)
+
+// Executor modes of the built-in agent.
+const (
+	ExecutorAuto   = "auto"
+	ExecutorDocker = "docker"
+	ExecutorShell  = "shell"
+)
+
+// Config is the resolved configuration of one server process.
+type Config struct {
+	Listen          string
+	PublicURL       string
+	DataDir         string
+	DatabaseURL     string // "" = SQLite file in DataDir
+	RedisURL        string // "" = embedded Redis-protocol server on loopback
+	SecretKey       string // "" = generated once and kept in DataDir
+	BuiltinAgent    bool
+	AgentExecutor   string
+	LogFormat       string
+	LogLevel        string
+	ShutdownTimeout time.Duration
+	ReadyTimeout    time.Duration
+}
+
+// Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
+func (c *Config) Embedded() bool { return c.DatabaseURL == "" && c.RedisURL == "" }
+
+// Flags registers the server's flags on a new set and returns it with the config it fills.
+// Resolve must be called after the set is parsed.
+func Flags(name string) (*envflag.Set, *Config, *string) {
+	c := &Config{}
+	builtin := new(string)
+	s := envflag.New(name, name+` runs the Nimbus server: the JSON API, git hosting, the scheduler and the registry.
+
+With no database or Redis URL it runs all-in-one: SQLite in the data dir, an in-process
+Redis-protocol server on loopback, artifacts on local disk and a built-in agent.
+
+Usage: `+name+` [serve] [flags]     run the server (default)
+       `+name+` migrate [flags]     apply database migrations and exit`)
+	s.String(&c.Listen, "listen", "NIMBUS_LISTEN", "127.0.0.1:8080", "address the HTTP server listens on")
+	s.String(&c.PublicURL, "public-url", "NIMBUS_PUBLIC_URL", "", "URL users and agents reach the server at (default: http://LISTEN)")
+	s.String(&c.DataDir, "data-dir", "NIMBUS_DATA_DIR", "./data", "directory for the SQLite file, the generated secret key, repos and artifacts")
+	s.String(&c.DatabaseURL, "database-url", "NIMBUS_DATABASE_URL", "", "postgres://… for PostgreSQL; empty = SQLite in the data dir")
+	s.String(&c.RedisURL, "redis-url", "NIMBUS_REDIS_URL", "", "redis://… ; empty = embedded Redis-protocol server on loopback")
+	s.String(&c.SecretKey, "secret-key", "NIMBUS_SECRET_KEY", "", "64 hex chars (32 bytes) that encrypt secrets at rest; empty = generated once into the data dir")
+	s.String(builtin, "builtin-agent", "NIMBUS_BUILTIN_AGENT", "auto", "run an agent inside the server: true, false or auto (= on when both URLs are empty)")
+	s.String(&c.AgentExecutor, "agent-executor", "NIMBUS_AGENT_EXECUTOR", ExecutorAuto, "built-in agent executor: auto (Docker when an engine answers), docker or shell")
+	s.String(&c.LogFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
+	s.String(&c.LogLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
+	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "NIMBUS_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	s.Duration(&c.ReadyTimeout, "ready-timeout", "NIMBUS_READY_TIMEOUT", 2*time.Second, "how long /readyz waits for the database and Redis")
+	return s, c, builtin
+}
+
+// Load parses args (flags only, no subcommand) with getenv and resolves the result.
+func Load(name string, args []string, getenv func(string) string, out io.Writer) (*Config, []string, error) {
+	s, c, builtin := Flags(name)
+	if err := s.Parse(args, getenv, out); err != nil {
+		return nil, nil, err
+	}
+	if err := c.Resolve(*builtin); err != nil {
+		return nil, nil, err
+	}
+	return c, s.Args(), nil
+}
+
+// Resolve fills derived defaults and validates. builtinAgent is the raw --builtin-agent value.
+func (c *Config) Resolve(builtinAgent string) error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return fmt.Errorf("invalid NIMBUS_LISTEN %q: %w", c.Listen, err)
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + publicHost(c.Listen)
+	}
+	u, err := url.Parse(c.PublicURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("invalid NIMBUS_PUBLIC_URL %q: want http(s)://host[:port]", c.PublicURL)
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.DataDir == "" {
+		return fmt.Errorf("NIMBUS_DATA_DIR must not be empty")
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return fmt.Errorf("invalid NIMBUS_DATABASE_URL: only postgres:// URLs are supported (empty = SQLite)")
+	}
+	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
+		return fmt.Errorf("invalid NIMBUS_REDIS_URL: want redis:// or rediss:// (empty = embedded)")
+	}
+	switch strings.ToLower(builtinAgent) {
+	case "", "auto":
+		c.BuiltinAgent = c.Embedded()
+	case "1", "true", "yes", "on":
+		c.BuiltinAgent = true
+	case "0", "false", "no", "off":
+		c.BuiltinAgent = false
+	default:
+		return fmt.Errorf("invalid NIMBUS_BUILTIN_AGENT %q: want true, false or auto", builtinAgent)
+	}
+	switch c.AgentExecutor {
+	case ExecutorAuto, ExecutorDocker, ExecutorShell:
+	default:
+		return fmt.Errorf("invalid NIMBUS_AGENT_EXECUTOR %q: want auto, docker or shell", c.AgentExecutor)
+	}
+	switch c.LogFormat {
+	case "json", "text":
+	default:
+		return fmt.Errorf("invalid NIMBUS_LOG_FORMAT %q: want json or text", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("invalid NIMBUS_LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel)
+	}
+	return nil
+}
+
+// publicHost turns a listen address into one a browser can reach: a wildcard host becomes
+// 127.0.0.1, since "0.0.0.0" or "[::]" are not addresses to type into a URL bar.
+func publicHost(listen string) string {
+	host, port, _ := net.SplitHostPort(listen)
+	switch host {
+	case "", "0.0.0.0", "::":
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port)
+}

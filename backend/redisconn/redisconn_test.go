@@ -1,0 +1,61 @@
+package redisconn
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nimbus-build/nimbus/e2e/testenv"
+)
+
+func roundTrip(t *testing.T, c *Conn) {
+	t.Helper()
+	ctx := context.Background()
+	key := "redisconn-test:" + t.Name()
+	if err := c.Client.Set(ctx, key, "v", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Client.Get(ctx, key).Result(); err != nil || got != "v" {
+		t.Fatalf("get = %q, %v", got, err)
+	}
+	c.Client.Del(ctx, key)
+}
+
+func TestEmbeddedServerOnLoopback(t *testing.T) {
+	c, err := Connect(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(c.Addr, "127.0.0.1:") {
+		t.Fatalf("embedded server on %q, want loopback", c.Addr)
+	}
+	roundTrip(t, c)
+	c.Close()
+	if err := c.Client.Ping(context.Background()).Err(); err == nil {
+		t.Fatal("client still answers after Close")
+	}
+}
+
+func TestExternalRedis(t *testing.T) {
+	c, err := Connect(context.Background(), testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Addr != "" {
+		t.Fatalf("external connection reports embedded addr %q", c.Addr)
+	}
+	roundTrip(t, c)
+}
+
+func TestConnectErrors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := Connect(ctx, "redis://127.0.0.1:1/0"); err == nil || !strings.Contains(err.Error(), "redis: ping") {
+		t.Fatalf("unreachable: err = %v", err)
+	}
+	if _, err := Connect(ctx, "redis://:bad:port"); err == nil {
+		t.Fatal("bad URL accepted")
+	}
+}

@@ -1,0 +1,165 @@
+// Package server wires Nimbus's HTTP surface and nothing else: middleware (request ids, JSON
+// access logs, metrics, panic recovery), the operations endpoints (/healthz, /readyz, /metrics),
+// each domain's routes under /api/v1, the embedded dashboard, and a graceful shutdown that drains
+// in-flight requests and long-polls.
+//
+// Domains own their handlers; they plug in as Modules. Every API error leaves as the one
+// envelope of package api, including unknown routes and wrong methods.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/backend/api"
+)
+
+// Module is a domain's HTTP surface: it adds its routes to the /api/v1 group (and, for
+// protocols such as git or the registry, to the root engine).
+type Module interface {
+	Routes(root *gin.Engine, v1 *gin.RouterGroup)
+}
+
+// Deps are what the server needs from the process that runs it.
+type Deps struct {
+	DB           *gorm.DB
+	Redis        redis.UniversalClient
+	Log          *slog.Logger
+	Frontend     fs.FS // the built dashboard (frontend/dist); a placeholder page is served without index.html
+	Version      string
+	ReadyTimeout time.Duration
+	Modules      []Module
+}
+
+// Server is the HTTP server of one nimbus-server process.
+type Server struct {
+	deps      Deps
+	engine    *gin.Engine
+	metrics   *metrics
+	drain     chan struct{}
+	drainOnce sync.Once
+}
+
+// New builds the server and its routes.
+func New(d Deps) *Server {
+	if d.ReadyTimeout <= 0 {
+		d.ReadyTimeout = 2 * time.Second
+	}
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{deps: d, engine: gin.New(), metrics: newMetrics(), drain: make(chan struct{})}
+	e := s.engine
+	e.HandleMethodNotAllowed = true
+	e.RedirectTrailingSlash = false
+	e.Use(s.requestID, s.recover, s.accessLog, s.metrics.middleware)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	e.GET("/metrics", gin.WrapH(s.metrics.handler()))
+
+	v1 := e.Group("/api/v1")
+	v1.GET("/version", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"version": d.Version}) })
+	for _, m := range d.Modules {
+		m.Routes(e, v1)
+	}
+	e.NoRoute(s.noRoute)
+	e.NoMethod(func(c *gin.Context) {
+		s.fail(c, api.Errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
+	})
+	return s
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Draining is closed when a graceful shutdown begins. Long-poll handlers select on it and answer
+// at once ("no work"), so a shutdown never waits for a poll to time out.
+func (s *Server) Draining() <-chan struct{} { return s.drain }
+
+func (s *Server) startDrain() { s.drainOnce.Do(func() { close(s.drain) }) }
+
+// Serve serves on ln until ctx is cancelled, then shuts down gracefully: readiness turns 503,
+// long-polls are released, in-flight requests get up to timeout to finish.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, timeout time.Duration) error {
+	hs := &http.Server{
+		Handler:           s.engine,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	hs.RegisterOnShutdown(s.startDrain)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	s.deps.Log.Info("shutting down: draining requests", "timeout", timeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("http server: %w", serr)
+	}
+	if err != nil {
+		hs.Close()
+		return fmt.Errorf("graceful shutdown: %w", err)
+	}
+	s.deps.Log.Info("shutdown complete")
+	return nil
+}
+
+func (s *Server) fail(c *gin.Context, err error) { api.Fail(c, s.deps.Log, err) }
+
+func (s *Server) healthz(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"status": "ok", "version": s.deps.Version})
+}
+
+// readyz answers 200 only when the database and Redis both answer and no shutdown has begun, so
+// a load balancer stops sending traffic to a draining replica.
+func (s *Server) readyz(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.deps.ReadyTimeout)
+	defer cancel()
+	checks := map[string]string{"database": "ok", "redis": "ok"}
+	var failed []string
+	if err := pingDB(ctx, s.deps.DB); err != nil {
+		checks["database"] = err.Error()
+		failed = append(failed, "database")
+	}
+	if err := s.deps.Redis.Ping(ctx).Err(); err != nil {
+		checks["redis"] = err.Error()
+		failed = append(failed, "redis")
+	}
+	select {
+	case <-s.drain:
+		checks["server"] = "shutting down"
+		failed = append(failed, "server")
+	default:
+	}
+	if len(failed) > 0 {
+		e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "not ready: %v", failed)
+		e.Details = map[string]any{"checks": checks}
+		c.AbortWithStatusJSON(e.Status, api.Envelope{Error: e})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": checks})
+}
+
+func pingDB(ctx context.Context, db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}

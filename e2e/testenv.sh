@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Starts the real services Nimbus's tests need, runs a command with their addresses exported, and
+# tears everything down afterwards, whatever the command's outcome:
+#
+#   e2e/testenv.sh go test ./...
+#
+# - a throwaway PostgreSQL cluster (initdb in a temp dir, random port, run as an unprivileged user
+#   when we are root)                               -> NIMBUS_TEST_POSTGRES_URL
+# - redis-server on a random port, no persistence  -> NIMBUS_TEST_REDIS_URL
+# - a Docker engine: the one that answers, else dockerd --bridge=none --iptables=false with its own
+#   socket, data root and exec root                 -> NIMBUS_TEST_DOCKER_HOST
+# - a busybox image made by `docker import`         -> NIMBUS_TEST_IMAGE
+#
+# Missing Debian packages (postgresql, redis-server, docker.io, busybox-static, git, chromium) are
+# installed with apt when running as root. Everything binds to 127.0.0.1 only.
+set -euo pipefail
+
+log() { printf 'testenv: %s\n' "$*" >&2; }
+
+TMP=$(mktemp -d /tmp/nimbus-testenv.XXXXXX)
+chmod 755 "$TMP"
+PIDS_TO_STOP=()
+PG_DATA=""
+PG_CTL=""
+DOCKERD_PID=""
+
+cleanup() {
+	set +e
+	if [ -n "$DOCKERD_PID" ]; then
+		# Containers a failed test left behind go with the engine.
+		docker -H "$NIMBUS_TEST_DOCKER_HOST" ps -aq 2>/dev/null | xargs -r docker -H "$NIMBUS_TEST_DOCKER_HOST" rm -f >/dev/null 2>&1
+		kill "$DOCKERD_PID" 2>/dev/null
+		for _ in $(seq 1 50); do kill -0 "$DOCKERD_PID" 2>/dev/null || break; sleep 0.2; done
+		kill -9 "$DOCKERD_PID" 2>/dev/null
+		umount -R "$TMP/docker" 2>/dev/null
+	fi
+	if [ -n "$PG_DATA" ]; then
+		as_pg "$PG_CTL" -D "$PG_DATA" -m immediate stop >/dev/null 2>&1
+	fi
+	for p in "${PIDS_TO_STOP[@]}"; do kill "$p" 2>/dev/null; done
+	rm -rf "$TMP" 2>/dev/null
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- packages -------------------------------------------------------------------------------
+APT_UPDATED=""
+need_pkg() { # need_pkg PACKAGE TEST-COMMAND...
+	local pkg=$1; shift
+	if "$@" >/dev/null 2>&1; then return 0; fi
+	if [ "$(id -u)" != 0 ]; then
+		log "package $pkg is missing and we are not root to install it"
+		return 1
+	fi
+	if [ -z "$APT_UPDATED" ]; then
+		log "apt-get update"
+		apt-get update -qq >/dev/null
+		APT_UPDATED=1
+	fi
+	log "installing $pkg"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg" >/dev/null
+}
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1; }
+
+need_pkg postgresql test -x "$(pg_bin)/initdb"
+need_pkg redis-server command -v redis-server
+need_pkg busybox-static test -x /bin/busybox
+need_pkg git command -v git
+need_pkg chromium command -v chromium
+if ! { [ -n "${DOCKER_HOST:-}" ] || [ -S /var/run/docker.sock ]; } || ! command -v docker >/dev/null; then
+	need_pkg docker.io command -v dockerd
+fi
+
+# --- helpers --------------------------------------------------------------------------------
+free_port() {
+	local p
+	for _ in $(seq 1 100); do
+		p=$(shuf -i 20000-59999 -n 1)
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+	done
+	log "no free port found"; return 1
+}
+wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
+	local secs=$1 what=$2; shift 2
+	for _ in $(seq 1 $((secs * 5))); do
+		if "$@" >/dev/null 2>&1; then return 0; fi
+		sleep 0.2
+	done
+	log "$what did not come up in ${secs}s"; return 1
+}
+PG_USER=""
+as_pg() {
+	if [ -n "$PG_USER" ]; then runuser -u "$PG_USER" -- "$@"; else "$@"; fi
+}
+
+# --- PostgreSQL -----------------------------------------------------------------------------
+PGBIN=$(pg_bin)
+PG_CTL="$PGBIN/pg_ctl"
+if [ "$(id -u)" = 0 ]; then
+	PG_USER=postgres
+	id -u "$PG_USER" >/dev/null 2>&1 || useradd --system --no-create-home "$PG_USER"
+fi
+PG_DATA="$TMP/pg/data"
+mkdir -p "$TMP/pg"
+[ -n "$PG_USER" ] && chown "$PG_USER" "$TMP/pg"
+PG_PORT=$(free_port)
+as_pg "$PGBIN/initdb" -D "$PG_DATA" -U nimbus --auth=trust --encoding=UTF8 --locale=C.UTF-8 >"$TMP/pg/initdb.log" 2>&1 \
+	|| { cat "$TMP/pg/initdb.log" >&2; exit 1; }
+as_pg "$PG_CTL" -D "$PG_DATA" -l "$TMP/pg/server.log" -w -t 30 \
+	-o "-p $PG_PORT -h 127.0.0.1 -k $TMP/pg -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+	start >/dev/null || { cat "$TMP/pg/server.log" >&2; exit 1; }
+export NIMBUS_TEST_POSTGRES_URL="postgres://nimbus@127.0.0.1:$PG_PORT/postgres?sslmode=disable"
+log "PostgreSQL on 127.0.0.1:$PG_PORT"
+
+# --- Redis ----------------------------------------------------------------------------------
+REDIS_PORT=$(free_port)
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
+	--daemonize yes --pidfile "$TMP/redis.pid" --logfile "$TMP/redis.log"
+wait_for 10 redis test -s "$TMP/redis.pid"
+PIDS_TO_STOP+=("$(cat "$TMP/redis.pid")")
+export NIMBUS_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+log "Redis on 127.0.0.1:$REDIS_PORT"
+
+# --- Docker ---------------------------------------------------------------------------------
+if [ -n "${DOCKER_HOST:-}" ] && docker info >/dev/null 2>&1; then
+	export NIMBUS_TEST_DOCKER_HOST="$DOCKER_HOST"
+elif [ -S /var/run/docker.sock ] && docker -H unix:///var/run/docker.sock info >/dev/null 2>&1; then
+	export NIMBUS_TEST_DOCKER_HOST="unix:///var/run/docker.sock"
+else
+	mkdir -p "$TMP/docker"
+	dockerd --bridge=none --iptables=false --ip6tables=false \
+		--host "unix://$TMP/docker/docker.sock" --data-root "$TMP/docker/data" \
+		--exec-root "$TMP/docker/exec" --pidfile "$TMP/docker/dockerd.pid" \
+		>"$TMP/docker/dockerd.log" 2>&1 &
+	DOCKERD_PID=$!
+	export NIMBUS_TEST_DOCKER_HOST="unix://$TMP/docker/docker.sock"
+	wait_for 60 dockerd docker -H "$NIMBUS_TEST_DOCKER_HOST" version || { tail -20 "$TMP/docker/dockerd.log" >&2; exit 1; }
+	log "dockerd at $NIMBUS_TEST_DOCKER_HOST"
+fi
+
+# --- test image -----------------------------------------------------------------------------
+export NIMBUS_TEST_IMAGE="nimbus-test/busybox:1"
+if ! docker -H "$NIMBUS_TEST_DOCKER_HOST" image inspect "$NIMBUS_TEST_IMAGE" >/dev/null 2>&1; then
+	rootfs="$TMP/rootfs"
+	mkdir -p "$rootfs/bin" "$rootfs/tmp" "$rootfs/etc" "$rootfs/workspace"
+	chmod 1777 "$rootfs/tmp"
+	cp /bin/busybox "$rootfs/bin/busybox"
+	for applet in $(/bin/busybox --list); do
+		[ "$applet" = busybox ] || ln -sf busybox "$rootfs/bin/$applet"
+	done
+	echo 'root:x:0:0:root:/root:/bin/sh' >"$rootfs/etc/passwd"
+	echo 'root:x:0:' >"$rootfs/etc/group"
+	tar -C "$rootfs" -c . | docker -H "$NIMBUS_TEST_DOCKER_HOST" import \
+		--change 'ENV PATH=/bin' --change 'CMD ["/bin/sh"]' - "$NIMBUS_TEST_IMAGE" >/dev/null
+	log "imported $NIMBUS_TEST_IMAGE"
+fi
+
+# --- run ------------------------------------------------------------------------------------
+set +e
+"$@"
+status=$?
+set -e
+exit "$status"

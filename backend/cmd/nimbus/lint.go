@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/nimbus-build/nimbus/agent/envflag"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+)
+
+// repoDir reads include files from the directory of the .cnb.yml, taken as the repository root.
+type repoDir string
+
+func (d repoDir) ReadFile(p string) ([]byte, error) {
+	// spec cleans paths to be relative to the root; refuse anything that still climbs out.
+	clean := path.Clean(p)
+	if clean == ".." || strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
+		return nil, fmt.Errorf("%s is outside the repository", p)
+	}
+	return os.ReadFile(filepath.Join(string(d), filepath.FromSlash(clean)))
+}
+
+// readSpec reads FILE (default .cnb.yml) and returns its bytes and the engine options for it.
+func readSpec(args []string) ([]byte, spec.Options, error) {
+	file := ".cnb.yml"
+	switch len(args) {
+	case 0:
+	case 1:
+		file = args[0]
+	default:
+		return nil, spec.Options{}, fmt.Errorf("expected at most one FILE, got %d arguments", len(args))
+	}
+	src, err := os.ReadFile(file)
+	if err != nil {
+		return nil, spec.Options{}, err
+	}
+	return src, spec.Options{File: file, Files: repoDir(filepath.Dir(file))}, nil
+}
+
+// displayPath shows an included file's path beside the main file, so it can be opened as printed.
+func displayPath(mainFile string, d spec.Diagnostic) string {
+	if d.Pos.File == mainFile || d.Pos.File == "" || strings.Contains(d.Pos.File, "://") {
+		return d.Pos.File
+	}
+	return filepath.Join(filepath.Dir(mainFile), filepath.FromSlash(d.Pos.File))
+}
+
+func writeDiagnostics(w io.Writer, mainFile string, ds spec.Diagnostics) {
+	for _, d := range ds {
+		d.Pos.File = displayPath(mainFile, d)
+		fmt.Fprintln(w, d.String())
+	}
+}
+
+// jsonDiagnostic is one entry of `nimbus lint --json`.
+type jsonDiagnostic struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+}
+
+type jsonLint struct {
+	Errors   []jsonDiagnostic `json:"errors"`
+	Warnings []jsonDiagnostic `json:"warnings"`
+}
+
+func lintJSON(mainFile string, ds spec.Diagnostics) jsonLint {
+	out := jsonLint{Errors: []jsonDiagnostic{}, Warnings: []jsonDiagnostic{}}
+	for _, d := range ds {
+		jd := jsonDiagnostic{File: displayPath(mainFile, d), Line: d.Pos.Line, Column: d.Pos.Column, Message: d.Message, Hint: d.Hint}
+		if d.Severity == spec.SeverityError {
+			out.Errors = append(out.Errors, jd)
+		} else {
+			out.Warnings = append(out.Warnings, jd)
+		}
+	}
+	return out
+}
+
+func lintCommand() command {
+	return command{summary: "check a .cnb.yml for errors and warnings", run: runLint}
+}
+
+func runLint(_ context.Context, e env, args []string) int {
+	var strict, asJSON bool
+	fs := envflag.New("lint", "Usage: nimbus lint [--strict] [--json] [FILE]\n\n"+
+		"Checks FILE (default .cnb.yml) and the files it includes, read from FILE's directory as the\n"+
+		"repository root. Prints FILE:LINE:COL: error|warning: message lines, and exits 1 when there\n"+
+		"are errors. Remote includes are not fetched.")
+	fs.Bool(&strict, "strict", "NIMBUS_LINT_STRICT", false, "treat warnings as errors")
+	fs.Bool(&asJSON, "json", "", false, `print {"errors":[…],"warnings":[…]} instead of lines`)
+	if err := fs.Parse(args, e.getenv, e.stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(e.stderr, "nimbus:", err)
+		return 2
+	}
+	src, opts, err := readSpec(fs.Args())
+	if err != nil {
+		fmt.Fprintln(e.stderr, "nimbus lint:", err)
+		return 2
+	}
+	ds := spec.Lint(src, opts)
+	if strict {
+		ds = ds.Strict()
+	}
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(lintJSON(opts.File, ds)); err != nil {
+			fmt.Fprintln(e.stderr, "nimbus lint:", err)
+			return 2
+		}
+	} else {
+		writeDiagnostics(e.stdout, opts.File, ds)
+	}
+	if ds.HasErrors() {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,239 @@
+package spec
+
+import (
+	"bytes"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// This file turns YAML bytes into a tree of nodes that remember their file and position, with
+// aliases expanded and merge keys (<<) applied, so that everything after it sees plain maps,
+// lists and scalars.
+
+type nodeKind uint8
+
+const (
+	nScalar nodeKind = iota // includes null
+	nMap
+	nSeq
+)
+
+// node is a YAML value. Maps keep their key order.
+type node struct {
+	kind  nodeKind
+	tag   string // YAML short tag: !!str, !!int, !!bool, !!null, !!float, or a custom one like !reference
+	value string
+	pairs []pair
+	items []*node
+	pos   Pos
+}
+
+type pair struct {
+	key *node
+	val *node
+}
+
+func (n *node) isNull() bool { return n == nil || n.kind == nScalar && n.tag == "!!null" }
+
+// get returns the value of a map key, or nil.
+func (n *node) get(key string) *node {
+	if n == nil || n.kind != nMap {
+		return nil
+	}
+	for _, p := range n.pairs {
+		if p.key.value == key {
+			return p.val
+		}
+	}
+	return nil
+}
+
+func (n *node) kindName() string {
+	switch {
+	case n == nil || n.isNull():
+		return "nothing"
+	case n.kind == nMap:
+		return "a map"
+	case n.kind == nSeq:
+		return "a list"
+	}
+	return "a scalar"
+}
+
+// maxNodes bounds the size of a document after aliases and !reference are expanded, so a "billion
+// laughs" file fails with an error instead of exhausting memory.
+const maxNodes = 500_000
+
+// budget counts the nodes created while expanding one build's files.
+type budget struct {
+	left     int
+	exceeded bool
+}
+
+func (b *budget) take() bool {
+	if b.left <= 0 {
+		b.exceeded = true
+		return false
+	}
+	b.left--
+	return true
+}
+
+// normalize strips a UTF-8 byte order mark and turns CRLF line ends into LF; line and column
+// numbers are unchanged by both.
+func normalize(src []byte) []byte {
+	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
+	if bytes.Contains(src, []byte("\r\n")) {
+		src = bytes.ReplaceAll(src, []byte("\r\n"), []byte("\n"))
+	}
+	return src
+}
+
+var yamlLineRe = regexp.MustCompile(`line (\d+)`)
+
+// parseYAML parses one file. It returns nil when the file does not parse; the error is in d.
+func parseYAML(file string, src []byte, b *budget, d *diags) *node {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(normalize(src), &doc); err != nil {
+		pos := Pos{File: file}
+		if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil {
+			pos.Line, _ = strconv.Atoi(m[1])
+		}
+		var te *yaml.TypeError
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		if errors.As(err, &te) && len(te.Errors) > 0 {
+			msg = te.Errors[0]
+		}
+		msg = yamlLineRe.ReplaceAllString(msg, "")
+		msg = strings.TrimLeft(msg, ": ")
+		d.errorf(pos, "invalid YAML: %s", msg)
+		return nil
+	}
+	c := converter{file: file, budget: b, d: d, expanding: map[*yaml.Node]bool{}}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return &node{kind: nScalar, tag: "!!null", pos: Pos{File: file, Line: 1, Column: 1}}
+	}
+	n := c.convert(doc.Content[0])
+	if b.exceeded {
+		d.errorf(Pos{File: file}, "the document expands to more than %d values (aliases or !reference nested too deeply)", maxNodes)
+		return nil
+	}
+	return n
+}
+
+type converter struct {
+	file      string
+	budget    *budget
+	d         *diags
+	expanding map[*yaml.Node]bool // aliases being expanded, to catch an anchor that contains itself
+}
+
+func (c *converter) pos(y *yaml.Node) Pos { return Pos{File: c.file, Line: y.Line, Column: y.Column} }
+
+func (c *converter) null(y *yaml.Node) *node {
+	return &node{kind: nScalar, tag: "!!null", pos: c.pos(y)}
+}
+
+func (c *converter) convert(y *yaml.Node) *node {
+	if !c.budget.take() {
+		return c.null(y)
+	}
+	switch y.Kind {
+	case yaml.DocumentNode:
+		if len(y.Content) == 0 {
+			return c.null(y)
+		}
+		return c.convert(y.Content[0])
+	case yaml.AliasNode:
+		if y.Alias == nil || c.expanding[y.Alias] {
+			c.d.errorf(c.pos(y), "alias *%s refers to the value that contains it", y.Value)
+			return c.null(y)
+		}
+		c.expanding[y.Alias] = true
+		n := c.convert(y.Alias)
+		delete(c.expanding, y.Alias)
+		// The value is reported where the alias is used; what is inside it, where it was written.
+		n.pos = c.pos(y)
+		return n
+	case yaml.SequenceNode:
+		n := &node{kind: nSeq, tag: y.Tag, pos: c.pos(y)}
+		for _, item := range y.Content {
+			n.items = append(n.items, c.convert(item))
+		}
+		return n
+	case yaml.MappingNode:
+		return c.mapping(y)
+	default:
+		return &node{kind: nScalar, tag: y.ShortTag(), value: y.Value, pos: c.pos(y)}
+	}
+}
+
+// mapping converts a map, applying merge keys: the explicit keys of the map win over merged ones,
+// and among several merged maps (<<: [*a, *b]) the first wins, as YAML's merge spec says.
+func (c *converter) mapping(y *yaml.Node) *node {
+	n := &node{kind: nMap, tag: y.Tag, pos: c.pos(y)}
+	var merged []pair
+	explicit := map[string]int{}
+	for i := 0; i+1 < len(y.Content); i += 2 {
+		k, v := y.Content[i], y.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			merged = append(merged, c.mergeSources(v)...)
+			continue
+		}
+		key := c.convert(k)
+		if key.kind != nScalar {
+			c.d.errorf(key.pos, "a map key must be a scalar, not %s", key.kindName())
+			continue
+		}
+		if first, dup := explicit[key.value]; dup {
+			c.d.errorf(key.pos, "duplicate key %q (first at line %d)", key.value, n.pairs[first].key.pos.Line)
+			continue
+		}
+		explicit[key.value] = len(n.pairs)
+		n.pairs = append(n.pairs, pair{key: key, val: c.convert(v)})
+	}
+	if len(merged) == 0 {
+		return n
+	}
+	var out []pair
+	seen := map[string]bool{}
+	for _, p := range merged {
+		if _, ok := explicit[p.key.value]; ok || seen[p.key.value] {
+			continue
+		}
+		seen[p.key.value] = true
+		out = append(out, p)
+	}
+	n.pairs = append(out, n.pairs...)
+	return n
+}
+
+// mergeSources returns the pairs a merge key's value brings: a map, an alias of one, or a list of
+// those.
+func (c *converter) mergeSources(v *yaml.Node) []pair {
+	src := c.convert(v)
+	var maps []*node
+	switch src.kind {
+	case nMap:
+		maps = append(maps, src)
+	case nSeq:
+		for _, it := range src.items {
+			if it.kind != nMap {
+				c.d.errorf(it.pos, "a merge key (<<) takes maps, not %s", it.kindName())
+				continue
+			}
+			maps = append(maps, it)
+		}
+	default:
+		c.d.errorf(src.pos, "a merge key (<<) takes a map or a list of maps, not %s", src.kindName())
+	}
+	var out []pair
+	for _, m := range maps {
+		out = append(out, m.pairs...)
+	}
+	return out
+}

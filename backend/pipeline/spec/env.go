@@ -96,9 +96,17 @@ func finalize(t string) string {
 // refs collects the run-time references of templates.
 type refs map[string]bool
 
-func (r refs) scan(t string) string {
-	protocol.ReplaceVars(t, func(name, _ string) string { r[name] = true; return "" }, "")
-	return t
+func (r *refs) scan(t string) {
+	if !strings.Contains(t, "$") {
+		return
+	}
+	protocol.ReplaceVars(t, func(name, _ string) string {
+		if *r == nil {
+			*r = refs{}
+		}
+		(*r)[name] = true
+		return ""
+	}, "")
 }
 
 func (r refs) list() []string {
@@ -117,7 +125,7 @@ type fieldSet struct {
 	anys []*map[string]any
 }
 
-func newFieldSet() *fieldSet { return &fieldSet{refs: refs{}} }
+func newFieldSet() *fieldSet { return &fieldSet{} }
 
 func (f *fieldSet) str(p *string) {
 	f.refs.scan(*p)

@@ -112,13 +112,18 @@ func (g *Glob) Match(s string) bool {
 	}
 	start := newPosSet(len(s))
 	start.add(0)
-	return matchSeq(g.nodes, s, start).has(len(s))
+	m := matcher{s: s}
+	return m.matchSeq(g.nodes, start).has(len(s))
 }
 
 type globParser struct {
-	src string
-	pos int
+	src   string
+	pos   int
+	depth int // open groups, bounded by maxGlobDepth
 }
+
+// maxGlobDepth bounds group nesting; real patterns nest one or two levels.
+const maxGlobDepth = 8
 
 // alternative parses nodes until the end of the pattern or, inside a group, until its separator
 // or closer (both 0 at the top level). The caller consumes the terminator.
@@ -231,6 +236,10 @@ func (p *globParser) globstar(altStart int, nodes *[]globNode, sep, closer byte)
 // group parses "(a|b)" or "{a,b}" starting at the opening bracket.
 func (p *globParser) group(op byte, closer byte) (globNode, error) {
 	open := p.pos
+	if p.depth++; p.depth > maxGlobDepth {
+		return globNode{}, fmt.Errorf("groups nested more than %d deep", maxGlobDepth)
+	}
+	defer func() { p.depth-- }()
 	p.pos++
 	sep := byte('|')
 	if closer == '}' {
@@ -327,11 +336,18 @@ func (s posSet) count() int {
 	return n
 }
 
+// matcher matches one input string. Groups are evaluated once per start position and
+// remembered, so nested quantifiers cost a polynomial in the input length, not a power of it.
+type matcher struct {
+	s    string
+	memo map[*globNode][]posSet // group node → ends for each start position
+}
+
 // matchSeq returns the positions where nodes, started at any position of from, can end.
-func matchSeq(nodes []globNode, s string, from posSet) posSet {
+func (m *matcher) matchSeq(nodes []globNode, from posSet) posSet {
 	cur := from
 	for i := range nodes {
-		cur = matchNode(&nodes[i], s, cur)
+		cur = m.matchNode(&nodes[i], cur)
 		if cur.empty() {
 			return cur
 		}
@@ -339,7 +355,8 @@ func matchSeq(nodes []globNode, s string, from posSet) posSet {
 	return cur
 }
 
-func matchNode(n *globNode, s string, from posSet) posSet {
+func (m *matcher) matchNode(n *globNode, from posSet) posSet {
+	s := m.s
 	out := newPosSet(len(s))
 	switch n.kind {
 	case gLit:
@@ -402,55 +419,68 @@ func matchNode(n *globNode, s string, from posSet) posSet {
 			}
 		}
 	case gGroup:
-		matchGroup(n, s, from, out)
+		rel := m.relation(n)
+		from.each(func(p int) { out.union(rel[p]) })
 	}
 	return out
 }
 
-func matchGroup(n *globNode, s string, from, out posSet) {
-	alts := func(start posSet) posSet {
-		acc := newPosSet(len(s))
-		for _, alt := range n.alts {
-			acc.union(matchSeq(alt, s, start))
-		}
-		return acc
+// relation computes, for every start position, where the group can end.
+func (m *matcher) relation(n *globNode) []posSet {
+	if rel, ok := m.memo[n]; ok {
+		return rel
 	}
-	switch n.op {
-	case '@':
-		out.union(alts(from))
-	case '?':
-		out.union(from)
-		out.union(alts(from))
-	case '*', '+':
-		if n.op == '*' {
-			out.union(from)
+	s := m.s
+	once := make([]posSet, len(s)+1) // one pass through one of the alternatives
+	for p := range once {
+		start := newPosSet(len(s))
+		start.add(p)
+		once[p] = newPosSet(len(s))
+		for _, alt := range n.alts {
+			once[p].union(m.matchSeq(alt, start))
 		}
-		// Repeat the alternatives until no new end position appears; empty matches cannot loop
-		// because only new positions go round again.
-		seen := from.clone()
-		frontier := from
-		for !frontier.empty() {
-			next := alts(frontier)
-			out.union(next)
-			next.minus(seen)
-			seen.union(next)
-			frontier = next
-		}
-	case '!':
-		from.each(func(p int) {
-			one := newPosSet(len(s))
-			one.add(p)
-			ends := alts(one)
+	}
+	rel := make([]posSet, len(s)+1)
+	for p := range rel {
+		switch n.op {
+		case '@':
+			rel[p] = once[p]
+		case '?':
+			rel[p] = once[p].clone()
+			rel[p].add(p)
+		case '*', '+':
+			// Repeat until no new end appears; only new positions go round again, so empty
+			// matches cannot loop.
+			reach := once[p].clone()
+			frontier := once[p]
+			for !frontier.empty() {
+				next := newPosSet(len(s))
+				frontier.each(func(q int) { next.union(once[q]) })
+				next.minus(reach)
+				reach.union(next)
+				frontier = next
+			}
+			if n.op == '*' {
+				reach.add(p)
+			}
+			rel[p] = reach
+		case '!':
+			rel[p] = newPosSet(len(s))
 			for q := p; q <= len(s); q++ {
-				if !ends.has(q) {
-					out.add(q)
+				if !once[p].has(q) {
+					rel[p].add(q)
 				}
 				if q < len(s) && s[q] == '/' && !n.deep {
 					break
 				}
 			}
-		})
+		}
 	}
+	if m.memo == nil {
+		m.memo = map[*globNode][]posSet{}
+	}
+	m.memo[n] = rel
+	return rel
 }
 
 // pathFilter is an ifModify list: a path passes when it matches one of the positive patterns and

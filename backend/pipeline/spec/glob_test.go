@@ -65,7 +65,8 @@ func TestGlobMatch(t *testing.T) {
 }
 
 func TestGlobCompileErrors(t *testing.T) {
-	for _, p := range []string{"(main|dev", "main)", "a|b", "@(a", "{a,b", `trailing\`, strings.Repeat("a", maxGlobLen+1), "\xff"} {
+	for _, p := range []string{"(main|dev", "main)", "a|b", "@(a", "{a,b", `trailing\`, strings.Repeat("a", maxGlobLen+1), "\xff",
+		strings.Repeat("(", maxGlobDepth+1) + "a" + strings.Repeat(")", maxGlobDepth+1)} {
 		if _, err := CompileGlob(p); err == nil {
 			t.Errorf("CompileGlob(%q) succeeded, want an error", p)
 		}
@@ -85,6 +86,17 @@ func TestGlobPathologicalIsFast(t *testing.T) {
 	}
 	g2, _ := CompileGlob(strings.Repeat("!(*a*)", 20))
 	g2.Match(strings.Repeat("ab", 100))
+	// Nested quantifiers: each level would multiply the work of a naive matcher by the length.
+	g3, err := CompileGlob(strings.Repeat("*(", 8) + "a|b" + strings.Repeat(")", 8) + "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g3.Match(strings.Repeat("ab", 150)) {
+		t.Fatal("should not match")
+	}
+	if !g3.Match(strings.Repeat("ab", 150) + "c") {
+		t.Fatal("should match")
+	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("matching took %s", d)
 	}

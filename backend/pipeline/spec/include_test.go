@@ -78,13 +78,13 @@ main:
 
 func TestInclude(t *testing.T) {
 	repo := mapFS{
-		"ci/a.yml":      "main:\n  push:\n    - name: from-a\n      stages: [make a]\n",
-		"ci/b.yml":      "main:\n  push:\n    - name: from-b\n      stages: [make b]\n",
-		"ci/nested.yml": "include:\n  - ci/a.yml\n$:\n  vscode:\n    - services: [vscode]\n",
-		"ci/self.yml":   "include: [ci/self.yml]\n",
-		"ci/bad.yml":    "main: [\n",
-		"ci/empty.yml":  "",
-		"ci/vars.yml":   ".vars:\n  image: golang:1.26\n  script: go test ./...\n",
+		"ci/a.yml":       "main:\n  push:\n    - name: from-a\n      stages: [make a]\n",
+		"ci/b.yml":       "main:\n  push:\n    - name: from-b\n      stages: [make b]\n",
+		"ci/nested.yml":  "include:\n  - ci/a.yml\n$:\n  vscode:\n    - services: [vscode]\n",
+		"ci/self.yml":    "include: [ci/self.yml]\n",
+		"ci/bad.yml":     "main: [\n",
+		"ci/empty.yml":   "",
+		"ci/vars.yml":    ".vars:\n  image: golang:1.26\n  script: go test ./...\n",
 		"ci/trigger.yml": "branch:\n  - reg: \".*\"\n    buttons:\n      - name: x\n",
 	}
 	push := Trigger{Event: "push", Branch: "main"}

@@ -130,12 +130,21 @@ type converter struct {
 	budget    *budget
 	d         *diags
 	expanding map[*yaml.Node]bool // aliases being expanded, to catch an anchor that contains itself
+	slab      []node              // nodes are allocated in chunks: a file has thousands
+}
+
+func (c *converter) newNode(n node) *node {
+	if len(c.slab) == cap(c.slab) {
+		c.slab = make([]node, 0, 256)
+	}
+	c.slab = append(c.slab, n)
+	return &c.slab[len(c.slab)-1]
 }
 
 func (c *converter) pos(y *yaml.Node) Pos { return Pos{File: c.file, Line: y.Line, Column: y.Column} }
 
 func (c *converter) null(y *yaml.Node) *node {
-	return &node{kind: nScalar, tag: "!!null", pos: c.pos(y)}
+	return c.newNode(node{kind: nScalar, tag: "!!null", pos: c.pos(y)})
 }
 
 func (c *converter) convert(y *yaml.Node) *node {
@@ -160,7 +169,7 @@ func (c *converter) convert(y *yaml.Node) *node {
 		n.pos = c.pos(y)
 		return n
 	case yaml.SequenceNode:
-		n := &node{kind: nSeq, tag: y.Tag, pos: c.pos(y)}
+		n := c.newNode(node{kind: nSeq, tag: y.Tag, pos: c.pos(y), items: make([]*node, 0, len(y.Content))})
 		for _, item := range y.Content {
 			n.items = append(n.items, c.convert(item))
 		}
@@ -168,14 +177,14 @@ func (c *converter) convert(y *yaml.Node) *node {
 	case yaml.MappingNode:
 		return c.mapping(y)
 	default:
-		return &node{kind: nScalar, tag: y.ShortTag(), value: y.Value, pos: c.pos(y)}
+		return c.newNode(node{kind: nScalar, tag: y.ShortTag(), value: y.Value, pos: c.pos(y)})
 	}
 }
 
 // mapping converts a map, applying merge keys: the explicit keys of the map win over merged ones,
 // and among several merged maps (<<: [*a, *b]) the first wins, as YAML's merge spec says.
 func (c *converter) mapping(y *yaml.Node) *node {
-	n := &node{kind: nMap, tag: y.Tag, pos: c.pos(y)}
+	n := c.newNode(node{kind: nMap, tag: y.Tag, pos: c.pos(y), pairs: make([]pair, 0, len(y.Content)/2)})
 	var merged []pair
 	explicit := map[string]int{}
 	for i := 0; i+1 < len(y.Content); i += 2 {

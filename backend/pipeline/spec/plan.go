@@ -55,6 +55,8 @@ type planner struct {
 	ref     string
 	diff    bool     // ifModify is evaluated (the event has a diff)
 	changed []string // at most maxChangedFiles
+	// modifiedMemo remembers ifModify verdicts by pattern list: files repeat the same lists.
+	modifiedMemo map[string]bool
 }
 
 func newPlanner(c *Config, t Trigger, d *diags) *planner {
@@ -356,17 +358,27 @@ func (pn *planner) conditions(c condDecl, sc *scope) protocol.Conditions {
 }
 
 func (pn *planner) modified(patterns []string, decl []str) bool {
+	key := strings.Join(patterns, "\x00")
+	if v, ok := pn.modifiedMemo[key]; ok {
+		return v
+	}
 	f, err := compilePathFilter(patterns)
 	if err != nil {
 		pn.d.errorf(decl[0].pos, "invalid ifModify: %v", err)
 		return false
 	}
+	v := false
 	for _, path := range pn.changed {
 		if f.match(path) {
-			return true
+			v = true
+			break
 		}
 	}
-	return false
+	if pn.modifiedMemo == nil {
+		pn.modifiedMemo = map[string]bool{}
+	}
+	pn.modifiedMemo[key] = v
+	return v
 }
 
 func (pn *planner) stages(list []*stageDecl, ps *scope, p *protocol.Plan, pl *pipelineDecl) []protocol.Stage {
@@ -408,7 +420,10 @@ func (pn *planner) job(j *jobDecl, ji int, s *stageDecl, si int, ss *scope, p *p
 	}
 	fs := newFieldSet()
 	if len(js.env) > 0 {
-		job.Env = maps.Clone(js.env)
+		job.Env = js.env
+		if len(j.env) == 0 {
+			job.Env = maps.Clone(js.env) // inherited: finishing it must not touch the stage's
+		}
 		fs.strMap(job.Env)
 	}
 	// Imports are rebuilt from the declarations: the plan's own copies may be finalised already.
@@ -437,8 +452,6 @@ func (pn *planner) job(j *jobDecl, ji int, s *stageDecl, si int, ss *scope, p *p
 	for i := range job.OptionsFrom {
 		fs.str(&job.OptionsFrom[i])
 	}
-	job.RuntimeVars = fs.finish()
-
 	if j.timeout > 0 {
 		job.Timeout = protocol.Duration(j.timeout)
 		if limit := p.Runner.MaxDuration; limit > 0 && job.Timeout > limit {
@@ -452,5 +465,7 @@ func (pn *planner) job(j *jobDecl, ji int, s *stageDecl, si int, ss *scope, p *p
 	if j.kind == protocol.KindBuiltin {
 		job.Unsupported = unsupportedBuiltin(j.typ, pn.c.opts.SupportedBuiltins)
 	}
+	// Last: finishing may finalise the job's env in place, and js substitutes from it above.
+	job.RuntimeVars = fs.finish()
 	return job
 }

@@ -31,8 +31,10 @@ func (dc *decoder) checkBuiltin(j *jobDecl, pos Pos) {
 		dc.d.errorf(pos, "type is empty")
 	case !slices.Contains(knownBuiltins, j.typ) && !strings.HasPrefix(j.typ, "npc:"):
 		dc.d.warnHint(pos, didYouMeanHint(j.typ, knownBuiltins), "unknown built-in task type %q", j.typ)
-	case unsupportedBuiltin(j.typ, dc.opts.SupportedBuiltins) != "":
-		dc.d.warnf(pos, "%s; the job fails if it is reached", unsupportedBuiltin(j.typ, dc.opts.SupportedBuiltins))
+	default:
+		if msg := unsupportedBuiltin(j.typ, dc.opts.SupportedBuiltins); msg != "" {
+			dc.d.warnf(pos, "%s; the job fails if it is reached", msg)
+		}
 	}
 }
 

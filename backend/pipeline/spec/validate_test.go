@@ -442,13 +442,13 @@ main:
 		},
 		{
 			name: "invalid YAML",
-			src: "main:\n  push: [\n",
-			sev: SeverityError, msg: "invalid YAML", line: 2, col: 0,
+			src:  "main:\n  push: [\n",
+			sev:  SeverityError, msg: "invalid YAML", line: 2, col: 0,
 		},
 		{
 			name: "not a map",
-			src: "- main\n",
-			sev: SeverityError, msg: "must be a map of branch patterns", line: 1, col: 1,
+			src:  "- main\n",
+			sev:  SeverityError, msg: "must be a map of branch patterns", line: 1, col: 1,
 		},
 		{
 			name: "invalid ifModify pattern",

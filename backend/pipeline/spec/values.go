@@ -3,7 +3,6 @@ package spec
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -443,28 +442,21 @@ func (dc *decoder) exports(v *node) map[string]string {
 	return out
 }
 
-var durationRe = regexp.MustCompile(`^(\d+(?:\.\d+)?)\s*(ms|s|m|h)?$`)
-
 // parseDuration reads CNB durations: a number in defaultUnit, or a number with ms, s, m or h, or
 // a Go-style compound such as 1h30m.
 func parseDuration(s string, defaultUnit time.Duration) (time.Duration, error) {
 	s = strings.TrimSpace(s)
-	if m := durationRe.FindStringSubmatch(s); m != nil {
-		f, err := strconv.ParseFloat(m[1], 64)
-		if err != nil {
-			return 0, err
+	num, unit := s, defaultUnit
+	for _, u := range []struct {
+		suffix string
+		unit   time.Duration
+	}{{"ms", time.Millisecond}, {"s", time.Second}, {"m", time.Minute}, {"h", time.Hour}} {
+		if strings.HasSuffix(s, u.suffix) {
+			num, unit = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.unit
+			break
 		}
-		unit := defaultUnit
-		switch m[2] {
-		case "ms":
-			unit = time.Millisecond
-		case "s":
-			unit = time.Second
-		case "m":
-			unit = time.Minute
-		case "h":
-			unit = time.Hour
-		}
+	}
+	if f, err := strconv.ParseFloat(num, 64); err == nil && num != "" && num[0] >= '0' && num[0] <= '9' {
 		if f*float64(unit) > float64(math.MaxInt64) {
 			return 0, fmt.Errorf("%q is too long", s)
 		}

@@ -20,12 +20,15 @@ type PlanSet struct {
 
 // Plan is one pipeline: the unit the scheduler queues and one agent leases and runs on one node.
 //
-// String fields the .cnb.yml language substitutes (names, images, settings, options, env values,
-// lock keys) are already substituted with everything known when the plan was made. A reference
-// to a variable that only exists at run time (one exported by an earlier job, or one that may come
-// from an imports file) is left as ${NAME}, and its name is listed in the RuntimeVars of the job
-// (or of the plan, for pipeline-level fields); the agent expands exactly those names with
-// ExpandVars before it uses the field.
+// Variable substitution is done when the plan is made, with everything known then. Names, runner
+// tags, ifModify patterns and lock keys are final: a variable that only exists at run time reads
+// as empty there. The other substituted fields (env values, images, docker build and volumes,
+// imports, settings, options, settingsFrom, optionsFrom) may refer to such a variable (one a job
+// exports, one an imports file may define, or a built-in only the node knows, like CNB_TOKEN):
+// then the reference is kept as ${NAME}, literal dollars are kept escaped as `\$`, and the names
+// are listed in RuntimeVars of the job (or of the plan, for its own fields). When RuntimeVars is
+// not empty the agent passes each of those fields through ExpandVars before use; when it is
+// empty they are final too.
 type Plan struct {
 	// Key is CNB_PIPELINE_KEY: "pipeline-<index>" over all pipelines of the set.
 	Key string `json:"key"`

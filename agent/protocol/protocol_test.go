@@ -61,7 +61,7 @@ func TestPlanRoundTrip(t *testing.T) {
 		Git:      Git{Enable: true, Submodules: true, SubmodulesRemote: true, LFS: true},
 		Services: []Service{{Name: "vscode", Version: "1", Options: map[string]any{"keepAliveTimeout": float64(1000), "nested": map[string]any{"a": []any{true, "x", nil}}}}},
 		Builtins: map[string]string{"CNB_EVENT": "push"}, Env: map[string]string{"A": "${B}"}, Imports: []string{"env.yml"},
-		Label:  map[string][]string{"k": {"v"}},
+		Label: map[string][]string{"k": {"v"}},
 		Stages: []Stage{{Name: "s", Parallel: true, Retry: 1, Lock: lock, Conditions: cond, Jobs: []Job{{
 			Key: "j", Name: "j", Kind: KindPlugin, Script: "make", Image: &Image{Name: "p"}, Settings: map[string]any{"a": float64(1)},
 			SettingsFrom: []string{"s.yml"}, Args: []string{"--x"}, Type: "t", Options: map[string]any{"b": "c"}, OptionsFrom: []string{"o.yml"},

@@ -139,10 +139,6 @@ func (dc *decoder) pipeline(n *node, objectKey string, schedule bool) *pipelineD
 			pl.git = dc.git(v)
 		case "services":
 			pl.services = dc.services(v)
-		case "env":
-			pl.env = dc.env(v)
-		case "imports":
-			pl.imports = dc.strs(v, "imports")
 		case "label":
 			pl.label = dc.label(v)
 		case "stages":
@@ -151,12 +147,8 @@ func (dc *decoder) pipeline(n *node, objectKey string, schedule bool) *pipelineD
 			pl.failStages = dc.stages(v, k)
 		case "endStages":
 			pl.endStages = dc.stages(v, k)
-		case "retry":
-			pl.retry = dc.retry(v)
 		case "allowFailure":
 			pl.allowFail = dc.allowFailure(v)
-		case "lock":
-			pl.lock = dc.lock(v, true)
 		case "cron":
 			if !schedule {
 				dc.unknownKey(kv.key, "pipeline", known)
@@ -170,7 +162,7 @@ func (dc *decoder) pipeline(n *node, objectKey string, schedule bool) *pipelineD
 				pl.cron = c
 			}
 		default:
-			if !dc.cond(k, v, &pl.conds, false) {
+			if !dc.common(k, v, &pl.common, "pipeline") {
 				dc.unknownKey(kv.key, "pipeline", known)
 			}
 		}
@@ -199,12 +191,21 @@ func (dc *decoder) unknownKey(k *node, where string, known []string) {
 	dc.d.warnHint(k.pos, hint, "unknown key %q in %s", k.value, where)
 }
 
-func (dc *decoder) runner(v *node, pl *pipelineDecl) {
+// isMap reports whether v is a map to decode: null counts as absent, and anything else is an
+// error that says what was expected.
+func (dc *decoder) isMap(v *node, what, expected string) bool {
 	if v.isNull() {
-		return
+		return false
 	}
 	if v.kind != nMap {
-		dc.d.errorf(v.pos, "runner must be a map with tags and cpus, not %s", v.kindName())
+		dc.d.errorf(v.pos, "%s must be %s, not %s", what, expected, v.kindName())
+		return false
+	}
+	return true
+}
+
+func (dc *decoder) runner(v *node, pl *pipelineDecl) {
+	if !dc.isMap(v, "runner", "a map with tags and cpus") {
 		return
 	}
 	for _, kv := range v.pairs {
@@ -229,11 +230,7 @@ func (dc *decoder) runner(v *node, pl *pipelineDecl) {
 }
 
 func (dc *decoder) docker(v *node, pl *pipelineDecl) {
-	if v.isNull() {
-		return
-	}
-	if v.kind != nMap {
-		dc.d.errorf(v.pos, "docker must be a map with image, build or volumes, not %s", v.kindName())
+	if !dc.isMap(v, "docker", "a map with image, build or volumes") {
 		return
 	}
 	for _, kv := range v.pairs {
@@ -291,18 +288,10 @@ func (dc *decoder) stage(n *node) *stageDecl {
 			s.name = dc.str(v, "name")
 		case "jobs":
 			s.jobs, s.parallel = dc.jobs(v)
-		case "env":
-			s.env = dc.env(v)
-		case "imports":
-			s.imports = dc.strs(v, "imports")
-		case "retry":
-			s.retry = dc.retry(v)
-		case "lock":
-			s.lock = dc.lock(v, false)
 		case "image":
 			s.image = dc.image(v, "image")
 		default:
-			if !dc.cond(k, v, &s.conds, false) {
+			if !dc.common(k, v, &s.common, "stage") {
 				dc.unknownKey(kv.key, "stage", stageKeys)
 			}
 		}
@@ -403,10 +392,6 @@ func (dc *decoder) job(n *node, key string) *jobDecl {
 			j.options = dc.object(v, "options")
 		case "optionsFrom":
 			j.optionsFrom = dc.strs(v, "optionsFrom")
-		case "env":
-			j.env = dc.env(v)
-		case "imports":
-			j.imports = dc.strs(v, "imports")
 		case "exports":
 			j.exports = dc.exports(v)
 		case "timeout":
@@ -414,12 +399,8 @@ func (dc *decoder) job(n *node, key string) *jobDecl {
 			j.timeoutPos = v.pos
 		case "allowFailure":
 			j.allowFail = dc.allowFailure(v)
-		case "retry":
-			j.retry = dc.retry(v)
-		case "lock":
-			j.lock = dc.lock(v, false)
 		default:
-			if !dc.cond(k, v, &j.conds, true) {
+			if !dc.common(k, v, &j.common, "job") {
 				dc.unknownKey(kv.key, where, jobKeys)
 			}
 		}
@@ -478,6 +459,23 @@ func (dc *decoder) script(v *node) string {
 		lines[i] = strings.TrimRight(p.v, "\n")
 	}
 	return strings.Join(lines, " && ")
+}
+
+// common decodes the keys every level has; it returns false for any other key.
+func (dc *decoder) common(k string, v *node, c *common, level string) bool {
+	switch k {
+	case "env":
+		c.env = dc.env(v)
+	case "imports":
+		c.imports = dc.strs(v, "imports")
+	case "retry":
+		c.retry = dc.retry(v)
+	case "lock":
+		c.lock = dc.lock(v, level == "pipeline")
+	default:
+		return dc.cond(k, v, &c.conds, level == "job")
+	}
+	return true
 }
 
 // cond decodes the condition keys; it returns false for any other key.

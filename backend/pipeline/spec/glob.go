@@ -153,24 +153,18 @@ func (p *globParser) alternative(sep, closer byte) ([]globNode, error) {
 		case c == '*' && p.pos+1 < len(p.src) && p.src[p.pos+1] == '*':
 			flush()
 			nodes = append(nodes, p.globstar(altStart, &nodes, sep, closer))
-		case strings.IndexByte("?*+@!", c) >= 0 && p.pos+1 < len(p.src) && p.src[p.pos+1] == '(':
+		case c == '(' || c == '{' || strings.IndexByte("?*+@!", c) >= 0 && p.pos+1 < len(p.src) && p.src[p.pos+1] == '(':
 			flush()
-			p.pos++ // the operator; group() consumes the parenthesis
-			g, err := p.group(c, ')')
-			if err != nil {
-				return nil, err
+			op, closer := byte('@'), byte(')')
+			switch c {
+			case '{':
+				closer = '}'
+			case '(':
+			default:
+				op = c
+				p.pos++ // the operator; group() consumes the parenthesis
 			}
-			nodes = append(nodes, g)
-		case c == '(':
-			flush()
-			g, err := p.group('@', ')')
-			if err != nil {
-				return nil, err
-			}
-			nodes = append(nodes, g)
-		case c == '{':
-			flush()
-			g, err := p.group('@', '}')
+			g, err := p.group(op, closer)
 			if err != nil {
 				return nil, err
 			}

@@ -27,7 +27,17 @@ type eventDecl struct {
 	pipelines []*pipelineDecl
 }
 
+// common holds the keys that pipelines, stages and jobs all have.
+type common struct {
+	env     []envVar
+	imports []str
+	retry   int
+	lock    *lockDecl
+	conds   condDecl
+}
+
 type pipelineDecl struct {
+	common
 	pos       Pos
 	objectKey string // the key in object form
 	name      *str
@@ -42,16 +52,11 @@ type pipelineDecl struct {
 	volumes    []str
 	git        gitDecl
 	services   []serviceDecl
-	env        []envVar
-	imports    []str
 	label      map[string][]string
 	stages     []*stageDecl
 	failStages []*stageDecl
 	endStages  []*stageDecl
-	conds      condDecl
-	retry      int
 	allowFail  *str
-	lock       *lockDecl
 }
 
 type imageDecl struct {
@@ -98,19 +103,16 @@ type lockDecl struct {
 }
 
 type stageDecl struct {
+	common
 	pos      Pos
 	name     *str
 	parallel bool
 	jobs     []*jobDecl
-	conds    condDecl
-	env      []envVar
-	imports  []str
-	retry    int
-	lock     *lockDecl
 	image    *imageDecl
 }
 
 type jobDecl struct {
+	common
 	pos          Pos
 	key          string // object key in parallel form
 	name         *str
@@ -123,13 +125,8 @@ type jobDecl struct {
 	typ          string
 	options      *node
 	optionsFrom  []str
-	env          []envVar
-	imports      []str
 	exports      map[string]string
 	timeout      time.Duration
 	timeoutPos   Pos
 	allowFail    *str
-	retry        int
-	lock         *lockDecl
-	conds        condDecl
 }

@@ -120,13 +120,17 @@ func TestSubstitution(t *testing.T) {
           - ${CNB_BUILD_WORKSPACE}/cache:data
       lock:
         key: lock-$CNB_PIPELINE_NAME
+      label: {image: $IMAGE}
       ifModify: $DIR/**
       stages:
         - name: stage-$IMAGE
           image: ${IMAGE}:tools
           script: echo $NOT_SUBSTITUTED
+          if: test "$IMAGE" = golang
+          exports: {$IMAGE: OUT}
         - name: plugin
           image: plugins/x:$MISSING
+          args: [--image, $IMAGE]
           settings:
             cost: $PRICE
             literal: \${IMAGE}
@@ -151,6 +155,11 @@ func TestSubstitution(t *testing.T) {
 		{"escape survives substitution of a value", p.Stages[1].Jobs[0].Settings["cost"].(string), "$5"},
 		{"escaped reference", p.Stages[1].Jobs[0].Settings["literal"].(string), "${IMAGE}"},
 		{"lists in settings", p.Stages[1].Jobs[0].Settings["list"].([]any)[1].(string), "8 cores"},
+		// Fields outside the reference's list are not substituted.
+		{"if", p.Stages[0].Jobs[0].Conditions.If, `test "$IMAGE" = golang`},
+		{"exports", p.Stages[0].Jobs[0].Exports["$IMAGE"], "OUT"},
+		{"args", p.Stages[1].Jobs[0].Args[1], "$IMAGE"},
+		{"label", p.Label["image"][0], "$IMAGE"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {

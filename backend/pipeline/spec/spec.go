@@ -114,7 +114,7 @@ func Parse(src []byte, opts Options) (*Config, Diagnostics) {
 	opts = opts.withDefaults()
 	d := &diags{}
 	b := &budget{left: maxNodes}
-	l := &loader{opts: &opts, d: d, budget: b, stack: []string{opts.File}}
+	l := &loader{opts: &opts, d: d, budget: b, stack: []string{opts.File, ".cnb.yml"}}
 	cfg := &Config{opts: opts}
 	root := l.load(opts.File, src)
 	if root != nil {

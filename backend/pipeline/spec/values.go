@@ -121,11 +121,7 @@ func (dc *decoder) allowFailure(v *node) *str {
 
 // object reads settings or options: a map kept as nodes until substitution.
 func (dc *decoder) object(v *node, what string) *node {
-	if v.isNull() {
-		return nil
-	}
-	if v.kind != nMap {
-		dc.d.errorf(v.pos, "%s must be a map, not %s", what, v.kindName())
+	if !dc.isMap(v, what, "a map") {
 		return nil
 	}
 	return v
@@ -270,11 +266,7 @@ func parseVolume(s string) (protocol.Volume, error) {
 
 func (dc *decoder) git(v *node) gitDecl {
 	var g gitDecl
-	if v.isNull() {
-		return g
-	}
-	if v.kind != nMap {
-		dc.d.errorf(v.pos, "git must be a map with enable, submodules or lfs, not %s", v.kindName())
+	if !dc.isMap(v, "git", "a map with enable, submodules or lfs") {
 		return g
 	}
 	flag := func(val *node, what string) *bool {
@@ -370,11 +362,7 @@ var builtinVarNames = []string{"CI", "CNB", "CNB_EVENT", "CNB_BRANCH", "CNB_BRAN
 
 // env reads an env map: names to scalar values (numbers and booleans as written).
 func (dc *decoder) env(v *node) []envVar {
-	if v.isNull() {
-		return nil
-	}
-	if v.kind != nMap {
-		dc.d.errorf(v.pos, "env must be a map of names to values, not %s", v.kindName())
+	if !dc.isMap(v, "env", "a map of names to values") {
 		return nil
 	}
 	out := make([]envVar, 0, len(v.pairs))
@@ -403,11 +391,7 @@ func (dc *decoder) env(v *node) []envVar {
 
 func (dc *decoder) label(v *node) map[string][]string {
 	out := map[string][]string{}
-	if v.isNull() {
-		return out
-	}
-	if v.kind != nMap {
-		dc.d.errorf(v.pos, "label must be a map, not %s", v.kindName())
+	if !dc.isMap(v, "label", "a map") {
 		return out
 	}
 	for _, kv := range v.pairs {
@@ -420,11 +404,7 @@ func (dc *decoder) label(v *node) map[string][]string {
 
 // exports maps a result key of the job to the variable it sets.
 func (dc *decoder) exports(v *node) map[string]string {
-	if v.isNull() {
-		return nil
-	}
-	if v.kind != nMap {
-		dc.d.errorf(v.pos, "exports must be a map of result keys to variable names, not %s", v.kindName())
+	if !dc.isMap(v, "exports", "a map of result keys to variable names") {
 		return nil
 	}
 	out := map[string]string{}

@@ -47,7 +47,7 @@ func readSpec(args []string) ([]byte, spec.Options, error) {
 
 // displayPath shows an included file's path beside the main file, so it can be opened as printed.
 func displayPath(mainFile string, d spec.Diagnostic) string {
-	if d.Pos.File == mainFile || d.Pos.File == "" || strings.Contains(d.Pos.File, "://") {
+	if strings.HasPrefix(d.Pos.File, mainFile) || d.Pos.File == "" || strings.Contains(d.Pos.File, "://") {
 		return d.Pos.File
 	}
 	return filepath.Join(filepath.Dir(mainFile), filepath.FromSlash(d.Pos.File))

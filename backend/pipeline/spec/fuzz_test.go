@@ -74,3 +74,35 @@ func FuzzCompile(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCron checks that no expression makes the cron parser or the interval check panic or hang.
+func FuzzCron(f *testing.F) {
+	for _, s := range []string{"0 2 * * *", "*/5 * * * *", "0,3 * * * *", "TZ=UTC 0 * * * *", "@daily", "0 0 31 2 *", "59 23 31 12 7", "*/0 * * * *", "1-60/7 * * * *"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, expr string) {
+		if c, err := parseCron(expr, nil); err == nil && c.sched == nil {
+			t.Fatal("no schedule without an error")
+		}
+	})
+}
+
+// One Config plans many triggers at once (run with -race).
+func TestConcurrentPlans(t *testing.T) {
+	cfg, ds := Parse(genJobs(2, 3, 3), Options{})
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	done := make(chan error)
+	for i := 0; i < 4; i++ {
+		go func() {
+			_, _, err := cfg.Plan(Trigger{Event: "push", Branch: "main", Changed: []string{"src/x"}})
+			done <- err
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}
+}

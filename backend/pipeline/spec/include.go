@@ -67,14 +67,11 @@ func (l *loader) includes(v *node) []*node {
 	switch v.kind {
 	case nSeq:
 		entries = v.items
-	case nScalar:
+	case nScalar, nMap:
 		if v.isNull() {
 			return nil
 		}
-		entries = []*node{v} // a single path is accepted as a list of one
-	default:
-		l.d.errorf(v.pos, "include must be a list of paths, {path, ignoreError} or {config} entries, not %s", v.kindName())
-		return nil
+		entries = []*node{v} // a single entry is accepted as a list of one
 	}
 	var out []*node
 	for _, e := range entries {

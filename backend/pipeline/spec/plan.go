@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -145,8 +146,11 @@ func (pn *planner) pipeline(index int, s selected) protocol.Plan {
 	}
 
 	p.Git = gitPlan(pl.git, event)
-	if len(pl.label) > 0 {
-		p.Label = pl.label
+	for k, v := range pl.label {
+		if p.Label == nil {
+			p.Label = map[string][]string{}
+		}
+		p.Label[k] = slices.Clone(v) // plans are the caller's to change; the Config is shared
 	}
 	p.Conditions = pn.conditions(pl.conds, ps)
 	p.Retry = pl.retry
@@ -406,7 +410,7 @@ func (pn *planner) job(j *jobDecl, ji int, s *stageDecl, si int, ss *scope, p *p
 		Kind:   j.kind,
 		Script: j.script,
 		Type:   j.typ,
-		Args:   j.args,
+		Args:   slices.Clone(j.args),
 		Retry:  j.retry,
 	}
 	if job.Key == "" {

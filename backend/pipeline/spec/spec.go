@@ -101,7 +101,8 @@ type Trigger struct {
 	Vars map[string]string
 }
 
-// Config is a parsed and validated .cnb.yml with its includes.
+// Config is a parsed and validated .cnb.yml with its includes. It is never modified after Parse,
+// so one Config may plan many triggers concurrently.
 type Config struct {
 	opts     Options
 	branches []*branchDecl
@@ -189,11 +190,15 @@ type Schedule struct {
 
 // Next returns the first fire time of the schedule after t.
 func (s Schedule) Next(t time.Time) time.Time {
-	spec, err := parseCron(s.Cron, s.Location)
+	loc := s.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	spec, err := parseCron(s.Cron, loc)
 	if err != nil {
 		return time.Time{}
 	}
-	return spec.sched.Next(t.In(s.Location))
+	return spec.sched.Next(t.In(loc))
 }
 
 // Schedules lists the cron entries of the file, one per distinct (branch key, event, cron).

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -345,8 +346,9 @@ func (dc *decoder) services(v *node) []serviceDecl {
 			dc.d.errorf(it.pos, "a service needs a name")
 			continue
 		}
-		if !contains(knownServices, s.name) {
+		if !slices.Contains(knownServices, s.name) {
 			dc.d.warnHint(it.pos, didYouMeanHint(s.name, knownServices), "unknown service %q; only docker and vscode exist, so it is ignored", s.name)
+			continue
 		}
 		out = append(out, s)
 	}
@@ -376,7 +378,7 @@ func (dc *decoder) env(v *node) []envVar {
 			dc.d.warnf(kv.key.pos, "env name %q is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*); it is ignored", name)
 			continue
 		}
-		if contains(builtinVarNames, name) {
+		if slices.Contains(builtinVarNames, name) {
 			dc.d.warnf(kv.key.pos, "%s is a built-in variable and cannot be overridden; this value is ignored", name)
 			continue
 		}
@@ -501,7 +503,7 @@ func (dc *decoder) lock(v *node, pipeline bool) *lockDecl {
 	for _, kv := range v.pairs {
 		k, val := kv.key.value, kv.val
 		switch {
-		case !contains(known, k):
+		case !slices.Contains(known, k):
 			dc.unknownKey(kv.key, "lock", known)
 		case k == "key":
 			l.key = dc.str(val, "lock.key")
@@ -524,13 +526,4 @@ func (dc *decoder) lock(v *node, pipeline bool) *lockDecl {
 		dc.d.errorf(v.pos, "lock: cancel-in-wait needs wait: true")
 	}
 	return l
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,6 +37,10 @@ type Config struct {
 	LogLevel        string
 	ShutdownTimeout time.Duration
 	ReadyTimeout    time.Duration
+	SMTPAddr        string
+	SMTPUsername    string
+	SMTPPassword    string
+	SMTPFrom        string
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -52,7 +57,8 @@ With no database or Redis URL it runs all-in-one: SQLite in the data dir, an in-
 Redis-protocol server on loopback, artifacts on local disk and a built-in agent.
 
 Usage: `+name+` [serve] [flags]     run the server (default)
-       `+name+` migrate [flags]     apply database migrations and exit`)
+       `+name+` migrate [flags]     apply database migrations and exit
+       `+name+` admin grant|revoke USERNAME [flags]   set or clear a user's platform-admin flag`)
 	s.String(&c.Listen, "listen", "NIMBUS_LISTEN", "127.0.0.1:8080", "address the HTTP server listens on")
 	s.String(&c.PublicURL, "public-url", "NIMBUS_PUBLIC_URL", "", "URL users and agents reach the server at (default: http://LISTEN)")
 	s.String(&c.DataDir, "data-dir", "NIMBUS_DATA_DIR", "./data", "directory for the SQLite file, the generated secret key, repos and artifacts")
@@ -64,6 +70,10 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.LogFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&c.LogLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "NIMBUS_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
+	s.String(&c.SMTPAddr, "smtp-addr", "NIMBUS_SMTP_ADDR", "", "SMTP server host:port for password resets and invitations; empty = write emails to the log")
+	s.String(&c.SMTPUsername, "smtp-username", "NIMBUS_SMTP_USERNAME", "", "SMTP username (PLAIN auth); empty = no auth")
+	s.String(&c.SMTPPassword, "smtp-password", "NIMBUS_SMTP_PASSWORD", "", "SMTP password")
+	s.String(&c.SMTPFrom, "smtp-from", "NIMBUS_SMTP_FROM", "nimbus@localhost", "sender address of Nimbus's emails")
 	s.Duration(&c.ReadyTimeout, "ready-timeout", "NIMBUS_READY_TIMEOUT", 2*time.Second, "how long /readyz waits for the database and Redis")
 	return s, c, builtin
 }
@@ -96,6 +106,12 @@ func (c *Config) Resolve(builtinAgent string) error {
 	if c.DataDir == "" {
 		return fmt.Errorf("NIMBUS_DATA_DIR must not be empty")
 	}
+	// Absolute, so git subprocesses and the agent (which change directories) agree on it.
+	abs, err := filepath.Abs(c.DataDir)
+	if err != nil {
+		return fmt.Errorf("invalid NIMBUS_DATA_DIR %q: %w", c.DataDir, err)
+	}
+	c.DataDir = abs
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		return fmt.Errorf("invalid NIMBUS_DATABASE_URL: only postgres:// URLs are supported (empty = SQLite)")
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestLoadDefaults(t *testing.T) {
 	if len(rest) != 0 {
 		t.Fatalf("rest = %v", rest)
 	}
-	if c.Listen != "127.0.0.1:8080" || c.PublicURL != "http://127.0.0.1:8080" || c.DataDir != "./data" {
+	if c.Listen != "127.0.0.1:8080" || c.PublicURL != "http://127.0.0.1:8080" || !filepath.IsAbs(c.DataDir) || filepath.Base(c.DataDir) != "data" {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if !c.Embedded() || !c.BuiltinAgent || c.AgentExecutor != "auto" {

@@ -22,6 +22,10 @@ Run <code>make build</code> to embed it. The API is at <a href="/api/v1/version"
 // dashboard: a real file when one exists, else index.html so client-side routes survive a reload.
 func (s *Server) noRoute(c *gin.Context) {
 	p := c.Request.URL.Path
+	if s.deps.Git != nil && isGitPath(p) {
+		s.deps.Git.ServeHTTP(c.Writer, c.Request)
+		return
+	}
 	if p == "/api" || strings.HasPrefix(p, "/api/") || (c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead) {
 		s.fail(c, api.NotFound("no route for %s %s", c.Request.Method, p))
 		return
@@ -53,6 +57,13 @@ func (s *Server) noRoute(c *gin.Context) {
 	}
 	c.Header("Cache-Control", "no-cache")
 	c.Data(http.StatusOK, "text/html; charset=utf-8", index)
+}
+
+// isGitPath reports whether p is under /{org}/{repo}.git/, git's smart HTTP namespace. The git
+// handler validates the names itself.
+func isGitPath(p string) bool {
+	parts := strings.SplitN(strings.TrimPrefix(p, "/"), "/", 3)
+	return len(parts) == 3 && strings.HasSuffix(parts[1], ".git")
 }
 
 func servePlaceholder(c *gin.Context) {

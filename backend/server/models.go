@@ -1,11 +1,21 @@
 package server
 
-import "github.com/nimbus-build/nimbus/backend/auth"
+import (
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/billing"
+	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/repo"
+)
 
 // Models lists every gorm model of every domain. The schema test checks each against the
 // migrated schema of both dialects, so a domain that adds a model adds it here too.
 func Models() []any {
 	return []any{
-		&auth.User{},
+		&auth.User{}, &auth.Session{}, &auth.AccessToken{}, &auth.PasswordReset{},
+		&org.Org{}, &org.Member{}, &org.Invitation{},
+		&billing.Account{},
+		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{},
+		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Schedule{},
 	}
 }

@@ -39,7 +39,11 @@ type Deps struct {
 	Frontend     fs.FS // the built dashboard (frontend/dist); a placeholder page is served without index.html
 	Version      string
 	ReadyTimeout time.Duration
-	Modules      []Module
+	// Authenticate runs before every /api/v1 route: it resolves the caller (package auth).
+	Authenticate gin.HandlerFunc
+	// Git serves /{org}/{repo}.git/… (smart HTTP); nil disables git hosting.
+	Git     http.Handler
+	Modules []Module
 }
 
 // Server is the HTTP server of one nimbus-server process.
@@ -68,6 +72,9 @@ func New(d Deps) *Server {
 	e.GET("/metrics", gin.WrapH(s.metrics.handler()))
 
 	v1 := e.Group("/api/v1")
+	if d.Authenticate != nil {
+		v1.Use(d.Authenticate)
+	}
 	v1.GET("/version", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"version": d.Version}) })
 	for _, m := range d.Modules {
 		m.Routes(e, v1)

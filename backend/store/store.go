@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -175,4 +176,26 @@ var ErrNotFound = errors.New("not found")
 // Tx runs fn in a transaction: committed when fn returns nil, rolled back otherwise.
 func Tx(ctx context.Context, db *gorm.DB, fn func(tx *gorm.DB) error) error {
 	return db.WithContext(ctx).Transaction(fn)
+}
+
+// Lock takes a transaction-scoped named lock, for invariants that span rows ("the first user
+// becomes admin", "an org keeps one owner"). PostgreSQL uses an advisory lock released at commit;
+// SQLite needs none because its IMMEDIATE transactions already run one writer at a time.
+func Lock(tx *gorm.DB, name string) error {
+	if Dialect(tx) != Postgres {
+		return nil
+	}
+	return tx.Exec("SELECT pg_advisory_xact_lock(hashtext(?))", name).Error
+}
+
+// IsUniqueViolation reports whether err is a unique-constraint violation on either dialect.
+func IsUniqueViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "SQLSTATE 23505") || strings.Contains(msg, "UNIQUE constraint failed")
 }

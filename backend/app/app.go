@@ -1,0 +1,197 @@
+// Package app assembles a whole Nimbus server process from its configuration: database and
+// migrations, Redis, every domain service with its dependencies, the HTTP server with every
+// module, and the built-in agent. nimbus-server's main is a thin shell around it, and the
+// end-to-end and authorization tests start the very same assembly.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/agent"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/billing"
+	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/config"
+	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/mail"
+	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/redisconn"
+	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/secrets"
+	"github.com/nimbus-build/nimbus/backend/server"
+	"github.com/nimbus-build/nimbus/backend/store"
+	"github.com/nimbus-build/nimbus/frontend"
+)
+
+// App is one assembled server process.
+type App struct {
+	Config *config.Config
+	Log    *slog.Logger
+	DB     *gorm.DB
+	Redis  *redisconn.Conn
+	Server *server.Server
+	Auth   *auth.Service
+	Orgs   *org.Service
+	Repos  *repo.Service
+	Builds *build.Service
+
+	agent   *agent.Agent
+	closers []func() error
+}
+
+// Options adjust the assembly for tests.
+type Options struct {
+	Version string
+	Clock   clock.Clock // clock.Real when nil
+	Mail    mail.Sender // from the SMTP settings when nil
+}
+
+// New builds the app: it opens and migrates the database, connects Redis, and wires every
+// service. It starts nothing that listens; Serve does.
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options) (a *App, err error) {
+	a = &App{Config: cfg, Log: log}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	clk := opt.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	key, err := secrets.LoadKey(cfg.DataDir, cfg.SecretKey)
+	if err != nil {
+		return nil, err
+	}
+	box, err := secrets.NewBox(key)
+	if err != nil {
+		return nil, err
+	}
+	if a.DB, err = store.Open(ctx, cfg.DatabaseURL, cfg.DataDir); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() error { return store.Close(a.DB) })
+	n, err := store.Migrate(ctx, a.DB)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("database ready", "dialect", store.Dialect(a.DB), "migrations_applied", n)
+	if a.Redis, err = redisconn.Connect(ctx, cfg.RedisURL); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.Redis.Close)
+	if a.Redis.Addr != "" {
+		log.Info("embedded Redis-protocol server started", "addr", a.Redis.Addr)
+	}
+
+	mailer := opt.Mail
+	if mailer == nil {
+		mailer = mail.Log{Logger: log}
+		if cfg.SMTPAddr != "" {
+			mailer = mail.SMTP{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}
+		}
+	}
+	a.Auth = auth.NewService(a.DB, a.Redis.Client, clk, mailer, log, auth.Config{PublicURL: cfg.PublicURL})
+	a.Orgs = org.NewService(a.DB, a.Auth, clk, mailer, cfg.PublicURL, log)
+	a.Orgs.OnCreate(func(tx *gorm.DB, o *org.Org) error { return billing.OpenAccount(tx, o.ID, clk.Now().UTC()) })
+	a.Repos = repo.NewService(a.DB, a.Orgs, box, clk, filepath.Join(cfg.DataDir, "repos"), log)
+	a.Auth.RegisterTokenResolver(auth.PrefixDeploy, a.Repos.ResolveDeployToken)
+	a.Builds = build.NewService(a.DB, a.Repos, clk, cfg.PublicURL, spec.Options{}, log)
+
+	// The git handler's scratch space is per process: a crashed process's leftovers are
+	// removed by the next handler that starts in it, so replicas must never share one.
+	gitWork, err := os.MkdirTemp("", "nimbus-git-")
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func() error { return os.RemoveAll(gitWork) })
+	gitHandler, err := git.NewHandler(git.HandlerConfig{
+		Resolve: repo.GitResolver(a.Auth, a.Repos),
+		OnPush: func(ctx context.Context, r git.Repo, updates []git.RefUpdate) {
+			var pusher *auth.User
+			if r.UserID != 0 {
+				pusher, _ = a.Auth.UserByID(ctx, r.UserID)
+			}
+			a.Builds.OnPush(ctx, r.ID, pusher, updates)
+		},
+		WorkDir: gitWork,
+		Logger:  log,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	authHandler := auth.NewHandler(a.Auth, log)
+	a.Server = server.New(server.Deps{
+		DB: a.DB, Redis: a.Redis.Client, Log: log, Frontend: frontend.Dist(), Version: opt.Version,
+		ReadyTimeout: cfg.ReadyTimeout,
+		Authenticate: authHandler.Middleware,
+		Git:          gitHandler,
+		Modules: []server.Module{
+			authHandler,
+			org.NewHandler(a.Orgs, log),
+			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
+			build.NewHandler(a.Builds, a.Repos, log),
+		},
+	})
+
+	if cfg.BuiltinAgent {
+		a.agent, err = agent.New(ctx, agent.Config{
+			ServerURL: cfg.PublicURL,
+			Tags:      []string{"cnb:arch:default", "cnb:arch:amd64"},
+			CPUs:      runtime.NumCPU(),
+			Executor:  cfg.AgentExecutor,
+			WorkDir:   filepath.Join(cfg.DataDir, "agent"),
+		}, log.With("component", "builtin-agent"))
+		if err != nil {
+			return nil, fmt.Errorf("built-in agent: %w", err)
+		}
+		a.closers = append(a.closers, a.agent.Close)
+	}
+	return a, nil
+}
+
+// Serve listens on the configured address and serves until ctx ends, then shuts down
+// gracefully. ready, when non-nil, receives the bound address once the listener is up.
+func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
+	ln, err := net.Listen("tcp", a.Config.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.Config.Listen, err)
+	}
+	agentCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	agentDone := make(chan error, 1)
+	if a.agent != nil {
+		go func() { agentDone <- a.agent.Run(agentCtx) }()
+	} else {
+		agentDone <- nil
+	}
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	a.Log.Info("listening", "addr", ln.Addr().String(), "url", a.Config.PublicURL)
+	err = a.Server.Serve(ctx, ln, a.Config.ShutdownTimeout)
+	stopAgent()
+	return errors.Join(err, <-agentDone)
+}
+
+// Close releases everything New opened, in reverse order.
+func (a *App) Close() error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
+	}
+	a.closers = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,323 @@
+package auth
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/nimbus-build/nimbus/backend/api"
+)
+
+// Handler serves /api/v1/auth/* and /api/v1/user/*.
+type Handler struct {
+	svc    *Service
+	log    *slog.Logger
+	secure bool // Secure cookies when the public URL is https
+}
+
+// NewHandler returns the auth HTTP handler.
+func NewHandler(svc *Service, log *slog.Logger) *Handler {
+	return &Handler{svc: svc, log: log, secure: strings.HasPrefix(svc.cfg.PublicURL, "https://")}
+}
+
+// Middleware authenticates every request and enforces CSRF on cookie-authenticated writes. It
+// is the one authentication middleware of the server.
+func (h *Handler) Middleware(c *gin.Context) {
+	p, err := h.svc.Authenticate(c.Request.Context(), c.Request)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	if err := checkCSRF(c.Request, p); err != nil && !csrfExempt(c.Request.URL.Path) {
+		h.fail(c, err)
+		return
+	}
+	set(c, p)
+	c.Next()
+}
+
+// Endpoints that create a session or act without one need no CSRF token: there is no session
+// to protect yet, and SameSite=Lax cookies already stop cross-site form posts.
+func csrfExempt(path string) bool {
+	switch path {
+	case "/api/v1/auth/login", "/api/v1/auth/signup", "/api/v1/auth/password-reset", "/api/v1/auth/password-reset/confirm":
+		return true
+	}
+	return false
+}
+
+func (h *Handler) fail(c *gin.Context, err error) { api.Fail(c, h.log, err) }
+
+// Routes implements server.Module.
+func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
+	v1.POST("/auth/signup", h.signup)
+	v1.POST("/auth/login", h.login)
+	v1.POST("/auth/logout", h.logout)
+	v1.POST("/auth/password-reset", h.requestReset)
+	v1.POST("/auth/password-reset/confirm", h.confirmReset)
+	v1.GET("/user", h.user)
+	v1.PUT("/user/password", h.changePassword)
+	v1.GET("/user/tokens", h.listTokens)
+	v1.POST("/user/tokens", h.createToken)
+	v1.DELETE("/user/tokens/:id", h.revokeToken)
+}
+
+// UserJSON is a user as the API shows it to the user themself.
+type UserJSON struct {
+	ID        int64     `json:"id"`
+	Username  string    `json:"username"`
+	Email     string    `json:"email"`
+	IsAdmin   bool      `json:"is_admin"`
+	CreatedAt time.Time `json:"created_at"`
+	CSRFToken string    `json:"csrf_token,omitempty"`
+}
+
+func userJSON(u *User, csrf string) UserJSON {
+	return UserJSON{ID: u.ID, Username: u.Username, Email: u.Email, IsAdmin: u.IsAdmin, CreatedAt: u.CreatedAt, CSRFToken: csrf}
+}
+
+// RequireUser returns the calling user's principal, or answers 401.
+func RequireUser(c *gin.Context, log *slog.Logger) (*Principal, bool) {
+	p := From(c)
+	if p.User == nil {
+		api.Fail(c, log, api.Unauthenticated("sign in or send a token"))
+		return nil, false
+	}
+	return p, true
+}
+
+// requireSession guards account management: a stolen token must not mint more tokens or change
+// the password.
+func (h *Handler) requireSession(c *gin.Context) (*Principal, bool) {
+	p, ok := RequireUser(c, h.log)
+	if !ok {
+		return nil, false
+	}
+	if p.Kind != KindSession {
+		h.fail(c, api.Forbidden("this needs a browser session (sign in); tokens cannot manage the account"))
+		return nil, false
+	}
+	return p, true
+}
+
+func (h *Handler) startSession(c *gin.Context, u *User, status int) {
+	raw, sess, err := h.svc.CreateSession(c.Request.Context(), u.ID)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	http.SetCookie(c.Writer, &http.Cookie{Name: CookieName, Value: raw, Path: "/", HttpOnly: true,
+		Secure: h.secure, SameSite: http.SameSiteLaxMode, MaxAge: int(h.svc.cfg.SessionTTL.Seconds())})
+	c.JSON(status, gin.H{"user": userJSON(u, ""), "csrf_token": sess.CSRFToken})
+}
+
+func (h *Handler) signup(c *gin.Context) {
+	var req struct {
+		Email    string `json:"email"`
+		Username string `json:"username"`
+		Password string `json:"password"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		h.fail(c, err)
+		return
+	}
+	u, err := h.svc.Signup(c.Request.Context(), req.Username, req.Email, req.Password)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.startSession(c, u, http.StatusCreated)
+}
+
+func (h *Handler) login(c *gin.Context) {
+	var req struct {
+		Login    string `json:"login"`
+		Username string `json:"username"`
+		Email    string `json:"email"`
+		Password string `json:"password"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		h.fail(c, err)
+		return
+	}
+	login := req.Login
+	if login == "" {
+		login = req.Username
+	}
+	if login == "" {
+		login = req.Email
+	}
+	u, err := h.svc.Login(c.Request.Context(), login, req.Password, c.ClientIP())
+	if err != nil {
+		if ae, ok := err.(*api.Error); ok && ae.Code == api.CodeRateLimited {
+			c.Header("Retry-After", strconv.Itoa(ae.Details["retry_after_seconds"].(int)))
+		}
+		h.fail(c, err)
+		return
+	}
+	h.startSession(c, u, http.StatusOK)
+}
+
+func (h *Handler) logout(c *gin.Context) {
+	p := From(c)
+	if p.Kind == KindSession {
+		if err := h.svc.Logout(c.Request.Context(), p.SessionID); err != nil {
+			h.fail(c, err)
+			return
+		}
+	}
+	http.SetCookie(c.Writer, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, Secure: h.secure,
+		SameSite: http.SameSiteLaxMode, MaxAge: -1})
+	c.Status(http.StatusNoContent)
+}
+
+func (h *Handler) requestReset(c *gin.Context) {
+	var req struct {
+		Email string `json:"email"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if _, err := normalizeEmail(req.Email); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if err := h.svc.RequestPasswordReset(c.Request.Context(), req.Email); err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"message": "if an account uses that email, a reset link is on its way"})
+}
+
+func (h *Handler) confirmReset(c *gin.Context) {
+	var req struct {
+		Token    string `json:"token"`
+		Password string `json:"password"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if err := h.svc.ResetPassword(c.Request.Context(), req.Token, req.Password); err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func (h *Handler) user(c *gin.Context) {
+	p, ok := RequireUser(c, h.log)
+	if !ok {
+		return
+	}
+	c.JSON(http.StatusOK, userJSON(p.User, p.CSRFToken))
+}
+
+func (h *Handler) changePassword(c *gin.Context) {
+	p, ok := h.requireSession(c)
+	if !ok {
+		return
+	}
+	var req struct {
+		CurrentPassword string `json:"current_password"`
+		NewPassword     string `json:"new_password"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if err := h.svc.ChangePassword(c.Request.Context(), p.User, req.CurrentPassword, req.NewPassword, p.SessionID); err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// TokenJSON is a personal access token without its secret.
+type TokenJSON struct {
+	ID         int64      `json:"id"`
+	Name       string     `json:"name"`
+	Prefix     string     `json:"prefix"`
+	Scopes     []string   `json:"scopes"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	RevokedAt  *time.Time `json:"revoked_at"`
+	CreatedAt  time.Time  `json:"created_at"`
+	Token      string     `json:"token,omitempty"` // only in the response that creates it
+}
+
+func tokenJSON(t *AccessToken, secret string) TokenJSON {
+	return TokenJSON{ID: t.ID, Name: t.Name, Prefix: t.Prefix, Scopes: splitScopes(t.Scopes), ExpiresAt: t.ExpiresAt,
+		LastUsedAt: t.LastUsedAt, RevokedAt: t.RevokedAt, CreatedAt: t.CreatedAt, Token: secret}
+}
+
+func (h *Handler) listTokens(c *gin.Context) {
+	p, ok := h.requireSession(c)
+	if !ok {
+		return
+	}
+	ts, err := h.svc.ListTokens(c.Request.Context(), p.User.ID)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out := make([]TokenJSON, 0, len(ts))
+	for i := range ts {
+		out = append(out, tokenJSON(&ts[i], ""))
+	}
+	c.JSON(http.StatusOK, api.List[TokenJSON]{Items: out})
+}
+
+func (h *Handler) createToken(c *gin.Context) {
+	p, ok := h.requireSession(c)
+	if !ok {
+		return
+	}
+	var req struct {
+		Name          string     `json:"name"`
+		Scopes        []string   `json:"scopes"`
+		ExpiresAt     *time.Time `json:"expires_at"`
+		ExpiresInDays *int       `json:"expires_in_days"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		h.fail(c, err)
+		return
+	}
+	exp := req.ExpiresAt
+	if req.ExpiresInDays != nil {
+		if *req.ExpiresInDays < 1 || *req.ExpiresInDays > 3650 {
+			h.fail(c, api.Invalid("expires_in_days", "expires_in_days must be 1–3650"))
+			return
+		}
+		t := h.svc.clock.Now().UTC().Add(time.Duration(*req.ExpiresInDays) * 24 * time.Hour)
+		exp = &t
+	}
+	raw, t, err := h.svc.CreateToken(c.Request.Context(), p.User, req.Name, req.Scopes, exp)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, tokenJSON(t, raw))
+}
+
+func (h *Handler) revokeToken(c *gin.Context) {
+	p, ok := h.requireSession(c)
+	if !ok {
+		return
+	}
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		h.fail(c, api.NotFound("token not found"))
+		return
+	}
+	if err := h.svc.RevokeToken(c.Request.Context(), p.User.ID, id); err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}

@@ -1,0 +1,80 @@
+package auth
+
+import (
+	"github.com/gin-gonic/gin"
+)
+
+// Kind says how a request authenticated.
+type Kind string
+
+// Kinds of principals.
+const (
+	KindAnonymous Kind = "anonymous"
+	KindSession   Kind = "session" // browser cookie
+	KindToken     Kind = "token"   // personal access token
+	KindDeploy    Kind = "deploy"  // read-only deploy token of one repo
+	KindJob       Kind = "job"     // CNB_TOKEN of one running pipeline
+)
+
+// Principal is who is calling. Every handler asks it, never the raw request.
+type Principal struct {
+	Kind Kind
+	// User is set for sessions and personal access tokens (and for job tokens: the user the
+	// build runs as).
+	User *User
+	// Scopes bound what the credential may do; a session holds every scope.
+	Scopes Scopes
+	// TokenID is the access token's id; SessionID the session's.
+	TokenID   int64
+	SessionID string
+	CSRFToken string
+	// RepoID limits deploy and job tokens to one repository.
+	RepoID int64
+	// PipelineID is set for job tokens.
+	PipelineID int64
+}
+
+// Anonymous is the principal of a request without credentials.
+var anonymous = Principal{Kind: KindAnonymous}
+
+// Authenticated reports whether the request carried valid credentials.
+func (p *Principal) Authenticated() bool { return p.Kind != KindAnonymous }
+
+// UserID is the user's id, or 0.
+func (p *Principal) UserID() int64 {
+	if p.User == nil {
+		return 0
+	}
+	return p.User.ID
+}
+
+// Has reports whether the credential grants scope. The admin scope also needs a platform admin.
+func (p *Principal) Has(scope string) bool {
+	if scope == ScopeAdmin && (p.User == nil || !p.User.IsAdmin) {
+		return false
+	}
+	if p.Kind == KindSession {
+		return true
+	}
+	return p.Scopes.Has(scope)
+}
+
+// IsPlatformAdmin reports whether the caller is a platform admin using a credential that may
+// act as one.
+func (p *Principal) IsPlatformAdmin() bool { return p.Has(ScopeAdmin) }
+
+const principalKey = "nimbus.principal"
+
+// From returns the request's principal (anonymous when the middleware did not run).
+func From(c *gin.Context) *Principal {
+	if v, ok := c.Get(principalKey); ok {
+		if p, ok := v.(*Principal); ok {
+			return p
+		}
+	}
+	a := anonymous
+	return &a
+}
+
+// set stores the principal on the request.
+func set(c *gin.Context, p *Principal) { c.Set(principalKey, p) }

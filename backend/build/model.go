@@ -1,0 +1,102 @@
+// Package build owns builds and their tree — build → pipelines → stages → jobs — and the
+// triggers that create them: a git push (push, branch.create, branch.delete, tag_push), a manual
+// web_trigger/api_trigger from the API, and the schedules a .cnb.yml declares (registered here on
+// every push; fired by the scheduler).
+//
+// A trigger reads .cnb.yml at the commit, plans it with package spec and stores one build per
+// event with its pipelines queued. A file that does not parse becomes a failed build carrying the
+// error's file, line and column — never a silent drop — and a push that matches no pipeline
+// creates nothing.
+package build
+
+import "time"
+
+// Statuses of builds, pipelines, stages and jobs.
+const (
+	StatusQueued     = "queued"
+	StatusRunning    = "running"
+	StatusSuccess    = "success"
+	StatusFailed     = "failed"
+	StatusCancelled  = "cancelled"
+	StatusTerminated = "terminated"
+	StatusSkipped    = "skipped"
+)
+
+// Build is one trigger of one repo at one commit.
+type Build struct {
+	ID            int64     `gorm:"primaryKey"`
+	RepoID        int64     `gorm:"not null"`
+	Number        int64     `gorm:"not null"`
+	Event         string    `gorm:"not null"`
+	Branch        string    `gorm:"not null"` // the branch, or "" for tag events
+	Tag           string    `gorm:"not null"`
+	CommitSHA     string    `gorm:"not null"`
+	CommitMessage string    `gorm:"not null"`
+	TriggeredBy   *int64    // the user; nil when nobody (a schedule whose author left)
+	Status        string    `gorm:"not null"`
+	ErrorMessage  string    `gorm:"not null"`
+	ErrorFile     string    `gorm:"not null"`
+	ErrorLine     int       `gorm:"not null"`
+	ErrorColumn   int       `gorm:"not null"`
+	CreatedAt     time.Time `gorm:"not null"`
+	UpdatedAt     time.Time `gorm:"not null"`
+	StartedAt     *time.Time
+	FinishedAt    *time.Time
+}
+
+// Pipeline is the unit that is queued and leased: one agent runs all its stages on one node.
+type Pipeline struct {
+	ID         int64     `gorm:"primaryKey"`
+	BuildID    int64     `gorm:"not null"`
+	Position   int       `gorm:"not null"`
+	Key        string    `gorm:"not null"`
+	Name       string    `gorm:"not null"`
+	Status     string    `gorm:"not null"`
+	Reason     string    `gorm:"not null"`
+	RunnerTag  string    `gorm:"not null"` // the class's canonical tag: the queue it waits in
+	CPUs       int       `gorm:"not null"`
+	Plan       string    `gorm:"not null"` // the protocol.Plan as JSON: the agent's contract
+	CreatedAt  time.Time `gorm:"not null"`
+	UpdatedAt  time.Time `gorm:"not null"`
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+// Stage is one stage of a pipeline.
+type Stage struct {
+	ID         int64  `gorm:"primaryKey"`
+	PipelineID int64  `gorm:"not null"`
+	Position   int    `gorm:"not null"`
+	Name       string `gorm:"not null"`
+	Parallel   bool   `gorm:"not null"`
+	Status     string `gorm:"not null"`
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+// Job is one job of a stage: one container.
+type Job struct {
+	ID         int64  `gorm:"primaryKey"`
+	StageID    int64  `gorm:"not null"`
+	PipelineID int64  `gorm:"not null"`
+	Position   int    `gorm:"not null"`
+	Name       string `gorm:"not null"`
+	Status     string `gorm:"not null"`
+	ExitCode   *int
+	StartedAt  *time.Time
+	FinishedAt *time.Time
+}
+
+// Schedule is a cron entry of a branch's .cnb.yml, registered on push. It runs as the user who
+// last pushed a change to it.
+type Schedule struct {
+	ID          int64  `gorm:"primaryKey"`
+	RepoID      int64  `gorm:"not null"`
+	Branch      string `gorm:"not null"`
+	Event       string `gorm:"not null"` // "schedule" or "crontab: …"
+	Cron        string `gorm:"not null"`
+	UserID      int64  `gorm:"not null"`
+	LastFiredAt *time.Time
+	CreatedAt   time.Time `gorm:"not null"`
+	UpdatedAt   time.Time `gorm:"not null"`
+}

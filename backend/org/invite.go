@@ -1,0 +1,175 @@
+package org
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	nmail "github.com/nimbus-build/nimbus/backend/mail"
+	"github.com/nimbus-build/nimbus/backend/store"
+)
+
+// InvitationTTL is how long an invitation stays open.
+const InvitationTTL = 14 * 24 * time.Hour
+
+// InvitationInfo is an invitation as the API shows it.
+type InvitationInfo struct {
+	ID        int64     `json:"id"`
+	Org       string    `json:"org"`
+	Username  string    `json:"username,omitempty"`
+	Email     string    `json:"email,omitempty"`
+	Role      Role      `json:"role"`
+	InvitedBy string    `json:"invited_by"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Invite invites a user by username, or anyone by email, to join with role. Only owners invite
+// owners.
+func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRole Role, username, email string, role Role) (*Invitation, error) {
+	if !role.Valid() {
+		return nil, api.Invalid("role", "role must be one of owner, admin, billing, developer, reporter")
+	}
+	if role == Owner && actorRole != Owner {
+		return nil, api.Forbidden("only owners can invite owners")
+	}
+	username, email = strings.TrimSpace(username), strings.TrimSpace(email)
+	if (username == "") == (email == "") {
+		return nil, api.Invalid("", "give exactly one of username or email")
+	}
+	inv := &Invitation{OrgID: o.ID, Role: role, InvitedBy: actor.ID, CreatedAt: s.clock.Now().UTC()}
+	inv.ExpiresAt = inv.CreatedAt.Add(InvitationTTL)
+	var invitee *auth.User
+	if username != "" {
+		u, err := s.users.UserByName(ctx, username)
+		if err != nil {
+			return nil, err
+		}
+		invitee = u
+	} else {
+		if !strings.Contains(email, "@") || strings.ContainsAny(email, " \r\n") || len(email) > 254 {
+			return nil, api.Invalid("email", "email %q is not a valid address", email)
+		}
+		inv.Email = email
+		if u, err := s.users.UserByEmail(ctx, email); err == nil {
+			invitee = u
+		}
+	}
+	if invitee != nil {
+		id := invitee.ID
+		inv.UserID = &id
+	}
+	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		if invitee != nil {
+			var n int64
+			if err := tx.Model(&Member{}).Where("org_id = ? AND user_id = ?", o.ID, invitee.ID).Count(&n).Error; err != nil {
+				return err
+			}
+			if n > 0 {
+				return api.Conflict("%s is already a member of %s", invitee.Username, o.Name)
+			}
+		}
+		q := tx.Model(&Invitation{}).Where("org_id = ? AND expires_at > ?", o.ID, inv.CreatedAt)
+		if invitee != nil {
+			q = q.Where("user_id = ?", invitee.ID)
+		} else {
+			q = q.Where("lower(email) = lower(?)", email)
+		}
+		var open int64
+		if err := q.Count(&open).Error; err != nil {
+			return err
+		}
+		if open > 0 {
+			return api.Conflict("an invitation for them is already open")
+		}
+		return tx.Create(inv).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	to := email
+	if invitee != nil {
+		to = invitee.Email
+	}
+	if err := s.mail.Send(ctx, nmail.Message{To: to, Subject: "You are invited to " + o.Name + " on Nimbus",
+		Body: actor.Username + " invited you to join the team " + o.Name + " as " + string(role) + ".\n\n" +
+			"Sign in (or sign up with this email) and accept it at " + s.baseURL + "/invitations\n"}); err != nil {
+		s.log.WarnContext(ctx, "invitation email failed", "err", err)
+	}
+	return inv, nil
+}
+
+func (s *Service) invitationQuery(ctx context.Context) *gorm.DB {
+	return s.db.WithContext(ctx).Table("org_invitations AS i").
+		Select("i.id, orgs.name AS org, COALESCE(u.username, '') AS username, i.email, i.role, inviter.username AS invited_by, i.created_at, i.expires_at").
+		Joins("JOIN orgs ON orgs.id = i.org_id").
+		Joins("LEFT JOIN users u ON u.id = i.user_id").
+		Joins("JOIN users inviter ON inviter.id = i.invited_by")
+}
+
+// ListInvitations returns the org's open invitations.
+func (s *Service) ListInvitations(ctx context.Context, orgID int64) ([]InvitationInfo, error) {
+	var out []InvitationInfo
+	err := s.invitationQuery(ctx).Where("i.org_id = ? AND i.expires_at > ?", orgID, s.clock.Now().UTC()).
+		Order("i.id DESC").Scan(&out).Error
+	if out == nil {
+		out = []InvitationInfo{}
+	}
+	return out, err
+}
+
+// CancelInvitation withdraws an open invitation of the org.
+func (s *Service) CancelInvitation(ctx context.Context, orgID, id int64) error {
+	res := s.db.WithContext(ctx).Where("id = ? AND org_id = ?", id, orgID).Delete(&Invitation{})
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		return api.NotFound("invitation not found")
+	}
+	return nil
+}
+
+// MyInvitations lists the open invitations addressed to the user, by account or by email.
+func (s *Service) MyInvitations(ctx context.Context, u *auth.User) ([]InvitationInfo, error) {
+	var out []InvitationInfo
+	err := s.invitationQuery(ctx).
+		Where("(i.user_id = ? OR lower(i.email) = lower(?)) AND i.expires_at > ?", u.ID, u.Email, s.clock.Now().UTC()).
+		Order("i.id DESC").Scan(&out).Error
+	if out == nil {
+		out = []InvitationInfo{}
+	}
+	return out, err
+}
+
+// RespondInvitation accepts (joining with the invited role) or declines an invitation
+// addressed to the user; someone else's invitation is a 404.
+func (s *Service) RespondInvitation(ctx context.Context, u *auth.User, id int64, accept bool) error {
+	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		var inv Invitation
+		err := tx.Where("id = ? AND (user_id = ? OR lower(email) = lower(?)) AND expires_at > ?", id, u.ID, u.Email, s.clock.Now().UTC()).
+			Take(&inv).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return api.NotFound("invitation not found or expired")
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.Delete(&inv).Error; err != nil {
+			return err
+		}
+		if !accept {
+			return nil
+		}
+		var n int64
+		if err := tx.Model(&Member{}).Where("org_id = ? AND user_id = ?", inv.OrgID, u.ID).Count(&n).Error; err != nil || n > 0 {
+			return err // already a member (joined by another invitation): nothing to add
+		}
+		return tx.Create(&Member{OrgID: inv.OrgID, UserID: u.ID, Role: inv.Role, CreatedAt: s.clock.Now().UTC()}).Error
+	})
+}

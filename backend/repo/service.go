@@ -1,0 +1,312 @@
+package repo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/secrets"
+	"github.com/nimbus-build/nimbus/backend/store"
+)
+
+// Service holds the repo logic.
+type Service struct {
+	db    *gorm.DB
+	orgs  *org.Service
+	box   *secrets.Box
+	clock clock.Clock
+	log   *slog.Logger
+	root  string // directory of the bare repositories
+}
+
+// NewService returns the repo service; root is where bare repositories live.
+func NewService(db *gorm.DB, orgs *org.Service, box *secrets.Box, clk clock.Clock, root string, log *slog.Logger) *Service {
+	s := &Service{db: db, orgs: orgs, box: box, clock: clk, log: log, root: root}
+	orgs.OnDelete(func(ctx context.Context, tx *gorm.DB, o *org.Org) error {
+		var n int64
+		if err := tx.Model(&Repo{}).Where("org_id = ?", o.ID).Count(&n).Error; err != nil {
+			return err
+		}
+		if n > 0 {
+			return api.Conflict("org %s still has %d repo(s); delete them first", o.Name, n)
+		}
+		return nil
+	})
+	return s
+}
+
+// Path is the repo's bare git directory.
+func (s *Service) Path(r *Repo) string { return filepath.Join(s.root, fmt.Sprintf("%d.git", r.ID)) }
+
+var (
+	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+	branchRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$`)
+)
+
+// ValidateName checks a repo name: it becomes a URL and directory segment, so it is strict.
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) || strings.HasSuffix(strings.ToLower(name), ".git") || strings.Contains(name, "..") {
+		return api.Invalid("name", "repo name must be 1–100 letters, digits, '.', '-' or '_', start with a letter or digit, and not end in .git")
+	}
+	return nil
+}
+
+func validateBranch(b string) error {
+	if !branchRE.MatchString(b) || strings.Contains(b, "..") || strings.HasSuffix(b, "/") || strings.HasSuffix(b, ".lock") || strings.Contains(b, "//") {
+		return api.Invalid("default_branch", "%q is not a valid branch name", b)
+	}
+	return nil
+}
+
+func validateVisibility(v string) error {
+	if v != Private && v != Public {
+		return api.Invalid("visibility", "visibility must be private or public")
+	}
+	return nil
+}
+
+// Create makes a repo in the org with an empty bare repository on disk.
+func (s *Service) Create(ctx context.Context, o *org.Org, name, visibility, defaultBranch, description string) (*Repo, error) {
+	if visibility == "" {
+		visibility = Private
+	}
+	if defaultBranch == "" {
+		defaultBranch = "main"
+	}
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if err := validateVisibility(visibility); err != nil {
+		return nil, err
+	}
+	if err := validateBranch(defaultBranch); err != nil {
+		return nil, err
+	}
+	if len(description) > 1000 {
+		return nil, api.Invalid("description", "description must be at most 1000 characters")
+	}
+	now := s.clock.Now().UTC()
+	r := &Repo{OrgID: o.ID, Name: name, Description: description, Visibility: visibility, DefaultBranch: defaultBranch, CreatedAt: now, UpdatedAt: now}
+	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		if err := tx.Create(r).Error; err != nil {
+			return err
+		}
+		// The directory is created inside the transaction: if git fails, no row remains.
+		return git.InitBare(ctx, s.Path(r), defaultBranch)
+	})
+	if store.IsUniqueViolation(err) {
+		return nil, api.Conflict("repo %s/%s already exists", o.Name, name)
+	}
+	if err != nil {
+		if r.ID != 0 {
+			os.RemoveAll(s.Path(r))
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+// Access is a resolved repo with what the caller may do to it.
+type Access struct {
+	Repo  *Repo
+	Org   *org.Org
+	Level Level
+	Role  org.Role // the caller's role in the org, "" for non-members
+}
+
+// Resolve loads org/name for a principal and checks it may act at level need. A caller who may
+// not even read the repo gets 404 (private repos of other teams do not exist for them); a caller
+// who may read it but not do more gets 403, as does a token without the needed scope.
+func (s *Service) Resolve(ctx context.Context, p *auth.Principal, orgName, name string, need Level) (*Access, error) {
+	notFound := api.NotFound("repo %s/%s not found", orgName, name)
+	o, err := s.orgs.ByName(ctx, orgName)
+	if err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+			return nil, notFound
+		}
+		return nil, err
+	}
+	var r Repo
+	err = s.db.WithContext(ctx).Where("org_id = ? AND lower(name) = lower(?)", o.ID, name).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, notFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	a := &Access{Repo: &r, Org: o}
+	if err := s.levelOf(ctx, p, a); err != nil {
+		return nil, err
+	}
+	if a.Level == None {
+		return nil, notFound
+	}
+	scope := auth.ScopeRepoRead
+	if need >= Write {
+		scope = auth.ScopeRepoWrite
+	}
+	if !p.Has(scope) {
+		return nil, api.Forbidden("the token lacks the %s scope", scope)
+	}
+	if a.Level < need {
+		return nil, api.Forbidden("this needs %s access to %s/%s (you have %s)", need, o.Name, r.Name, a.Level)
+	}
+	return a, nil
+}
+
+func (s *Service) levelOf(ctx context.Context, p *auth.Principal, a *Access) error {
+	public := a.Repo.Visibility == Public
+	floor := None
+	if public {
+		floor = Read
+	}
+	switch p.Kind {
+	case auth.KindSession, auth.KindToken:
+		role, err := s.orgs.RoleOf(ctx, a.Org.ID, p.UserID())
+		if err != nil {
+			return err
+		}
+		a.Role = role
+		switch {
+		case role.CanAdmin():
+			a.Level = Admin
+		case role.CanWrite():
+			a.Level = Write
+		case role.IsMember():
+			a.Level = Read
+		default:
+			a.Level = floor
+		}
+	case auth.KindDeploy:
+		a.Level = floor
+		if p.RepoID == a.Repo.ID {
+			a.Level = Read
+		}
+	case auth.KindJob:
+		a.Level = floor
+		if p.RepoID == a.Repo.ID {
+			a.Level = Write
+		}
+	default:
+		a.Level = floor
+	}
+	return nil
+}
+
+// List returns the org's repos that the caller may see: all of them for members, the public ones
+// for everyone else.
+func (s *Service) List(ctx context.Context, orgID int64, member bool, page api.Page) ([]Repo, error) {
+	q := s.db.WithContext(ctx).Where("org_id = ? AND id > ?", orgID, page.After)
+	if !member {
+		q = q.Where("visibility = ?", Public)
+	}
+	var out []Repo
+	err := q.Order("id").Limit(page.Limit + 1).Find(&out).Error
+	return out, err
+}
+
+// Patch holds the changeable fields of a repo; nil means unchanged.
+type Patch struct {
+	Name          *string `json:"name"`
+	Description   *string `json:"description"`
+	Visibility    *string `json:"visibility"`
+	DefaultBranch *string `json:"default_branch"`
+	Archived      *bool   `json:"archived"`
+}
+
+// Update applies a patch, validating every field before changing any.
+func (s *Service) Update(ctx context.Context, r *Repo, p Patch) error {
+	changes := map[string]any{}
+	if p.Name != nil {
+		if err := ValidateName(*p.Name); err != nil {
+			return err
+		}
+		changes["name"] = *p.Name
+	}
+	if p.Description != nil {
+		if len(*p.Description) > 1000 {
+			return api.Invalid("description", "description must be at most 1000 characters")
+		}
+		changes["description"] = *p.Description
+	}
+	if p.Visibility != nil {
+		if err := validateVisibility(*p.Visibility); err != nil {
+			return err
+		}
+		changes["visibility"] = *p.Visibility
+	}
+	if p.DefaultBranch != nil {
+		if err := validateBranch(*p.DefaultBranch); err != nil {
+			return err
+		}
+		changes["default_branch"] = *p.DefaultBranch
+	}
+	if p.Archived != nil {
+		changes["archived"] = *p.Archived
+	}
+	if len(changes) == 0 {
+		return api.Invalid("", "nothing to change")
+	}
+	changes["updated_at"] = s.clock.Now().UTC()
+	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		if err := tx.Model(&Repo{}).Where("id = ?", r.ID).Updates(changes).Error; err != nil {
+			return err
+		}
+		if p.DefaultBranch != nil {
+			return git.SetHEAD(ctx, s.Path(r), *p.DefaultBranch)
+		}
+		return nil
+	})
+	if store.IsUniqueViolation(err) {
+		return api.Conflict("a repo named %q already exists in this org", *p.Name)
+	}
+	if err != nil {
+		return err
+	}
+	return s.db.WithContext(ctx).Take(r, r.ID).Error
+}
+
+// Delete removes the repo, its secrets and deploy tokens, and its git directory.
+func (s *Service) Delete(ctx context.Context, r *Repo) error {
+	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		for _, m := range []any{&Secret{}, &DeployToken{}} {
+			if err := tx.Where("repo_id = ?", r.ID).Delete(m).Error; err != nil {
+				return err
+			}
+		}
+		return tx.Delete(r).Error
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.RemoveAll(s.Path(r)); err != nil {
+		s.log.ErrorContext(ctx, "repo directory not removed", "repo_id", r.ID, "err", err)
+	}
+	return nil
+}
+
+// ByID loads a repo and its org without authorization (for internal callers such as triggers).
+func (s *Service) ByID(ctx context.Context, id int64) (*Repo, *org.Org, error) {
+	var r Repo
+	if err := s.db.WithContext(ctx).Take(&r, id).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, nil, api.NotFound("repo not found")
+		}
+		return nil, nil, err
+	}
+	o, err := s.orgs.ByID(ctx, r.OrgID)
+	return &r, o, err
+}

@@ -1,0 +1,38 @@
+-- +goose Up
+CREATE TABLE sessions (
+    id           TEXT PRIMARY KEY,
+    user_id      INTEGER      NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    csrf_token   TEXT        NOT NULL,
+    created_at   DATETIME NOT NULL,
+    expires_at   DATETIME NOT NULL,
+    last_seen_at DATETIME NOT NULL
+);
+CREATE INDEX sessions_user_id ON sessions (user_id);
+
+CREATE TABLE access_tokens (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id      INTEGER      NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    name         TEXT        NOT NULL,
+    token_hash   TEXT        NOT NULL UNIQUE,
+    prefix       TEXT        NOT NULL,
+    scopes       TEXT        NOT NULL,
+    expires_at   DATETIME,
+    last_used_at DATETIME,
+    revoked_at   DATETIME,
+    created_at   DATETIME NOT NULL
+);
+CREATE INDEX access_tokens_user_id ON access_tokens (user_id);
+
+CREATE TABLE password_resets (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id    INTEGER      NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    token_hash TEXT        NOT NULL UNIQUE,
+    expires_at DATETIME NOT NULL,
+    used_at    DATETIME,
+    created_at DATETIME NOT NULL
+);
+
+-- +goose Down
+DROP TABLE password_resets;
+DROP TABLE access_tokens;
+DROP TABLE sessions;

@@ -128,9 +128,7 @@ func (pn *planner) pipeline(index int, s selected) protocol.Plan {
 	fs := newFieldSet()
 	p.Env = pickEnv(ps.env, pl.env)
 	fs.strMap(p.Env)
-	for _, imp := range pl.imports {
-		p.Imports = append(p.Imports, base.child(pl.env, true).tmpl(imp.v))
-	}
+	p.Imports = tmplList(ps, pl.imports)
 	for i := range p.Imports {
 		fs.str(&p.Imports[i])
 	}

@@ -1,0 +1,285 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Errors a HandlerConfig.Resolve returns (wrapped or not) to pick the HTTP answer. Anything
+// else is a logged 500.
+var (
+	// ErrUnauthenticated: no or bad credentials where some are needed. The handler answers 401
+	// with a Basic challenge, and the git client asks for (or sends) a username and password.
+	ErrUnauthenticated = errors.New("git: authentication required")
+	// ErrNotFound: no such repo, or a private repo the caller may not see: 404 either way, so
+	// nobody learns which private repos exist.
+	ErrNotFound = errors.New("git: repository not found")
+	// ErrForbidden: the caller sees the repo but may not do this (a reader pushing): 403.
+	ErrForbidden = errors.New("git: forbidden")
+)
+
+// Realm is the HTTP Basic realm of the 401 challenge.
+const Realm = "Nimbus"
+
+// Repo is what Resolve hands back for an authorized request.
+type Repo struct {
+	ID     int64  // the repo's id, for OnPush
+	Path   string // absolute path of the bare repository on disk
+	UserID int64  // who is authenticated (0: anonymous), for OnPush
+	User   string // their username ("" when anonymous); git records it in the reflog as REMOTE_USER
+}
+
+// RefUpdate is one ref a push changed, as git reports it to post-receive. Old is zero (see
+// IsZeroSHA) for a created ref, New is zero for a deleted one; Ref is the full name
+// ("refs/heads/main", "refs/tags/v1").
+type RefUpdate struct {
+	Old, New, Ref string
+}
+
+// HandlerConfig is what NewHandler needs. Resolve and WorkDir are required.
+type HandlerConfig struct {
+	// GitPath is the git executable; "" means "git" on PATH. It is resolved once, at start.
+	GitPath string
+
+	// Resolve authenticates the request (HTTP Basic: r.BasicAuth) and authorizes it for org/repo,
+	// where write is true for every part of a push (the receive-pack ref advertisement and the
+	// POST). It returns the repo, or an error that is or wraps ErrUnauthenticated, ErrNotFound
+	// or ErrForbidden. org and repo are already valid names (ValidName); repo is without ".git".
+	Resolve func(ctx context.Context, r *http.Request, org, repo string, write bool) (Repo, error)
+
+	// OnPush, when set, is called once per push that updated at least one ref, after git has
+	// finished, with exactly the refs it updated, in git's order. It runs before the response
+	// ends, so when `git push` returns the caller's work (creating builds) is done; keep it
+	// short or hand off. Its context carries the request's values but is not cancelled when the
+	// client goes away: the refs are updated either way.
+	OnPush func(ctx context.Context, repo Repo, updates []RefUpdate)
+
+	// WorkDir is a local directory the handler owns: it writes its git hook there and keeps a
+	// small file per push in flight. Created if missing; leftovers of a crash are removed at
+	// start, so two handlers must not share one.
+	WorkDir string
+
+	// Logger receives request failures and one line per push; nil discards.
+	Logger *slog.Logger
+}
+
+// Handler serves git's smart HTTP protocol for the repos Resolve grants. Create it with
+// NewHandler; it is safe for concurrent use.
+type Handler struct {
+	git      string // absolute path of the git executable
+	hooksDir string // core.hooksPath of every git http-backend run
+	pushDir  string // per-push files that the post-receive hook fills
+	resolve  func(ctx context.Context, r *http.Request, org, repo string, write bool) (Repo, error)
+	onPush   func(ctx context.Context, repo Repo, updates []RefUpdate)
+	log      *slog.Logger
+}
+
+// NewHandler checks cfg, finds git, installs the post-receive hook under cfg.WorkDir and
+// returns the handler. Mount it where URLs are /{org}/{repo}.git/… (at the root, or below a
+// prefix with http.StripPrefix).
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
+	if cfg.Resolve == nil {
+		return nil, errors.New("git: HandlerConfig.Resolve is required")
+	}
+	if cfg.WorkDir == "" {
+		return nil, errors.New("git: HandlerConfig.WorkDir is required")
+	}
+	bin := cfg.GitPath
+	if bin == "" {
+		bin = DefaultBinary
+	}
+	bin, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("git: find git: %w", err)
+	}
+	if bin, err = filepath.Abs(bin); err != nil {
+		return nil, fmt.Errorf("git: find git: %w", err)
+	}
+	work, err := filepath.Abs(cfg.WorkDir)
+	if err != nil {
+		return nil, fmt.Errorf("git: work dir: %w", err)
+	}
+	h := &Handler{
+		git:      bin,
+		hooksDir: filepath.Join(work, "hooks"),
+		pushDir:  filepath.Join(work, "pushes"),
+		resolve:  cfg.Resolve,
+		onPush:   cfg.OnPush,
+		log:      cfg.Logger,
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if err := installHooks(h.hooksDir); err != nil {
+		return nil, err
+	}
+	// Files left here belong to pushes of a process that is gone.
+	if err := os.RemoveAll(h.pushDir); err != nil {
+		return nil, fmt.Errorf("git: clean %s: %w", h.pushDir, err)
+	}
+	if err := os.MkdirAll(h.pushDir, 0o700); err != nil {
+		return nil, fmt.Errorf("git: create %s: %w", h.pushDir, err)
+	}
+	return h, nil
+}
+
+// ValidName reports whether name may be an org or repo name in a git URL: 1 to 100 of
+// [A-Za-z0-9._-], starting with a letter or digit, without ".." and not ending in ".git" (which
+// would make "/org/x.git.git" ambiguous). Such a name can never be a path component that
+// climbs out of anything. Use it when creating orgs and repos too.
+func ValidName(name string) bool {
+	if name == "" || len(name) > 100 || strings.Contains(name, "..") ||
+		strings.HasSuffix(strings.ToLower(name), ".git") {
+		return false
+	}
+	for i, c := range name {
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// The endpoints of smart HTTP, after /{org}/{repo}.git/. Nothing else is served: no dumb
+// protocol, no raw object files; git ≥ 1.6.6 never needs them.
+const (
+	fileInfoRefs    = "info/refs"
+	fileUploadPack  = "git-upload-pack"
+	fileReceivePack = "git-receive-pack"
+)
+
+// request is a git HTTP request that passed the routing checks.
+type request struct {
+	org, repo string
+	file      string // one of the file* constants
+	service   string // git-upload-pack or git-receive-pack
+	write     bool
+}
+
+// route parses and checks the URL and method. ok is false for anything that is not a smart
+// HTTP URL of valid names (answer 404); allow is set when only the method is wrong (405).
+func route(r *http.Request) (req request, allow string, ok bool) {
+	// Names never need escaping, so an escaped path ("%2e%2e", "%2F") is an attempt at
+	// something else: refuse it before it is decoded into a different shape.
+	if r.URL.RawPath != "" || !strings.HasPrefix(r.URL.Path, "/") {
+		return request{}, "", false
+	}
+	parts := strings.SplitN(r.URL.Path[1:], "/", 3)
+	if len(parts) != 3 {
+		return request{}, "", false
+	}
+	repo, isGit := strings.CutSuffix(parts[1], ".git")
+	if !isGit || !ValidName(parts[0]) || !ValidName(repo) {
+		return request{}, "", false
+	}
+	req = request{org: parts[0], repo: repo, file: parts[2]}
+	var methodOK bool
+	switch req.file {
+	case fileInfoRefs:
+		req.service = r.URL.Query().Get("service")
+		if req.service != fileUploadPack && req.service != fileReceivePack {
+			return request{}, "", false // a dumb-protocol client, or junk
+		}
+		allow, methodOK = "GET, HEAD", r.Method == http.MethodGet || r.Method == http.MethodHead
+	case fileUploadPack, fileReceivePack:
+		req.service = req.file
+		allow, methodOK = "POST", r.Method == http.MethodPost
+	default:
+		return request{}, "", false
+	}
+	req.write = req.service == fileReceivePack
+	if !methodOK {
+		return request{}, allow, false
+	}
+	return req, "", true
+}
+
+// ServeHTTP routes, authorizes through Resolve, runs git http-backend and, after a push,
+// calls OnPush.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, allow, ok := route(r)
+	if !ok {
+		if allow != "" {
+			w.Header().Set("Allow", allow)
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		http.Error(w, "repository not found", http.StatusNotFound)
+		return
+	}
+	repo, err := h.resolve(r.Context(), r, req.org, req.repo, req.write)
+	if err != nil {
+		h.fail(w, r, req, err)
+		return
+	}
+	if !filepath.IsAbs(repo.Path) {
+		h.fail(w, r, req, fmt.Errorf("git: resolve %s/%s: repo path %q is not absolute", req.org, req.repo, repo.Path))
+		return
+	}
+	if enc := r.Header.Get("Content-Encoding"); enc != "" && enc != "gzip" && enc != "x-gzip" {
+		http.Error(w, "unsupported content encoding", http.StatusUnsupportedMediaType)
+		return
+	}
+	if req.file != fileReceivePack {
+		h.serveBackend(w, r, req, repo, "")
+		return
+	}
+	h.servePush(w, r, req, repo)
+}
+
+// servePush runs a receive-pack with a fresh push log, then hands what the hook wrote to OnPush.
+// The log is removed whatever happens.
+func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request, repo Repo) {
+	log, err := os.CreateTemp(h.pushDir, "push-*")
+	if err != nil {
+		h.fail(w, r, req, fmt.Errorf("git: push log: %w", err))
+		return
+	}
+	defer os.Remove(log.Name())
+	if err := log.Close(); err != nil {
+		h.fail(w, r, req, fmt.Errorf("git: push log: %w", err))
+		return
+	}
+	h.serveBackend(w, r, req, repo, log.Name())
+
+	ctx := context.WithoutCancel(r.Context())
+	updates, err := readPushLog(log.Name())
+	if err != nil {
+		// The refs are updated but we cannot say which: loud, because a build will be missing.
+		h.log.ErrorContext(ctx, "git push: read ref updates", "repo_id", repo.ID, "err", err)
+		return
+	}
+	if len(updates) == 0 {
+		return
+	}
+	h.log.InfoContext(ctx, "git push", "repo_id", repo.ID, "org", req.org, "repo", req.repo,
+		"user", repo.User, "refs", len(updates))
+	if h.onPush != nil {
+		h.onPush(ctx, repo, updates)
+	}
+}
+
+// fail answers a Resolve (or setup) error with the status its sentinel stands for.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, req request, err error) {
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", `Basic realm="`+Realm+`"`)
+		http.Error(w, "authentication required", http.StatusUnauthorized)
+	case errors.Is(err, ErrNotFound):
+		http.Error(w, "repository not found", http.StatusNotFound)
+	case errors.Is(err, ErrForbidden):
+		http.Error(w, "forbidden", http.StatusForbidden)
+	default:
+		h.log.ErrorContext(r.Context(), "git request failed", "org", req.org, "repo", req.repo,
+			"service", req.service, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+	}
+}

@@ -68,6 +68,18 @@ main:
 			t.Errorf("want an expansion error, got %v", ds)
 		}
 	})
+	t.Run("duplicate keys in a large map", func(t *testing.T) {
+		var b strings.Builder
+		b.WriteString("main:\n  push:\n    - stages: [make]\n      env:\n")
+		for i := 0; i < 30; i++ {
+			fmt.Fprintf(&b, "        V%d: x\n", i)
+		}
+		b.WriteString("        V7: again\n")
+		ds := Lint([]byte(b.String()), Options{})
+		if d, ok := findDiag(ds, SeverityError, `duplicate key "V7" (first at line 12)`); !ok || d.Pos.Line != 35 {
+			t.Errorf("got %v", ds)
+		}
+	})
 	t.Run("empty file", func(t *testing.T) {
 		set := mustPlan(t, "", Trigger{Event: "push", Branch: "main"}, Options{})
 		if len(set.Pipelines) != 0 {

@@ -186,7 +186,16 @@ func (c *converter) convert(y *yaml.Node) *node {
 func (c *converter) mapping(y *yaml.Node) *node {
 	n := c.newNode(node{kind: nMap, tag: y.Tag, pos: c.pos(y), pairs: make([]pair, 0, len(y.Content)/2)})
 	var merged []pair
-	explicit := map[string]int{}
+	var index map[string]int // built once a map is large enough for scans to cost
+	find := func(key string) int {
+		if index != nil {
+			if i, ok := index[key]; ok {
+				return i
+			}
+			return -1
+		}
+		return indexKey(n.pairs, key)
+	}
 	for i := 0; i+1 < len(y.Content); i += 2 {
 		k, v := y.Content[i], y.Content[i+1]
 		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
@@ -198,27 +207,44 @@ func (c *converter) mapping(y *yaml.Node) *node {
 			c.d.errorf(key.pos, "a map key must be a scalar, not %s", key.kindName())
 			continue
 		}
-		if first, dup := explicit[key.value]; dup {
+		if first := find(key.value); first >= 0 {
 			c.d.errorf(key.pos, "duplicate key %q (first at line %d)", key.value, n.pairs[first].key.pos.Line)
 			continue
 		}
-		explicit[key.value] = len(n.pairs)
 		n.pairs = append(n.pairs, pair{key: key, val: c.convert(v)})
+		if index == nil && len(n.pairs) > 16 {
+			index = make(map[string]int, len(y.Content)/2)
+			for i, p := range n.pairs {
+				index[p.key.value] = i
+			}
+		} else if index != nil {
+			index[key.value] = len(n.pairs) - 1
+		}
 	}
 	if len(merged) == 0 {
 		return n
 	}
 	var out []pair
-	seen := map[string]bool{}
+	added := map[string]bool{}
 	for _, p := range merged {
-		if _, ok := explicit[p.key.value]; ok || seen[p.key.value] {
-			continue
+		if find(p.key.value) < 0 && !added[p.key.value] {
+			added[p.key.value] = true
+			out = append(out, p)
 		}
-		seen[p.key.value] = true
-		out = append(out, p)
 	}
 	n.pairs = append(out, n.pairs...)
 	return n
+}
+
+// indexKey finds a key among pairs. A linear scan: most maps in a .cnb.yml have a handful of
+// keys, and a lookup map for each would cost more than it saves.
+func indexKey(pairs []pair, key string) int {
+	for i, p := range pairs {
+		if p.key.value == key {
+			return i
+		}
+	}
+	return -1
 }
 
 // mergeSources returns the pairs a merge key's value brings: a map, an alias of one, or a list of

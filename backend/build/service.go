@@ -127,7 +127,15 @@ func (s *Service) create(ctx context.Context, rq request) (*Build, error) {
 		b.ErrorFile, b.ErrorLine, b.ErrorColumn = first.Pos.File, first.Pos.Line, first.Pos.Column
 		return b, s.store(ctx, b, nil)
 	}
-	if len(set.Pipelines) == 0 {
+	// A pipeline whose own ifModify/ifNewBranch ruled it out is kept as "skipped" (it says why),
+	// unless every pipeline is: like a paths filter, such a push creates nothing.
+	runnable := 0
+	for i := range set.Pipelines {
+		if set.Pipelines[i].Conditions.Skip == "" {
+			runnable++
+		}
+	}
+	if runnable == 0 {
 		return nil, nil
 	}
 	return b, s.store(ctx, b, set.Pipelines)
@@ -214,7 +222,9 @@ func (s *Service) store(ctx context.Context, b *Build, plans []protocol.Plan) er
 	}
 	if s.Enqueue != nil {
 		for _, p := range created {
-			s.Enqueue(ctx, p)
+			if p.Status == StatusQueued {
+				s.Enqueue(ctx, p)
+			}
 		}
 	}
 	return nil
@@ -229,18 +239,22 @@ func createPipeline(tx *gorm.DB, buildID int64, pos int, plan *protocol.Plan, no
 	if tag == "" && len(plan.Runner.Tags) > 0 {
 		tag = plan.Runner.Tags[0]
 	}
-	p := &Pipeline{BuildID: buildID, Position: pos, Key: plan.Key, Name: plan.Name, Status: StatusQueued,
+	status, reason := StatusQueued, ""
+	if plan.Conditions.Skip != "" {
+		status, reason = StatusSkipped, plan.Conditions.Skip
+	}
+	p := &Pipeline{BuildID: buildID, Position: pos, Key: plan.Key, Name: plan.Name, Status: status, Reason: reason,
 		RunnerTag: tag, CPUs: plan.Runner.Cpus, Plan: string(raw), CreatedAt: now, UpdatedAt: now}
 	if err := tx.Create(p).Error; err != nil {
 		return nil, err
 	}
 	for si, st := range plan.Stages {
-		stage := &Stage{PipelineID: p.ID, Position: si, Name: st.Name, Parallel: st.Parallel, Status: StatusQueued}
+		stage := &Stage{PipelineID: p.ID, Position: si, Name: st.Name, Parallel: st.Parallel, Status: status}
 		if err := tx.Create(stage).Error; err != nil {
 			return nil, err
 		}
 		for ji, j := range st.Jobs {
-			if err := tx.Create(&Job{StageID: stage.ID, PipelineID: p.ID, Position: ji, Name: j.Name, Status: StatusQueued}).Error; err != nil {
+			if err := tx.Create(&Job{StageID: stage.ID, PipelineID: p.ID, Position: ji, Name: j.Name, Status: status}).Error; err != nil {
 				return nil, err
 			}
 		}

@@ -194,15 +194,36 @@ func (s *Service) registerSchedules(ctx context.Context, r *repo.Repo, branch, c
 	if diags.HasErrors() {
 		return nil // a broken file keeps the schedules it had; the failed build says why
 	}
-	var want []Schedule
-	for _, sc := range cfg.Schedules() {
-		g, err := spec.CompileGlob(sc.BranchKey)
-		if err != nil || !g.Match(branch) {
+	return s.syncSchedules(ctx, r, branch, schedulesFor(cfg.Schedules(), branch, r.ID), pusher)
+}
+
+// schedulesFor picks the schedules of a file that apply to branch. Glob keys apply when they
+// match; the fallback key "$" applies, per event kind (schedule or crontab), only when no glob
+// key that matches the branch declares that kind — the engine's two-phase rule.
+func schedulesFor(all []spec.Schedule, branch string, repoID int64) []Schedule {
+	kind := func(event string) string {
+		if strings.HasPrefix(event, "crontab") {
+			return "crontab"
+		}
+		return event
+	}
+	var out []Schedule
+	globbed := map[string]bool{}
+	for _, sc := range all {
+		if sc.BranchKey == "$" {
 			continue
 		}
-		want = append(want, Schedule{RepoID: r.ID, Branch: branch, Event: sc.Event, Cron: sc.Cron})
+		if g, err := spec.CompileGlob(sc.BranchKey); err == nil && g.Match(branch) {
+			globbed[kind(sc.Event)] = true
+			out = append(out, Schedule{RepoID: repoID, Branch: branch, Event: sc.Event, Cron: sc.Cron})
+		}
 	}
-	return s.syncSchedules(ctx, r, branch, want, pusher)
+	for _, sc := range all {
+		if sc.BranchKey == "$" && !globbed[kind(sc.Event)] {
+			out = append(out, Schedule{RepoID: repoID, Branch: branch, Event: sc.Event, Cron: sc.Cron})
+		}
+	}
+	return out
 }
 
 // syncSchedules makes the branch's registered schedules exactly want. An entry that stays keeps

@@ -158,7 +158,8 @@ func (s *Service) Resolve(ctx context.Context, p *auth.Principal, orgName, name 
 	if need >= Write {
 		scope = auth.ScopeRepoWrite
 	}
-	if !p.Has(scope) {
+	// Scopes bound credentials; an anonymous caller has none to check, only its level.
+	if p.Authenticated() && !p.Has(scope) {
 		return nil, api.Forbidden("the token lacks the %s scope", scope)
 	}
 	if a.Level < need {

@@ -1,0 +1,342 @@
+package build_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/mail"
+	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/redisconn"
+	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/secrets"
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
+)
+
+type fixture struct {
+	t      *testing.T
+	db     *gorm.DB
+	builds *build.Service
+	repos  *repo.Service
+	user   *auth.User
+	access *repo.Access
+	work   string // a working clone
+	bare   string
+}
+
+func newFixture(t *testing.T, db *gorm.DB) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	rc, err := redisconn.Connect(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	clk := clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+	users := auth.NewService(db, rc.Client, clk, mail.Log{Logger: log}, log, auth.Config{})
+	orgs := org.NewService(db, users, clk, mail.Log{Logger: log}, "http://nimbus.test", log)
+	box, _ := secrets.NewBox(make([]byte, 32))
+	repos := repo.NewService(db, orgs, box, clk, t.TempDir(), log)
+	f := &fixture{t: t, db: db, repos: repos, builds: build.NewService(db, repos, clk, "http://nimbus.test", spec.Options{}, log)}
+	if f.user, err = users.Signup(ctx, "alice", "alice@example.com", "a long enough passphrase"); err != nil {
+		t.Fatal(err)
+	}
+	o, err := orgs.Create(ctx, f.user, "team")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := repos.Create(ctx, o, "trainer", repo.Private, "main", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.access = &repo.Access{Repo: r, Org: o, Level: repo.Admin}
+	f.bare = repos.Path(r)
+	f.work = t.TempDir()
+	f.git("init", "-q", "-b", "main")
+	return f
+}
+
+func (f *fixture) git(args ...string) string {
+	f.t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=Alice", "-c", "user.email=alice@example.com"}, args...)...)
+	cmd.Dir = f.work
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+f.work)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		f.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// commit writes files (path → content; "" deletes) and commits them on the current branch.
+func (f *fixture) commit(msg string, files map[string]string) string {
+	f.t.Helper()
+	for p, content := range files {
+		full := filepath.Join(f.work, p)
+		if content == "" {
+			os.Remove(full)
+			continue
+		}
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		os.WriteFile(full, []byte(content), 0o644)
+	}
+	f.git("add", "-A")
+	f.git("commit", "-q", "--allow-empty", "-m", msg)
+	return f.git("rev-parse", "HEAD")
+}
+
+// push pushes refspec to the bare repo and hands the resulting update to the trigger, as the git
+// handler's post-receive hook would.
+func (f *fixture) push(ref, old, refspec string) []*build.Build {
+	f.t.Helper()
+	f.git("push", "-q", "--force", f.bare, refspec)
+	newSHA := git.ZeroSHA
+	if sha, err := git.ResolveRef(context.Background(), f.bare, ref); err == nil {
+		newSHA = sha
+	}
+	return f.builds.OnPush(context.Background(), f.access.Repo.ID, f.user, []git.RefUpdate{{Old: old, New: newSHA, Ref: ref}})
+}
+
+const twoPipelines = `
+main:
+  push:
+    - name: train-cpu
+      runner: { tags: cnb:arch:amd64, cpus: 8 }
+      stages:
+        - name: prepare
+          script: python preprocess.py
+        - name: package
+          jobs:
+            a: { script: echo a }
+            b: { script: echo b }
+    - name: train-gpu
+      runner: { tags: cnb:arch:amd64:gpu }
+      stages:
+        - name: train
+          script: python train.py
+"dev/*":
+  push:
+    - name: dev-only
+      ifModify: ["src/**"]
+      stages: [ { name: t, script: "echo $CNB_BRANCH" } ]
+  branch.create:
+    - name: on-create
+      stages: [ { name: c, script: echo created } ]
+  schedule:
+    - cron: "0 2 * * *"
+      name: nightly-train
+      stages: [ { name: train, script: python train.py } ]
+  branch.delete:
+    - name: cleanup
+      stages: [ { name: d, script: echo bye } ]
+"v*":
+  tag_push:
+    - name: release
+      stages: [ { name: r, script: echo release } ]
+`
+
+func (f *fixture) detail(b *build.Build) map[string]any {
+	f.t.Helper()
+	var ps []build.Pipeline
+	f.db.Where("build_id = ?", b.ID).Order("position").Find(&ps)
+	out := map[string]any{"pipelines": len(ps)}
+	for _, p := range ps {
+		var stages []build.Stage
+		f.db.Where("pipeline_id = ?", p.ID).Order("position").Find(&stages)
+		var jobs int64
+		f.db.Model(&build.Job{}).Where("pipeline_id = ?", p.ID).Count(&jobs)
+		var plan protocol.Plan
+		if err := json.Unmarshal([]byte(p.Plan), &plan); err != nil {
+			f.t.Fatal(err)
+		}
+		out[p.Name] = map[string]any{"status": p.Status, "tag": p.RunnerTag, "cpus": p.CPUs, "stages": len(stages), "jobs": jobs, "plan": plan.Name}
+	}
+	return out
+}
+
+func TestPushCreatesQueuedBuildWithItsTree(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		sha := f.commit("add ci", map[string]string{".cnb.yml": twoPipelines})
+		bs := f.push("refs/heads/main", git.ZeroSHA, "main")
+		if len(bs) != 1 {
+			t.Fatalf("%d builds", len(bs))
+		}
+		b := bs[0]
+		if b.Number != 1 || b.Event != "push" || b.Branch != "main" || b.CommitSHA != sha || b.Status != build.StatusQueued ||
+			b.CommitMessage != "add ci" || *b.TriggeredBy != f.user.ID {
+			t.Fatalf("build %+v", b)
+		}
+		d := f.detail(b)
+		cpu := d["train-cpu"].(map[string]any)
+		gpu := d["train-gpu"].(map[string]any)
+		if d["pipelines"] != 2 || cpu["cpus"] != 8 || cpu["stages"] != 2 || cpu["jobs"] != int64(3) || cpu["tag"] != "cnb:arch:amd64" ||
+			gpu["cpus"] != 16 || gpu["tag"] != "cnb:arch:amd64:gpu" || gpu["status"] != build.StatusQueued {
+			t.Fatalf("tree %v", d)
+		}
+		f.commit("again", nil)
+		old := sha
+		bs = f.push("refs/heads/main", old, "main")
+		// push and commit.add: only push has pipelines here.
+		if len(bs) != 1 || bs[0].Number != 2 {
+			t.Fatalf("second push: %+v", bs)
+		}
+	})
+}
+
+func TestNewBranchEventsIfModifyAndSchedules(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		base := f.commit("ci", map[string]string{".cnb.yml": twoPipelines})
+		f.push("refs/heads/main", git.ZeroSHA, "main")
+		f.git("checkout", "-q", "-b", "dev/exp")
+		// A new branch: push and branch.create; ifModify is ignored (no diff for a new branch).
+		bs := f.push("refs/heads/dev/exp", git.ZeroSHA, "dev/exp")
+		events := []string{}
+		for _, b := range bs {
+			events = append(events, b.Event)
+		}
+		if strings.Join(events, ",") != "push,branch.create" {
+			t.Fatalf("events %v", events)
+		}
+		ss, _ := f.builds.Schedules(ctx, f.access.Repo.ID)
+		if len(ss) != 1 || ss[0].Branch != "dev/exp" || ss[0].Event != "schedule" || ss[0].Cron != "0 2 * * *" || ss[0].UserID != f.user.ID {
+			t.Fatalf("schedules %+v", ss)
+		}
+		// A push that changes only docs/: the ifModify pipeline does not run, so no build.
+		c1 := f.commit("docs", map[string]string{"docs/a.md": "x"})
+		if bs := f.push("refs/heads/dev/exp", base, "dev/exp"); len(bs) != 0 {
+			t.Fatalf("ifModify ignored: %+v %v", bs[0], f.detail(bs[0]))
+		}
+		// A push that changes src/: it runs.
+		f.commit("src", map[string]string{"src/a.py": "x"})
+		if bs := f.push("refs/heads/dev/exp", c1, "dev/exp"); len(bs) != 1 || bs[0].Event != "push" {
+			t.Fatalf("ifModify src: %+v", bs)
+		}
+		// Removing the schedule from the file removes it.
+		head := f.git("rev-parse", "HEAD")
+		f.commit("no schedule", map[string]string{".cnb.yml": strings.Replace(twoPipelines, "schedule:", "web_trigger_x:", 1)})
+		f.push("refs/heads/dev/exp", head, "dev/exp")
+		if ss, _ := f.builds.Schedules(ctx, f.access.Repo.ID); len(ss) != 0 {
+			t.Fatalf("schedule kept after removal: %+v", ss)
+		}
+	})
+}
+
+func TestTagPushAndBranchDelete(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		f.commit("ci", map[string]string{".cnb.yml": twoPipelines})
+		f.push("refs/heads/main", git.ZeroSHA, "main")
+		f.git("tag", "v1.0")
+		bs := f.push("refs/tags/v1.0", git.ZeroSHA, "v1.0")
+		if len(bs) != 1 || bs[0].Event != "tag_push" || bs[0].Tag != "v1.0" || bs[0].Branch != "" {
+			t.Fatalf("tag build %+v", bs)
+		}
+		if f.git("tag", "nope"); len(f.push("refs/tags/nope", git.ZeroSHA, "nope")) != 0 {
+			t.Fatal("a tag no key matches created a build")
+		}
+		f.git("checkout", "-q", "-b", "dev/gone")
+		old := f.git("rev-parse", "HEAD")
+		f.push("refs/heads/dev/gone", git.ZeroSHA, "dev/gone")
+		bs = f.push("refs/heads/dev/gone", old, ":dev/gone")
+		if len(bs) != 1 || bs[0].Event != "branch.delete" || bs[0].Branch != "dev/gone" {
+			t.Fatalf("branch.delete: %+v", bs)
+		}
+		if ss, _ := f.builds.Schedules(context.Background(), f.access.Repo.ID); len(ss) != 0 {
+			t.Fatalf("deleted branch keeps schedules: %+v", ss)
+		}
+	})
+}
+
+func TestBrokenOrMissingConfig(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		// No .cnb.yml: nothing.
+		first := f.commit("readme", map[string]string{"README.md": "hi"})
+		if bs := f.push("refs/heads/main", git.ZeroSHA, "main"); len(bs) != 0 {
+			t.Fatalf("builds without a .cnb.yml: %+v", bs)
+		}
+		// No pipeline for this branch: nothing.
+		second := f.commit("ci elsewhere", map[string]string{".cnb.yml": "release:\n  push:\n    - stages: [ { name: a, script: x } ]\n"})
+		if bs := f.push("refs/heads/main", first, "main"); len(bs) != 0 {
+			t.Fatalf("builds without a matching pipeline: %+v", bs)
+		}
+		// Broken YAML: one failed build that says where.
+		f.commit("broken", map[string]string{".cnb.yml": "main:\n  push:\n    - stages:\n      - name: a\n        script: [oops\n"})
+		bs := f.push("refs/heads/main", second, "main")
+		if len(bs) != 1 || bs[0].Status != build.StatusFailed || bs[0].ErrorLine == 0 || bs[0].ErrorFile != ".cnb.yml" || bs[0].ErrorMessage == "" {
+			t.Fatalf("broken file: %+v", bs)
+		}
+		// A runner tag that does not exist: a validation error with its line and column.
+		f.git("checkout", "-q", "-b", "feature")
+		f.commit("bad tag", map[string]string{".cnb.yml": "feature:\n  push:\n    - runner:\n        tags: cnb:arch:quantum\n      stages: [ { name: a, script: x } ]\n"})
+		bs = f.push("refs/heads/feature", git.ZeroSHA, "feature")
+		if len(bs) != 1 || bs[0].Status != build.StatusFailed || bs[0].ErrorLine != 4 || bs[0].ErrorColumn == 0 ||
+			!strings.Contains(bs[0].ErrorMessage, "cnb:arch:quantum") {
+			t.Fatalf("one failed build with the position expected, got %+v", bs)
+		}
+	})
+}
+
+func TestManualTrigger(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		f.commit("ci", map[string]string{".cnb.yml": `
+main:
+  web_trigger_train:
+    - name: manual-$EPOCHS
+      stages: [ { name: t, script: "python train.py --epochs $EPOCHS" } ]
+`})
+		f.push("refs/heads/main", git.ZeroSHA, "main")
+		b, err := f.builds.Manual(ctx, f.access, f.user, "", "web_trigger_train", map[string]string{"EPOCHS": "20"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p build.Pipeline
+		db.Where("build_id = ?", b.ID).Take(&p)
+		if b.Event != "web_trigger_train" || b.Branch != "main" || p.Name != "manual-20" || !strings.Contains(p.Plan, `"EPOCHS":"20"`) {
+			t.Fatalf("manual build %+v pipeline %s %s", b, p.Name, p.Plan)
+		}
+		tests := []struct {
+			branch, event string
+			env           map[string]string
+		}{
+			{"main", "push", nil},
+			{"main", "web_trigger_other", nil},
+			{"nope", "web_trigger_train", nil},
+			{"main", "web_trigger_train", map[string]string{"CNB_BRANCH": "x"}},
+			{"main", "web_trigger_train", map[string]string{"1BAD": "x"}},
+		}
+		for _, tt := range tests {
+			_, err := f.builds.Manual(ctx, f.access, f.user, tt.branch, tt.event, tt.env)
+			if ae, ok := err.(*api.Error); !ok || ae.Status != 422 {
+				t.Errorf("manual %s %s %v: %v, want 422", tt.branch, tt.event, tt.env, err)
+			}
+		}
+		var n int64
+		db.Model(&build.Build{}).Count(&n)
+		if n != 1 {
+			t.Fatalf("%d builds after rejected triggers", n)
+		}
+	})
+}

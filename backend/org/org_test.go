@@ -1,0 +1,209 @@
+package org_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/billing"
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/mail"
+	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/redisconn"
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
+)
+
+type sink struct{ sent []mail.Message }
+
+func (s *sink) Send(_ context.Context, m mail.Message) error { s.sent = append(s.sent, m); return nil }
+
+type fixture struct {
+	users *auth.Service
+	orgs  *org.Service
+	clock *clock.Fake
+	mail  *sink
+	db    *gorm.DB
+}
+
+func newFixture(t *testing.T, db *gorm.DB) *fixture {
+	rc, err := redisconn.Connect(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f := &fixture{clock: clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)), mail: &sink{}, db: db}
+	f.users = auth.NewService(db, rc.Client, f.clock, f.mail, log, auth.Config{})
+	f.orgs = org.NewService(db, f.users, f.clock, f.mail, "https://nimbus.test", log)
+	f.orgs.OnCreate(func(tx *gorm.DB, o *org.Org) error { return billing.OpenAccount(tx, o.ID, f.clock.Now()) })
+	return f
+}
+
+func (f *fixture) user(t *testing.T, name string) *auth.User {
+	u, err := f.users.Signup(context.Background(), name, name+"@example.com", "a long enough passphrase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func code(err error) string {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	if err != nil {
+		return "other: " + err.Error()
+	}
+	return ""
+}
+
+func TestCreateOpensBillingAccountAndValidatesNames(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		alice := f.user(t, "alice")
+		o, err := f.orgs.Create(ctx, alice, "ml-team")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acct billing.Account
+		if err := db.Where("org_id = ?", o.ID).Take(&acct).Error; err != nil || acct.Currency != "CNY" {
+			t.Fatalf("billing account: %+v %v", acct, err)
+		}
+		if role, _ := f.orgs.RoleOf(ctx, o.ID, alice.ID); role != org.Owner {
+			t.Fatalf("creator role %q", role)
+		}
+		for name, want := range map[string]string{"ML-TEAM": api.CodeConflict, "api": api.CodeValidation,
+			"a_b": api.CodeValidation, "-x": api.CodeValidation, "../x": api.CodeValidation, "": api.CodeValidation} {
+			if _, err := f.orgs.Create(ctx, alice, name); code(err) != want {
+				t.Errorf("create %q: %v, want %s", name, err, want)
+			}
+		}
+		var n int64
+		db.Model(&billing.Account{}).Count(&n)
+		if n != 1 {
+			t.Fatalf("%d billing accounts after rejected creates", n)
+		}
+	})
+}
+
+func TestRolesAndTheLastOwner(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		owner, adm, dev := f.user(t, "owner"), f.user(t, "adm"), f.user(t, "dev")
+		o, _ := f.orgs.Create(ctx, owner, "team")
+		for _, u := range []*auth.User{adm, dev} {
+			inv, err := f.orgs.Invite(ctx, o, owner, org.Owner, u.Username, "", org.Developer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.orgs.RespondInvitation(ctx, u, inv.ID, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.orgs.SetRole(ctx, o, org.Owner, "adm", org.Admin); err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct {
+			name string
+			do   func() error
+			want string
+		}{
+			{"admin cannot grant owner", func() error { return f.orgs.SetRole(ctx, o, org.Admin, "dev", org.Owner) }, api.CodeForbidden},
+			{"admin cannot demote the owner", func() error { return f.orgs.SetRole(ctx, o, org.Admin, "owner", org.Developer) }, api.CodeForbidden},
+			{"last owner cannot be demoted", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "owner", org.Admin) }, api.CodeConflict},
+			{"last owner cannot leave", func() error { return f.orgs.RemoveMember(ctx, o, owner, org.Owner, "owner") }, api.CodeConflict},
+			{"developer cannot remove others", func() error { return f.orgs.RemoveMember(ctx, o, dev, org.Developer, "adm") }, api.CodeForbidden},
+			{"admin cannot remove an owner", func() error { return f.orgs.RemoveMember(ctx, o, adm, org.Admin, "owner") }, api.CodeForbidden},
+			{"unknown role", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "dev", "god") }, api.CodeValidation},
+			{"not a member", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "nobody", org.Admin) }, api.CodeNotFound},
+			{"admin sets developer to billing", func() error { return f.orgs.SetRole(ctx, o, org.Admin, "dev", org.Billing) }, ""},
+			{"owner makes a second owner", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "adm", org.Owner) }, ""},
+			{"then the first owner may leave", func() error { return f.orgs.RemoveMember(ctx, o, owner, org.Owner, "owner") }, ""},
+			{"a member leaves by themself", func() error { return f.orgs.RemoveMember(ctx, o, dev, org.Billing, "dev") }, ""},
+		}
+		for _, tt := range tests {
+			if got := code(tt.do()); got != tt.want {
+				t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+			}
+		}
+		ms, _ := f.orgs.Members(ctx, o.ID)
+		if len(ms) != 1 || ms[0].Username != "adm" || ms[0].Role != org.Owner {
+			t.Fatalf("members at the end: %+v", ms)
+		}
+	})
+}
+
+func TestInvitations(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		owner, bob := f.user(t, "owner"), f.user(t, "bob")
+		o, _ := f.orgs.Create(ctx, owner, "team")
+
+		if _, err := f.orgs.Invite(ctx, o, owner, org.Admin, "bob", "", org.Owner); code(err) != api.CodeForbidden {
+			t.Fatalf("admin inviting an owner: %v", err)
+		}
+		if _, err := f.orgs.Invite(ctx, o, owner, org.Owner, "bob", "bob@example.com", org.Developer); code(err) != api.CodeValidation {
+			t.Fatalf("both username and email: %v", err)
+		}
+		if _, err := f.orgs.Invite(ctx, o, owner, org.Owner, "owner", "", org.Developer); code(err) != api.CodeConflict {
+			t.Fatalf("inviting a member: %v", err)
+		}
+		inv, err := f.orgs.Invite(ctx, o, owner, org.Owner, "bob", "", org.Reporter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.orgs.Invite(ctx, o, owner, org.Owner, "bob", "", org.Reporter); code(err) != api.CodeConflict {
+			t.Fatalf("duplicate invitation: %v", err)
+		}
+		if len(f.mail.sent) != 1 || f.mail.sent[0].To != "bob@example.com" {
+			t.Fatalf("invitation mail: %+v", f.mail.sent)
+		}
+		// Someone else cannot accept bob's invitation.
+		if err := f.orgs.RespondInvitation(ctx, owner, inv.ID, true); code(err) != api.CodeNotFound {
+			t.Fatalf("foreign accept: %v", err)
+		}
+		mine, _ := f.orgs.MyInvitations(ctx, bob)
+		if len(mine) != 1 || mine[0].Org != "team" || mine[0].InvitedBy != "owner" {
+			t.Fatalf("bob's invitations: %+v", mine)
+		}
+		if err := f.orgs.RespondInvitation(ctx, bob, inv.ID, true); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := f.orgs.RoleOf(ctx, o.ID, bob.ID); r != org.Reporter {
+			t.Fatalf("bob's role %q", r)
+		}
+		// By email, before the person has an account: it waits for a sign-up with that email.
+		if _, err := f.orgs.Invite(ctx, o, owner, org.Owner, "", "carol@example.com", org.Developer); err != nil {
+			t.Fatal(err)
+		}
+		carol := f.user(t, "carol")
+		mine, _ = f.orgs.MyInvitations(ctx, carol)
+		if len(mine) != 1 {
+			t.Fatalf("carol's invitations: %+v", mine)
+		}
+		if err := f.orgs.RespondInvitation(ctx, carol, mine[0].ID, false); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := f.orgs.RoleOf(ctx, o.ID, carol.ID); r != "" {
+			t.Fatalf("declined but member as %q", r)
+		}
+		// Invitations expire.
+		dan := f.user(t, "dan")
+		inv, _ = f.orgs.Invite(ctx, o, owner, org.Owner, "dan", "", org.Developer)
+		f.clock.Advance(org.InvitationTTL + time.Minute)
+		if err := f.orgs.RespondInvitation(ctx, dan, inv.ID, true); code(err) != api.CodeNotFound {
+			t.Fatalf("expired invitation accepted: %v", err)
+		}
+	})
+}

@@ -1,0 +1,260 @@
+package repo_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/mail"
+	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/redisconn"
+	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/secrets"
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
+)
+
+type fixture struct {
+	users *auth.Service
+	orgs  *org.Service
+	repos *repo.Service
+	clock *clock.Fake
+	team  *org.Org
+	other *org.Org
+	by    map[string]*auth.User
+}
+
+func newFixture(t *testing.T, db *gorm.DB) *fixture {
+	ctx := context.Background()
+	rc, err := redisconn.Connect(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rc.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	f := &fixture{clock: clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)), by: map[string]*auth.User{}}
+	f.users = auth.NewService(db, rc.Client, f.clock, mail.Log{Logger: log}, log, auth.Config{})
+	f.orgs = org.NewService(db, f.users, f.clock, mail.Log{Logger: log}, "", log)
+	box, _ := secrets.NewBox(bytes.Repeat([]byte{1}, 32))
+	f.repos = repo.NewService(db, f.orgs, box, f.clock, t.TempDir(), log)
+	for _, n := range []string{"owner", "admin", "developer", "reporter", "billing", "outsider"} {
+		u, err := f.users.Signup(ctx, n, n+"@example.com", "a long enough passphrase")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.by[n] = u
+	}
+	f.team, _ = f.orgs.Create(ctx, f.by["owner"], "team")
+	f.other, _ = f.orgs.Create(ctx, f.by["outsider"], "other")
+	for _, n := range []string{"admin", "developer", "reporter", "billing"} {
+		inv, err := f.orgs.Invite(ctx, f.team, f.by["owner"], org.Owner, n, "", org.Role(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.orgs.RespondInvitation(ctx, f.by[n], inv.ID, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+func session(u *auth.User) *auth.Principal { return &auth.Principal{Kind: auth.KindSession, User: u} }
+
+func status(err error) int {
+	var ae *api.Error
+	if errors.As(err, &ae) {
+		return ae.Status
+	}
+	if err != nil {
+		return 500
+	}
+	return 200
+}
+
+func TestResolveLevels(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		priv, err := f.repos.Create(ctx, f.team, "model", repo.Private, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.repos.Create(ctx, f.team, "open", repo.Public, "main", ""); err != nil {
+			t.Fatal(err)
+		}
+		deploy, err := f.repos.CreateDeployToken(ctx, priv, f.by["owner"].ID, "inference", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deployP, err := f.repos.ResolveDeployToken(ctx, deploy.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readOnlyToken := &auth.Principal{Kind: auth.KindToken, User: f.by["developer"], Scopes: auth.Scopes{auth.ScopeRepoRead}}
+		anon := &auth.Principal{Kind: auth.KindAnonymous}
+		job := &auth.Principal{Kind: auth.KindJob, RepoID: priv.ID, Scopes: auth.Scopes{auth.ScopeRepoWrite}}
+		// want: status for Read, Write, Admin on the private repo, then Read and Write on the public one.
+		tests := []struct {
+			name string
+			p    *auth.Principal
+			want [5]int
+		}{
+			{"owner", session(f.by["owner"]), [5]int{200, 200, 200, 200, 200}},
+			{"admin", session(f.by["admin"]), [5]int{200, 200, 200, 200, 200}},
+			{"developer", session(f.by["developer"]), [5]int{200, 200, 403, 200, 200}},
+			{"reporter", session(f.by["reporter"]), [5]int{200, 403, 403, 200, 403}},
+			{"billing", session(f.by["billing"]), [5]int{200, 403, 403, 200, 403}},
+			{"outsider", session(f.by["outsider"]), [5]int{404, 404, 404, 200, 403}},
+			{"anonymous", anon, [5]int{404, 404, 404, 200, 403}},
+			{"token without repo:write", readOnlyToken, [5]int{200, 403, 403, 200, 403}},
+			{"deploy token", deployP, [5]int{200, 403, 403, 200, 403}},
+			{"job token of the repo", job, [5]int{200, 200, 403, 200, 403}},
+		}
+		for _, tt := range tests {
+			var got [5]int
+			for i, c := range []struct {
+				name string
+				lvl  repo.Level
+			}{{"model", repo.Read}, {"model", repo.Write}, {"model", repo.Admin}, {"open", repo.Read}, {"open", repo.Write}} {
+				_, err := f.repos.Resolve(ctx, tt.p, "TEAM", c.name, c.lvl)
+				got[i] = status(err)
+			}
+			if got != tt.want {
+				t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+			}
+		}
+		// A missing repo and another team's private repo look the same.
+		_, e1 := f.repos.Resolve(ctx, session(f.by["outsider"]), "team", "model", repo.Read)
+		_, e2 := f.repos.Resolve(ctx, session(f.by["outsider"]), "team", "nosuch", repo.Read)
+		if status(e1) != 404 || status(e2) != 404 {
+			t.Fatalf("%v / %v", e1, e2)
+		}
+	})
+}
+
+func TestSecretsAreSealedAndWriteOnly(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		r, _ := f.repos.Create(ctx, f.team, "model", repo.Private, "", "")
+		if err := f.repos.PutSecret(ctx, r, "HF_TOKEN", "hf_secret_value"); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.repos.PutSecret(ctx, r, "HF_TOKEN", "hf_rotated"); err != nil {
+			t.Fatal(err)
+		}
+		var raw []repo.Secret
+		db.Find(&raw)
+		if len(raw) != 1 || bytes.Contains(raw[0].Sealed, []byte("hf_")) {
+			t.Fatalf("stored secrets: %d, sealed %q", len(raw), raw[0].Sealed)
+		}
+		list, _ := f.repos.ListSecrets(ctx, r.ID)
+		if len(list) != 1 || list[0].Name != "HF_TOKEN" {
+			t.Fatalf("list %+v", list)
+		}
+		vals, err := f.repos.SecretValues(ctx, r.ID)
+		if err != nil || vals["HF_TOKEN"] != "hf_rotated" {
+			t.Fatalf("values %v %v", vals, err)
+		}
+		for name, value := range map[string]string{"1BAD": "x", "CNB_TOKEN": "x", "has-dash": "x", "OK": ""} {
+			if err := f.repos.PutSecret(ctx, r, name, value); status(err) != 422 {
+				t.Errorf("secret %q=%q: %v", name, value, err)
+			}
+		}
+		if err := f.repos.DeleteSecret(ctx, r.ID, "NOPE"); status(err) != 404 {
+			t.Fatalf("delete missing: %v", err)
+		}
+	})
+}
+
+func TestUpdateDeleteAndNames(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		r, err := f.repos.Create(ctx, f.team, "model", repo.Private, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, _ := os.ReadFile(f.repos.Path(r) + "/HEAD")
+		if string(head) != "ref: refs/heads/main\n" {
+			t.Fatalf("HEAD %q", head)
+		}
+		for _, name := range []string{"../x", "a/b", "x.git", ".hidden", "", "a..b"} {
+			if _, err := f.repos.Create(ctx, f.team, name, "", "", ""); status(err) != 422 {
+				t.Errorf("name %q: %v", name, err)
+			}
+		}
+		if _, err := f.repos.Create(ctx, f.team, "MODEL", "", "", ""); status(err) != 409 {
+			t.Fatalf("duplicate name: %v", err)
+		}
+		if _, err := f.repos.Create(ctx, f.team, "x", "secret", "", ""); status(err) != 422 {
+			t.Fatalf("bad visibility: %v", err)
+		}
+		name, branch, vis := "model2", "develop", repo.Public
+		if err := f.repos.Update(ctx, r, repo.Patch{Name: &name, DefaultBranch: &branch, Visibility: &vis}); err != nil {
+			t.Fatal(err)
+		}
+		head, _ = os.ReadFile(f.repos.Path(r) + "/HEAD")
+		if r.Name != "model2" || r.Visibility != repo.Public || string(head) != "ref: refs/heads/develop\n" {
+			t.Fatalf("after update %+v HEAD %q", r, head)
+		}
+		bad := "bad..branch"
+		if err := f.repos.Update(ctx, r, repo.Patch{DefaultBranch: &bad, Name: &name}); status(err) != 422 {
+			t.Fatalf("bad branch: %v", err)
+		}
+		if err := f.orgs.Delete(ctx, f.team); status(err) != 409 {
+			t.Fatalf("deleting an org with repos: %v", err)
+		}
+		if err := f.repos.Delete(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(f.repos.Path(r)); !os.IsNotExist(err) {
+			t.Fatalf("git dir survives: %v", err)
+		}
+		if err := f.orgs.Delete(ctx, f.team); err != nil {
+			t.Fatalf("deleting the emptied org: %v", err)
+		}
+	})
+}
+
+func TestDeployTokens(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		r, _ := f.repos.Create(ctx, f.team, "model", repo.Private, "", "")
+		exp := f.clock.Now().Add(time.Hour)
+		tok, err := f.repos.CreateDeployToken(ctx, r, f.by["owner"].ID, "prod", &exp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := f.repos.ResolveDeployToken(ctx, tok.Token)
+		if err != nil || p.Kind != auth.KindDeploy || p.RepoID != r.ID || p.Has(auth.ScopeRepoWrite) || !p.Has(auth.ScopeRegistryRead) {
+			t.Fatalf("principal %+v %v", p, err)
+		}
+		list, _ := f.repos.ListDeployTokens(ctx, r.ID)
+		if len(list) != 1 || list[0].Token != "" {
+			t.Fatalf("list leaks the secret: %+v", list)
+		}
+		f.clock.Advance(2 * time.Hour)
+		if _, err := f.repos.ResolveDeployToken(ctx, tok.Token); status(err) != 401 {
+			t.Fatalf("expired deploy token: %v", err)
+		}
+		tok2, _ := f.repos.CreateDeployToken(ctx, r, f.by["owner"].ID, "prod2", nil)
+		if err := f.repos.RevokeDeployToken(ctx, r.ID+1, tok2.ID); status(err) != 404 {
+			t.Fatalf("revoke through another repo: %v", err)
+		}
+		f.repos.RevokeDeployToken(ctx, r.ID, tok2.ID)
+		if _, err := f.repos.ResolveDeployToken(ctx, tok2.Token); status(err) != 401 {
+			t.Fatalf("revoked deploy token: %v", err)
+		}
+	})
+}

@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/e2e/testenv"
+)
+
+const trainingCI = `# the brief's training pipelines, plus a nightly schedule on dev branches
+main:
+  push:
+    - name: train-cpu
+      runner:
+        tags: cnb:arch:amd64
+        cpus: 8
+      stages:
+        - name: prepare
+          script: |
+            python preprocess.py --input ./data --output ./processed
+        - name: package
+          script: |
+            python package.py --model ./ckpt/best.pt --output ./dist
+    - name: train-gpu
+      runner:
+        tags: cnb:arch:amd64:gpu
+        cpus: 16
+      stages:
+        - name: train
+          script: |
+            python train.py --data ./processed --epochs 10 --out ./ckpt
+        - name: eval-and-pack
+          script: |
+            python evaluate.py --model ./ckpt/best.pt --report ./report.json
+"dev/*":
+  schedule:
+    - cron: "0 2 * * *"
+      name: nightly-train
+      runner:
+        tags: cnb:arch:amd64:gpu
+        cpus: 16
+      stages:
+        - name: train
+          script: |
+            python train.py --data ./dataset --epochs 20 --out ./ckpt
+`
+
+type buildJSON struct {
+	Number    int64  `json:"number"`
+	Event     string `json:"event"`
+	Branch    string `json:"branch"`
+	Commit    string `json:"commit"`
+	Status    string `json:"status"`
+	Pipelines []struct {
+		ID        int64  `json:"id"`
+		Name      string `json:"name"`
+		Status    string `json:"status"`
+		RunnerTag string `json:"runner_tag"`
+		CPUs      int    `json:"cpus"`
+		Stages    []struct {
+			Name string `json:"name"`
+			Jobs []struct {
+				ID   int64  `json:"id"`
+				Name string `json:"name"`
+			} `json:"jobs"`
+		} `json:"stages"`
+	} `json:"pipelines"`
+	Error *struct {
+		Message string `json:"message"`
+		Line    int    `json:"line"`
+		Column  int    `json:"column"`
+	} `json:"error"`
+}
+
+// Issue 4's journey with the real git client against the real server on PostgreSQL and Redis:
+// sign up, create a team and a repo, push a .cnb.yml, see the build; push a broken one, see
+// where it breaks.
+func TestPushTurnsIntoBuilds(t *testing.T) {
+	dbURL := storetest.PostgresURL(t)
+	redisURL := testenv.RedisURL(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	base := "http://" + addr
+	p := start(t, dir, []string{"NIMBUS_LISTEN=" + addr, "NIMBUS_DATABASE_URL=" + dbURL, "NIMBUS_REDIS_URL=" + redisURL}, "nimbus-server")
+	waitReady(t, base, p, 30*time.Second)
+
+	alice := newClient(t, base)
+	alice.signup("alice")
+	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml-team"}, nil)
+	var repo struct {
+		CloneURL string `json:"clone_url"`
+	}
+	alice.must(201, "POST", "/api/v1/orgs/ml-team/repos", map[string]string{"name": "trainer", "visibility": "private"}, &repo)
+	if repo.CloneURL != base+"/ml-team/trainer.git" {
+		t.Fatalf("clone URL %q", repo.CloneURL)
+	}
+	var tok struct {
+		Token string `json:"token"`
+	}
+	alice.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "laptop", "scopes": []string{"repo:write"}}, &tok)
+
+	// Anonymous clone of a private repo is refused; with credentials it works (empty repo).
+	work := t.TempDir()
+	u, _ := url.Parse(repo.CloneURL)
+	u.User = url.UserPassword("alice", tok.Token)
+	gitRun(t, work, "clone", "-q", u.String(), "trainer")
+	src := filepath.Join(work, "trainer")
+	os.WriteFile(filepath.Join(src, ".cnb.yml"), []byte(trainingCI), 0o644)
+	gitRun(t, src, "add", ".cnb.yml")
+	gitRun(t, src, "commit", "-q", "-m", "Train in the pipeline")
+	gitRun(t, src, "push", "-q", "origin", "main")
+	head := gitRun(t, src, "rev-parse", "HEAD")
+
+	api := newClient(t, base)
+	api.token = tok.Token
+	var list struct {
+		Items []buildJSON `json:"items"`
+	}
+	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/builds", nil, &list)
+	if len(list.Items) != 1 {
+		t.Fatalf("builds after the push: %+v", list.Items)
+	}
+	b := list.Items[0]
+	if b.Number != 1 || b.Event != "push" || b.Branch != "main" || b.Commit != head || b.Status != "queued" || len(b.Pipelines) != 2 {
+		t.Fatalf("build %+v", b)
+	}
+	var detail buildJSON
+	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/builds/1", nil, &detail)
+	cpu, gpu := detail.Pipelines[0], detail.Pipelines[1]
+	if cpu.Name != "train-cpu" || cpu.CPUs != 8 || cpu.RunnerTag != "cnb:arch:amd64" || len(cpu.Stages) != 2 ||
+		cpu.Stages[0].Name != "prepare" || cpu.Stages[1].Name != "package" {
+		t.Fatalf("train-cpu %+v", cpu)
+	}
+	if gpu.Name != "train-gpu" || gpu.CPUs != 16 || gpu.RunnerTag != "cnb:arch:amd64:gpu" || len(gpu.Stages) != 2 ||
+		gpu.Stages[0].Name != "train" || gpu.Stages[1].Name != "eval-and-pack" || len(gpu.Stages[1].Jobs) != 1 {
+		t.Fatalf("train-gpu %+v", gpu)
+	}
+
+	// A dev branch registers its nightly schedule.
+	gitRun(t, src, "push", "-q", "origin", "main:dev/nightly")
+	var scheds struct {
+		Items []struct{ Branch, Event, Cron string } `json:"items"`
+	}
+	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/schedules", nil, &scheds)
+	if len(scheds.Items) != 1 || scheds.Items[0].Branch != "dev/nightly" || scheds.Items[0].Event != "schedule" || scheds.Items[0].Cron != "0 2 * * *" {
+		t.Fatalf("schedules %+v", scheds.Items)
+	}
+
+	// A broken .cnb.yml: a failed build that says where.
+	os.WriteFile(filepath.Join(src, ".cnb.yml"), []byte(strings.Replace(trainingCI, "cpus: 8", "cpus: 80", 1)), 0o644)
+	gitRun(t, src, "commit", "-q", "-am", "Too many cores")
+	gitRun(t, src, "push", "-q", "origin", "main")
+	var broken buildJSON
+	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/builds/2", nil, &broken)
+	if broken.Status != "failed" || broken.Error == nil || broken.Error.Line != 7 || broken.Error.Column == 0 ||
+		!strings.Contains(broken.Error.Message, "80") || len(broken.Pipelines) != 0 {
+		t.Fatalf("broken build %+v error %+v", broken, broken.Error)
+	}
+	os.WriteFile(filepath.Join(src, ".cnb.yml"), []byte("main:\n  push:\n    - stages:\n      - name: a\n        script: [unclosed\n"), 0o644)
+	gitRun(t, src, "commit", "-q", "-am", "Bad YAML")
+	gitRun(t, src, "push", "-q", "origin", "main")
+	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/builds/3", nil, &broken)
+	if broken.Status != "failed" || broken.Error == nil || broken.Error.Line == 0 || !strings.Contains(broken.Error.Message, "YAML") {
+		t.Fatalf("bad YAML build %+v error %+v", broken, broken.Error)
+	}
+
+	// Another team sees none of it.
+	eve := newClient(t, base)
+	eve.signup("eve")
+	if code := eve.do("GET", "/api/v1/repos/ml-team/trainer/builds", nil, nil); code != 404 {
+		t.Fatalf("another team reads the builds: %d", code)
+	}
+}

@@ -76,6 +76,7 @@ func New(d Deps) *Server {
 		v1.Use(d.Authenticate)
 	}
 	v1.GET("/version", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"version": d.Version}) })
+	v1.GET("/openapi.json", s.openAPIHandler())
 	for _, m := range d.Modules {
 		m.Routes(e, v1)
 	}

@@ -119,3 +119,15 @@ func NewList[T any](p Page, fetched []T, key func(T) int64) List[T] {
 func Cursor(key int64) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprint(key)))
 }
+
+// Paginate pages a list that is already in memory (short, bounded lists such as members or
+// tokens) the same way database-backed lists are paged: items sorted by ascending key, the
+// cursor the key of the last item seen.
+func Paginate[T any](p Page, items []T, key func(T) int64) List[T] {
+	start := 0
+	for start < len(items) && key(items[start]) <= p.After {
+		start++
+	}
+	end := min(len(items), start+p.Limit+1)
+	return NewList(p, items[start:end], key)
+}

@@ -76,3 +76,19 @@ func TestPagination(t *testing.T) {
 		}
 	}
 }
+
+func TestPaginateInMemory(t *testing.T) {
+	items := []int64{1, 2, 3, 4, 5}
+	key := func(v int64) int64 { return v }
+	l := Paginate(Page{Limit: 2}, items, key)
+	if len(l.Items) != 2 || l.Items[1] != 2 || l.NextCursor != Cursor(2) {
+		t.Fatalf("page 1 %+v", l)
+	}
+	l = Paginate(Page{Limit: 2, After: 4}, items, key)
+	if len(l.Items) != 1 || l.Items[0] != 5 || l.NextCursor != "" {
+		t.Fatalf("last page %+v", l)
+	}
+	if l := Paginate(Page{Limit: 2, After: 9}, items, key); len(l.Items) != 0 || l.Items == nil {
+		t.Fatalf("past the end %+v", l)
+	}
+}

@@ -179,7 +179,7 @@ func TestTokensScopesRevocationExpiry(t *testing.T) {
 		if _, _, err := f.svc.CreateToken(ctx, u, "t", []string{"repo:read", "nope"}, nil); apiCode(err) != api.CodeValidation {
 			t.Fatalf("unknown scope: %v", err)
 		}
-		if _, _, err := f.svc.CreateToken(ctx, u, "t", []string{"admin"}, nil); apiCode(err) != api.CodeValidation {
+		if _, _, err := f.svc.CreateToken(ctx, u, "t", []string{"admin"}, nil); apiCode(err) != api.CodeForbidden {
 			t.Fatalf("admin scope for a non-admin: %v", err)
 		}
 		if _, _, err := f.svc.CreateToken(ctx, u, "t", nil, nil); apiCode(err) != api.CodeValidation {

@@ -36,7 +36,7 @@ func (s *Service) CreateToken(ctx context.Context, u *User, name string, scopes 
 		return "", nil, api.Invalid("scopes", "%s", err.Error())
 	}
 	if sc.Has(ScopeAdmin) && !u.IsAdmin {
-		return "", nil, api.Invalid("scopes", "only platform admins may create tokens with the admin scope")
+		return "", nil, api.Forbidden("only platform admins may create tokens with the admin scope")
 	}
 	now := s.clock.Now().UTC()
 	if expiresAt != nil && !expiresAt.After(now) {
@@ -54,24 +54,24 @@ func (s *Service) CreateToken(ctx context.Context, u *User, name string, scopes 
 	return raw, t, nil
 }
 
-// ListTokens returns the user's tokens, newest first, without secrets.
+// ListTokens returns the user's tokens, oldest first, without secrets.
 func (s *Service) ListTokens(ctx context.Context, userID int64) ([]AccessToken, error) {
 	var ts []AccessToken
-	err := s.db.WithContext(ctx).Where("user_id = ?", userID).Order("id DESC").Find(&ts).Error
+	err := s.db.WithContext(ctx).Where("user_id = ?", userID).Order("id").Find(&ts).Error
 	return ts, err
 }
 
 // RevokeToken revokes one of the user's tokens. Another user's token id is a 404.
 func (s *Service) RevokeToken(ctx context.Context, userID, id int64) error {
-	res := s.db.WithContext(ctx).Model(&AccessToken{}).Where("id = ? AND user_id = ? AND revoked_at IS NULL", id, userID).
-		Update("revoked_at", s.clock.Now().UTC())
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected == 0 {
+	var t AccessToken
+	err := s.db.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID).Take(&t).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return api.NotFound("token not found")
 	}
-	return nil
+	if err != nil || t.RevokedAt != nil {
+		return err // revoking twice is a no-op
+	}
+	return s.db.WithContext(ctx).Model(&t).Update("revoked_at", s.clock.Now().UTC()).Error
 }
 
 // Authenticate resolves a request's credentials: a bearer token, HTTP Basic with a token as the

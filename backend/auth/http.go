@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -153,8 +154,11 @@ func (h *Handler) login(c *gin.Context) {
 	}
 	u, err := h.svc.Login(c.Request.Context(), login, req.Password, c.ClientIP())
 	if err != nil {
-		if ae, ok := err.(*api.Error); ok && ae.Code == api.CodeRateLimited {
-			c.Header("Retry-After", strconv.Itoa(ae.Details["retry_after_seconds"].(int)))
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Code == api.CodeRateLimited {
+			if secs, ok := ae.Details["retry_after_seconds"].(int); ok {
+				c.Header("Retry-After", strconv.Itoa(secs))
+			}
 		}
 		h.fail(c, err)
 		return
@@ -261,6 +265,11 @@ func (h *Handler) listTokens(c *gin.Context) {
 	if !ok {
 		return
 	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
 	ts, err := h.svc.ListTokens(c.Request.Context(), p.User.ID)
 	if err != nil {
 		h.fail(c, err)
@@ -270,7 +279,7 @@ func (h *Handler) listTokens(c *gin.Context) {
 	for i := range ts {
 		out = append(out, tokenJSON(&ts[i], ""))
 	}
-	c.JSON(http.StatusOK, api.List[TokenJSON]{Items: out})
+	c.JSON(http.StatusOK, api.Paginate(page, out, func(t TokenJSON) int64 { return t.ID }))
 }
 
 func (h *Handler) createToken(c *gin.Context) {
@@ -289,6 +298,10 @@ func (h *Handler) createToken(c *gin.Context) {
 		return
 	}
 	exp := req.ExpiresAt
+	if req.ExpiresAt != nil && req.ExpiresInDays != nil {
+		h.fail(c, api.Invalid("expires_in_days", "give expires_at or expires_in_days, not both"))
+		return
+	}
 	if req.ExpiresInDays != nil {
 		if *req.ExpiresInDays < 1 || *req.ExpiresInDays > 3650 {
 			h.fail(c, api.Invalid("expires_in_days", "expires_in_days must be 1–3650"))

@@ -242,18 +242,20 @@ func (s *Service) ChangePassword(ctx context.Context, u *User, current, next, ke
 	if err := checkPassword(u.PasswordHash, current); err != nil {
 		return api.Invalid("current_password", "current password is wrong")
 	}
-	return s.setPassword(ctx, u, next, keepSession)
+	if msg := CheckPasswordRules(next, u.Username, u.Email); msg != "" {
+		return api.Invalid("new_password", "%s", msg)
+	}
+	return s.setPassword(ctx, s.db, u, next, keepSession)
 }
 
-func (s *Service) setPassword(ctx context.Context, u *User, next, keepSession string) error {
-	if msg := CheckPasswordRules(next, u.Username, u.Email); msg != "" {
-		return api.Invalid("password", "%s", msg)
-	}
+// setPassword stores a new password (already checked against the rules) and ends every session
+// of the user but keepSession.
+func (s *Service) setPassword(ctx context.Context, db *gorm.DB, u *User, next, keepSession string) error {
 	hash, err := hashPassword(next)
 	if err != nil {
 		return err
 	}
-	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+	return store.Tx(ctx, db, func(tx *gorm.DB) error {
 		if err := tx.Model(&User{}).Where("id = ?", u.ID).Updates(map[string]any{"password_hash": hash, "updated_at": s.clock.Now().UTC()}).Error; err != nil {
 			return err
 		}
@@ -281,19 +283,25 @@ func (s *Service) RequestPasswordReset(ctx context.Context, email string) error 
 		return err
 	}
 	link := s.cfg.PublicURL + "/reset-password?token=" + token
-	return s.mail.Send(ctx, nmail.Message{To: u.Email, Subject: "Reset your Nimbus password",
+	err = s.mail.Send(ctx, nmail.Message{To: u.Email, Subject: "Reset your Nimbus password",
 		Body: "Someone asked to reset the password of the Nimbus account " + u.Username + ".\n\n" +
 			"Open this link within " + s.cfg.ResetTTL.String() + " to choose a new password:\n" + link +
 			"\n\nIf it was not you, ignore this email; your password stays as it is.\n"})
+	if err != nil {
+		// Logged, not returned: an error only for existing accounts would tell who has one.
+		s.log.ErrorContext(ctx, "password reset email failed", "err", err)
+	}
+	return nil
 }
 
 // ResetPassword sets a new password with a reset token, once, and ends every session.
 func (s *Service) ResetPassword(ctx context.Context, token, next string) error {
+	bad := api.Invalid("token", "the reset link is invalid, used or expired; ask for a new one")
 	var pr PasswordReset
 	err := s.db.WithContext(ctx).Where("token_hash = ?", HashToken(token)).Take(&pr).Error
 	now := s.clock.Now().UTC()
 	if errors.Is(err, gorm.ErrRecordNotFound) || (err == nil && (pr.UsedAt != nil || now.After(pr.ExpiresAt))) {
-		return api.Invalid("token", "the reset link is invalid, used or expired; ask for a new one")
+		return bad
 	}
 	if err != nil {
 		return err
@@ -302,11 +310,21 @@ func (s *Service) ResetPassword(ctx context.Context, token, next string) error {
 	if err := s.db.WithContext(ctx).Take(&u, pr.UserID).Error; err != nil {
 		return err
 	}
-	if err := s.setPassword(ctx, &u, next, ""); err != nil {
-		return err
+	if msg := CheckPasswordRules(next, u.Username, u.Email); msg != "" {
+		return api.Invalid("password", "%s", msg)
 	}
-	res := s.db.WithContext(ctx).Model(&PasswordReset{}).Where("id = ? AND used_at IS NULL", pr.ID).Update("used_at", now)
-	return res.Error
+	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		// Claiming the link and setting the password commit together: of two concurrent uses of
+		// one link, exactly one wins.
+		res := tx.Model(&PasswordReset{}).Where("id = ? AND used_at IS NULL", pr.ID).Update("used_at", now)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return bad
+		}
+		return s.setPassword(ctx, tx, &u, next, "")
+	})
 }
 
 // UserByName finds a user by username, case-insensitively.

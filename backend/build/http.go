@@ -172,6 +172,7 @@ func (h *Handler) trigger(c *gin.Context) {
 
 // ScheduleJSON is a registered schedule.
 type ScheduleJSON struct {
+	ID          int64      `json:"id"`
 	Branch      string     `json:"branch"`
 	Event       string     `json:"event"`
 	Cron        string     `json:"cron"`
@@ -184,6 +185,11 @@ func (h *Handler) schedules(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
 	ss, err := h.svc.Schedules(c.Request.Context(), a.Repo.ID)
 	if err != nil {
 		h.fail(c, err)
@@ -191,9 +197,9 @@ func (h *Handler) schedules(c *gin.Context) {
 	}
 	out := make([]ScheduleJSON, 0, len(ss))
 	for _, s := range ss {
-		out = append(out, ScheduleJSON{Branch: s.Branch, Event: s.Event, Cron: s.Cron, LastFiredAt: s.LastFiredAt})
+		out = append(out, ScheduleJSON{ID: s.ID, Branch: s.Branch, Event: s.Event, Cron: s.Cron, LastFiredAt: s.LastFiredAt})
 	}
-	c.JSON(http.StatusOK, api.List[ScheduleJSON]{Items: out})
+	c.JSON(http.StatusOK, api.Paginate(page, out, func(s ScheduleJSON) int64 { return s.ID }))
 }
 
 // List returns a page of the repo's builds, newest first (the cursor is the build number).

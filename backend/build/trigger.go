@@ -141,7 +141,7 @@ func (s *Service) Manual(ctx context.Context, a *repo.Access, user *auth.User, b
 		}
 	}
 	if a.Repo.Archived {
-		return nil, api.Forbidden("repo is archived")
+		return nil, api.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
 	}
 	commit, err := git.ResolveRef(ctx, s.repos.Path(a.Repo), "refs/heads/"+branch)
 	if err != nil {
@@ -266,6 +266,6 @@ func (s *Service) syncSchedules(ctx context.Context, r *repo.Repo, branch string
 // Schedules lists the repo's registered schedules.
 func (s *Service) Schedules(ctx context.Context, repoID int64) ([]Schedule, error) {
 	var out []Schedule
-	err := s.db.WithContext(ctx).Where("repo_id = ?", repoID).Order("branch, event, cron").Find(&out).Error
+	err := s.db.WithContext(ctx).Where("repo_id = ?", repoID).Order("id").Find(&out).Error
 	return out, err
 }

@@ -53,19 +53,21 @@ func orgJSON(o *Org, r Role) OrgJSON {
 	return OrgJSON{ID: o.ID, Name: o.Name, Role: r, CreatedAt: o.CreatedAt}
 }
 
-// Need says what an org route requires of the caller.
+// Need says what role an org route requires of the caller.
 type Need int
 
 // Needs, weakest first.
 const (
-	NeedMember Need = iota // any role; token scope repo:read
-	NeedAdmin              // admin or owner; token scope org:write
-	NeedOwner              // owner; token scope org:write
+	NeedMember Need = iota // any role
+	NeedAdmin              // admin or owner
+	NeedOwner              // owner
 )
 
 // Load authorizes the caller against the :org of the route and returns the org and their role.
-// Non-members get 404; members lacking the role or the token scope get 403.
-func Load(c *gin.Context, svc *Service, need Need) (*Org, Role, error) {
+// write says whether the route changes the org (token scope org:write) or only reads it
+// (repo:read). Anonymous callers get 401, non-members 404, members lacking the role or the token
+// scope 403.
+func Load(c *gin.Context, svc *Service, need Need, write bool) (*Org, Role, error) {
 	p := auth.From(c)
 	if p.User == nil {
 		if p.Authenticated() {
@@ -78,7 +80,7 @@ func Load(c *gin.Context, svc *Service, need Need) (*Org, Role, error) {
 		return nil, "", err
 	}
 	scope := auth.ScopeRepoRead
-	if need != NeedMember {
+	if write {
 		scope = auth.ScopeOrgWrite
 	}
 	if !p.Has(scope) {
@@ -118,7 +120,7 @@ func (h *Handler) create(c *gin.Context) {
 }
 
 func (h *Handler) get(c *gin.Context) {
-	o, role, err := Load(c, h.svc, NeedMember)
+	o, role, err := Load(c, h.svc, NeedMember, false)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -127,7 +129,7 @@ func (h *Handler) get(c *gin.Context) {
 }
 
 func (h *Handler) rename(c *gin.Context) {
-	o, role, err := Load(c, h.svc, NeedAdmin)
+	o, role, err := Load(c, h.svc, NeedAdmin, true)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -147,7 +149,7 @@ func (h *Handler) rename(c *gin.Context) {
 }
 
 func (h *Handler) delete(c *gin.Context) {
-	o, _, err := Load(c, h.svc, NeedOwner)
+	o, _, err := Load(c, h.svc, NeedOwner, true)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -160,7 +162,12 @@ func (h *Handler) delete(c *gin.Context) {
 }
 
 func (h *Handler) members(c *gin.Context) {
-	o, _, err := Load(c, h.svc, NeedMember)
+	o, _, err := Load(c, h.svc, NeedMember, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	page, err := api.ParsePage(c)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -170,11 +177,11 @@ func (h *Handler) members(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, api.List[MemberInfo]{Items: ms})
+	c.JSON(http.StatusOK, api.Paginate(page, ms, func(m MemberInfo) int64 { return m.UserID }))
 }
 
 func (h *Handler) setRole(c *gin.Context) {
-	o, role, err := Load(c, h.svc, NeedAdmin)
+	o, role, err := Load(c, h.svc, NeedAdmin, true)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -194,16 +201,12 @@ func (h *Handler) setRole(c *gin.Context) {
 }
 
 func (h *Handler) removeMember(c *gin.Context) {
-	o, role, err := Load(c, h.svc, NeedMember)
+	o, role, err := Load(c, h.svc, NeedMember, true)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
 	p := auth.From(c)
-	if !p.Has(auth.ScopeOrgWrite) {
-		h.fail(c, api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite))
-		return
-	}
 	if err := h.svc.RemoveMember(c.Request.Context(), o, p.User, role, c.Param("username")); err != nil {
 		h.fail(c, err)
 		return
@@ -212,7 +215,12 @@ func (h *Handler) removeMember(c *gin.Context) {
 }
 
 func (h *Handler) invitations(c *gin.Context) {
-	o, _, err := Load(c, h.svc, NeedAdmin)
+	o, _, err := Load(c, h.svc, NeedAdmin, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	page, err := api.ParsePage(c)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -222,11 +230,13 @@ func (h *Handler) invitations(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, api.List[InvitationInfo]{Items: out})
+	c.JSON(http.StatusOK, api.Paginate(page, out, invitationKey))
 }
 
+func invitationKey(i InvitationInfo) int64 { return i.ID }
+
 func (h *Handler) invite(c *gin.Context) {
-	o, role, err := Load(c, h.svc, NeedAdmin)
+	o, role, err := Load(c, h.svc, NeedAdmin, true)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -245,12 +255,11 @@ func (h *Handler) invite(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, gin.H{"id": inv.ID, "org": o.Name, "role": inv.Role, "email": inv.Email,
-		"expires_at": inv.ExpiresAt, "username": req.Username})
+	c.JSON(http.StatusCreated, inv)
 }
 
 func (h *Handler) cancelInvitation(c *gin.Context) {
-	o, _, err := Load(c, h.svc, NeedAdmin)
+	o, _, err := Load(c, h.svc, NeedAdmin, true)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -276,6 +285,11 @@ func (h *Handler) myOrgs(c *gin.Context) {
 		h.fail(c, api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead))
 		return
 	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
 	ms, err := h.svc.ListForUser(c.Request.Context(), p.User.ID)
 	if err != nil {
 		h.fail(c, err)
@@ -285,7 +299,7 @@ func (h *Handler) myOrgs(c *gin.Context) {
 	for i := range ms {
 		out = append(out, orgJSON(&ms[i].Org, ms[i].Role))
 	}
-	c.JSON(http.StatusOK, api.List[OrgJSON]{Items: out})
+	c.JSON(http.StatusOK, api.Paginate(page, out, func(o OrgJSON) int64 { return o.ID }))
 }
 
 func (h *Handler) myInvitations(c *gin.Context) {
@@ -293,12 +307,21 @@ func (h *Handler) myInvitations(c *gin.Context) {
 	if !ok {
 		return
 	}
+	if !p.Has(auth.ScopeRepoRead) {
+		h.fail(c, api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead))
+		return
+	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
 	out, err := h.svc.MyInvitations(c.Request.Context(), p.User)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, api.List[InvitationInfo]{Items: out})
+	c.JSON(http.StatusOK, api.Paginate(page, out, invitationKey))
 }
 
 func (h *Handler) respond(accept bool) gin.HandlerFunc {

@@ -31,7 +31,7 @@ type InvitationInfo struct {
 
 // Invite invites a user by username, or anyone by email, to join with role. Only owners invite
 // owners.
-func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRole Role, username, email string, role Role) (*Invitation, error) {
+func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRole Role, username, email string, role Role) (*InvitationInfo, error) {
 	if !role.Valid() {
 		return nil, api.Invalid("role", "role must be one of owner, admin, billing, developer, reporter")
 	}
@@ -101,7 +101,11 @@ func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRol
 			"Sign in (or sign up with this email) and accept it at " + s.baseURL + "/invitations\n"}); err != nil {
 		s.log.WarnContext(ctx, "invitation email failed", "err", err)
 	}
-	return inv, nil
+	var info InvitationInfo
+	if err := s.invitationQuery(ctx).Where("i.id = ?", inv.ID).Scan(&info).Error; err != nil {
+		return nil, err
+	}
+	return &info, nil
 }
 
 func (s *Service) invitationQuery(ctx context.Context) *gorm.DB {
@@ -116,7 +120,7 @@ func (s *Service) invitationQuery(ctx context.Context) *gorm.DB {
 func (s *Service) ListInvitations(ctx context.Context, orgID int64) ([]InvitationInfo, error) {
 	var out []InvitationInfo
 	err := s.invitationQuery(ctx).Where("i.org_id = ? AND i.expires_at > ?", orgID, s.clock.Now().UTC()).
-		Order("i.id DESC").Scan(&out).Error
+		Order("i.id").Scan(&out).Error
 	if out == nil {
 		out = []InvitationInfo{}
 	}
@@ -140,7 +144,7 @@ func (s *Service) MyInvitations(ctx context.Context, u *auth.User) ([]Invitation
 	var out []InvitationInfo
 	err := s.invitationQuery(ctx).
 		Where("(i.user_id = ? OR lower(i.email) = lower(?)) AND i.expires_at > ?", u.ID, u.Email, s.clock.Now().UTC()).
-		Order("i.id DESC").Scan(&out).Error
+		Order("i.id").Scan(&out).Error
 	if out == nil {
 		out = []InvitationInfo{}
 	}

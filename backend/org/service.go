@@ -167,7 +167,7 @@ func (s *Service) ListForUser(ctx context.Context, userID int64) ([]Membership, 
 	}
 	err := s.db.WithContext(ctx).Table("orgs").Select("orgs.*, org_members.role").
 		Joins("JOIN org_members ON org_members.org_id = orgs.id").
-		Where("org_members.user_id = ?", userID).Order("lower(orgs.name)").Scan(&rows).Error
+		Where("org_members.user_id = ?", userID).Order("orgs.id").Scan(&rows).Error
 	out := make([]Membership, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, Membership{Org: r.Org, Role: r.Role})
@@ -222,7 +222,7 @@ func (s *Service) Members(ctx context.Context, orgID int64) ([]MemberInfo, error
 	err := s.db.WithContext(ctx).Table("org_members").
 		Select("org_members.user_id, users.username, org_members.role, org_members.created_at").
 		Joins("JOIN users ON users.id = org_members.user_id").
-		Where("org_members.org_id = ?", orgID).Order("lower(users.username)").Scan(&out).Error
+		Where("org_members.org_id = ?", orgID).Order("org_members.user_id").Scan(&out).Error
 	if out == nil {
 		out = []MemberInfo{}
 	}

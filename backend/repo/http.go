@@ -75,7 +75,7 @@ func Load(c *gin.Context, svc *Service, need Level) (*Access, error) {
 }
 
 func (h *Handler) create(c *gin.Context) {
-	o, role, err := org.Load(c, h.orgs, org.NeedMember)
+	o, role, err := org.Load(c, h.orgs, org.NeedMember, false)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -199,12 +199,17 @@ func (h *Handler) listSecrets(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
 	out, err := h.svc.ListSecrets(c.Request.Context(), a.Repo.ID)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, api.List[SecretInfo]{Items: out})
+	c.JSON(http.StatusOK, api.Paginate(page, out, func(s SecretInfo) int64 { return s.ID }))
 }
 
 func (h *Handler) putSecret(c *gin.Context) {
@@ -246,12 +251,17 @@ func (h *Handler) listDeployTokens(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
 	out, err := h.svc.ListDeployTokens(c.Request.Context(), a.Repo.ID)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, api.List[DeployTokenInfo]{Items: out})
+	c.JSON(http.StatusOK, api.Paginate(page, out, func(t DeployTokenInfo) int64 { return t.ID }))
 }
 
 func (h *Handler) createDeployToken(c *gin.Context) {

@@ -114,7 +114,7 @@ func TestResolveLevels(t *testing.T) {
 			{"reporter", session(f.by["reporter"]), [5]int{200, 403, 403, 200, 403}},
 			{"billing", session(f.by["billing"]), [5]int{200, 403, 403, 200, 403}},
 			{"outsider", session(f.by["outsider"]), [5]int{404, 404, 404, 200, 403}},
-			{"anonymous", anon, [5]int{404, 404, 404, 200, 403}},
+			{"anonymous", anon, [5]int{404, 404, 404, 200, 401}},
 			{"token without repo:write", readOnlyToken, [5]int{200, 403, 403, 200, 403}},
 			{"deploy token", deployP, [5]int{200, 403, 403, 200, 403}},
 			{"job token of the repo", job, [5]int{200, 200, 403, 200, 403}},

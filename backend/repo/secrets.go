@@ -25,6 +25,7 @@ func secretContext(repoID int64, name string) string {
 
 // SecretInfo is what the API shows of a secret: never its value.
 type SecretInfo struct {
+	ID        int64     `json:"id"`
 	Name      string    `json:"name"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -56,8 +57,8 @@ func (s *Service) PutSecret(ctx context.Context, r *Repo, name, value string) er
 // ListSecrets returns the names of the repo's secrets.
 func (s *Service) ListSecrets(ctx context.Context, repoID int64) ([]SecretInfo, error) {
 	var out []SecretInfo
-	err := s.db.WithContext(ctx).Model(&Secret{}).Select("name, created_at, updated_at").
-		Where("repo_id = ?", repoID).Order("name").Scan(&out).Error
+	err := s.db.WithContext(ctx).Model(&Secret{}).Select("id, name, created_at, updated_at").
+		Where("repo_id = ?", repoID).Order("id").Scan(&out).Error
 	if out == nil {
 		out = []SecretInfo{}
 	}
@@ -139,7 +140,7 @@ func (s *Service) CreateDeployToken(ctx context.Context, r *Repo, creator int64,
 // ListDeployTokens lists the repo's deploy tokens.
 func (s *Service) ListDeployTokens(ctx context.Context, repoID int64) ([]DeployTokenInfo, error) {
 	var ts []DeployToken
-	if err := s.db.WithContext(ctx).Where("repo_id = ?", repoID).Order("id DESC").Find(&ts).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("repo_id = ?", repoID).Order("id").Find(&ts).Error; err != nil {
 		return nil, err
 	}
 	out := make([]DeployTokenInfo, 0, len(ts))
@@ -151,15 +152,15 @@ func (s *Service) ListDeployTokens(ctx context.Context, repoID int64) ([]DeployT
 
 // RevokeDeployToken revokes one of the repo's deploy tokens.
 func (s *Service) RevokeDeployToken(ctx context.Context, repoID, id int64) error {
-	res := s.db.WithContext(ctx).Model(&DeployToken{}).Where("id = ? AND repo_id = ? AND revoked_at IS NULL", id, repoID).
-		Update("revoked_at", s.clock.Now().UTC())
-	if res.Error != nil {
-		return res.Error
-	}
-	if res.RowsAffected == 0 {
+	var t DeployToken
+	err := s.db.WithContext(ctx).Where("id = ? AND repo_id = ?", id, repoID).Take(&t).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return api.NotFound("deploy token not found")
 	}
-	return nil
+	if err != nil || t.RevokedAt != nil {
+		return err // revoking twice is a no-op
+	}
+	return s.db.WithContext(ctx).Model(&t).Update("revoked_at", s.clock.Now().UTC()).Error
 }
 
 // ResolveDeployToken authenticates a deploy token; it is registered with auth for its prefix.

@@ -163,6 +163,9 @@ func (s *Service) Resolve(ctx context.Context, p *auth.Principal, orgName, name 
 		return nil, api.Forbidden("the token lacks the %s scope", scope)
 	}
 	if a.Level < need {
+		if !p.Authenticated() {
+			return nil, api.Unauthenticated("sign in or send a token to %s %s/%s", need, o.Name, r.Name)
+		}
 		return nil, api.Forbidden("this needs %s access to %s/%s (you have %s)", need, o.Name, r.Name, a.Level)
 	}
 	return a, nil

@@ -136,7 +136,7 @@ func (s *Service) Manual(ctx context.Context, a *repo.Access, user *auth.User, b
 		if !envNameOK(k) {
 			return nil, api.Invalid("env", "%q is not a valid variable name", k)
 		}
-		if strings.HasPrefix(k, "CNB_") {
+		if strings.HasPrefix(strings.ToUpper(k), "CNB_") {
 			return nil, api.Invalid("env", "%s is a built-in variable and cannot be set", k)
 		}
 	}

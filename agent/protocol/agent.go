@@ -1,0 +1,152 @@
+package protocol
+
+import "time"
+
+// The agent API: how an agent and the server talk. Every call is HTTP with JSON bodies under
+// /api/v1/agent, made by the agent; the server never calls an agent, so agents work from behind
+// NAT and hold no Redis or database credentials. The server pops its Redis queues on the agent's
+// behalf.
+//
+//	POST /api/v1/agent/register        Authorization: Bearer <registration token>
+//	     RegisterRequest → RegisterResponse (the agent's own token and the intervals to use)
+//	POST /api/v1/agent/poll            Authorization: Bearer <agent token>
+//	     PollRequest → 200 Lease, or 204 when no work came within PollTimeout (a long-poll)
+//	POST /api/v1/agent/leases/{id}/renew
+//	     RenewRequest → RenewResponse (new expiry; Cancel when the pipeline must stop)
+//	POST /api/v1/agent/leases/{id}/events
+//	     Event → 204 (a job or stage started or finished; the pipeline started)
+//	POST /api/v1/agent/leases/{id}/jobs/{job}/log?offset=N   (body: raw log bytes)
+//	     → LogAck (the offset the server has stored)
+//	POST /api/v1/agent/leases/{id}/finish
+//	     FinishRequest → 204 (the pipeline's final status)
+//
+// Order: register once (keep the token), then poll in a loop while there is free capacity. For
+// each lease: renew every HeartbeatInterval until finished; report events as they happen; stream
+// logs every LogFlushInterval; finish once.
+//
+// Fencing: every lease call carries the lease id. A lease the server no longer honours (expired
+// and reaped, cancelled and settled, or re-queued) answers 409 with code "lease_lost": the agent
+// stops that pipeline's containers at once and drops its remaining reports. Status moves on the
+// server are conditional on the lease, so a late or duplicate report never moves a pipeline
+// backwards.
+//
+// Retries and idempotency: register, poll and renew are safe to repeat. Events are idempotent per
+// (job, kind). Log appends are idempotent by offset: the server keeps what it has and answers the
+// offset it holds, and the agent resends from there, so retries neither lose nor double a byte.
+// Finish is idempotent. The agent retries network errors and 5xx with backoff (a few seconds,
+// capped), never 4xx other than 429.
+
+// API paths.
+const (
+	PathRegister = "/api/v1/agent/register"
+	PathPoll     = "/api/v1/agent/poll"
+	PathLeases   = "/api/v1/agent/leases/" // + {id}/renew, /events, /jobs/{job}/log, /finish
+)
+
+// ErrCodeLeaseLost is the error code of a 409 on a lease call: stop the work.
+const ErrCodeLeaseLost = "lease_lost"
+
+// GPU is one GPU of the agent's host.
+type GPU struct {
+	Index     int    `json:"index"`
+	UUID      string `json:"uuid,omitempty"`
+	Name      string `json:"name"`
+	MemoryMiB int    `json:"memoryMiB"`
+}
+
+// RegisterRequest announces an agent.
+type RegisterRequest struct {
+	Name        string   `json:"name"`
+	Version     string   `json:"version"`
+	Tags        []string `json:"tags"`
+	CPUs        int      `json:"cpus"`
+	MemoryBytes int64    `json:"memoryBytes"`
+	GPUs        []GPU    `json:"gpus,omitempty"`
+	Concurrency int      `json:"concurrency"`
+	Executor    string   `json:"executor"`
+}
+
+// RegisterResponse gives the agent its identity and the intervals it must use, so the fleet can be
+// slowed down without a new agent release.
+type RegisterResponse struct {
+	AgentID           string   `json:"agentId"`
+	Token             string   `json:"token"`
+	HeartbeatInterval Duration `json:"heartbeatInterval"`
+	PollTimeout       Duration `json:"pollTimeout"`
+	LogFlushInterval  Duration `json:"logFlushInterval"`
+	LeaseTTL          Duration `json:"leaseTtl"`
+}
+
+// PollRequest asks for work that fits the agent's free capacity.
+type PollRequest struct {
+	FreeCPUs int      `json:"freeCpus"`
+	FreeGPUs []string `json:"freeGpus,omitempty"` // device ids (index or UUID) not in use
+	Running  []string `json:"running,omitempty"`  // lease ids the agent is working on
+}
+
+// JobRef names the server's id of one job of the plan, for events and logs.
+type JobRef struct {
+	Stage int   `json:"stage"` // index in Plan.Stages (failStages and endStages follow on)
+	Job   int   `json:"job"`   // index in the stage's Jobs
+	ID    int64 `json:"id"`
+}
+
+// Lease is a pipeline handed to an agent.
+type Lease struct {
+	ID         string    `json:"id"`
+	PipelineID int64     `json:"pipelineId"`
+	BuildID    int64     `json:"buildId"`
+	ExpiresAt  time.Time `json:"expiresAt"`
+	Plan       Plan      `json:"plan"`
+	// CloneURL and Commit say what to check out into the workspace; JobToken (CNB_TOKEN)
+	// authenticates the clone, registry pushes and artifact uploads while the pipeline runs.
+	CloneURL string `json:"cloneUrl"`
+	Commit   string `json:"commit"`
+	JobToken string `json:"jobToken"`
+	// Env holds the built-ins only known at run time (CNB_BUILD_ID, CNB_PIPELINE_ID, CNB_TOKEN…).
+	Env map[string]string `json:"env,omitempty"`
+	// Secrets reach jobs as variables and are masked in every log line.
+	Secrets map[string]string `json:"secrets,omitempty"`
+	Jobs    []JobRef          `json:"jobs"`
+	// GPUs are the device ids reserved for this pipeline.
+	GPUs []string `json:"gpus,omitempty"`
+}
+
+// RenewRequest extends a lease.
+type RenewRequest struct{}
+
+// RenewResponse says until when the lease holds, and whether to stop.
+type RenewResponse struct {
+	ExpiresAt time.Time `json:"expiresAt"`
+	Cancel    bool      `json:"cancel,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventPipelineStarted = "pipeline_started"
+	EventJobStarted      = "job_started"
+	EventJobFinished     = "job_finished"
+)
+
+// Event is one step of a running pipeline. At is the agent's clock, kept for display only: the
+// server bills and times by its own clock.
+type Event struct {
+	Kind     string            `json:"kind"`
+	JobID    int64             `json:"jobId,omitempty"`
+	Status   string            `json:"status,omitempty"` // for job_finished: success, failed, skipped, cancelled
+	ExitCode *int              `json:"exitCode,omitempty"`
+	Exports  map[string]string `json:"exports,omitempty"`
+	At       time.Time         `json:"at"`
+}
+
+// LogAck is the byte offset of a job's log that the server has stored.
+type LogAck struct {
+	Offset int64 `json:"offset"`
+}
+
+// FinishRequest is a pipeline's final status: success, failed or cancelled.
+type FinishRequest struct {
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+}

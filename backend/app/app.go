@@ -28,6 +28,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/scheduler"
 	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/server"
 	"github.com/nimbus-build/nimbus/backend/store"
@@ -36,15 +37,18 @@ import (
 
 // App is one assembled server process.
 type App struct {
-	Config *config.Config
-	Log    *slog.Logger
-	DB     *gorm.DB
-	Redis  *redisconn.Conn
-	Server *server.Server
-	Auth   *auth.Service
-	Orgs   *org.Service
-	Repos  *repo.Service
-	Builds *build.Service
+	Config    *config.Config
+	Log       *slog.Logger
+	DB        *gorm.DB
+	Redis     *redisconn.Conn
+	Server    *server.Server
+	Auth      *auth.Service
+	Orgs      *org.Service
+	Repos     *repo.Service
+	Builds    *build.Service
+	Scheduler *scheduler.Service
+	// RegistrationToken is what agents present to register (the built-in agent uses it too).
+	RegistrationToken string
 
 	agent   *agent.Agent
 	closers []func() error
@@ -107,7 +111,22 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	a.Orgs.OnCreate(func(tx *gorm.DB, o *org.Org) error { return billing.OpenAccount(tx, o.ID, clk.Now().UTC()) })
 	a.Repos = repo.NewService(a.DB, a.Orgs, box, clk, filepath.Join(cfg.DataDir, "repos"), log)
 	a.Auth.RegisterTokenResolver(auth.PrefixDeploy, a.Repos.ResolveDeployToken)
-	a.Builds = build.NewService(a.DB, a.Repos, clk, cfg.PublicURL, spec.Options{}, log)
+	loc, err := cfg.Location()
+	if err != nil {
+		return nil, err
+	}
+	caps, err := cfg.Caps()
+	if err != nil {
+		return nil, err
+	}
+	a.Builds = build.NewService(a.DB, a.Repos, clk, cfg.PublicURL, spec.Options{Location: loc}, log)
+	if a.RegistrationToken, err = secrets.LoadToken(cfg.DataDir, "agent-registration.token", cfg.RegistrationToken); err != nil {
+		return nil, err
+	}
+	a.Scheduler = scheduler.NewService(a.DB, a.Redis.Client, a.Builds, a.Repos, nil, clk, log, scheduler.Config{
+		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
+	})
+	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Scheduler.ResolveJobToken)
 
 	// The git handler's scratch space is per process: a crashed process's leftovers are
 	// removed by the next handler that starts in it, so replicas must never share one.
@@ -143,6 +162,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			org.NewHandler(a.Orgs, log),
 			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
 			build.NewHandler(a.Builds, a.Repos, log),
+			scheduler.NewHandler(a.Scheduler, a.Builds, a.Repos, func() <-chan struct{} { return a.Server.Draining() }, log),
 		},
 	})
 
@@ -177,6 +197,9 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	} else {
 		agentDone <- nil
 	}
+	bgCtx, stopBackground := context.WithCancel(ctx)
+	defer stopBackground()
+	go a.Scheduler.Run(bgCtx, a.Config.SchedulerTick)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

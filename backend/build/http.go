@@ -49,6 +49,7 @@ type JobJSON struct {
 // StageJSON is one stage of a pipeline.
 type StageJSON struct {
 	Name     string    `json:"name"`
+	Kind     string    `json:"kind,omitempty"` // "fail" for failStages, "end" for endStages
 	Status   string    `json:"status"`
 	Parallel bool      `json:"parallel"`
 	Jobs     []JobJSON `json:"jobs"`
@@ -274,7 +275,23 @@ func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 			if js == nil {
 				js = []JobJSON{}
 			}
-			stagesOf[st.PipelineID] = append(stagesOf[st.PipelineID], StageJSON{Name: st.Name, Status: st.Status, Parallel: st.Parallel, Jobs: js})
+			stagesOf[st.PipelineID] = append(stagesOf[st.PipelineID], StageJSON{Name: st.Name, Kind: st.Kind, Status: st.Status, Parallel: st.Parallel, Jobs: js})
+		}
+	}
+	if s.Explain != nil {
+		var queued []Pipeline
+		for _, p := range ps {
+			if p.Status == StatusQueued && p.Reason == "" {
+				queued = append(queued, p)
+			}
+		}
+		if len(queued) > 0 {
+			why := s.Explain(ctx, queued)
+			for i := range ps {
+				if r, ok := why[ps[i].ID]; ok {
+					ps[i].Reason = r
+				}
+			}
 		}
 	}
 	pipesOf := map[int64][]PipelineJSON{}
@@ -309,4 +326,17 @@ func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 		out = append(out, j)
 	}
 	return out, nil
+}
+
+// Describe returns build number n of the repo as the API shows it, stages and jobs included.
+func (s *Service) Describe(ctx context.Context, repoID, n int64) (JSON, error) {
+	b, err := s.Get(ctx, repoID, n)
+	if err != nil {
+		return JSON{}, err
+	}
+	out, err := s.describe(ctx, []Build{*b}, true)
+	if err != nil {
+		return JSON{}, err
+	}
+	return out[0], nil
 }

@@ -22,6 +22,12 @@ const (
 	StatusSkipped    = "skipped"
 )
 
+// Stage kinds: failStages run when the normal flow failed, endStages always (see the Plan).
+const (
+	StageFail = "fail"
+	StageEnd  = "end"
+)
+
 // Build is one trigger of one repo at one commit.
 type Build struct {
 	ID            int64     `gorm:"primaryKey"`
@@ -56,10 +62,21 @@ type Pipeline struct {
 	RunnerTag  string    `gorm:"not null"` // the class's canonical tag: the queue it waits in
 	CPUs       int       `gorm:"not null"`
 	Plan       string    `gorm:"not null"` // the protocol.Plan as JSON: the agent's contract
+	OrgID      int64     `gorm:"not null"`
+	RepoID     int64     `gorm:"not null"`
 	CreatedAt  time.Time `gorm:"not null"`
 	UpdatedAt  time.Time `gorm:"not null"`
-	StartedAt  *time.Time
+	QueuedAt   *time.Time
+	StartedAt  *time.Time // the backend's time of the lease: billing and durations start here
 	FinishedAt *time.Time
+	// The lease that holds a running pipeline (package scheduler). Every status move of a leased
+	// pipeline is conditional on LeaseID.
+	LeaseID         string `gorm:"not null"`
+	AgentID         string `gorm:"not null"`
+	LeaseExpiresAt  *time.Time
+	UserStarted     bool   `gorm:"not null"` // user code may have run: an expired lease fails, not re-queues
+	CancelRequested bool   `gorm:"not null"`
+	JobTokenHash    string `gorm:"not null"`
 }
 
 // Stage is one stage of a pipeline.
@@ -69,6 +86,7 @@ type Stage struct {
 	Position   int    `gorm:"not null"`
 	Name       string `gorm:"not null"`
 	Parallel   bool   `gorm:"not null"`
+	Kind       string `gorm:"not null"` // "" for stages, "fail" for failStages, "end" for endStages
 	Status     string `gorm:"not null"`
 	StartedAt  *time.Time
 	FinishedAt *time.Time

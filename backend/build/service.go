@@ -41,6 +41,9 @@ type Service struct {
 	// nil until the scheduler exists: the database alone is the truth, and its reconciler
 	// picks up queued pipelines either way.
 	Enqueue func(ctx context.Context, p *Pipeline)
+	// Explain says why each queued pipeline waits (the scheduler sets it); the API shows it as
+	// the pipeline's reason.
+	Explain func(ctx context.Context, ps []Pipeline) map[int64]string
 }
 
 // NewService returns the build service. opts configures the .cnb.yml engine (runner classes,
@@ -125,7 +128,7 @@ func (s *Service) create(ctx context.Context, rq request) (*Build, error) {
 			b.ErrorMessage = strings.Join(lines, "\n")
 		}
 		b.ErrorFile, b.ErrorLine, b.ErrorColumn = first.Pos.File, first.Pos.Line, first.Pos.Column
-		return b, s.store(ctx, b, nil)
+		return b, s.store(ctx, b, rq.org.ID, nil)
 	}
 	// A pipeline whose own ifModify/ifNewBranch ruled it out is kept as "skipped" (it says why),
 	// unless every pipeline is: like a paths filter, such a push creates nothing.
@@ -138,7 +141,7 @@ func (s *Service) create(ctx context.Context, rq request) (*Build, error) {
 	if runnable == 0 {
 		return nil, nil
 	}
-	return b, s.store(ctx, b, set.Pipelines)
+	return b, s.store(ctx, b, rq.org.ID, set.Pipelines)
 }
 
 // builtinVars are the CNB_* variables known when the build is created. The agent adds the ones
@@ -189,7 +192,7 @@ func (s *Service) builtinVars(rq request, info git.CommitInfo) map[string]string
 }
 
 // store writes the build and its pipeline tree in one transaction, numbering the build per repo.
-func (s *Service) store(ctx context.Context, b *Build, plans []protocol.Plan) error {
+func (s *Service) store(ctx context.Context, b *Build, orgID int64, plans []protocol.Plan) error {
 	now := s.clock.Now().UTC()
 	b.CreatedAt, b.UpdatedAt = now, now
 	if b.Status == StatusFailed {
@@ -209,7 +212,7 @@ func (s *Service) store(ctx context.Context, b *Build, plans []protocol.Plan) er
 			return err
 		}
 		for i := range plans {
-			p, err := createPipeline(tx, b.ID, i, &plans[i], now)
+			p, err := createPipeline(tx, b, orgID, i, &plans[i], now)
 			if err != nil {
 				return err
 			}
@@ -230,7 +233,7 @@ func (s *Service) store(ctx context.Context, b *Build, plans []protocol.Plan) er
 	return nil
 }
 
-func createPipeline(tx *gorm.DB, buildID int64, pos int, plan *protocol.Plan, now time.Time) (*Pipeline, error) {
+func createPipeline(tx *gorm.DB, b *Build, orgID int64, pos int, plan *protocol.Plan, now time.Time) (*Pipeline, error) {
 	raw, err := json.Marshal(plan)
 	if err != nil {
 		return nil, err
@@ -240,23 +243,33 @@ func createPipeline(tx *gorm.DB, buildID int64, pos int, plan *protocol.Plan, no
 		tag = plan.Runner.Tags[0]
 	}
 	status, reason := StatusQueued, ""
+	queued := &now
 	if plan.Conditions.Skip != "" {
-		status, reason = StatusSkipped, plan.Conditions.Skip
+		status, reason, queued = StatusSkipped, plan.Conditions.Skip, nil
 	}
-	p := &Pipeline{BuildID: buildID, Position: pos, Key: plan.Key, Name: plan.Name, Status: status, Reason: reason,
-		RunnerTag: tag, CPUs: plan.Runner.Cpus, Plan: string(raw), CreatedAt: now, UpdatedAt: now}
+	p := &Pipeline{BuildID: b.ID, Position: pos, Key: plan.Key, Name: plan.Name, Status: status, Reason: reason,
+		RunnerTag: tag, CPUs: plan.Runner.Cpus, Plan: string(raw), OrgID: orgID, RepoID: b.RepoID,
+		CreatedAt: now, UpdatedAt: now, QueuedAt: queued}
 	if err := tx.Create(p).Error; err != nil {
 		return nil, err
 	}
-	for si, st := range plan.Stages {
-		stage := &Stage{PipelineID: p.ID, Position: si, Name: st.Name, Parallel: st.Parallel, Status: status}
-		if err := tx.Create(stage).Error; err != nil {
-			return nil, err
-		}
-		for ji, j := range st.Jobs {
-			if err := tx.Create(&Job{StageID: stage.ID, PipelineID: p.ID, Position: ji, Name: j.Name, Status: status}).Error; err != nil {
+	// Stage positions run on through failStages and endStages, as the agent's JobRefs count them.
+	pos = 0
+	for _, group := range []struct {
+		kind   string
+		stages []protocol.Stage
+	}{{"", plan.Stages}, {StageFail, plan.FailStages}, {StageEnd, plan.EndStages}} {
+		for _, st := range group.stages {
+			stage := &Stage{PipelineID: p.ID, Position: pos, Name: st.Name, Parallel: st.Parallel, Kind: group.kind, Status: status}
+			if err := tx.Create(stage).Error; err != nil {
 				return nil, err
 			}
+			for ji, j := range st.Jobs {
+				if err := tx.Create(&Job{StageID: stage.ID, PipelineID: p.ID, Position: ji, Name: j.Name, Status: status}).Error; err != nil {
+					return nil, err
+				}
+			}
+			pos++
 		}
 	}
 	return p, nil

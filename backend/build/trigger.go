@@ -2,12 +2,14 @@ package build
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 
 	"gorm.io/gorm"
 
+	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/git"
@@ -268,4 +270,59 @@ func (s *Service) Schedules(ctx context.Context, repoID int64) ([]Schedule, erro
 	var out []Schedule
 	err := s.db.WithContext(ctx).Where("repo_id = ?", repoID).Order("id").Find(&out).Error
 	return out, err
+}
+
+// FireSchedule creates the build of one schedule on the head of its branch, run as the user who
+// last pushed the entry. It returns nil when the branch is gone or nothing matches any more.
+func (s *Service) FireSchedule(ctx context.Context, sc *Schedule) (*Build, error) {
+	r, o, err := s.repos.ByID(ctx, sc.RepoID)
+	if err != nil {
+		return nil, err
+	}
+	commit, err := git.ResolveRef(ctx, s.repos.Path(r), "refs/heads/"+sc.Branch)
+	if err != nil {
+		return nil, nil
+	}
+	var user *auth.User
+	var u auth.User
+	if s.db.WithContext(ctx).Take(&u, sc.UserID).Error == nil {
+		user = &u
+	}
+	return s.create(ctx, request{repo: r, org: o, user: user, event: sc.Event, branch: sc.Branch, commit: commit,
+		trigger: spec.Trigger{Event: sc.Event, Branch: sc.Branch, Cron: sc.Cron}})
+}
+
+// Rerun starts a new build of the same commit, event and ref with the plans the original made,
+// as the user who asked. Pipelines the original skipped are skipped again.
+func (s *Service) Rerun(ctx context.Context, a *repo.Access, user *auth.User, orig *Build) (*Build, error) {
+	if orig.Status == StatusFailed && orig.ErrorMessage != "" {
+		return nil, api.Conflict("build #%d never planned a pipeline (%s); push a fixed .cnb.yml instead", orig.Number, orig.ErrorMessage)
+	}
+	if a.Repo.Archived {
+		return nil, api.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
+	}
+	var ps []Pipeline
+	if err := s.db.WithContext(ctx).Where("build_id = ?", orig.ID).Order("position").Find(&ps).Error; err != nil {
+		return nil, err
+	}
+	plans := make([]protocol.Plan, len(ps))
+	for i, p := range ps {
+		if err := json.Unmarshal([]byte(p.Plan), &plans[i]); err != nil {
+			return nil, err
+		}
+		if plans[i].Builtins == nil {
+			plans[i].Builtins = map[string]string{}
+		}
+		plans[i].Builtins["CNB_IS_RETRY"] = "true"
+		if user != nil {
+			plans[i].Builtins["CNB_BUILD_USER"] = user.Username
+		}
+	}
+	b := &Build{RepoID: orig.RepoID, Event: orig.Event, Branch: orig.Branch, Tag: orig.Tag, CommitSHA: orig.CommitSHA,
+		CommitMessage: orig.CommitMessage, Status: StatusQueued}
+	if user != nil {
+		id := user.ID
+		b.TriggeredBy = &id
+	}
+	return b, s.store(ctx, b, a.Org.ID, plans)
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,12 @@ type Config struct {
 	SMTPUsername    string
 	SMTPPassword    string
 	SMTPFrom        string
+	// Scheduler.
+	RegistrationToken string
+	LeaseTTL          time.Duration
+	SchedulerTick     time.Duration
+	TeamCaps          string // "class=cap,…"
+	Timezone          string
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -74,6 +81,11 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.SMTPUsername, "smtp-username", "NIMBUS_SMTP_USERNAME", "", "SMTP username (PLAIN auth); empty = no auth")
 	s.String(&c.SMTPPassword, "smtp-password", "NIMBUS_SMTP_PASSWORD", "", "SMTP password")
 	s.String(&c.SMTPFrom, "smtp-from", "NIMBUS_SMTP_FROM", "nimbus@localhost", "sender address of Nimbus's emails")
+	s.String(&c.RegistrationToken, "agent-registration-token", "NIMBUS_AGENT_REGISTRATION_TOKEN", "", "token agents present to register; empty = generated once into the data dir (agent-registration.token)")
+	s.Duration(&c.LeaseTTL, "lease-ttl", "NIMBUS_LEASE_TTL", 30*time.Second, "how long a pipeline lease lives without a renew from its agent")
+	s.Duration(&c.SchedulerTick, "scheduler-tick", "NIMBUS_SCHEDULER_TICK", 5*time.Second, "how often the reaper, the reconciler and cron run (on the leader replica)")
+	s.String(&c.TeamCaps, "team-concurrency", "NIMBUS_TEAM_CONCURRENCY", "", "per-team cap of running pipelines per runner class, e.g. cnb:arch:amd64:gpu=2,cnb:arch:amd64=20; empty = no caps")
+	s.String(&c.Timezone, "timezone", "NIMBUS_TIMEZONE", "Asia/Shanghai", "time zone of cron schedules (IANA name, or UTC+8 style fixed offsets)")
 	s.Duration(&c.ReadyTimeout, "ready-timeout", "NIMBUS_READY_TIMEOUT", 2*time.Second, "how long /readyz waits for the database and Redis")
 	return s, c, builtin
 }
@@ -133,6 +145,15 @@ func (c *Config) Resolve(builtinAgent string) error {
 	default:
 		return fmt.Errorf("invalid NIMBUS_AGENT_EXECUTOR %q: want auto, docker or shell", c.AgentExecutor)
 	}
+	if _, err := c.Caps(); err != nil {
+		return err
+	}
+	if _, err := c.Location(); err != nil {
+		return err
+	}
+	if c.LeaseTTL < time.Second {
+		return fmt.Errorf("invalid NIMBUS_LEASE_TTL %s: at least 1s", c.LeaseTTL)
+	}
 	switch c.LogFormat {
 	case "json", "text":
 	default:
@@ -155,4 +176,38 @@ func publicHost(listen string) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// Caps parses NIMBUS_TEAM_CONCURRENCY ("class=cap,…").
+func (c *Config) Caps() (map[string]int, error) {
+	out := map[string]int{}
+	for _, part := range strings.Split(c.TeamCaps, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		class, n, ok := strings.Cut(part, "=")
+		v, err := strconv.Atoi(strings.TrimSpace(n))
+		if !ok || err != nil || v < 0 || strings.TrimSpace(class) == "" {
+			return nil, fmt.Errorf("invalid NIMBUS_TEAM_CONCURRENCY entry %q: want class=cap", part)
+		}
+		out[strings.TrimSpace(class)] = v
+	}
+	return out, nil
+}
+
+// Location is the time zone of schedules. Asia/Shanghai is a fixed UTC+8 (China has no daylight
+// saving), so it works on hosts without a time zone database.
+func (c *Config) Location() (*time.Location, error) {
+	switch c.Timezone {
+	case "", "Asia/Shanghai", "UTC+8":
+		return time.FixedZone("UTC+8", 8*3600), nil
+	case "UTC":
+		return time.UTC, nil
+	}
+	loc, err := time.LoadLocation(c.Timezone)
+	if err != nil {
+		return nil, fmt.Errorf("invalid NIMBUS_TIMEZONE %q: %w", c.Timezone, err)
+	}
+	return loc, nil
 }

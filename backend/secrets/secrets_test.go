@@ -76,3 +76,18 @@ func TestBoxRoundTripAndBinding(t *testing.T) {
 		t.Fatal("short input opened")
 	}
 }
+
+func TestLoadTokenKeepsOneToken(t *testing.T) {
+	dir := t.TempDir()
+	a, err := LoadToken(dir, "reg.token", "")
+	if err != nil || len(a) != 64 {
+		t.Fatalf("%q %v", a, err)
+	}
+	b, _ := LoadToken(dir, "reg.token", "")
+	if a != b {
+		t.Fatal("token changed between loads")
+	}
+	if c, _ := LoadToken(dir, "reg.token", "configured"); c != "configured" {
+		t.Fatal("configured token ignored")
+	}
+}

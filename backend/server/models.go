@@ -6,6 +6,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/scheduler"
 )
 
 // Models lists every gorm model of every domain. The schema test checks each against the
@@ -17,5 +18,6 @@ func Models() []any {
 		&billing.Account{},
 		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{},
 		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Schedule{},
+		&scheduler.Agent{},
 	}
 }

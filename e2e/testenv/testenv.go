@@ -32,6 +32,9 @@ func Require(t testing.TB, name, what string) string {
 	return ""
 }
 
+// Has reports whether the service variable is set, without failing or skipping.
+func Has(name string) bool { return os.Getenv(name) != "" }
+
 // CI reports whether the tests run in CI, where nothing may be skipped.
 func CI() bool { return os.Getenv("CI") == "true" }
 

@@ -1,0 +1,56 @@
+package build
+
+import (
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Terminal reports whether a status is final.
+func Terminal(status string) bool {
+	switch status {
+	case StatusSuccess, StatusFailed, StatusCancelled, StatusTerminated, StatusSkipped:
+		return true
+	}
+	return false
+}
+
+// RefreshStatus recomputes a build's status from its pipelines inside tx: queued while all wait,
+// running once one runs, and when all are final: failed if one failed, else terminated if one
+// was terminated, else cancelled if one was cancelled, else success (skipped pipelines count as
+// success). It only ever moves a build forward.
+func RefreshStatus(tx *gorm.DB, buildID int64, now time.Time) error {
+	var statuses []string
+	if err := tx.Model(&Pipeline{}).Where("build_id = ?", buildID).Pluck("status", &statuses).Error; err != nil {
+		return err
+	}
+	count := map[string]int{}
+	for _, st := range statuses {
+		count[st]++
+	}
+	next := StatusQueued
+	switch {
+	case len(statuses) == 0:
+		return nil
+	case count[StatusQueued]+count[StatusRunning] > 0:
+		if count[StatusQueued] == len(statuses) {
+			return nil
+		}
+		next = StatusRunning
+	case count[StatusFailed] > 0:
+		next = StatusFailed
+	case count[StatusTerminated] > 0:
+		next = StatusTerminated
+	case count[StatusCancelled] > 0:
+		next = StatusCancelled
+	default:
+		next = StatusSuccess
+	}
+	q := tx.Model(&Build{}).Where("id = ?", buildID)
+	if next == StatusRunning {
+		return q.Where("status = ?", StatusQueued).
+			Updates(map[string]any{"status": next, "started_at": now, "updated_at": now}).Error
+	}
+	return q.Where("status IN ?", []string{StatusQueued, StatusRunning}).
+		Updates(map[string]any{"status": next, "finished_at": now, "updated_at": now}).Error
+}

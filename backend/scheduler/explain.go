@@ -1,0 +1,66 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nimbus-build/nimbus/backend/build"
+)
+
+// Explain says, for each queued pipeline, why it waits — the question "pending forever with no
+// reason" leaves unanswered everywhere else. In order of what to fix first:
+//
+//	no online agent serves <class>
+//	no online agent of <class> has <n> cores (the largest has <m>)
+//	team concurrency cap reached: <n> of <cap> pipelines running on <class>
+//	all agents of <class> are busy: #<k> in the team's queue, <t> team(s) waiting
+func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]string {
+	out := map[int64]string{}
+	online := s.clock.Now().UTC().Add(-2*s.cfg.PollTimeout - s.cfg.HeartbeatInterval)
+	var agents []Agent
+	if err := s.db.WithContext(ctx).Where("last_seen_at > ?", online).Find(&agents).Error; err != nil {
+		return out
+	}
+	type classInfo struct {
+		agents, maxCPUs int
+	}
+	info := map[string]*classInfo{}
+	for _, a := range agents {
+		for _, c := range s.classesFor(a.tags()) {
+			ci := info[c]
+			if ci == nil {
+				ci = &classInfo{}
+				info[c] = ci
+			}
+			ci.agents++
+			ci.maxCPUs = max(ci.maxCPUs, a.CPUs)
+		}
+	}
+	for _, p := range ps {
+		ci := info[p.RunnerTag]
+		switch {
+		case ci == nil:
+			out[p.ID] = fmt.Sprintf("no online agent serves %s", p.RunnerTag)
+		case ci.maxCPUs < p.CPUs:
+			out[p.ID] = fmt.Sprintf("no online agent of %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
+		default:
+			out[p.ID] = s.waiting(ctx, p)
+		}
+	}
+	return out
+}
+
+func (s *Service) waiting(ctx context.Context, p build.Pipeline) string {
+	if limit := s.cfg.Caps[p.RunnerTag]; limit > 0 {
+		var running int64
+		s.db.WithContext(ctx).Model(&build.Pipeline{}).Where("org_id = ? AND runner_tag = ? AND status = ?", p.OrgID, p.RunnerTag, build.StatusRunning).Count(&running)
+		if running >= int64(limit) {
+			return fmt.Sprintf("team concurrency cap reached: %d of %d pipelines running on %s", running, limit, p.RunnerTag)
+		}
+	}
+	pos, teams, err := s.queue.Position(ctx, p.RunnerTag, p.OrgID, p.ID)
+	if err != nil || pos == 0 {
+		return "being put back in the queue (the reconciler restores what Redis lost within seconds)"
+	}
+	return fmt.Sprintf("all agents of %s are busy: #%d in the team's queue, %d team(s) waiting", p.RunnerTag, pos, teams)
+}

@@ -1,0 +1,37 @@
+// Package scheduler gets queued pipelines to agents quickly, fairly and exactly once.
+//
+//	build.Service ──Enqueue──► Queue (Redis: per-class, per-team lists; Lua dispatch)
+//	                                   ▲ Dispatch
+//	agent ──HTTP long-poll──► Service.Poll ──claim (conditional UPDATE)──► Lease to the agent
+//	agent ──renew / events / finish──► conditional UPDATEs fenced by lease_id
+//	background (one replica at a time, by a Redis lock): Reap expired leases, Reconcile Redis
+//	with the database, fire cron schedules
+//
+// The database is the truth: a pipeline is queued, running (under one lease) or finished, and
+// every status move is an UPDATE … WHERE status = … AND lease_id = …, so a late, duplicate or
+// fenced-off report never moves a pipeline backwards or lets two agents run it. Redis holds
+// only what the reconciler rebuilds from the database.
+//
+// A queued pipeline always says why it waits (Explain): no online agent serves its class, no
+// agent is big enough, its team is at its concurrency cap, or its place in the queue.
+package scheduler
+
+import "time"
+
+// Agent is a registered agent.
+type Agent struct {
+	ID          string    `gorm:"primaryKey"`
+	Name        string    `gorm:"not null"`
+	TokenHash   string    `gorm:"not null"`
+	Version     string    `gorm:"not null"`
+	Tags        string    `gorm:"not null"` // space-separated
+	Executor    string    `gorm:"not null"`
+	CPUs        int       `gorm:"column:cpus;not null"`
+	MemoryBytes int64     `gorm:"not null"`
+	GPUs        string    `gorm:"column:gpus;not null"` // JSON of []protocol.GPU
+	Concurrency int       `gorm:"not null"`
+	FreeCPUs    int       `gorm:"column:free_cpus;not null"`
+	FreeGPUs    int       `gorm:"column:free_gpus;not null"`
+	LastSeenAt  time.Time `gorm:"not null"`
+	CreatedAt   time.Time `gorm:"not null"`
+}

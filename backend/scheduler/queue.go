@@ -1,0 +1,231 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Queue is the Redis side of scheduling: one queue per runner class, fair across teams and aware
+// of capacity. It holds only what the database can rebuild (the reconciler does, see
+// Reconcile), so losing Redis delays pipelines by one reconcile interval and loses nothing.
+//
+// Keys, per class C (the braces are a Redis Cluster hash tag: one class lives on one shard):
+//
+//	{q:C}:org:<org>   list of entries "<pipeline>:<cpus>:<gpus>:<enqueued unix ms>", FIFO per team
+//	{q:C}:ring        list of team ids with waiting entries; each dispatch rotates it by one
+//	{q:C}:members     set of queued pipeline ids (no double enqueue, and the reconciler's check)
+//	{q:C}:running     hash team → pipelines leased (for per-team concurrency caps)
+//	{q:C}:reserve     "<pipeline>:<cpus>:<gpus>" of a big pipeline that waited too long (see below)
+//
+// The dispatch rule, in one Lua script so it is atomic across replicas:
+//
+//  1. Round robin over teams: the team at the head of the ring is tried first and moves to the
+//     tail, so with N teams waiting a team's next pipeline waits for at most N-1 dispatches to
+//     other teams, however many pipelines those teams queued.
+//  2. Inside a team, FIFO with backfill: the first of the team's oldest Depth entries that fits
+//     the agent's free cores and GPUs is taken. A small pipeline is never stuck behind a big one
+//     that fits nowhere right now.
+//  3. No starvation of big pipelines: an entry skipped because it did not fit, after waiting
+//     longer than StarveAfter, becomes the class's reservation. While a reservation exists, an
+//     agent with enough free capacity takes it before anything else, and an agent whose total
+//     capacity could hold it but whose free capacity cannot receives nothing from this class:
+//     it drains until the big pipeline fits. Agents too small for it keep serving small work.
+//  4. A team at its concurrency cap for the class is skipped.
+type Queue struct {
+	rdb redis.UniversalClient
+}
+
+// NewQueue returns the queue on rdb.
+func NewQueue(rdb redis.UniversalClient) *Queue { return &Queue{rdb: rdb} }
+
+// Entry is one queued pipeline.
+type Entry struct {
+	PipelineID int64
+	OrgID      int64
+	Class      string
+	CPUs       int
+	GPUs       int
+	Enqueued   time.Time
+}
+
+func (e Entry) encode() string {
+	return fmt.Sprintf("%d:%d:%d:%d", e.PipelineID, e.CPUs, e.GPUs, e.Enqueued.UnixMilli())
+}
+
+func prefix(class string) string { return "{q:" + class + "}" }
+
+var enqueueScript = redis.NewScript(`
+local p = KEYS[1]
+if redis.call('SADD', p .. ':members', ARGV[2]) == 0 then return 0 end
+local list = p .. ':org:' .. ARGV[1]
+if redis.call('RPUSH', list, ARGV[3]) == 1 then
+  redis.call('RPUSH', p .. ':ring', ARGV[1])
+end
+return 1
+`)
+
+// Enqueue adds a pipeline to its class's queue; it reports false when it was already queued.
+func (q *Queue) Enqueue(ctx context.Context, e Entry) (bool, error) {
+	n, err := enqueueScript.Run(ctx, q.rdb, []string{prefix(e.Class)}, e.OrgID, e.PipelineID, e.encode()).Int()
+	if err != nil {
+		return false, fmt.Errorf("scheduler: enqueue: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Capacity is what an agent can take now (Free) and at most (Total).
+type Capacity struct {
+	FreeCPUs, TotalCPUs int
+	FreeGPUs, TotalGPUs int
+}
+
+// Rules tune the dispatch.
+type Rules struct {
+	Depth       int           // entries of a team's queue considered for backfill
+	StarveAfter time.Duration // how long a skipped entry waits before it is reserved
+	// Caps is the per-team concurrency cap of the class; 0 = none.
+	Cap int
+}
+
+var dispatchScript = redis.NewScript(`
+local p = KEYS[1]
+local freeC, totalC = tonumber(ARGV[1]), tonumber(ARGV[2])
+local freeG, totalG = tonumber(ARGV[3]), tonumber(ARGV[4])
+local depth, starve, now, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+
+local function parse(e)
+  local id, c, g, t = string.match(e, '^(%d+):(%d+):(%d+):(%d+)$')
+  return id, tonumber(c), tonumber(g), tonumber(t)
+end
+
+local function take(org, e, id)
+  local list = p .. ':org:' .. org
+  redis.call('LREM', list, 1, e)
+  redis.call('SREM', p .. ':members', id)
+  if redis.call('LLEN', list) == 0 then redis.call('LREM', p .. ':ring', 0, org) end
+  redis.call('HINCRBY', p .. ':running', org, 1)
+  return {id, org}
+end
+
+-- 3. A reservation comes first.
+local res = redis.call('GET', p .. ':reserve')
+if res then
+  local org, e = string.match(res, '^(%d+)|(.+)$')
+  local id, c, g = parse(e)
+  if redis.call('SISMEMBER', p .. ':members', id) == 0 then
+    redis.call('DEL', p .. ':reserve')
+  elseif c <= freeC and g <= freeG then
+    redis.call('DEL', p .. ':reserve')
+    return take(org, e, id)
+  elseif c <= totalC and g <= totalG then
+    return {}
+  end
+end
+
+-- 1. Round robin over teams.
+local teams = redis.call('LLEN', p .. ':ring')
+for i = 1, teams do
+  local org = redis.call('LMOVE', p .. ':ring', p .. ':ring', 'LEFT', 'RIGHT')
+  if not org then break end
+  local running = tonumber(redis.call('HGET', p .. ':running', org) or '0')
+  if cap == 0 or running < cap then
+    local entries = redis.call('LRANGE', p .. ':org:' .. org, 0, depth - 1)
+    for _, e in ipairs(entries) do
+      local id, c, g, t = parse(e)
+      -- 2. Backfill: the first that fits.
+      if c <= freeC and g <= freeG then
+        return take(org, e, id)
+      end
+      if now - t > starve and not redis.call('GET', p .. ':reserve') then
+        redis.call('SET', p .. ':reserve', org .. '|' .. e)
+      end
+    end
+  end
+end
+return {}
+`)
+
+// ErrEmpty means nothing in the queue fits the agent right now.
+var ErrEmpty = errors.New("scheduler: no queued pipeline fits")
+
+// Dispatch takes the next pipeline of class that fits capacity, by the rules above, and returns
+// its pipeline and team ids. The caller must then claim the pipeline in the database; if that
+// fails (cancelled meanwhile) it simply dispatches again.
+func (q *Queue) Dispatch(ctx context.Context, class string, c Capacity, r Rules, now time.Time) (pipelineID, orgID int64, err error) {
+	res, err := dispatchScript.Run(ctx, q.rdb, []string{prefix(class)},
+		c.FreeCPUs, c.TotalCPUs, c.FreeGPUs, c.TotalGPUs, max(r.Depth, 1), r.StarveAfter.Milliseconds(), now.UnixMilli(), r.Cap).Slice()
+	if err != nil {
+		return 0, 0, fmt.Errorf("scheduler: dispatch: %w", err)
+	}
+	if len(res) != 2 {
+		return 0, 0, ErrEmpty
+	}
+	pipelineID, _ = strconv.ParseInt(fmt.Sprint(res[0]), 10, 64)
+	orgID, _ = strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
+	return pipelineID, orgID, nil
+}
+
+// Released tells the queue a team's leased pipeline of class ended (for concurrency caps).
+func (q *Queue) Released(ctx context.Context, class string, orgID int64) error {
+	n, err := q.rdb.HIncrBy(ctx, prefix(class)+":running", strconv.FormatInt(orgID, 10), -1).Result()
+	if err == nil && n < 0 {
+		q.rdb.HSet(ctx, prefix(class)+":running", strconv.FormatInt(orgID, 10), 0)
+	}
+	return err
+}
+
+// SetRunning overwrites the per-team running counts of a class from the database's truth.
+func (q *Queue) SetRunning(ctx context.Context, class string, counts map[int64]int) error {
+	key := prefix(class) + ":running"
+	pipe := q.rdb.TxPipeline()
+	pipe.Del(ctx, key)
+	for org, n := range counts {
+		pipe.HSet(ctx, key, strconv.FormatInt(org, 10), n)
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// Queued reports which of the pipelines are in class's queue.
+func (q *Queue) Queued(ctx context.Context, class string, ids []int64) (map[int64]bool, error) {
+	out := make(map[int64]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	res, err := q.rdb.SMIsMember(ctx, prefix(class)+":members", members...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: queued: %w", err)
+	}
+	for i, in := range res {
+		out[ids[i]] = in
+	}
+	return out, nil
+}
+
+// Position returns a queued pipeline's 1-based place in its team's queue of class, and how many
+// teams are waiting in the class; 0 when it is not queued.
+func (q *Queue) Position(ctx context.Context, class string, orgID, pipelineID int64) (pos int, teams int64, err error) {
+	entries, err := q.rdb.LRange(ctx, prefix(class)+":org:"+strconv.FormatInt(orgID, 10), 0, -1).Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	want := strconv.FormatInt(pipelineID, 10) + ":"
+	for i, e := range entries {
+		if strings.HasPrefix(e, want) {
+			pos = i + 1
+			break
+		}
+	}
+	teams, err = q.rdb.LLen(ctx, prefix(class)+":ring").Result()
+	return pos, teams, err
+}

@@ -1,0 +1,238 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"pgregory.net/rapid"
+
+	"github.com/nimbus-build/nimbus/backend/redisconn"
+	"github.com/nimbus-build/nimbus/e2e/testenv"
+)
+
+// redisFor returns a clean Redis: the real one when available (flushed DB), else embedded.
+func redisFor(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	url := ""
+	if testenv.CI() || testenvHas() {
+		url = testenv.RedisURL(t)
+	}
+	c, err := redisconn.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// Tests sharing the real server never collide: each uses class names of its own.
+	return c.Client
+}
+
+func testenvHas() bool { return testenv.Has(testenv.EnvRedis) }
+
+var classSeq int
+
+// freshClass returns a class name no other test uses.
+func freshClass(t testing.TB) string {
+	classSeq++
+	return fmt.Sprintf("test:%s:%d:%d", t.Name(), time.Now().UnixNano(), classSeq)
+}
+
+var big = Capacity{FreeCPUs: 64, TotalCPUs: 64, FreeGPUs: 8, TotalGPUs: 8}
+
+// fataler is what testing.T and rapid.T share.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+func enqueue(t fataler, q *Queue, class string, id, org int64, cpus int, at time.Time) {
+	t.Helper()
+	ok, err := q.Enqueue(context.Background(), Entry{PipelineID: id, OrgID: org, Class: class, CPUs: cpus, Enqueued: at})
+	if err != nil || !ok {
+		t.Fatalf("enqueue %d: %v %v", id, ok, err)
+	}
+}
+
+func dispatch(t testing.TB, q *Queue, class string, c Capacity, r Rules, now time.Time) int64 {
+	t.Helper()
+	id, _, err := q.Dispatch(context.Background(), class, c, r, now)
+	if errors.Is(err, ErrEmpty) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func TestOneTeamsBacklogDelaysAnotherByOneDispatch(t *testing.T) {
+	q := NewQueue(redisFor(t))
+	class := freshClass(t)
+	now := time.Now()
+	for i := int64(1); i <= 1000; i++ {
+		enqueue(t, q, class, i, 1, 1, now)
+	}
+	enqueue(t, q, class, 5000, 2, 1, now)
+	first := dispatch(t, q, class, big, Rules{Depth: 10}, now)
+	second := dispatch(t, q, class, big, Rules{Depth: 10}, now)
+	if first != 1 || second != 5000 {
+		t.Fatalf("dispatched %d then %d; team 2's only pipeline must come second", first, second)
+	}
+	if third := dispatch(t, q, class, big, Rules{Depth: 10}, now); third != 2 {
+		t.Fatalf("FIFO inside team 1 broken: %d", third)
+	}
+}
+
+func TestEnqueueIsIdempotentAndTracked(t *testing.T) {
+	q := NewQueue(redisFor(t))
+	class := freshClass(t)
+	ctx := context.Background()
+	enqueue(t, q, class, 7, 1, 2, time.Now())
+	if ok, err := q.Enqueue(ctx, Entry{PipelineID: 7, OrgID: 1, Class: class, CPUs: 2}); ok || err != nil {
+		t.Fatalf("second enqueue: %v %v", ok, err)
+	}
+	in, _ := q.Queued(ctx, class, []int64{7, 8})
+	if !in[7] || in[8] {
+		t.Fatalf("queued %v", in)
+	}
+	if pos, teams, _ := q.Position(ctx, class, 1, 7); pos != 1 || teams != 1 {
+		t.Fatalf("position %d of %d teams", pos, teams)
+	}
+	if id := dispatch(t, q, class, big, Rules{Depth: 10}, time.Now()); id != 7 {
+		t.Fatalf("dispatched %d", id)
+	}
+	if id := dispatch(t, q, class, big, Rules{Depth: 10}, time.Now()); id != 0 {
+		t.Fatalf("dispatched %d twice", id)
+	}
+	if in, _ := q.Queued(ctx, class, []int64{7}); in[7] {
+		t.Fatal("dispatched pipeline still a member")
+	}
+}
+
+func TestBackfillAndReservation(t *testing.T) {
+	q := NewQueue(redisFor(t))
+	class := freshClass(t)
+	start := time.Now()
+	rules := Rules{Depth: 10, StarveAfter: time.Minute}
+	enqueue(t, q, class, 1, 1, 32, start) // big: fits only a 32-core agent with all cores free
+	enqueue(t, q, class, 2, 1, 4, start)
+	enqueue(t, q, class, 3, 1, 4, start)
+	agent32 := Capacity{FreeCPUs: 8, TotalCPUs: 32}
+	agent8 := Capacity{FreeCPUs: 8, TotalCPUs: 8}
+
+	// Backfill: the big one does not fit, the small one behind it is taken.
+	if id := dispatch(t, q, class, agent32, rules, start); id != 2 {
+		t.Fatalf("backfill took %d, want 2", id)
+	}
+	// After StarveAfter the big one is reserved: the 32-core agent drains (gets nothing) while
+	// the 8-core agent, which could never hold it, still gets small work.
+	later := start.Add(2 * time.Minute)
+	enqueue(t, q, class, 4, 1, 4, later)
+	if id := dispatch(t, q, class, agent8, rules, later); id != 3 {
+		t.Fatalf("small agent got %d, want 3 (and the reservation set)", id)
+	}
+	if id := dispatch(t, q, class, agent32, rules, later); id != 0 {
+		t.Fatalf("a draining agent got %d", id)
+	}
+	if id := dispatch(t, q, class, agent8, rules, later); id != 4 {
+		t.Fatalf("small agent got %d, want 4", id)
+	}
+	// Once the big agent is free, the reservation goes first.
+	if id := dispatch(t, q, class, Capacity{FreeCPUs: 32, TotalCPUs: 32}, rules, later); id != 1 {
+		t.Fatalf("free big agent got %d, want the reserved 1", id)
+	}
+}
+
+func TestTeamConcurrencyCap(t *testing.T) {
+	q := NewQueue(redisFor(t))
+	class := freshClass(t)
+	ctx := context.Background()
+	now := time.Now()
+	for i := int64(1); i <= 3; i++ {
+		enqueue(t, q, class, i, 1, 1, now)
+	}
+	r := Rules{Depth: 5, Cap: 2}
+	if a, b := dispatch(t, q, class, big, r, now), dispatch(t, q, class, big, r, now); a != 1 || b != 2 {
+		t.Fatalf("got %d %d", a, b)
+	}
+	if id := dispatch(t, q, class, big, r, now); id != 0 {
+		t.Fatalf("cap exceeded: %d", id)
+	}
+	if err := q.Released(ctx, class, 1); err != nil {
+		t.Fatal(err)
+	}
+	if id := dispatch(t, q, class, big, r, now); id != 3 {
+		t.Fatalf("after release got %d", id)
+	}
+	if err := q.SetRunning(ctx, class, map[int64]int{1: 2}); err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, q, class, 9, 1, 1, now)
+	if id := dispatch(t, q, class, big, r, now); id != 0 {
+		t.Fatalf("SetRunning ignored: %d", id)
+	}
+}
+
+// Property: with unlimited capacity, dispatch is round robin between waiting teams and FIFO
+// within each team, for any sequence of enqueues and dispatches.
+func TestFairnessProperty(t *testing.T) {
+	rdb := redisFor(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		q := NewQueue(rdb)
+		class := freshClass(t)
+		now := time.Now()
+		var next int64 = 1
+		waiting := map[int64][]int64{} // team → FIFO of its pipeline ids
+		sinceServed := map[int64]int{} // dispatches since a waiting team was last served
+		steps := rapid.IntRange(1, 200).Draw(rt, "steps")
+		for i := 0; i < steps; i++ {
+			if rapid.Bool().Draw(rt, "enqueue") {
+				org := rapid.Int64Range(1, 5).Draw(rt, "org")
+				if len(waiting[org]) == 0 {
+					sinceServed[org] = 0
+				}
+				enqueue(rt, q, class, next, org, 1, now)
+				waiting[org] = append(waiting[org], next)
+				next++
+				continue
+			}
+			id, org, err := q.Dispatch(context.Background(), class, big, Rules{Depth: 3}, now)
+			if errors.Is(err, ErrEmpty) {
+				for team, w := range waiting {
+					if len(w) > 0 {
+						rt.Fatalf("queue empty but team %d waits with %v", team, w)
+					}
+				}
+				continue
+			}
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if len(waiting[org]) == 0 || waiting[org][0] != id {
+				rt.Fatalf("team %d got %d, FIFO says %v", org, id, waiting[org])
+			}
+			waiting[org] = waiting[org][1:]
+			teams := 0
+			for _, w := range waiting {
+				if len(w) > 0 {
+					teams++
+				}
+			}
+			for team, w := range waiting {
+				if team == org {
+					sinceServed[team] = 0
+					continue
+				}
+				if len(w) > 0 {
+					sinceServed[team]++
+					if sinceServed[team] > 4 { // at most one dispatch per other team (5 teams)
+						rt.Fatalf("team %d waited %d dispatches with %d teams waiting", team, sinceServed[team], teams)
+					}
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,480 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/mail"
+	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/redisconn"
+	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/secrets"
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/e2e/testenv"
+)
+
+// isolatedRedis returns a Redis database of this package's own (index 7 of the test server,
+// flushed), or the embedded server on a developer machine without one.
+func isolatedRedis(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	raw := ""
+	if testenv.CI() || testenv.Has(testenv.EnvRedis) {
+		u, err := url.Parse(testenv.RedisURL(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.Path = "/7"
+		raw = u.String()
+	}
+	c, err := redisconn.Connect(context.Background(), raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Client.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return c.Client
+}
+
+type fixture struct {
+	t      *testing.T
+	db     *gorm.DB
+	rdb    redis.UniversalClient
+	clock  *clock.Fake
+	sched  *Service
+	builds *build.Service
+	repos  *repo.Service
+	user   *auth.User
+	repoID int64
+	bare   string
+	work   string
+	log    *slog.Logger
+}
+
+func newFixture(t *testing.T, db *gorm.DB, cfg Config) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	f := &fixture{t: t, db: db, rdb: isolatedRedis(t), clock: clock.NewFake(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC)),
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	users := auth.NewService(db, f.rdb, f.clock, mail.Log{Logger: f.log}, f.log, auth.Config{})
+	orgs := org.NewService(db, users, f.clock, mail.Log{Logger: f.log}, "", f.log)
+	box, _ := secrets.NewBox(make([]byte, 32))
+	f.repos = repo.NewService(db, orgs, box, f.clock, t.TempDir(), f.log)
+	f.builds = build.NewService(db, f.repos, f.clock, "http://nimbus.test", spec.Options{}, f.log)
+	if cfg.RegistrationToken == "" {
+		cfg.RegistrationToken = "reg-secret"
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://nimbus.test"
+	}
+	f.sched = NewService(db, f.rdb, f.builds, f.repos, nil, f.clock, f.log, cfg)
+	var err error
+	if f.user, err = users.Signup(ctx, "alice", "alice@example.com", "a long enough passphrase"); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := orgs.Create(ctx, f.user, "team")
+	r, err := f.repos.Create(ctx, o, "trainer", repo.Private, "main", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.repos.PutSecret(ctx, r, "HF_TOKEN", "hf_123")
+	f.repoID, f.bare, f.work = r.ID, f.repos.Path(r), t.TempDir()
+	f.git("init", "-q", "-b", "main")
+	return f
+}
+
+func (f *fixture) git(args ...string) string {
+	f.t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=A", "-c", "user.email=a@x"}, args...)...)
+	cmd.Dir = f.work
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+f.work)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		f.t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// push commits .cnb.yml on branch and runs the push trigger; it returns the builds.
+func (f *fixture) push(branch, cnb string) []*build.Build {
+	f.t.Helper()
+	os.WriteFile(filepath.Join(f.work, ".cnb.yml"), []byte(cnb), 0o644)
+	f.git("add", "-A")
+	f.git("commit", "-q", "--allow-empty", "-m", "ci")
+	old := git.ZeroSHA
+	if sha, err := git.ResolveRef(context.Background(), f.bare, "refs/heads/"+branch); err == nil {
+		old = sha
+	}
+	f.git("push", "-q", "--force", f.bare, "HEAD:refs/heads/"+branch)
+	sha, _ := git.ResolveRef(context.Background(), f.bare, "refs/heads/"+branch)
+	return f.builds.OnPush(context.Background(), f.repoID, f.user, []git.RefUpdate{{Old: old, New: sha, Ref: "refs/heads/" + branch}})
+}
+
+func (f *fixture) agent(name string, cpus int, tags ...string) *Agent {
+	f.t.Helper()
+	if len(tags) == 0 {
+		tags = []string{"cnb:arch:amd64"}
+	}
+	resp, err := f.sched.Register(context.Background(), "reg-secret", protocol.RegisterRequest{Name: name, Tags: tags, CPUs: cpus, Concurrency: 4})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	a, err := f.sched.AgentByToken(context.Background(), resp.Token)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return a
+}
+
+func (f *fixture) pipeline(id int64) build.Pipeline {
+	var p build.Pipeline
+	f.db.Omit("plan").Take(&p, id)
+	return p
+}
+
+func (f *fixture) buildStatus(id int64) string {
+	var b build.Build
+	f.db.Take(&b, id)
+	return b.Status
+}
+
+const oneJob = `
+main:
+  push:
+    - name: train
+      runner: { tags: cnb:arch:amd64, cpus: 4 }
+      stages:
+        - name: train
+          jobs:
+            a: { script: echo a }
+            b: { script: echo b }
+`
+
+func noDrain() <-chan struct{} { return make(chan struct{}) }
+
+func (f *fixture) poll(a *Agent, free int) *protocol.Lease {
+	f.t.Helper()
+	l, err := f.sched.Poll(context.Background(), a, protocol.PollRequest{FreeCPUs: free}, noDrain())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return l
+}
+
+func TestLeaseLifecycle(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+		ctx := context.Background()
+		bs := f.push("main", oneJob)
+		a := f.agent("a1", 8)
+		l := f.poll(a, 8)
+		if l == nil {
+			t.Fatal("no lease")
+		}
+		if l.Plan.Name != "train" || len(l.Jobs) != 2 || l.Commit != bs[0].CommitSHA || l.CloneURL != "http://nimbus.test/team/trainer.git" ||
+			l.Secrets["HF_TOKEN"] != "hf_123" || l.Env["CNB_TOKEN"] != l.JobToken || !strings.HasPrefix(l.JobToken, auth.PrefixJob) {
+			t.Fatalf("lease %+v", l)
+		}
+		p := f.pipeline(l.PipelineID)
+		if p.Status != build.StatusRunning || p.StartedAt == nil || f.buildStatus(bs[0].ID) != build.StatusRunning {
+			t.Fatalf("after lease: %s build %s", p.Status, f.buildStatus(bs[0].ID))
+		}
+		// The job token works while the pipeline runs, for its repo only.
+		pr, err := f.sched.ResolveJobToken(ctx, l.JobToken)
+		if err != nil || pr.RepoID != f.repoID || pr.Kind != auth.KindJob || pr.User == nil || pr.User.ID != f.user.ID {
+			t.Fatalf("job token: %+v %v", pr, err)
+		}
+		if again := f.poll(a, 8); again != nil {
+			t.Fatalf("the same pipeline leased twice: %+v", again)
+		}
+		f.clock.Advance(20 * time.Second)
+		if r, err := f.sched.Renew(ctx, a, l.ID); err != nil || !r.ExpiresAt.Equal(f.clock.Now().Add(30*time.Second)) || r.Cancel {
+			t.Fatalf("renew %+v %v", r, err)
+		}
+		code := 0
+		for _, j := range l.Jobs {
+			if err := f.sched.Event(ctx, a, l.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: j.ID}); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.sched.Event(ctx, a, l.ID, protocol.Event{Kind: protocol.EventJobFinished, JobID: j.ID, Status: "success", ExitCode: &code}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.sched.Event(ctx, a, l.ID, protocol.Event{Kind: protocol.EventJobFinished, JobID: 999999, Status: "success"}); err == nil {
+			t.Fatal("an event for a job of another pipeline was accepted")
+		}
+		if err := f.sched.Finish(ctx, a, l.ID, protocol.FinishRequest{Status: "success"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.sched.Finish(ctx, a, l.ID, protocol.FinishRequest{Status: "failed"}); err != nil {
+			t.Fatalf("a repeated finish must be harmless: %v", err)
+		}
+		p = f.pipeline(l.PipelineID)
+		var stages []build.Stage
+		db.Where("pipeline_id = ?", p.ID).Find(&stages)
+		if p.Status != build.StatusSuccess || f.buildStatus(bs[0].ID) != build.StatusSuccess || stages[0].Status != build.StatusSuccess {
+			t.Fatalf("after finish: pipeline %s build %s stage %s", p.Status, f.buildStatus(bs[0].ID), stages[0].Status)
+		}
+		if _, err := f.sched.ResolveJobToken(ctx, l.JobToken); err == nil {
+			t.Fatal("job token valid after the pipeline finished")
+		}
+		if _, err := f.sched.Renew(ctx, a, l.ID); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("renew after finish: %v", err)
+		}
+	})
+}
+
+func TestExpiredLeaseRequeuesOrFailsAndFencesTheOldAgent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+		ctx := context.Background()
+		f.push("main", oneJob)
+		a, b := f.agent("a", 8), f.agent("b", 8)
+		first := f.poll(a, 8)
+		// No job started: the expired lease puts the pipeline back in the queue.
+		f.clock.Advance(31 * time.Second)
+		if n, err := f.sched.Reap(ctx); err != nil || n != 1 {
+			t.Fatalf("reap: %d %v", n, err)
+		}
+		if p := f.pipeline(first.PipelineID); p.Status != build.StatusQueued {
+			t.Fatalf("status %s, want queued again", p.Status)
+		}
+		second := f.poll(b, 8)
+		if second == nil || second.PipelineID != first.PipelineID || second.ID == first.ID {
+			t.Fatalf("second lease %+v", second)
+		}
+		// The first agent is fenced off: every call about its old lease is refused, nothing moves.
+		if _, err := f.sched.Renew(ctx, a, first.ID); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("renew of a stale lease: %v", err)
+		}
+		if err := f.sched.Finish(ctx, a, first.ID, protocol.FinishRequest{Status: "failed"}); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("finish of a stale lease: %v", err)
+		}
+		if err := f.sched.Event(ctx, a, first.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: second.Jobs[0].ID}); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("event of a stale lease: %v", err)
+		}
+		// A job starts, then the agent vanishes: the pipeline fails with agent_lost, never re-runs.
+		f.sched.Event(ctx, b, second.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: second.Jobs[0].ID})
+		f.clock.Advance(31 * time.Second)
+		if n, err := f.sched.Reap(ctx); err != nil || n != 1 {
+			t.Fatalf("reap: %d %v", n, err)
+		}
+		p := f.pipeline(second.PipelineID)
+		if p.Status != build.StatusFailed || p.Reason != ReasonAgentLost {
+			t.Fatalf("status %s reason %q", p.Status, p.Reason)
+		}
+		if again := f.poll(a, 8); again != nil {
+			t.Fatalf("a lost pipeline was handed out again: %+v", again)
+		}
+	})
+}
+
+func TestCancelQueuedAndRunning(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+		ctx := context.Background()
+		queued := f.push("main", oneJob)[0]
+		if err := f.sched.CancelBuild(ctx, queued.ID, ReasonCancelled); err != nil {
+			t.Fatal(err)
+		}
+		if f.buildStatus(queued.ID) != build.StatusCancelled {
+			t.Fatalf("queued build: %s", f.buildStatus(queued.ID))
+		}
+		a := f.agent("a", 8)
+		if l := f.poll(a, 8); l != nil {
+			t.Fatalf("a cancelled pipeline was leased: %+v", l)
+		}
+		running := f.push("main", oneJob)[0]
+		l := f.poll(a, 8)
+		if err := f.sched.CancelBuild(ctx, running.ID, ReasonCancelled); err != nil {
+			t.Fatal(err)
+		}
+		r, err := f.sched.Renew(ctx, a, l.ID)
+		if err != nil || !r.Cancel {
+			t.Fatalf("renew after cancel: %+v %v", r, err)
+		}
+		f.sched.Finish(ctx, a, l.ID, protocol.FinishRequest{Status: "cancelled"})
+		if p := f.pipeline(l.PipelineID); p.Status != build.StatusCancelled || f.buildStatus(running.ID) != build.StatusCancelled {
+			t.Fatalf("running pipeline after cancel: %s / %s", p.Status, f.buildStatus(running.ID))
+		}
+	})
+}
+
+func TestReconcileRestoresWhatRedisLost(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+		ctx := context.Background()
+		for i := 0; i < 3; i++ {
+			f.push("main", oneJob)
+		}
+		f.rdb.FlushDB(ctx)
+		a := f.agent("a", 64)
+		if l := f.poll(a, 64); l != nil {
+			t.Fatal("lease from an empty Redis")
+		}
+		if n, err := f.sched.Reconcile(ctx); err != nil || n != 3 {
+			t.Fatalf("reconcile: %d %v", n, err)
+		}
+		if n, _ := f.sched.Reconcile(ctx); n != 0 {
+			t.Fatalf("second reconcile re-queued %d", n)
+		}
+		for i := 0; i < 3; i++ {
+			if l := f.poll(a, 64); l == nil {
+				t.Fatalf("pipeline %d not back after reconcile", i)
+			}
+		}
+	})
+}
+
+func TestLongPollWakesOnWorkAndReleasesOnDrain(t *testing.T) {
+	db := storetest.SQLite(t)
+	f := newFixture(t, db, Config{PollTimeout: 10 * time.Second})
+	a := f.agent("a", 8)
+	got := make(chan *protocol.Lease, 1)
+	start := time.Now()
+	go func() {
+		l, _ := f.sched.Poll(context.Background(), a, protocol.PollRequest{FreeCPUs: 8}, noDrain())
+		got <- l
+	}()
+	time.Sleep(100 * time.Millisecond)
+	f.push("main", oneJob)
+	select {
+	case l := <-got:
+		if l == nil {
+			t.Fatal("woke without a lease")
+		}
+		if waited := time.Since(start); waited > 3*time.Second {
+			t.Fatalf("lease after %v", waited)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting poll was not woken by new work")
+	}
+	drain := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		f.sched.Poll(context.Background(), a, protocol.PollRequest{FreeCPUs: 8}, drain)
+		close(done)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	close(drain)
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("draining did not release the long-poll")
+	}
+}
+
+func TestExplainWhyAPipelineWaits(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond, Caps: map[string]int{"cnb:arch:amd64": 1}})
+		ctx := context.Background()
+		f.push("main", `
+main:
+  push:
+    - name: big
+      runner: { tags: cnb:arch:amd64, cpus: 64 }
+      stages: [ { name: s, script: x } ]
+    - name: small
+      runner: { tags: cnb:arch:amd64, cpus: 2 }
+      stages: [ { name: s, script: x } ]
+    - name: gpu
+      runner: { tags: cnb:arch:amd64:gpu }
+      stages: [ { name: s, script: x } ]
+`)
+		why := func() map[string]string {
+			var ps []build.Pipeline
+			db.Omit("plan").Where("status = ?", build.StatusQueued).Find(&ps)
+			out := map[string]string{}
+			for id, r := range f.sched.Explain(ctx, ps) {
+				for _, p := range ps {
+					if p.ID == id {
+						out[p.Name] = r
+					}
+				}
+			}
+			return out
+		}
+		w := why()
+		if !strings.Contains(w["small"], "no online agent serves cnb:arch:amd64") || !strings.Contains(w["gpu"], "no online agent serves cnb:arch:amd64:gpu") {
+			t.Fatalf("without agents: %v", w)
+		}
+		a := f.agent("a", 8)
+		w = why()
+		if !strings.Contains(w["big"], "has 64 cores (the largest has 8)") || !strings.Contains(w["small"], "busy: #") {
+			t.Fatalf("with an 8-core agent: %v", w)
+		}
+		if l := f.poll(a, 8); l == nil {
+			t.Fatal("the small pipeline should be leased")
+		}
+		f.agent("b", 64)
+		if w = why(); !strings.Contains(w["big"], "team concurrency cap reached: 1 of 1") {
+			t.Fatalf("at the cap: %v", w)
+		}
+	})
+}
+
+func TestCronFiresOncePerTimeAcrossReplicas(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+		ctx := context.Background()
+		f.push("dev/x", `
+"dev/*":
+  schedule:
+    - cron: "0 2 * * *"
+      name: nightly
+      stages: [ { name: train, script: python train.py } ]
+`)
+		// A second replica on the same database and Redis.
+		other := NewService(db, f.rdb, f.builds, f.repos, nil, f.clock, f.log, Config{RegistrationToken: "x"})
+		count := func() int64 {
+			var n int64
+			db.Model(&build.Build{}).Where("event = ?", "schedule").Count(&n)
+			return n
+		}
+		// 10:00 UTC on June 1st is 18:00 in Shanghai: the first fire is at 02:00 local, 18:00 UTC.
+		f.clock.Set(time.Date(2026, 6, 1, 17, 59, 0, 0, time.UTC))
+		f.sched.FireSchedules(ctx)
+		if count() != 0 {
+			t.Fatal("fired early")
+		}
+		f.clock.Set(time.Date(2026, 6, 1, 18, 0, 30, 0, time.UTC))
+		a, _ := f.sched.FireSchedules(ctx)
+		b, _ := other.FireSchedules(ctx)
+		if a+b != 1 || count() != 1 {
+			t.Fatalf("fired %d + %d times, %d builds", a, b, count())
+		}
+		// Three days of downtime: one catch-up fire, not three.
+		f.clock.Set(time.Date(2026, 6, 4, 19, 0, 0, 0, time.UTC))
+		other.FireSchedules(ctx)
+		f.sched.FireSchedules(ctx)
+		if count() != 2 {
+			t.Fatalf("after downtime: %d builds, want 2", count())
+		}
+		var b2 build.Build
+		db.Where("event = ?", "schedule").Order("id DESC").Take(&b2)
+		var p build.Pipeline
+		db.Where("build_id = ?", b2.ID).Take(&p)
+		if b2.Branch != "dev/x" || p.Name != "nightly" || !strings.Contains(p.Plan, `"CNB_IS_CRONEVENT":"true"`) {
+			t.Fatalf("schedule build %+v pipeline %s", b2, p.Name)
+		}
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -69,8 +70,15 @@ func (a *Agent) gpuCount() int {
 	return len(g)
 }
 
-// seen records that the agent is alive and what it has free.
+// seen records that the agent is alive and what it has free. Busy agents poll many times a
+// second; the row is written at most every few seconds (online means seen within a poll timeout).
 func (s *Service) seen(ctx context.Context, a *Agent, freeCPUs, freeGPUs int) {
-	s.db.WithContext(ctx).Model(&Agent{}).Where("id = ?", a.ID).
-		Updates(map[string]any{"last_seen_at": s.clock.Now().UTC(), "free_cpus": freeCPUs, "free_gpus": freeGPUs})
+	now := s.clock.Now().UTC()
+	if now.Sub(a.LastSeenAt) < 5*time.Second && a.FreeCPUs == freeCPUs && a.FreeGPUs == freeGPUs {
+		return
+	}
+	if s.db.WithContext(ctx).Model(&Agent{}).Where("id = ?", a.ID).
+		Updates(map[string]any{"last_seen_at": now, "free_cpus": freeCPUs, "free_gpus": freeGPUs}).Error == nil {
+		a.LastSeenAt, a.FreeCPUs, a.FreeGPUs = now, freeCPUs, freeGPUs
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
@@ -133,25 +134,24 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 		return nil, err
 	}
 	expires := now.Add(s.cfg.LeaseTTL)
-	var p build.Pipeline
-	claimed := false
-	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
-		res := tx.Model(&build.Pipeline{}).Where("id = ? AND status = ?", pipelineID, build.StatusQueued).Updates(map[string]any{
-			"status": build.StatusRunning, "lease_id": leaseID, "agent_id": a.ID, "lease_expires_at": expires,
-			"started_at": now, "updated_at": now, "job_token_hash": auth.HashToken(jobToken), "user_started": false,
-			"cancel_requested": false, "reason": "",
-		})
-		if res.Error != nil || res.RowsAffected == 0 {
-			return res.Error
-		}
-		claimed = true
-		if err := tx.Take(&p, pipelineID).Error; err != nil {
-			return err
-		}
-		return build.RefreshStatus(tx, p.BuildID, now)
+	// One statement claims the pipeline and returns it: the claim is the conditional UPDATE
+	// itself, so two agents can never both win.
+	var rows []build.Pipeline
+	res := s.db.WithContext(ctx).Model(&rows).Clauses(clause.Returning{}).
+		Where("id = ? AND status = ?", pipelineID, build.StatusQueued).Updates(map[string]any{
+		"status": build.StatusRunning, "lease_id": leaseID, "agent_id": a.ID, "lease_expires_at": expires,
+		"started_at": now, "updated_at": now, "job_token_hash": auth.HashToken(jobToken), "user_started": false,
+		"cancel_requested": false, "reason": "",
 	})
-	if err != nil || !claimed {
-		return nil, err
+	if res.Error != nil || len(rows) == 0 {
+		return nil, res.Error
+	}
+	p := rows[0]
+	// The build follows its first running pipeline. Outside the claim on purpose: if this fails
+	// the next status change of the build recomputes it from its pipelines.
+	if err := s.db.WithContext(ctx).Model(&build.Build{}).Where("id = ? AND status = ?", p.BuildID, build.StatusQueued).
+		Updates(map[string]any{"status": build.StatusRunning, "started_at": now, "updated_at": now}).Error; err != nil {
+		s.log.WarnContext(ctx, "build status after lease", "build", p.BuildID, "err", err)
 	}
 	lease, err := s.leaseFor(ctx, &p, leaseID, jobToken, expires, req)
 	if err != nil {
@@ -169,43 +169,49 @@ func (s *Service) leaseFor(ctx context.Context, p *build.Pipeline, leaseID, jobT
 	if err := json.Unmarshal([]byte(p.Plan), &plan); err != nil {
 		return nil, err
 	}
-	var b build.Build
-	if err := s.db.WithContext(ctx).Take(&b, p.BuildID).Error; err != nil {
+	// Three queries, whatever the pipeline: the build with its repo and org, the secrets, and the
+	// jobs with their stages' positions. Dispatch speed is bounded by these round trips.
+	var b struct {
+		ID        int64
+		Number    int64
+		CommitSHA string
+		RepoID    int64
+		RepoName  string
+		OrgName   string
+	}
+	if err := s.db.WithContext(ctx).Table("builds").
+		Select("builds.id, builds.number, builds.commit_sha, builds.repo_id, repos.name AS repo_name, orgs.name AS org_name").
+		Joins("JOIN repos ON repos.id = builds.repo_id").Joins("JOIN orgs ON orgs.id = repos.org_id").
+		Where("builds.id = ?", p.BuildID).Take(&b).Error; err != nil {
 		return nil, err
 	}
-	r, o, err := s.repos.ByID(ctx, b.RepoID)
+	secrets, err := s.repos.SecretValues(ctx, b.RepoID)
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := s.repos.SecretValues(ctx, r.ID)
-	if err != nil {
-		return nil, err
+	var jobs []struct {
+		ID            int64
+		Position      int
+		StagePosition int
 	}
-	var stages []build.Stage
-	if err := s.db.WithContext(ctx).Where("pipeline_id = ?", p.ID).Order("position").Find(&stages).Error; err != nil {
+	if err := s.db.WithContext(ctx).Table("jobs").Select("jobs.id, jobs.position, stages.position AS stage_position").
+		Joins("JOIN stages ON stages.id = jobs.stage_id").Where("jobs.pipeline_id = ?", p.ID).
+		Order("stages.position, jobs.position").Scan(&jobs).Error; err != nil {
 		return nil, err
-	}
-	var jobs []build.Job
-	if err := s.db.WithContext(ctx).Where("pipeline_id = ?", p.ID).Order("stage_id, position").Find(&jobs).Error; err != nil {
-		return nil, err
-	}
-	stagePos := map[int64]int{}
-	for _, st := range stages {
-		stagePos[st.ID] = st.Position
 	}
 	refs := make([]protocol.JobRef, 0, len(jobs))
 	for _, j := range jobs {
-		refs = append(refs, protocol.JobRef{Stage: stagePos[j.StageID], Job: j.Position, ID: j.ID})
+		refs = append(refs, protocol.JobRef{Stage: j.StagePosition, Job: j.Position, ID: j.ID})
 	}
 	l := &protocol.Lease{ID: leaseID, PipelineID: p.ID, BuildID: b.ID, ExpiresAt: expires, Plan: plan,
-		CloneURL: s.cfg.PublicURL + "/" + o.Name + "/" + r.Name + ".git", Commit: b.CommitSHA, JobToken: jobToken,
+		CloneURL: s.cfg.PublicURL + "/" + b.OrgName + "/" + b.RepoName + ".git", Commit: b.CommitSHA, JobToken: jobToken,
 		Secrets: secrets, Jobs: refs,
 		Env: map[string]string{
 			"CNB_TOKEN":            jobToken,
 			"CNB_BUILD_ID":         "nimbus-" + itoa(b.ID),
 			"CNB_BUILD_NUMBER":     itoa(b.Number),
 			"CNB_PIPELINE_ID":      itoa(p.ID),
-			"CNB_BUILD_WEB_URL":    s.cfg.PublicURL + "/" + o.Name + "/" + r.Name + "/builds/" + itoa(b.Number),
+			"CNB_BUILD_WEB_URL":    s.cfg.PublicURL + "/" + b.OrgName + "/" + b.RepoName + "/builds/" + itoa(b.Number),
 			"CNB_BUILD_START_TIME": p.StartedAt.UTC().Format(time.RFC1123),
 		}}
 	if n := s.gpusOf(p.RunnerTag); n > 0 && len(req.FreeGPUs) >= n {

@@ -33,7 +33,7 @@ import (
 
 // isolatedRedis returns a Redis database of this package's own (index 7 of the test server,
 // flushed), or the embedded server on a developer machine without one.
-func isolatedRedis(t *testing.T) redis.UniversalClient {
+func isolatedRedis(t testing.TB) redis.UniversalClient {
 	t.Helper()
 	raw := ""
 	if testenv.CI() || testenv.Has(testenv.EnvRedis) {

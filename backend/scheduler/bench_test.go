@@ -1,0 +1,204 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/mail"
+	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/secrets"
+	"github.com/nimbus-build/nimbus/backend/store"
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
+)
+
+// benchWorld is a PostgreSQL database and a Redis with teams, one repo each, and agents.
+type benchWorld struct {
+	db     *gorm.DB
+	sched  *Service
+	agents []*Agent
+	repos  []*repo.Repo
+	orgIDs []int64
+	plan   string
+}
+
+func newBenchWorld(b *testing.B, teams, agents int, cfg Config) *benchWorld {
+	b.Helper()
+	ctx := context.Background()
+	db := storetest.Postgres(b)
+	rdb := isolatedRedis(b)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	clk := clock.Real{}
+	users := auth.NewService(db, rdb, clk, mail.Log{Logger: log}, log, auth.Config{})
+	orgs := org.NewService(db, users, clk, mail.Log{Logger: log}, "", log)
+	box, _ := secrets.NewBox(make([]byte, 32))
+	repos := repo.NewService(db, orgs, box, clk, b.TempDir(), log)
+	builds := build.NewService(db, repos, clk, "http://nimbus.test", spec.Options{}, log)
+	cfg.RegistrationToken = "reg"
+	cfg.PublicURL = "http://nimbus.test"
+	w := &benchWorld{db: db, sched: NewService(db, rdb, builds, repos, nil, clk, log, cfg)}
+	u, err := users.Signup(ctx, "bench", "bench@example.com", "a long enough passphrase")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < teams; i++ {
+		o, err := orgs.Create(ctx, u, fmt.Sprintf("team-%d", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := repos.Create(ctx, o, "r", repo.Private, "main", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		w.repos = append(w.repos, r)
+		w.orgIDs = append(w.orgIDs, o.ID)
+	}
+	for i := 0; i < agents; i++ {
+		resp, err := w.sched.Register(ctx, "reg", protocol.RegisterRequest{Name: fmt.Sprint("agent-", i), Tags: []string{"cnb:arch:amd64"}, CPUs: 8, Concurrency: 1 << 20})
+		if err != nil {
+			b.Fatal(err)
+		}
+		a, _ := w.sched.AgentByToken(ctx, resp.Token)
+		w.agents = append(w.agents, a)
+	}
+	raw, _ := json.Marshal(protocol.Plan{Key: "pipeline-0", Name: "p", Runner: protocol.Runner{Tags: []string{"cnb:arch:amd64"}, Cpus: 1, Class: "cnb:arch:amd64"},
+		Stages: []protocol.Stage{{Name: "s", Jobs: []protocol.Job{{Key: "job-0", Name: "j", Kind: protocol.KindScript, Script: "true"}}}}})
+	w.plan = string(raw)
+	return w
+}
+
+// queue inserts n queued pipelines spread round robin over the teams and enqueues them.
+func (w *benchWorld) queue(b *testing.B, n int) []*build.Pipeline {
+	out := w.insert(b, n)
+	for _, p := range out {
+		if err := w.sched.Enqueue(context.Background(), p); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return out
+}
+
+// insert stores n queued pipelines (with a build, a stage and a job each) without enqueueing.
+func (w *benchWorld) insert(b *testing.B, n int) []*build.Pipeline {
+	b.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	out := make([]*build.Pipeline, 0, n)
+	err := store.Tx(ctx, w.db, func(tx *gorm.DB) error {
+		for i := 0; i < n; i++ {
+			team := i % len(w.repos)
+			bd := &build.Build{RepoID: w.repos[team].ID, Number: time.Now().UnixNano(), Event: "push", Branch: "main", CommitSHA: "0000000000000000000000000000000000000001",
+				Status: build.StatusQueued, CreatedAt: now, UpdatedAt: now}
+			if err := tx.Create(bd).Error; err != nil {
+				return err
+			}
+			p := &build.Pipeline{BuildID: bd.ID, Key: "pipeline-0", Name: "p", Status: build.StatusQueued, RunnerTag: "cnb:arch:amd64", CPUs: 1,
+				Plan: w.plan, OrgID: w.orgIDs[team], RepoID: w.repos[team].ID, CreatedAt: now, UpdatedAt: now, QueuedAt: &now}
+			if err := tx.Create(p).Error; err != nil {
+				return err
+			}
+			st := &build.Stage{PipelineID: p.ID, Name: "s", Status: build.StatusQueued}
+			if err := tx.Create(st).Error; err != nil {
+				return err
+			}
+			if err := tx.Create(&build.Job{StageID: st.ID, PipelineID: p.ID, Name: "j", Status: build.StatusQueued}).Error; err != nil {
+				return err
+			}
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// BenchmarkDispatch drains 10,000 queued pipelines of 100 teams with 200 agents long-polling
+// concurrently (real PostgreSQL and Redis) and reports leases per second.
+func BenchmarkDispatch(b *testing.B) {
+	w := newBenchWorld(b, 100, 200, Config{PollTimeout: 2 * time.Second})
+	for i := 0; i < b.N; i++ {
+		w.queue(b, 10000)
+		var leased atomic.Int64
+		start := time.Now()
+		var wg sync.WaitGroup
+		for _, a := range w.agents {
+			wg.Add(1)
+			go func(a *Agent) {
+				defer wg.Done()
+				for {
+					l, err := w.sched.Poll(context.Background(), a, protocol.PollRequest{FreeCPUs: 8}, nil)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if l == nil {
+						return // the 2 s poll timeout passed with nothing left
+					}
+					leased.Add(1)
+				}
+			}(a)
+		}
+		wg.Wait()
+		elapsed := time.Since(start) - 2*time.Second // the last empty polls wait out their timeout
+		if leased.Load() != 10000 {
+			b.Fatalf("leased %d of 10000", leased.Load())
+		}
+		b.ReportMetric(float64(leased.Load())/elapsed.Seconds(), "leases/s")
+	}
+}
+
+// BenchmarkEnqueueToLease measures how long a pipeline waits from enqueue to lease when 200
+// agents are idle in long-polls.
+func BenchmarkEnqueueToLease(b *testing.B) {
+	w := newBenchWorld(b, 100, 200, Config{PollTimeout: time.Minute})
+	const rounds = 500
+	for i := 0; i < b.N; i++ {
+		leases := make(chan time.Time, rounds)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for _, a := range w.agents {
+			wg.Add(1)
+			go func(a *Agent) {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					if l, _ := w.sched.Poll(ctx, a, protocol.PollRequest{FreeCPUs: 8}, nil); l != nil {
+						leases <- time.Now()
+					}
+				}
+			}(a)
+		}
+		time.Sleep(500 * time.Millisecond) // every agent is waiting
+		lat := make([]time.Duration, 0, rounds)
+		for r := 0; r < rounds; r++ {
+			p := w.insert(b, 1)[0]
+			start := time.Now()
+			if err := w.sched.Enqueue(context.Background(), p); err != nil {
+				b.Fatal(err)
+			}
+			got := <-leases
+			lat = append(lat, got.Sub(start))
+		}
+		cancel()
+		wg.Wait()
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+	}
+}

@@ -144,6 +144,11 @@ func (h *Handler) get(c *gin.Context) {
 }
 
 func (h *Handler) trigger(c *gin.Context) {
+	if auth.From(c).Kind == auth.KindJob {
+		// A pipeline starting pipelines through the API could loop forever.
+		h.fail(c, api.Forbidden("a pipeline's job token cannot start builds"))
+		return
+	}
 	a, err := repo.Load(c, h.repos, repo.Write)
 	if err != nil {
 		h.fail(c, err)

@@ -27,6 +27,14 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 	n := 0
 	for i := range expired {
 		p := &expired[i]
+		if p.CancelRequested {
+			// Cancelled while its agent was gone: it ends cancelled, it does not go back.
+			if err := s.end(ctx, p, p.LeaseID, build.StatusCancelled, p.Reason); err != nil && err != ErrLeaseLost {
+				return n, err
+			}
+			n++
+			continue
+		}
 		if p.UserStarted {
 			if err := s.end(ctx, p, p.LeaseID, build.StatusFailed, ReasonAgentLost); err != nil && err != ErrLeaseLost {
 				return n, err

@@ -177,6 +177,9 @@ func (h *Handler) appendLog(c *gin.Context) {
 }
 
 func (h *Handler) buildOf(c *gin.Context) (*repo.Access, *build.Build, error) {
+	if auth.From(c).Kind == auth.KindJob {
+		return nil, nil, api.Forbidden("a pipeline's job token cannot cancel or re-run builds")
+	}
 	a, err := repo.Load(c, h.repos, repo.Write)
 	if err != nil {
 		return nil, nil, err

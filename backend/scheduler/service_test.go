@@ -316,6 +316,19 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 		if p := f.pipeline(l.PipelineID); p.Status != build.StatusCancelled || f.buildStatus(running.ID) != build.StatusCancelled {
 			t.Fatalf("running pipeline after cancel: %s / %s", p.Status, f.buildStatus(running.ID))
 		}
+		// Cancelled while leased, and the agent vanishes before any job: it ends cancelled and is
+		// not handed out again.
+		lost := f.push("main", oneJob)[0]
+		l = f.poll(a, 8)
+		f.sched.CancelBuild(ctx, lost.ID, ReasonCancelled)
+		f.clock.Advance(time.Minute)
+		f.sched.Reap(ctx)
+		if p := f.pipeline(l.PipelineID); p.Status != build.StatusCancelled {
+			t.Fatalf("a cancelled pipeline whose agent vanished: %s", p.Status)
+		}
+		if again := f.poll(a, 8); again != nil {
+			t.Fatalf("a cancelled pipeline was leased again: %+v", again)
+		}
 	})
 }
 

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/registry"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -93,6 +96,13 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 		}}
 	}
 	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
+	if client.IsErrNotFound(err) {
+		// The image is not here yet: pull it once and try again.
+		if perr := d.pull(ctx, s.Image, s.ImageAuth); perr != nil {
+			return -1, fmt.Errorf("executor: create container for %q: %w", s.Name, errors.Join(err, perr))
+		}
+		created, err = d.cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
+	}
 	if err != nil {
 		return -1, fmt.Errorf("executor: create container for %q: %w", s.Name, err)
 	}
@@ -113,9 +123,13 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 	if out == nil {
 		out = io.Discard
 	}
+	errOut := s.Stderr
+	if errOut == nil {
+		errOut = out
+	}
 	copied := make(chan error, 1)
 	go func() {
-		_, err := stdcopy.StdCopy(out, out, att.Reader)
+		_, err := stdcopy.StdCopy(out, errOut, att.Reader)
 		copied <- err
 	}()
 
@@ -140,6 +154,39 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 			return -1, errors.Join(ctx.Err(), fmt.Errorf("executor: kill %q: %w", s.Name, err))
 		}
 		return -1, ctx.Err()
+	}
+}
+
+// pull fetches an image, with registry credentials when given. The progress stream must be read
+// to the end: the pull is finished only when it closes.
+func (d *Docker) pull(ctx context.Context, ref string, auth *ImageAuth) error {
+	var opts image.PullOptions
+	if auth != nil && auth.User != "" {
+		enc, err := registry.EncodeAuthConfig(registry.AuthConfig{Username: auth.User, Password: auth.Password})
+		if err != nil {
+			return fmt.Errorf("executor: encode registry credentials: %w", err)
+		}
+		opts.RegistryAuth = enc
+	}
+	rc, err := d.cli.ImagePull(ctx, ref, opts)
+	if err != nil {
+		return fmt.Errorf("executor: pull %s: %w", ref, err)
+	}
+	defer rc.Close()
+	// Errors in the middle of a pull arrive as JSON messages in the stream.
+	dec := json.NewDecoder(rc)
+	for {
+		var msg struct {
+			Error string `json:"error"`
+		}
+		if err := dec.Decode(&msg); err == io.EOF {
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("executor: pull %s: %w", ref, err)
+		}
+		if msg.Error != "" {
+			return fmt.Errorf("executor: pull %s: %s", ref, msg.Error)
+		}
 	}
 }
 

@@ -54,6 +54,17 @@ type Step struct {
 	Labels map[string]string
 	// Output receives stdout and stderr, interleaved as the step writes them.
 	Output io.Writer
+	// Stderr, when set, receives stderr instead of Output, so a caller can tell the streams
+	// apart (the stdout and stderr results a job may export). It may be written concurrently
+	// with Output.
+	Stderr io.Writer
+	// ImageAuth logs in to the image's registry when the image must be pulled (Docker only).
+	ImageAuth *ImageAuth
+}
+
+// ImageAuth is a registry user and password.
+type ImageAuth struct {
+	User, Password string
 }
 
 // Executor runs steps.

@@ -265,3 +265,35 @@ func TestEnvListPinsGPUs(t *testing.T) {
 		t.Fatalf("a step without GPUs may ask for all of them: %v", got)
 	}
 }
+
+func TestStderrCanBeSeparated(t *testing.T) {
+	for exName, mk := range executors(t) {
+		t.Run(exName, func(t *testing.T) {
+			ex, image := mk(t)
+			var out, errOut lockedBuffer
+			code, err := ex.Run(context.Background(), Step{Name: "streams", Image: image, Workspace: t.TempDir(),
+				Script: "echo to-out; echo to-err >&2", Output: &out, Stderr: &errOut})
+			if err != nil || code != 0 {
+				t.Fatalf("%d %v", code, err)
+			}
+			if out.String() != "to-out\n" || errOut.String() != "to-err\n" {
+				t.Fatalf("stdout %q stderr %q", out.String(), errOut.String())
+			}
+		})
+	}
+}
+
+func TestShellPinsCUDADevices(t *testing.T) {
+	var out lockedBuffer
+	code, err := NewShell().Run(context.Background(), Step{Name: "gpus", Workspace: t.TempDir(), Output: &out,
+		GPUs: []string{"1", "3"}, Env: map[string]string{"CUDA_VISIBLE_DEVICES": "0,1,2,3"},
+		Script: `echo "cuda=$CUDA_VISIBLE_DEVICES"`})
+	if err != nil || code != 0 || out.String() != "cuda=1,3\n" {
+		t.Fatalf("%d %v %q", code, err, out.String())
+	}
+	out = lockedBuffer{}
+	if _, err := NewShell().Run(context.Background(), Step{Name: "none", Workspace: t.TempDir(), Output: &out,
+		Script: `echo "cuda=${CUDA_VISIBLE_DEVICES-unset}"`}); err != nil || out.String() != "cuda=\n" {
+		t.Fatalf("a step without GPUs may see them all: %v %q", err, out.String())
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"sort"
+	"strings"
 	"syscall"
 )
 
@@ -35,13 +36,16 @@ func (*Shell) Run(ctx context.Context, s Step) (int, error) {
 	}
 	cmd := exec.Command("sh", "-c", s.Script)
 	cmd.Dir = s.Workspace
-	cmd.Env = shellEnv(s.Env)
+	cmd.Env = shellEnv(s.Env, s.GPUs)
 	out := s.Output
 	if out == nil {
 		out = io.Discard
 	}
 	cmd.Stdout = out
 	cmd.Stderr = out
+	if s.Stderr != nil {
+		cmd.Stderr = s.Stderr
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return -1, fmt.Errorf("executor: start %q: %w", s.Name, err)
@@ -70,8 +74,10 @@ func (*Shell) Run(ctx context.Context, s Step) (int, error) {
 }
 
 // shellEnv gives the step a small, predictable environment: PATH and HOME from the agent, then
-// the step's variables. The agent's own secrets (tokens in its env) are not inherited.
-func shellEnv(env map[string]string) []string {
+// the step's variables. The agent's own secrets (tokens in its env) are not inherited. Without a
+// container there are no device requests, so CUDA_VISIBLE_DEVICES is what keeps a step to its
+// reserved GPUs (and off all of them when it has none).
+func shellEnv(env map[string]string, gpus []string) []string {
 	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -79,7 +85,10 @@ func shellEnv(env map[string]string) []string {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
+		if k == "CUDA_VISIBLE_DEVICES" {
+			continue
+		}
 		out = append(out, k+"="+env[k])
 	}
-	return out
+	return append(out, "CUDA_VISIBLE_DEVICES="+strings.Join(gpus, ","))
 }

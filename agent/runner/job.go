@@ -1,0 +1,438 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/agent/protocol"
+)
+
+// Exit codes with a meaning of their own.
+const (
+	exitSuccess = 0
+	exitStop    = 78 // success, and the pipeline stops here
+)
+
+// jobResult is how one job ended.
+type jobResult struct {
+	status  string
+	code    *int
+	exports map[string]string // variable → value for later jobs ("" deletes)
+	failed  bool              // the job's failure fails its stage (it failed without allowFailure)
+	stop    bool              // exit 78
+	msg     string            // why it failed
+}
+
+// runJob runs one job with its log and reports it (job_started … job_finished).
+func (x *run) runJob(ctx context.Context, si int, st protocol.Stage, ji int, job protocol.Job, exports, extra map[string]string) jobResult {
+	id := x.jobIDs[[2]int{si, ji}]
+	jl := x.openLog(id)
+	res := x.execJob(ctx, id, st, job, exports, extra, jl)
+	// The log is complete on the server before the job is reported finished.
+	jl.close(x)
+	x.reportFinished(id, res)
+	return res
+}
+
+func (x *run) reportFinished(id int64, res jobResult) {
+	if id == 0 {
+		return // the server did not number this job: nothing to report it under
+	}
+	ev := protocol.Event{Kind: protocol.EventJobFinished, JobID: id, Status: res.status, ExitCode: res.code}
+	if len(res.exports) > 0 {
+		ev.Exports = make(map[string]string, len(res.exports))
+		for k, v := range res.exports {
+			ev.Exports[k] = maskString(v, x.secrets)
+		}
+	}
+	x.event(ev)
+}
+
+// execJob decides whether the job runs, runs it (with its retries) and says how it ended.
+func (x *run) execJob(ctx context.Context, id int64, st protocol.Stage, job protocol.Job, exports, extra map[string]string, jl *jobLog) jobResult {
+	env := x.jobEnv(st, job, exports, extra)
+	image, auth := x.jobImage(job, env)
+	if job.Conditions.If != "" && job.Kind != protocol.KindScript {
+		// A plugin image need not have a shell: its condition runs in the pipeline's image.
+		image, auth = x.envImage(env)
+	}
+	reason, err := x.skipReason(ctx, job.Conditions, "if-"+job.Key, image, auth, env, jl)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return x.interrupted(ctx)
+	case err != nil:
+		jl.note("the job's condition could not be evaluated: %v", err)
+		return x.failure(job, err.Error(), nil)
+	case reason != "":
+		return jobResult{status: StatusSkipped, exports: exportValues(job, map[string]string{ResultSkip: reason})}
+	}
+	if id != 0 {
+		x.event(protocol.Event{Kind: protocol.EventJobStarted, JobID: id})
+	}
+	step, err := x.jobStep(st, job, env, extra)
+	if err != nil {
+		jl.note("%v", err)
+		return x.failure(job, err.Error(), nil)
+	}
+	for attempt := 0; ; attempt++ {
+		res := x.attempt(ctx, job, step, jl)
+		if res.status != StatusFailed || attempt >= job.Retry || ctx.Err() != nil {
+			return res
+		}
+		jl.note("retrying (attempt %d of %d)", attempt+2, job.Retry+1)
+	}
+}
+
+// attempt runs the job's step once.
+func (x *run) attempt(ctx context.Context, job protocol.Job, step executor.Step, jl *jobLog) jobResult {
+	res := newResults(job.Exports)
+	step.Output = io.MultiWriter(jl, res.writer(false))
+	step.Stderr = io.MultiWriter(jl, res.writer(true))
+	code, err := x.runStep(ctx, job, step, jl)
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return x.interrupted(ctx)
+	case errors.Is(err, errJobTimeout):
+		jl.note("timed out after %s", job.Timeout.Std())
+		return x.failure(job, "timed out after "+job.Timeout.Std().String(), nil)
+	case errors.Is(err, errNoOutput):
+		jl.note("no output for %s: stopped", x.lease.Plan.Runner.NoOutputTimeout.Std())
+		return x.failure(job, "no output for "+x.lease.Plan.Runner.NoOutputTimeout.Std().String(), nil)
+	default:
+		jl.note("%v", err)
+		return x.failure(job, err.Error(), nil)
+	}
+	values := res.finish(&code)
+	if job.Conditions.If != "" {
+		values[ResultSkip] = ""
+	}
+	for key := range job.Exports {
+		if _, ok := values[key]; !ok && (key == ResultStdout || key == ResultStderr || key == ResultInfo) {
+			jl.note("exports: %s is 100 KiB or more, so it is not exported", key)
+		}
+	}
+	exports := exportValues(job, values)
+	switch code {
+	case exitSuccess:
+		return jobResult{status: StatusSuccess, code: &code, exports: exports}
+	case exitStop:
+		jl.note("exit 78: the pipeline stops here, successfully")
+		return jobResult{status: StatusSuccess, code: &code, exports: exports, stop: true}
+	}
+	r := x.failure(job, fmt.Sprintf("exited with %d", code), &code)
+	r.exports = exports
+	return r
+}
+
+// runStep runs a step under the job's timeout and the pipeline's no-output limit.
+func (x *run) runStep(ctx context.Context, job protocol.Job, step executor.Step, jl *jobLog) (int, error) {
+	jctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if t := job.Timeout.Std(); t > 0 {
+		var stop context.CancelFunc
+		jctx, stop = context.WithTimeoutCause(jctx, t, errJobTimeout)
+		defer stop()
+	}
+	if d := x.lease.Plan.Runner.NoOutputTimeout.Std(); d > 0 {
+		defer jl.watch(d, func() { cancel(errNoOutput) })()
+	}
+	code, err := x.cfg.Executor.Run(jctx, step)
+	if err != nil && jctx.Err() != nil && ctx.Err() == nil {
+		return code, fmt.Errorf("%w: %w", context.Cause(jctx), err)
+	}
+	return code, err
+}
+
+// failure is a failed job; it fails the stage unless the job allows failure.
+func (x *run) failure(job protocol.Job, msg string, code *int) jobResult {
+	return jobResult{status: StatusFailed, code: code, failed: !job.AllowFailure, msg: msg}
+}
+
+// interrupted is a job stopped by the end of the run: cancelled, or failed when the pipeline ran
+// out of time. Run decides the pipeline's status from the cause.
+func (x *run) interrupted(ctx context.Context) jobResult {
+	res, _ := x.stopped(ctx)
+	st := StatusCancelled
+	if res.Status == StatusFailed {
+		st = StatusFailed
+	}
+	return jobResult{status: st, msg: res.Reason}
+}
+
+// exportValues maps a job's result values to the variables its exports name.
+func exportValues(job protocol.Job, values map[string]string) map[string]string {
+	out := map[string]string{}
+	for key, name := range job.Exports {
+		if v, ok := values[key]; ok {
+			out[name] = v
+		}
+	}
+	return out
+}
+
+// jobStep turns a job into the step its executor runs.
+func (x *run) jobStep(st protocol.Stage, job protocol.Job, env, extra map[string]string) (executor.Step, error) {
+	if job.Unsupported != "" {
+		return executor.Step{}, errors.New(job.Unsupported)
+	}
+	switch job.Kind {
+	case protocol.KindScript, "":
+		image, auth := x.jobImage(job, env)
+		s := x.step(job.Key, image, auth, env)
+		s.Script = job.Script
+		return s, nil
+	case protocol.KindPlugin:
+		if job.Image == nil || job.Image.Name == "" {
+			return executor.Step{}, errors.New("a plugin job needs an image")
+		}
+		if len(job.SettingsFrom) > 0 {
+			return executor.Step{}, errors.New("settingsFrom is not supported by this agent yet")
+		}
+		penv, err := x.pluginEnv(st, job, env, extra)
+		if err != nil {
+			return executor.Step{}, err
+		}
+		image, auth := x.jobImage(job, env)
+		s := x.step(job.Key, image, auth, penv)
+		s.Args = job.Args
+		return s, nil
+	case protocol.KindBuiltin:
+		return executor.Step{}, fmt.Errorf("the built-in task type %q is not supported by this agent", job.Type)
+	}
+	return executor.Step{}, fmt.Errorf("unknown job kind %q", job.Kind)
+}
+
+// step is the part of every step of this pipeline that does not depend on the job.
+func (x *run) step(name, image string, auth *executor.ImageAuth, env map[string]string) executor.Step {
+	r := x.lease.Plan.Runner
+	return executor.Step{
+		Name: name, Image: image, ImageAuth: auth, Env: env,
+		Workspace: x.ws, WorkspaceMount: x.mount,
+		CPUs: float64(r.Cpus), MemoryBytes: int64(r.MemoryGiB) << 30,
+		// Only the GPUs reserved for this pipeline, never all of the host's.
+		GPUs:   x.lease.GPUs,
+		Labels: map[string]string{"nimbus.lease": x.lease.ID, "nimbus.job": name},
+	}
+}
+
+// jobEnv is a job's environment, lowest layer first: the lease's secrets (the imported
+// variables), the job's env (pipeline, stage and job, already layered by the engine), the
+// exports of earlier jobs, and the built-ins, which nothing overrides. A job with run-time
+// variables gets its env values expanded against all of that.
+func (x *run) jobEnv(st protocol.Stage, job protocol.Job, exports, extra map[string]string) map[string]string {
+	builtins := x.builtins(st, job, extra)
+	layer := func(own map[string]string) map[string]string {
+		env := make(map[string]string, len(x.lease.Secrets)+len(own)+len(exports)+len(builtins))
+		maps.Copy(env, x.lease.Secrets)
+		maps.Copy(env, own)
+		maps.Copy(env, exports)
+		maps.Copy(env, builtins)
+		return env
+	}
+	env := layer(job.Env)
+	if len(job.RuntimeVars) == 0 {
+		return env
+	}
+	expanded := make(map[string]string, len(job.Env))
+	for k, v := range job.Env {
+		expanded[k] = protocol.ExpandVars(v, job.RuntimeVars, env)
+	}
+	return layer(expanded)
+}
+
+// builtins are the CNB_* variables of a job: the plan's, the ones only known at run time (from
+// the lease), the ones of its group (failStages, endStages) and its own names.
+func (x *run) builtins(st protocol.Stage, job protocol.Job, extra map[string]string) map[string]string {
+	b := make(map[string]string, len(x.lease.Plan.Builtins)+len(x.lease.Env)+len(extra)+4)
+	maps.Copy(b, x.lease.Plan.Builtins)
+	maps.Copy(b, extra)
+	maps.Copy(b, x.lease.Env)
+	b["CNB_BUILD_WORKSPACE"] = x.mount
+	if st.Name != "" {
+		b["CNB_BUILD_STAGE_NAME"] = st.Name
+	}
+	if job.Key != "" {
+		b["CNB_BUILD_JOB_NAME"] = jobName(job)
+		b["CNB_BUILD_JOB_KEY"] = job.Key
+	}
+	return b
+}
+
+// pluginEnv is a plugin container's environment: the built-ins and the settings as
+// PLUGIN_<KEY> (JSON for anything but a string), and not the user's env, which for plugins only
+// fed the substitution of the settings.
+func (x *run) pluginEnv(st protocol.Stage, job protocol.Job, userEnv, extra map[string]string) (map[string]string, error) {
+	env := x.builtins(st, job, extra)
+	for k, v := range job.Settings {
+		if len(job.RuntimeVars) > 0 {
+			v = expandAny(v, job.RuntimeVars, userEnv)
+		}
+		s, ok := v.(string)
+		if !ok && v != nil {
+			b, err := json.Marshal(v)
+			if err != nil {
+				return nil, fmt.Errorf("setting %s: %w", k, err)
+			}
+			s = string(b)
+		}
+		env["PLUGIN_"+envKey(k)] = s
+	}
+	return env, nil
+}
+
+// envKey upper-cases a settings key and turns what a variable name cannot hold into "_".
+func envKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return r - 'a' + 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
+			return r
+		}
+		return '_'
+	}, k)
+}
+
+// expandAny expands run-time variables in every string of a settings value.
+func expandAny(v any, names []string, env map[string]string) any {
+	switch t := v.(type) {
+	case string:
+		return protocol.ExpandVars(t, names, env)
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = expandAny(e, names, env)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = expandAny(e, names, env)
+		}
+		return out
+	}
+	return v
+}
+
+// envImage is the pipeline's environment image: docker.image, else the agent's default.
+func (x *run) envImage(env map[string]string) (string, *executor.ImageAuth) {
+	p := &x.lease.Plan
+	if p.Image != nil && p.Image.Name != "" {
+		return expandImage(p.Image, p.RuntimeVars, env)
+	}
+	return x.cfg.DefaultImage, nil
+}
+
+// jobImage is the image a job runs in: its own (the engine has folded a stage's image into its
+// script jobs), else the pipeline's, else the agent's default.
+func (x *run) jobImage(job protocol.Job, env map[string]string) (string, *executor.ImageAuth) {
+	if job.Image != nil && job.Image.Name != "" {
+		return expandImage(job.Image, job.RuntimeVars, env)
+	}
+	return x.envImage(env)
+}
+
+func expandImage(img *protocol.Image, names []string, env map[string]string) (string, *executor.ImageAuth) {
+	expand := func(s string) string {
+		if len(names) == 0 {
+			return s
+		}
+		return protocol.ExpandVars(s, names, env)
+	}
+	var auth *executor.ImageAuth
+	if img.User != "" {
+		auth = &executor.ImageAuth{User: expand(img.User), Password: expand(img.Password)}
+	}
+	return expand(img.Name), auth
+}
+
+// jobLog is one job's log: masked, then shipped. Its writers may be concurrent.
+type jobLog struct {
+	mu      sync.Mutex
+	mask    *masker
+	stream  *logStream // nil when the job has no server id
+	last    atomic.Int64
+	midLine bool // the output so far does not end with a newline
+}
+
+func (x *run) openLog(id int64) *jobLog {
+	jl := &jobLog{}
+	var w io.Writer = io.Discard
+	if id != 0 {
+		jl.stream = newLogStream(x.cfg.API, x.lease.ID, id, x.cfg.LogFlushInterval, x.leaseLost, x.log)
+		w = jl.stream
+	}
+	jl.mask = newMasker(w, x.secrets)
+	jl.last.Store(time.Now().UnixNano())
+	return jl
+}
+
+// Write implements io.Writer.
+func (jl *jobLog) Write(p []byte) (int, error) {
+	jl.last.Store(time.Now().UnixNano())
+	jl.mu.Lock()
+	defer jl.mu.Unlock()
+	if len(p) > 0 {
+		jl.midLine = p[len(p)-1] != '\n'
+	}
+	return jl.mask.Write(p)
+}
+
+// note adds a line of the agent's own to the log, marked so it cannot pass for the job's output.
+func (jl *jobLog) note(format string, args ...any) {
+	jl.mu.Lock()
+	defer jl.mu.Unlock()
+	var line []byte
+	if jl.midLine {
+		line = append(line, '\n')
+	}
+	line = fmt.Appendf(line, "[nimbus] "+format+"\n", args...)
+	jl.mask.Write(line)
+	jl.midLine = false
+}
+
+// close flushes the masker and ships the rest of the log.
+func (jl *jobLog) close(x *run) {
+	jl.mu.Lock()
+	jl.mask.Flush()
+	jl.mu.Unlock()
+	if jl.stream == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := jl.stream.Close(ctx); err != nil && !x.lost.Load() {
+		x.log.Warn("the end of a job's log could not be shipped", "job_id", jl.stream.jobID, "err", err)
+	}
+}
+
+// watch calls fire once when nothing was written for d; the returned func stops watching.
+func (jl *jobLog) watch(d time.Duration, fire func()) func() {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(min(d/4+1, time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if time.Since(time.Unix(0, jl.last.Load())) >= d {
+					fire()
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
+}

@@ -1,0 +1,153 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nimbus-build/nimbus/agent/client"
+)
+
+const (
+	// maxChunk bounds one log append, so a burst of output becomes several requests of a size
+	// every proxy accepts.
+	maxChunk = 1 << 20
+	// maxUnacked bounds what a job's log keeps in memory while the server does not take it;
+	// beyond it new output is dropped and counted, and a note says so once shipping resumes.
+	maxUnacked = 64 << 20
+)
+
+// logStream ships one job's log to the server. Writes only append to memory; a goroutine sends
+// what is new every flush interval, starting from the offset the server acknowledged last. A
+// failed send changes nothing, so the next one resends the same bytes from the same offset: the
+// server keeps what it already has, and nothing is lost or doubled.
+type logStream struct {
+	api      API
+	leaseID  string
+	jobID    int64
+	interval time.Duration
+	onLost   func() // the server answered lease_lost
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	buf     []byte // bytes not yet acknowledged; buf[0] is at offset acked
+	acked   int64
+	dropped int64 // bytes refused because buf was full
+	broken  bool  // the server lost bytes it had acknowledged: nothing can be appended any more
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newLogStream(api API, leaseID string, jobID int64, interval time.Duration, onLost func(), log *slog.Logger) *logStream {
+	s := &logStream{api: api, leaseID: leaseID, jobID: jobID, interval: interval, onLost: onLost,
+		log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	go s.loop()
+	return s
+}
+
+// Write implements io.Writer; it never blocks on the network.
+func (s *logStream) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.buf)+len(p) > maxUnacked {
+		s.dropped += int64(len(p))
+		return len(p), nil
+	}
+	if s.dropped > 0 {
+		s.buf = fmt.Appendf(s.buf, "\n[nimbus] %d bytes of output were dropped while the server did not accept the log\n", s.dropped)
+		s.dropped = 0
+	}
+	s.buf = append(s.buf, p...)
+	return len(p), nil
+}
+
+func (s *logStream) loop() {
+	defer close(s.done)
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			// Errors are retried by the next tick; the client has already backed off.
+			if err := s.flush(context.Background()); err != nil {
+				s.log.Warn("log upload failed; will resend", "job_id", s.jobID, "err", err)
+			}
+		}
+	}
+}
+
+// Close stops the ticker and sends what is left, trying a few rounds within ctx.
+func (s *logStream) Close(ctx context.Context) error {
+	close(s.stop)
+	<-s.done
+	var err error
+	for range 3 {
+		if err = s.flush(ctx); err == nil || errors.Is(err, client.ErrLeaseLost) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(s.interval):
+		}
+	}
+	return err
+}
+
+// flush sends everything not yet acknowledged, in chunks, until the server holds it all.
+func (s *logStream) flush(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		if len(s.buf) == 0 || s.broken {
+			s.mu.Unlock()
+			return nil
+		}
+		offset := s.acked
+		chunk := append([]byte(nil), s.buf[:min(len(s.buf), maxChunk)]...)
+		s.mu.Unlock()
+
+		got, err := s.api.AppendLog(ctx, s.leaseID, s.jobID, offset, chunk)
+		if err != nil {
+			if errors.Is(err, client.ErrLeaseLost) {
+				s.onLost()
+			}
+			return err
+		}
+		s.mu.Lock()
+		progressed := s.ack(offset, got)
+		s.mu.Unlock()
+		if !progressed {
+			return nil // the server took nothing new; try again at the next tick
+		}
+	}
+}
+
+// ack records that the server holds the log up to got, after a send that started at offset.
+func (s *logStream) ack(offset, got int64) bool {
+	end := s.acked + int64(len(s.buf))
+	switch {
+	case got >= s.acked && got <= end:
+		s.buf = s.buf[got-s.acked:]
+		progressed := got > s.acked
+		s.acked = got
+		return progressed
+	case got > end:
+		// The server claims more than was ever sent: trust it and go on from there.
+		s.log.Warn("server acknowledged log bytes that were never sent", "job_id", s.jobID, "ack", got, "sent_to", end)
+		s.buf, s.acked = nil, got
+		return false
+	default:
+		// The server lost bytes it had acknowledged; they are gone from memory too, and it
+		// refuses appends past a gap, so nothing more can be shipped for this job.
+		s.log.Error("server lost acknowledged log bytes; the rest of this job's log is not shipped",
+			"job_id", s.jobID, "ack", got, "had_acked", s.acked, "sent_from", offset)
+		s.broken = true
+		return false
+	}
+}

@@ -1,0 +1,337 @@
+// Package runner runs one leased pipeline (a protocol.Lease) on this host to completion: it
+// prepares and clones the workspace, runs the stages and their jobs through an executor, streams
+// each job's log with secrets masked, reports events, renews the lease, and finishes it once. It
+// is intended for internal use of the agent only.
+//
+// The flow of one lease:
+//
+//	workspace <work dir>/workspaces/<lease id>  ── clone lease.CloneURL at lease.Commit
+//	    │   (heartbeat: renew every HeartbeatInterval; Cancel or lease_lost cancels the run)
+//	    ▼
+//	pipeline_started ─► stages in order ─► failStages (on failure) ─► endStages (always)
+//	    │                 jobs: parallel or in order; each job_started … job_finished,
+//	    │                 its log shipped by offset, its exports passed to later jobs
+//	    ▼
+//	finish (success | failed | cancelled) ─► workspace removed
+//
+// Cancellation is one context with a cause: the server's Cancel, a lost lease, the pipeline's
+// MaxDuration or the agent stopping. The executors kill a step as soon as its context ends, so
+// the containers are gone within seconds. After a lost lease nothing more is reported: the
+// server has given the pipeline up and would refuse it anyway.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nimbus-build/nimbus/agent/client"
+	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/agent/protocol"
+)
+
+// API is the part of the agent API a run needs; *client.Client implements it. A call on a lease
+// the server no longer honours fails with an error that matches client.ErrLeaseLost.
+type API interface {
+	Renew(ctx context.Context, leaseID string) (protocol.RenewResponse, error)
+	Event(ctx context.Context, leaseID string, ev protocol.Event) error
+	AppendLog(ctx context.Context, leaseID string, jobID, offset int64, data []byte) (int64, error)
+	Finish(ctx context.Context, leaseID string, req protocol.FinishRequest) error
+}
+
+// Config is what every run of a Runner shares.
+type Config struct {
+	API      API
+	Executor executor.Executor
+	// WorkDir is the agent's work dir; workspaces are WorkDir/workspaces/<lease id>.
+	WorkDir string
+	// DefaultImage runs script jobs when neither the job nor the pipeline names an image.
+	DefaultImage string
+	// GitPath is the git executable; "" means git on PATH.
+	GitPath string
+	// Intervals, as the server dictated them at registration.
+	HeartbeatInterval time.Duration
+	LogFlushInterval  time.Duration
+	Log               *slog.Logger
+}
+
+// Runner runs leases; one Runner serves many concurrent runs.
+type Runner struct {
+	cfg Config
+}
+
+// New checks cfg and returns a Runner.
+func New(cfg Config) (*Runner, error) {
+	if cfg.API == nil || cfg.Executor == nil || cfg.WorkDir == "" {
+		return nil, errors.New("runner: API, Executor and WorkDir are required")
+	}
+	abs, err := filepath.Abs(cfg.WorkDir)
+	if err != nil {
+		return nil, fmt.Errorf("runner: work dir: %w", err)
+	}
+	cfg.WorkDir = abs
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 10 * time.Second
+	}
+	if cfg.LogFlushInterval <= 0 {
+		cfg.LogFlushInterval = time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.GitPath == "" {
+		cfg.GitPath = "git"
+	}
+	return &Runner{cfg: cfg}, nil
+}
+
+// Pipeline statuses reported by finish, and job statuses reported by job_finished.
+const (
+	StatusSuccess   = "success"
+	StatusFailed    = "failed"
+	StatusCancelled = "cancelled"
+	StatusSkipped   = "skipped"
+)
+
+// Result is how a run ended, as reported to the server.
+type Result struct {
+	Status string
+	Reason string
+}
+
+// Causes of a cancelled run, read back with context.Cause.
+var (
+	errPipelineTimeout = errors.New("the pipeline ran past its maximum duration")
+	errJobTimeout      = errors.New("job timed out")
+	errNoOutput        = errors.New("job printed nothing for too long")
+)
+
+// cancelled is the cause when the server asks to stop the pipeline.
+type cancelled struct{ reason string }
+
+func (c *cancelled) Error() string { return "cancelled: " + c.reason }
+
+// run is the state of one lease being run.
+type run struct {
+	*Runner
+	lease   *protocol.Lease
+	log     *slog.Logger
+	cancel  context.CancelCauseFunc
+	lost    atomic.Bool
+	secrets []string
+	jobIDs  map[[2]int]int64 // (stage index over all groups, job index) → server job id
+
+	ws    string // workspace on this host
+	mount string // where jobs see it
+
+	mu      sync.Mutex
+	exports map[string]string // variables exported so far, for later jobs
+}
+
+// Run runs the lease to completion and reports its end to the server. It returns the result it
+// reported, or an error matching client.ErrLeaseLost when the server took the lease away (then
+// nothing was reported). Every container of the run is gone when it returns.
+func (r *Runner) Run(ctx context.Context, lease *protocol.Lease) (Result, error) {
+	if !validLeaseID(lease.ID) {
+		return Result{}, fmt.Errorf("runner: lease id %q cannot name a workspace", lease.ID)
+	}
+	x := &run{Runner: r, lease: lease, exports: map[string]string{}, jobIDs: map[[2]int]int64{},
+		log: r.cfg.Log.With("lease_id", lease.ID, "pipeline_id", lease.PipelineID)}
+	for _, j := range lease.Jobs {
+		x.jobIDs[[2]int{j.Stage, j.Job}] = j.ID
+	}
+	x.secrets = secretValues(lease)
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	x.cancel = cancel
+	if max := lease.Plan.Runner.MaxDuration.Std(); max > 0 {
+		var stop context.CancelFunc
+		runCtx, stop = context.WithTimeoutCause(runCtx, max, errPipelineTimeout)
+		defer stop()
+	}
+	// The heartbeat outlives the run context: the lease must hold until finish is sent.
+	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		x.heartbeat(hbCtx)
+	}()
+	defer func() {
+		stopHeartbeat()
+		<-hbDone
+	}()
+
+	x.log.Info("pipeline leased", "name", lease.Plan.Name, "commit", lease.Commit)
+	res := x.execute(runCtx)
+	if x.lost.Load() {
+		x.log.Warn("lease lost: work stopped, nothing more reported")
+		return Result{}, fmt.Errorf("runner: lease %s: %w", lease.ID, client.ErrLeaseLost)
+	}
+	if ctx.Err() != nil && res.Status != StatusSuccess {
+		res = Result{Status: StatusFailed, Reason: "agent_stopped: the agent shut down while the pipeline ran"}
+	}
+	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer fcancel()
+	if err := r.cfg.API.Finish(fctx, lease.ID, protocol.FinishRequest{Status: res.Status, Reason: maskString(res.Reason, x.secrets)}); err != nil {
+		if errors.Is(err, client.ErrLeaseLost) {
+			return res, fmt.Errorf("runner: lease %s: %w", lease.ID, err)
+		}
+		return res, fmt.Errorf("runner: report the end of lease %s: %w", lease.ID, err)
+	}
+	x.log.Info("pipeline finished", "status", res.Status, "reason", res.Reason)
+	return res, nil
+}
+
+// execute runs everything between the lease and the finish, and says how it ended.
+func (x *run) execute(ctx context.Context) Result {
+	if err := x.prepareWorkspace(); err != nil {
+		return Result{Status: StatusFailed, Reason: err.Error()}
+	}
+	defer x.removeWorkspace()
+	if msg := unsupportedPlan(&x.lease.Plan); msg != "" {
+		return Result{Status: StatusFailed, Reason: msg}
+	}
+	if err := x.clone(ctx); err != nil {
+		if res, stopped := x.stopped(ctx); stopped {
+			return res
+		}
+		return Result{Status: StatusFailed, Reason: err.Error()}
+	}
+	// From here on user code runs: the server must not re-queue this pipeline on its own.
+	x.event(protocol.Event{Kind: protocol.EventPipelineStarted})
+	return x.runPlan(ctx)
+}
+
+// stopped says whether the run context ended, and the result that follows from why.
+func (x *run) stopped(ctx context.Context) (Result, bool) {
+	if ctx.Err() == nil {
+		return Result{}, false
+	}
+	cause := context.Cause(ctx)
+	var c *cancelled
+	switch {
+	case errors.As(cause, &c):
+		return Result{Status: StatusCancelled, Reason: c.reason}, true
+	case errors.Is(cause, errPipelineTimeout):
+		return Result{Status: StatusFailed, Reason: fmt.Sprintf("timeout: the pipeline ran past its maximum of %s",
+			x.lease.Plan.Runner.MaxDuration.Std())}, true
+	}
+	// A lost lease or the agent stopping; Run decides what, if anything, to report.
+	return Result{Status: StatusCancelled, Reason: cause.Error()}, true
+}
+
+// heartbeat renews the lease every interval until ctx ends. A Cancel answer cancels the run (and
+// renewing goes on, so the lease holds while the run winds down); lease_lost stops everything.
+func (x *run) heartbeat(ctx context.Context) {
+	t := time.NewTicker(x.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		resp, err := x.cfg.API.Renew(ctx, x.lease.ID)
+		switch {
+		case errors.Is(err, client.ErrLeaseLost):
+			x.leaseLost()
+			return
+		case err != nil:
+			if ctx.Err() == nil {
+				x.log.Warn("renewing the lease failed; trying again at the next heartbeat", "err", err)
+			}
+		case resp.Cancel:
+			reason := resp.Reason
+			if reason == "" {
+				reason = "cancelled by the server"
+			}
+			x.cancel(&cancelled{reason: reason})
+		}
+	}
+}
+
+// leaseLost stops the run for good: the server no longer honours the lease.
+func (x *run) leaseLost() {
+	if x.lost.CompareAndSwap(false, true) {
+		x.cancel(client.ErrLeaseLost)
+	}
+}
+
+// event reports an event, unless the lease is lost. Failures other than lease_lost are logged
+// and dropped: the run goes on, and finish settles the pipeline on the server either way.
+func (x *run) event(ev protocol.Event) {
+	if x.lost.Load() {
+		return
+	}
+	ev.At = time.Now()
+	// Reports must get out even after the run context ended (a cancelled job is reported).
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := x.cfg.API.Event(ctx, x.lease.ID, ev); err != nil {
+		if errors.Is(err, client.ErrLeaseLost) {
+			x.leaseLost()
+			return
+		}
+		x.log.Warn("reporting an event failed", "kind", ev.Kind, "job_id", ev.JobID, "err", err)
+	}
+}
+
+// secretValues are the values masked in every log of the lease: its secrets, the job token and
+// the passwords of its images.
+func secretValues(l *protocol.Lease) []string {
+	out := []string{l.JobToken, l.Env["CNB_TOKEN"]}
+	for _, v := range l.Secrets {
+		out = append(out, v)
+	}
+	add := func(img *protocol.Image) {
+		if img != nil {
+			out = append(out, img.Password)
+		}
+	}
+	add(l.Plan.Image)
+	for _, group := range [][]protocol.Stage{l.Plan.Stages, l.Plan.FailStages, l.Plan.EndStages} {
+		for _, s := range group {
+			for _, j := range s.Jobs {
+				add(j.Image)
+			}
+		}
+	}
+	return out
+}
+
+// unsupportedPlan names a plan feature this agent cannot honour and whose absence would change
+// what the jobs do; "" when there is none.
+func unsupportedPlan(p *protocol.Plan) string {
+	if p.Build != nil {
+		return "docker.build (an environment image built from a Dockerfile) is not supported by this agent yet"
+	}
+	return ""
+}
+
+// validLeaseID keeps a lease id usable as one path element.
+func validLeaseID(id string) bool {
+	if id == "" || id == "." || id == ".." || len(id) > 200 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// removeWorkspace deletes the workspace; a failure is logged, and the agent's start-up cleanup
+// will try again.
+func (x *run) removeWorkspace() {
+	if err := os.RemoveAll(x.ws); err != nil {
+		x.log.Warn("removing the workspace failed", "dir", x.ws, "err", err)
+	}
+}

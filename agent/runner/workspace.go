@@ -1,0 +1,117 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/nimbus-build/nimbus/agent/executor"
+)
+
+// DefaultMount is where job containers see the workspace when the plan does not say
+// (CNB_BUILD_WORKSPACE).
+const DefaultMount = "/workspace"
+
+// prepareWorkspace creates an empty workspace for the lease and decides where jobs see it.
+func (x *run) prepareWorkspace() error {
+	x.ws = filepath.Join(x.cfg.WorkDir, "workspaces", x.lease.ID)
+	// A leftover of an earlier attempt at the same lease must not leak into this one.
+	if err := os.RemoveAll(x.ws); err != nil {
+		return fmt.Errorf("workspace: remove a leftover: %w", err)
+	}
+	if err := os.MkdirAll(x.ws, 0o755); err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	x.mount = x.lease.Plan.Builtins["CNB_BUILD_WORKSPACE"]
+	if x.mount == "" {
+		x.mount = DefaultMount
+	}
+	if x.cfg.Executor.Name() == executor.ModeShell {
+		// Host processes have no mount: they run in the workspace itself.
+		x.mount = x.ws
+	}
+	return nil
+}
+
+// clone checks lease.Commit of lease.CloneURL out into the workspace: an empty repository, a
+// fetch of that one commit at depth 1, a detached checkout. The job token authenticates as HTTP
+// Basic in a header that git reads from its environment (GIT_CONFIG_COUNT), scoped to the
+// clone URL's origin: it appears in no argument list, no URL, no file of the workspace and no
+// log, and a submodule on another host never sees it.
+func (x *run) clone(ctx context.Context) error {
+	p := &x.lease.Plan
+	if !p.Git.Enable {
+		return nil
+	}
+	if x.lease.CloneURL == "" {
+		return fmt.Errorf("clone: the lease has no clone URL")
+	}
+	u, err := url.Parse(x.lease.CloneURL)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("clone: bad clone URL: %w", err)
+	}
+	target := x.lease.Commit
+	if target == "" {
+		target = p.Ref
+	}
+	if target == "" {
+		target = "HEAD"
+	}
+	env := []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull,
+	}
+	if x.lease.JobToken != "" {
+		user := x.lease.Env["CNB_TOKEN_USER_NAME"]
+		if user == "" {
+			user = "cnb"
+		}
+		cred := base64.StdEncoding.EncodeToString([]byte(user + ":" + x.lease.JobToken))
+		origin := u.Scheme + "://" + u.Host + "/"
+		env = append(env, "GIT_CONFIG_COUNT=1",
+			"GIT_CONFIG_KEY_0=http."+origin+".extraHeader",
+			"GIT_CONFIG_VALUE_0=Authorization: Basic "+cred)
+	}
+	steps := [][]string{
+		{"init", "--quiet"},
+		{"remote", "add", "origin", x.lease.CloneURL},
+		{"fetch", "--quiet", "--no-tags", "--depth=1", "origin", target},
+		{"checkout", "--quiet", "--force", "--detach", "FETCH_HEAD"},
+	}
+	if p.Git.Submodules {
+		steps = append(steps, []string{"submodule", "update", "--quiet", "--init", "--recursive", "--depth=1"})
+	}
+	if p.Git.LFS {
+		if x.git(ctx, env, "lfs", "version") != nil {
+			x.log.Warn("the plan asks for git LFS but git-lfs is not installed on this host; LFS files stay pointers")
+		} else {
+			steps = append(steps, []string{"lfs", "pull"})
+		}
+	}
+	for _, args := range steps {
+		if err := x.git(ctx, env, args...); err != nil {
+			return fmt.Errorf("clone %s at %s: %w", x.lease.CloneURL, target, err)
+		}
+	}
+	return nil
+}
+
+// git runs one git command in the workspace; its output is only returned with a failure, and
+// masked.
+func (x *run) git(ctx context.Context, env []string, args ...string) error {
+	cmd := exec.CommandContext(ctx, x.cfg.GitPath, args...)
+	cmd.Dir = x.ws
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("git %s: %w: %s", args[0], err, maskString(strings.TrimSpace(out.String()), x.secrets))
+	}
+	return nil
+}

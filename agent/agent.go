@@ -1,12 +1,21 @@
 // Package agent is the Nimbus agent: the process on a CPU or GPU host that runs pipelines. It is
 // used by the nimbus-agent binary and, in the all-in-one mode, inside nimbus-server as the
 // built-in agent. It never imports backend packages; it talks to the server only through the
-// HTTP API whose wire types are in agent/protocol.
+// HTTP API whose wire types are in agent/protocol (agent/client).
 //
-// Today the agent establishes its identity (an id kept in its work dir, so a restart recognises
-// what the previous run left behind), chooses and verifies its executor (Docker when an engine
-// answers, else the host shell with a loud warning) and removes leftovers of earlier runs.
-// Leasing work from the server arrives with the scheduler.
+// New establishes the agent's identity (an id kept in its work dir, so a restart recognises what
+// the previous run left behind), chooses and verifies its executor (Docker when an engine answers,
+// else the host shell with a loud warning), detects GPUs and removes leftovers of earlier runs.
+// Run is the loop:
+//
+//	register (once: the agent token is kept in the work dir) ──► poll while there is capacity
+//	    ▲ 401: register again                                     │ lease
+//	    └─────────────────────────────────────────────────────────┤
+//	                                         run it (agent/runner) in its own goroutine,
+//	                                         its cores and GPUs reserved until it ends
+//
+// Capacity is reported honestly with every poll: the cores and GPU device ids not reserved by a
+// running lease, and the running lease ids; the agent does not poll at all while it is full.
 package agent
 
 import (
@@ -19,22 +28,51 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/nimbus-build/nimbus/agent/client"
 	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/agent/gpu"
+	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/agent/runner"
 )
 
 // Config is an agent's configuration.
 type Config struct {
-	ServerURL  string
-	Token      string
-	Tags       []string
-	CPUs       int
-	Executor   string // auto, docker or shell
-	DockerHost string // "" = DOCKER_HOST or the default socket
-	Network    string // container network mode; "" = the engine's default
-	WorkDir    string // workspaces and the agent id live here
+	ServerURL string
+	// Token is the registration token, exchanged once for the agent's own token.
+	Token string
+	// Name shows the agent in the server's lists; "" means the host name.
+	Name string
+	Tags []string
+	CPUs int
+	// MemoryBytes is announced to the server; 0 means the host's memory.
+	MemoryBytes int64
+	// Concurrency caps the pipelines run at once; 0 means as many as there are cores (each
+	// pipeline holds at least one).
+	Concurrency int
+	Executor    string // auto, docker or shell
+	DockerHost  string // "" = DOCKER_HOST or the default socket
+	Network     string // container network mode; "" = the engine's default
+	WorkDir     string // workspaces, the agent id and the agent token live here
+	// DefaultImage runs script jobs whose pipeline names no image.
+	DefaultImage string
+	Version      string // announced to the server
+	// DetectGPUs finds the host's GPUs; nil means gpu.Detect (nvidia-smi when it is on PATH).
+	DetectGPUs func(context.Context) ([]protocol.GPU, error)
+	// Retry is the API client's backoff; the zero value is the protocol's default.
+	Retry client.Retry
+	// RequireRegistration makes Run fail at once when there is neither a registration token nor
+	// a saved registration, instead of idling (what the built-in agent of the server does).
+	RequireRegistration bool
 }
+
+// DefaultImage is the image of script jobs when neither the pipeline nor the agent names one,
+// as in CNB.
+const DefaultImage = "cnbcool/default-build-env:latest"
 
 // Agent is one running agent.
 type Agent struct {
@@ -42,13 +80,18 @@ type Agent struct {
 	log  *slog.Logger
 	id   string
 	exec executor.Executor
+	gpus []protocol.GPU
+	tags []string
 }
 
-// IDFile holds the agent's id in its work dir.
-const IDFile = "agent-id"
+// IDFile holds the agent's id in its work dir; TokenFile its registration with the server.
+const (
+	IDFile    = "agent-id"
+	TokenFile = "agent-token.json"
+)
 
-// New prepares an agent: work dir, id, executor, cleanup of earlier runs. The caller must Close
-// it.
+// New prepares an agent: work dir, id, executor, GPUs, cleanup of earlier runs. The caller must
+// Close it.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	if cfg.WorkDir == "" {
 		return nil, errors.New("agent: work dir is required")
@@ -59,6 +102,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	id, err := loadID(cfg.WorkDir)
 	if err != nil {
 		return nil, err
+	}
+	detect := cfg.DetectGPUs
+	if detect == nil {
+		detect = gpu.Detect
+	}
+	gpus, err := detect(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	ex, warning, err := executor.Detect(ctx, cfg.Executor, cfg.DockerHost, id)
 	if err != nil {
@@ -71,12 +122,13 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	if warning != "" {
 		log.Warn("!!! " + warning + " !!!")
 	}
-	a := &Agent{cfg: cfg, log: log, id: id, exec: ex}
+	a := &Agent{cfg: cfg, log: log, id: id, exec: ex, gpus: gpus, tags: mergeTags(cfg.Tags, gpu.Tags(gpus))}
 	if err := a.cleanup(ctx); err != nil {
 		ex.Close()
 		return nil, err
 	}
-	log.Info("agent ready", "executor", ex.Name(), "tags", strings.Join(cfg.Tags, ","), "cpus", cfg.CPUs, "work_dir", cfg.WorkDir)
+	log.Info("agent ready", "executor", ex.Name(), "tags", strings.Join(a.tags, ","), "cpus", cfg.CPUs,
+		"gpus", len(gpus), "work_dir", cfg.WorkDir)
 	return a, nil
 }
 
@@ -86,15 +138,11 @@ func (a *Agent) ID() string { return a.id }
 // Executor returns the executor the agent chose.
 func (a *Agent) Executor() executor.Executor { return a.exec }
 
+// Tags returns the tags the agent serves: the configured ones and those of its GPUs.
+func (a *Agent) Tags() []string { return slices.Clone(a.tags) }
+
 // Close releases the executor.
 func (a *Agent) Close() error { return a.exec.Close() }
-
-// Run serves until ctx ends.
-func (a *Agent) Run(ctx context.Context) error {
-	<-ctx.Done()
-	a.log.Info("agent stopped")
-	return nil
-}
 
 // cleanup removes containers and workspaces that an earlier run of this agent left behind: a
 // crash or kill -9 skips the normal teardown, and the next start must not inherit its debris.
@@ -137,4 +185,151 @@ func loadID(workDir string) (string, error) {
 		return "", fmt.Errorf("agent: write id: %w", err)
 	}
 	return id, nil
+}
+
+// mergeTags appends the GPU tags to the configured ones, without duplicates.
+func mergeTags(tags, more []string) []string {
+	out := slices.Clone(tags)
+	for _, t := range more {
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// pause waits d or until ctx ends, and reports whether ctx is still alive.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// Run registers if needed, then polls for work while there is capacity and runs each lease in
+// its own goroutine, until ctx ends. Then it cancels the running leases (each reports its end)
+// and returns once all their containers are gone. Without a registration token and without a
+// saved registration it fails when RequireRegistration is set, and otherwise only logs why and
+// waits for ctx: the all-in-one server starts its built-in agent before anything may have
+// provisioned one.
+func (a *Agent) Run(ctx context.Context) error {
+	api, err := client.New(a.cfg.ServerURL, "", client.Options{Retry: a.cfg.Retry, UserAgent: "nimbus-agent/" + a.cfg.Version})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	reg, err := a.registration(ctx, api, false)
+	if errors.Is(err, errNoToken) && a.cfg.RequireRegistration {
+		return errors.New("agent: a registration token is required (--token or NIMBUS_AGENT_TOKEN) until the agent has registered once")
+	}
+	if errors.Is(err, errNoToken) {
+		a.log.Error("not registered and no registration token (NIMBUS_AGENT_TOKEN): this agent runs nothing")
+		<-ctx.Done()
+		return nil
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	l := &loop{Agent: a, api: api, cap: newCapacity(a.cfg.CPUs, a.concurrency(), a.gpus)}
+	err = l.serve(ctx, reg)
+	l.running.Wait()
+	a.log.Info("agent stopped")
+	return err
+}
+
+// concurrency is the effective cap on pipelines at once.
+func (a *Agent) concurrency() int {
+	if a.cfg.Concurrency > 0 {
+		return a.cfg.Concurrency
+	}
+	return max(a.cfg.CPUs, 1)
+}
+
+// loop is the state of one Run.
+type loop struct {
+	*Agent
+	api     *client.Client // without a token; each registration makes its own copy
+	cap     *capacity
+	running sync.WaitGroup
+}
+
+// serve is the poll loop.
+func (l *loop) serve(ctx context.Context, reg protocol.RegisterResponse) error {
+	api, run, err := l.session(reg)
+	if err != nil {
+		return err
+	}
+	a := l.Agent
+	for {
+		if !l.cap.waitFree(ctx) {
+			return nil
+		}
+		req := l.cap.request()
+		// The server holds a poll for PollTimeout; allow for the network on top.
+		pctx, cancel := context.WithTimeout(ctx, reg.PollTimeout.Std()+30*time.Second)
+		lease, err := api.Poll(pctx, req)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, client.ErrUnauthenticated):
+			a.log.Warn("the server refused the agent token; registering again")
+			if reg, err = a.registration(ctx, l.api, true); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			if api, run, err = l.session(reg); err != nil {
+				return err
+			}
+			continue
+		case err != nil:
+			// The client has already retried what can be retried; wait a little more so an
+			// outage or a misconfiguration does not become a hot loop.
+			a.log.Warn("poll failed", "err", err)
+			if !pause(ctx, 5*time.Second) {
+				return nil
+			}
+			continue
+		case lease == nil:
+			continue
+		}
+		l.cap.take(lease)
+		a.log.Info("lease received", "lease_id", lease.ID, "pipeline_id", lease.PipelineID,
+			"cpus", lease.Plan.Runner.Cpus, "gpus", strings.Join(lease.GPUs, ","))
+		l.running.Go(func() {
+			defer l.cap.release(lease)
+			res, err := run.Run(ctx, lease)
+			if err != nil {
+				a.log.Warn("lease ended without a report", "lease_id", lease.ID, "err", err)
+				return
+			}
+			a.log.Info("lease done", "lease_id", lease.ID, "status", res.Status)
+		})
+	}
+}
+
+// session makes the client and runner of one registration.
+func (l *loop) session(reg protocol.RegisterResponse) (*client.Client, *runner.Runner, error) {
+	api := l.api.WithToken(reg.Token)
+	image := l.cfg.DefaultImage
+	if image == "" {
+		image = DefaultImage
+	}
+	run, err := runner.New(runner.Config{
+		API: api, Executor: l.exec, WorkDir: l.cfg.WorkDir, DefaultImage: image,
+		HeartbeatInterval: reg.HeartbeatInterval.Std(), LogFlushInterval: reg.LogFlushInterval.Std(),
+		Log: l.log,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("agent: %w", err)
+	}
+	return api, run, nil
 }

@@ -2,17 +2,23 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/client"
+	dockerclient "github.com/docker/docker/client"
 
+	"github.com/nimbus-build/nimbus/agent/client"
 	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
+	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/e2e/testenv"
 )
 
@@ -60,7 +66,7 @@ func TestRestartRemovesContainersOfThePreviousRun(t *testing.T) {
 	a.Close()
 
 	// What a kill -9 mid-job leaves: a labelled container still there.
-	cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+	cli, err := dockerclient.NewClientWithOpts(dockerclient.WithHost(host), dockerclient.WithAPIVersionNegotiation())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +86,7 @@ func TestRestartRemovesContainersOfThePreviousRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := cli.ContainerInspect(ctx, c.ID); !client.IsErrNotFound(err) {
+	if _, err := cli.ContainerInspect(ctx, c.ID); !dockerclient.IsErrNotFound(err) {
 		cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
 		t.Fatalf("leftover container survived the restart: %v", err)
 	}
@@ -91,5 +97,241 @@ func TestRequiredDockerMissingFails(t *testing.T) {
 		DockerHost: "unix://" + filepath.Join(t.TempDir(), "none.sock")}, quiet())
 	if err == nil || !strings.Contains(err.Error(), "no Docker engine") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// agentConfig is an agent on the shell executor against the fake control plane.
+func agentConfig(t *testing.T, srv *fakeserver.Server) Config {
+	return Config{ServerURL: srv.URL, Token: srv.RegistrationToken, Tags: []string{"cnb:arch:amd64"}, CPUs: 2,
+		Executor: executor.ModeShell, WorkDir: t.TempDir(), Version: "test", Name: "agent-under-test",
+		DetectGPUs: func(context.Context) ([]protocol.GPU, error) { return nil, nil },
+		Retry:      client.Retry{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond, GiveUpAfter: time.Second}}
+}
+
+// start runs an agent until the returned stop is called; stop returns Run's error.
+func start(t *testing.T, cfg Config) (*Agent, func() error) {
+	t.Helper()
+	a, err := New(context.Background(), cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		defer a.Close()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Second):
+			t.Fatal("the agent did not stop within 20 s")
+			return nil
+		}
+	}
+	t.Cleanup(func() { stop() })
+	return a, stop
+}
+
+func shellLease(id string, cpus int, scripts ...string) protocol.Lease {
+	l := protocol.Lease{ID: id, PipelineID: 1, Plan: protocol.Plan{Name: id,
+		Runner: protocol.Runner{Cpus: cpus, MaxDuration: protocol.Duration(time.Hour)}}}
+	st := protocol.Stage{Name: "s"}
+	for i, s := range scripts {
+		st.Jobs = append(st.Jobs, protocol.Job{Key: "j", Name: "j", Kind: protocol.KindScript, Script: s})
+		l.Jobs = append(l.Jobs, protocol.JobRef{Stage: 0, Job: i, ID: int64(i + 1)})
+	}
+	l.Plan.Stages = []protocol.Stage{st}
+	return l
+}
+
+// waitPolls waits until the agent has polled at least n times.
+func waitPolls(t *testing.T, srv *fakeserver.Server, n int) []protocol.PollRequest {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if p := srv.Polls(); len(p) >= n {
+			return p
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("fewer than %d polls within 10 s", n)
+	return nil
+}
+
+func TestRegistersOnceAndKeepsItsToken(t *testing.T) {
+	srv := fakeserver.New(t)
+	cfg := agentConfig(t, srv)
+	_, stop := start(t, cfg)
+	waitPolls(t, srv, 1)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	regs := srv.Registrations()
+	if len(regs) != 1 {
+		t.Fatalf("%d registrations", len(regs))
+	}
+	r := regs[0]
+	if r.Name != "agent-under-test" || r.CPUs != 2 || r.Concurrency != 2 || r.Executor != "shell" ||
+		r.Version != "test" || r.MemoryBytes <= 0 || len(r.Tags) != 1 {
+		t.Fatalf("registered with %+v", r)
+	}
+	info, err := os.Stat(filepath.Join(cfg.WorkDir, TokenFile))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v %v", info, err)
+	}
+
+	// A restart (even without the registration token) uses the saved agent token.
+	cfg.Token = ""
+	_, stop = start(t, cfg)
+	n := len(srv.Polls())
+	waitPolls(t, srv, n+1)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if len(srv.Registrations()) != 1 {
+		t.Fatalf("registered again after a restart: %d registrations", len(srv.Registrations()))
+	}
+}
+
+func TestRegistersAgainWhenTheTokenIsRefused(t *testing.T) {
+	srv := fakeserver.New(t)
+	cfg := agentConfig(t, srv)
+	_, stop := start(t, cfg)
+	waitPolls(t, srv, 1)
+	srv.SetAgentToken("agent-token-2") // the old token now gets 401
+	deadline := time.Now().Add(10 * time.Second)
+	for len(srv.Registrations()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Enqueue(shellLease("after-revoke", 1, "echo hi"))
+	srv.WaitFinished(t, "after-revoke", 10*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(srv.Registrations()); got != 2 {
+		t.Fatalf("%d registrations, want 2", got)
+	}
+	b, _ := os.ReadFile(filepath.Join(cfg.WorkDir, TokenFile))
+	if !strings.Contains(string(b), "agent-token-2") {
+		t.Fatalf("the new token was not saved: %s", b)
+	}
+}
+
+func TestWithoutARegistrationTokenTheAgentIdles(t *testing.T) {
+	srv := fakeserver.New(t)
+	cfg := agentConfig(t, srv)
+	cfg.Token = ""
+	_, stop := start(t, cfg)
+	time.Sleep(300 * time.Millisecond)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if len(srv.Registrations()) != 0 || len(srv.Polls()) != 0 {
+		t.Fatal("an agent without a token talked to the server")
+	}
+}
+
+func TestRefusedRegistrationIsAnError(t *testing.T) {
+	srv := fakeserver.New(t)
+	cfg := agentConfig(t, srv)
+	cfg.Token = "wrong"
+	a, err := New(context.Background(), cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := a.Run(ctx); !errors.Is(err, client.ErrUnauthenticated) {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+func TestRunsLeasesConcurrentlyWithinCapacity(t *testing.T) {
+	srv := fakeserver.New(t)
+	cfg := agentConfig(t, srv) // 2 cores, so 2 one-core pipelines at a time
+	for _, id := range []string{"l1", "l2", "l3"} {
+		srv.Enqueue(shellLease(id, 1, "sleep 1"))
+	}
+	begin := time.Now()
+	_, stop := start(t, cfg)
+	for _, id := range []string{"l1", "l2", "l3"} {
+		if f := srv.WaitFinished(t, id, 20*time.Second).Finish; f.Status != "success" {
+			t.Fatalf("%s: %+v", id, f)
+		}
+	}
+	took := time.Since(begin)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// Two at once, then the third: about 2 s, where one at a time would take 3.
+	if took < 2*time.Second || took > 2900*time.Millisecond {
+		t.Fatalf("three 1 s pipelines on 2 cores took %v", took)
+	}
+	for _, p := range srv.Polls() {
+		if len(p.Running) >= 2 || p.FreeCPUs != 2-len(p.Running) {
+			t.Fatalf("a poll misstated the capacity: %+v", p)
+		}
+	}
+}
+
+func TestGPUsAreAnnouncedAndReservedPerLease(t *testing.T) {
+	srv := fakeserver.New(t)
+	cfg := agentConfig(t, srv)
+	cfg.CPUs = 32
+	cfg.DetectGPUs = func(context.Context) ([]protocol.GPU, error) {
+		return []protocol.GPU{{Index: 0, Name: "NVIDIA L40", MemoryMiB: 46068}, {Index: 1, Name: "NVIDIA L40", MemoryMiB: 46068}}, nil
+	}
+	l := shellLease("gpu", 16, `echo "cuda=$CUDA_VISIBLE_DEVICES"; sleep 1`)
+	l.GPUs = []string{"1"}
+	srv.Enqueue(l)
+	a, stop := start(t, cfg)
+	rec := srv.WaitFor(t, "gpu", 10*time.Second, "job start", func(r fakeserver.Lease) bool {
+		return len(r.EventsOf(protocol.EventJobStarted, 1)) == 1
+	})
+	n := len(srv.Polls())
+	polls := waitPolls(t, srv, n+1)
+	during := polls[len(polls)-1]
+	if !slices.Equal(during.FreeGPUs, []string{"0"}) || during.FreeCPUs != 16 || !slices.Equal(during.Running, []string{"gpu"}) {
+		t.Fatalf("poll during the GPU lease: %+v", during)
+	}
+	rec = srv.WaitFinished(t, "gpu", 10*time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(rec.Logs[1]); got != "cuda=1\n" {
+		t.Fatalf("job saw %q", got)
+	}
+	want := []string{"cnb:arch:amd64", "cnb:arch:amd64:gpu", "cnb:arch:amd64:gpu:L40"}
+	if reg := srv.Registrations()[0]; !slices.Equal(reg.Tags, want) || len(reg.GPUs) != 2 || !slices.Equal(a.Tags(), want) {
+		t.Fatalf("registered %+v", reg)
+	}
+	if first := srv.Polls()[0]; !slices.Equal(first.FreeGPUs, []string{"0", "1"}) {
+		t.Fatalf("first poll %+v", first)
+	}
+}
+
+func TestStoppingTheAgentEndsItsPipelines(t *testing.T) {
+	srv := fakeserver.New(t)
+	srv.Enqueue(shellLease("long", 1, "echo started; sleep 300"))
+	_, stop := start(t, agentConfig(t, srv))
+	srv.WaitFor(t, "long", 10*time.Second, "output", func(r fakeserver.Lease) bool {
+		return strings.Contains(string(r.Logs[1]), "started")
+	})
+	begin := time.Now()
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("stopping took %v", took)
+	}
+	if f := srv.Get("long").Finish; f == nil || f.Status != "failed" || !strings.HasPrefix(f.Reason, "agent_stopped") {
+		t.Fatalf("finish %+v", f)
 	}
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent"
 	"github.com/nimbus-build/nimbus/agent/envflag"
+	"github.com/nimbus-build/nimbus/agent/gpu"
+	"github.com/nimbus-build/nimbus/agent/protocol"
 )
 
 var version = "dev"
@@ -36,20 +38,27 @@ func main() {
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	var (
 		cfg                 agent.Config
-		tags                string
+		tags, gpus          string
 		logFormat, logLevel string
 	)
 	s := envflag.New("nimbus-agent", `nimbus-agent runs Nimbus pipelines on this host, each job in its own Docker container.
 
+It registers once with the registration token (the agent token it gets back is kept in the work
+dir), then long-polls the server for pipelines while it has free cores, GPUs and slots.
+
 Usage: nimbus-agent [flags]`)
 	s.String(&cfg.ServerURL, "server", "NIMBUS_SERVER_URL", "http://127.0.0.1:8080", "URL of the Nimbus server")
-	s.String(&cfg.Token, "token", "NIMBUS_AGENT_TOKEN", "", "registration token from the server (exchanged for the agent's own token)")
+	s.String(&cfg.Token, "token", "NIMBUS_AGENT_TOKEN", "", "registration token from the server (exchanged once for the agent's own token, kept in the work dir)")
+	s.String(&cfg.Name, "name", "NIMBUS_AGENT_NAME", "", "name of this agent on the server; empty = the host name")
 	s.String(&tags, "tags", "NIMBUS_AGENT_TAGS", "cnb:arch:default,cnb:arch:amd64", "comma-separated runner tags this host serves (GPU tags are added when GPUs are detected)")
 	s.Int(&cfg.CPUs, "cpus", "NIMBUS_AGENT_CPUS", runtime.NumCPU(), "cores this agent may hand out to pipelines")
+	s.Int(&cfg.Concurrency, "concurrency", "NIMBUS_AGENT_CONCURRENCY", 0, "most pipelines run at once; 0 = as many as cores")
+	s.String(&gpus, "gpus", "NIMBUS_AGENT_GPUS", "auto", "auto (nvidia-smi when it is on PATH) or none")
 	s.String(&cfg.Executor, "executor", "NIMBUS_AGENT_EXECUTOR", "auto", "auto (Docker when an engine answers), docker or shell")
 	s.String(&cfg.DockerHost, "docker-host", "NIMBUS_AGENT_DOCKER_HOST", "", "Docker engine address; empty = DOCKER_HOST or the default socket")
 	s.String(&cfg.Network, "network", "NIMBUS_AGENT_NETWORK", "", "network mode of job containers (none, host, bridge, …); empty = the engine's default")
-	s.String(&cfg.WorkDir, "work-dir", "NIMBUS_AGENT_WORK_DIR", "./nimbus-agent", "directory for workspaces and the agent id")
+	s.String(&cfg.DefaultImage, "default-image", "NIMBUS_AGENT_DEFAULT_IMAGE", agent.DefaultImage, "image of script jobs whose pipeline names none")
+	s.String(&cfg.WorkDir, "work-dir", "NIMBUS_AGENT_WORK_DIR", "./nimbus-agent", "directory for workspaces, the agent id and the agent token")
 	s.String(&logFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&logLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := s.Parse(args, getenv, stdout); err != nil {
@@ -66,6 +75,19 @@ Usage: nimbus-agent [flags]`)
 	if cfg.CPUs < 1 {
 		return fmt.Errorf("invalid NIMBUS_AGENT_CPUS %d: at least 1", cfg.CPUs)
 	}
+	if cfg.Concurrency < 0 {
+		return fmt.Errorf("invalid NIMBUS_AGENT_CONCURRENCY %d: 0 or more", cfg.Concurrency)
+	}
+	switch gpus {
+	case "auto":
+		cfg.DetectGPUs = gpu.Detect
+	case "none":
+		cfg.DetectGPUs = func(context.Context) ([]protocol.GPU, error) { return nil, nil }
+	default:
+		return fmt.Errorf("invalid NIMBUS_AGENT_GPUS %q: auto or none", gpus)
+	}
+	cfg.Version = version
+	cfg.RequireRegistration = true
 	log := newLogger(stderr, logFormat, logLevel)
 	log.Info("nimbus-agent starting", "version", version, "server", cfg.ServerURL)
 	a, err := agent.New(ctx, cfg, log)

@@ -121,6 +121,14 @@ func (s *Server) CancelLease(id, reason string) {
 	s.leases[id].Cancel = reason
 }
 
+// SetAgentToken replaces the token the server accepts from agents, as when an operator revokes
+// one: the old token gets 401, and a registration hands out the new one.
+func (s *Server) SetAgentToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.AgentToken = token
+}
+
 // LoseLease makes every later call on the lease answer 409 lease_lost, as after a reap.
 func (s *Server) LoseLease(id string) {
 	s.mu.Lock()

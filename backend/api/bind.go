@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -19,7 +20,24 @@ const MaxJSONBody = 1 << 20
 // Bind decodes the JSON body into v strictly: unknown fields, trailing data, wrong types and
 // oversized bodies are a 400 that names the problem. Handlers validate the values afterwards.
 func Bind(c *gin.Context, v any) error {
-	body := http.MaxBytesReader(c.Writer, c.Request.Body, MaxJSONBody)
+	body := bufio.NewReader(http.MaxBytesReader(c.Writer, c.Request.Body, MaxJSONBody))
+	// Only an object binds. encoding/json decodes null into a struct as "nothing" and leaves it
+	// zero, so without this a body of null would pass for {} (and [] or "x" would get a
+	// confusing type error).
+	for {
+		b, err := body.ReadByte()
+		if err != nil {
+			break // empty or over the limit: the decoder says so below
+		}
+		if b == ' ' || b == '\t' || b == '\r' || b == '\n' {
+			continue
+		}
+		body.UnreadByte()
+		if b != '{' {
+			return BadRequest("request body must be a JSON object")
+		}
+		break
+	}
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

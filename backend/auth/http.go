@@ -81,11 +81,17 @@ func userJSON(u *User, csrf string) UserJSON {
 	return UserJSON{ID: u.ID, Username: u.Username, Email: u.Email, IsAdmin: u.IsAdmin, CreatedAt: u.CreatedAt, CSRFToken: csrf}
 }
 
-// RequireUser returns the calling user's principal, or answers 401.
+// RequireUser returns the calling user's principal, or answers 401. A job token carries the
+// user its build runs as, but it stands for one pipeline of one repo: the user's account, teams
+// and invitations are none of its business (403), as org.Service.Access already holds for orgs.
 func RequireUser(c *gin.Context, log *slog.Logger) (*Principal, bool) {
 	p := From(c)
 	if p.User == nil {
 		api.Fail(c, log, api.Unauthenticated("sign in or send a token"))
+		return nil, false
+	}
+	if p.Kind != KindSession && p.Kind != KindToken {
+		api.Fail(c, log, api.Forbidden("a %s token acts only on its own repository; use a personal access token", p.Kind))
 		return nil, false
 	}
 	return p, true

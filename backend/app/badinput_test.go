@@ -1,0 +1,609 @@
+package app
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nimbus-build/nimbus/backend/org"
+)
+
+// Bad input on every write endpoint: each case must answer its 4xx status with the error
+// envelope and that status's stable code, and the cases of an endpoint, all together, must not
+// change a single row. Every write route under /api/v1 needs an entry (the test fails otherwise).
+//
+// Endpoints that take a JSON body also get the generic cases (mxMalformed): no body, broken
+// JSON, a non-object, trailing data, an unknown field, a body over the 1 MiB limit.
+//
+// Requests go as A's owner through the session cookie (with its CSRF token) unless the case
+// says otherwise: the strongest caller, so that a 4xx is about the input, not the caller.
+
+type mxBadEndpoint struct {
+	Method, Path string // Path may hold {placeholders} that Setup fills
+	JSON         bool   // takes a JSON body: the generic cases apply
+	As           string // default principal of its cases ("owner")
+	Valid        any    // a body that would be accepted (the generic cases derive from it)
+	Setup        func(w *mxWorld, vars map[string]string)
+	Cases        []mxBad
+}
+
+type mxBad struct {
+	Name  string
+	Path  string // overrides the endpoint's path
+	Body  any
+	Want  int
+	As    string                                   // principal name (default "owner")
+	Setup func(w *mxWorld, vars map[string]string) // runs before the endpoint's snapshot
+}
+
+var mxLong = func(n int) string { return strings.Repeat("a", n) }
+
+// mxMalformed are the generic cases of every JSON endpoint.
+func mxMalformed(valid any) []mxBad {
+	unknown := map[string]any{"unexpected_field": 1}
+	if m, ok := valid.(map[string]any); ok {
+		for k, v := range m {
+			unknown[k] = v
+		}
+	}
+	return []mxBad{
+		{Name: "no body", Body: nil, Want: 400},
+		{Name: "empty body", Body: "", Want: 400},
+		{Name: "broken JSON", Body: `{"name": `, Want: 400},
+		{Name: "not JSON", Body: `name=x`, Want: 400},
+		{Name: "an array", Body: `[]`, Want: 400},
+		{Name: "a string", Body: `"x"`, Want: 400},
+		{Name: "null", Body: `null`, Want: 400},
+		{Name: "two objects", Body: `{} {}`, Want: 400},
+		{Name: "unknown field beside valid ones", Body: unknown, Want: 400},
+		{Name: "over 1 MiB", Body: `{"name": "` + mxLong(1<<20+10) + `"}`, Want: 413},
+	}
+}
+
+func mxSetScratchOrg(w *mxWorld, v map[string]string)  { v["org"] = w.scratchOrg() }
+func mxSetScratchRepo(w *mxWorld, v map[string]string) { v["repo"] = w.scratchRepo() }
+
+// mxBadEndpoints lists every write endpoint with its bad inputs.
+var mxBadEndpoints = slices.Concat(mxBadUserEndpoints, mxBadAgentEndpoints)
+
+var mxBadUserEndpoints = []mxBadEndpoint{
+	{Method: "POST", Path: "/api/v1/auth/signup", JSON: true,
+		Valid: map[string]any{"username": "fine", "email": "fine@example.com", "password": mxPassword},
+		Cases: []mxBad{
+			{Name: "username with a slash", Body: map[string]any{"username": "../x", "email": "x1@example.com", "password": mxPassword}, Want: 422},
+			{Name: "username with a space", Body: map[string]any{"username": "a b", "email": "x2@example.com", "password": mxPassword}, Want: 422},
+			{Name: "username ending in '-'", Body: map[string]any{"username": "abc-", "email": "x3@example.com", "password": mxPassword}, Want: 422},
+			{Name: "username of 40 characters", Body: map[string]any{"username": mxLong(40), "email": "x4@example.com", "password": mxPassword}, Want: 422},
+			{Name: "empty username", Body: map[string]any{"username": "", "email": "x5@example.com", "password": mxPassword}, Want: 422},
+			{Name: "email without @", Body: map[string]any{"username": "newx6", "email": "nope", "password": mxPassword}, Want: 422},
+			{Name: "email with a header injection", Body: map[string]any{"username": "newx7", "email": "a@example.com\r\nBcc: b@example.com", "password": mxPassword}, Want: 422},
+			{Name: "short password", Body: map[string]any{"username": "newx8", "email": "x8@example.com", "password": "short"}, Want: 422},
+			{Name: "common password", Body: map[string]any{"username": "newx9", "email": "x9@example.com", "password": "password123"}, Want: 422},
+			{Name: "password holding the username", Body: map[string]any{"username": "newx10", "email": "x10@example.com", "password": "xx-newx10-xx-yy"}, Want: 422},
+			{Name: "password of 257 characters", Body: map[string]any{"username": "newx11", "email": "x11@example.com", "password": mxLong(257)}, Want: 422},
+			{Name: "taken username, other case", Body: map[string]any{"username": "OWNER", "email": "x12@example.com", "password": mxPassword}, Want: 409},
+			{Name: "taken email, other case", Body: map[string]any{"username": "newx13", "email": "Owner@Example.com", "password": mxPassword}, Want: 409},
+			{Name: "username as a number", Body: map[string]any{"username": 7, "email": "x14@example.com", "password": mxPassword}, Want: 400},
+		}},
+	{Method: "POST", Path: "/api/v1/auth/login", JSON: true,
+		Valid: map[string]any{"login": "root", "password": mxPassword},
+		Cases: []mxBad{
+			{Name: "no password", Body: map[string]any{"login": "root"}, Want: 422},
+			{Name: "no login", Body: map[string]any{"password": mxPassword}, Want: 422},
+			{Name: "wrong password", Body: map[string]any{"login": "root", "password": "not-the-password-1"}, Want: 401},
+			{Name: "unknown account", Body: map[string]any{"login": "nobody-here", "password": mxPassword}, Want: 401},
+			{Name: "password as a list", Body: map[string]any{"login": "root", "password": []string{mxPassword}}, Want: 400},
+		}},
+	{Method: "POST", Path: "/api/v1/auth/logout", JSON: false,
+		Cases: []mxBad{
+			// Logout reads no input; these show that a body cannot make it do anything else.
+			{Name: "a body is ignored", Body: `{"all_sessions": true}`, Want: 204, As: "anon"},
+		}},
+	{Method: "POST", Path: "/api/v1/auth/password-reset", JSON: true,
+		Valid: map[string]any{"email": "root@example.com"},
+		Cases: []mxBad{
+			{Name: "not an email", Body: map[string]any{"email": "root"}, Want: 422},
+			{Name: "empty email", Body: map[string]any{"email": ""}, Want: 422},
+			{Name: "email with a header injection", Body: map[string]any{"email": "root@example.com\r\nBcc: x@example.com"}, Want: 422},
+			// Unknown addresses answer like known ones (no account discovery) and store nothing.
+			{Name: "unknown email", Body: map[string]any{"email": "nobody@example.com"}, Want: 202},
+		}},
+	{Method: "POST", Path: "/api/v1/auth/password-reset/confirm", JSON: true,
+		Valid: map[string]any{"token": "x", "password": mxPassword},
+		Setup: func(w *mxWorld, v map[string]string) {
+			v["token"] = w.resetToken(w.users["resetme"])
+			// A used token: reset once, for real, before the snapshot.
+			used := w.resetToken(w.users["resetme"])
+			if r := w.do(nil, "POST", "/api/v1/auth/password-reset/confirm", map[string]string{"token": used, "password": mxPassword}); r.Status != 204 {
+				w.t.Fatalf("reset: %d %s", r.Status, r.Body)
+			}
+			v["used"] = used
+		},
+		Cases: []mxBad{
+			{Name: "unknown token", Body: map[string]any{"token": "nope", "password": mxPassword}, Want: 422},
+			{Name: "empty token", Body: map[string]any{"token": "", "password": mxPassword}, Want: 422},
+			{Name: "used token", Body: `{"token": "{used}", "password": "` + mxPassword + `"}`, Want: 422},
+			{Name: "valid token, short password", Body: `{"token": "{token}", "password": "short"}`, Want: 422},
+			{Name: "valid token, common password", Body: `{"token": "{token}", "password": "password123"}`, Want: 422},
+			{Name: "valid token, password holding the username", Body: `{"token": "{token}", "password": "my-resetme-password"}`, Want: 422},
+		}},
+	{Method: "PUT", Path: "/api/v1/user/password", JSON: true,
+		Valid: map[string]any{"current_password": mxPassword, "new_password": mxPassword},
+		Cases: []mxBad{
+			{Name: "wrong current password", Body: map[string]any{"current_password": "wrong-password-99", "new_password": "another-fine-password"}, Want: 422},
+			{Name: "no current password", Body: map[string]any{"new_password": "another-fine-password"}, Want: 422},
+			{Name: "short new password", Body: map[string]any{"current_password": mxPassword, "new_password": "short"}, Want: 422},
+			{Name: "common new password", Body: map[string]any{"current_password": mxPassword, "new_password": "password123"}, Want: 422},
+			{Name: "new password holding the username", Body: map[string]any{"current_password": mxPassword, "new_password": "the-owner-password"}, Want: 422},
+		}},
+	{Method: "POST", Path: "/api/v1/user/tokens", JSON: true,
+		Valid: map[string]any{"name": "ci", "scopes": []string{"repo:read"}},
+		Cases: []mxBad{
+			{Name: "empty name", Body: map[string]any{"name": " ", "scopes": []string{"repo:read"}}, Want: 422},
+			{Name: "name of 101 characters", Body: map[string]any{"name": mxLong(101), "scopes": []string{"repo:read"}}, Want: 422},
+			{Name: "no scopes", Body: map[string]any{"name": "ci", "scopes": []string{}}, Want: 422},
+			{Name: "unknown scope", Body: map[string]any{"name": "ci", "scopes": []string{"repo:delete"}}, Want: 422},
+			{Name: "admin scope for a non-admin", Body: map[string]any{"name": "ci", "scopes": []string{"admin"}}, Want: 403},
+			{Name: "both expiry forms", Body: map[string]any{"name": "ci", "scopes": []string{"repo:read"}, "expires_at": "2099-01-01T00:00:00Z", "expires_in_days": 3}, Want: 422},
+			{Name: "scopes as a string", Body: map[string]any{"name": "ci", "scopes": "repo:read"}, Want: 400},
+			{Name: "expiry in the past", Body: map[string]any{"name": "ci", "scopes": []string{"repo:read"}, "expires_at": "2001-01-01T00:00:00Z"}, Want: 422},
+			{Name: "expiry not a time", Body: map[string]any{"name": "ci", "scopes": []string{"repo:read"}, "expires_at": "tomorrow"}, Want: 400},
+			{Name: "expires_in_days 0", Body: map[string]any{"name": "ci", "scopes": []string{"repo:read"}, "expires_in_days": 0}, Want: 422},
+			{Name: "expires_in_days 3651", Body: map[string]any{"name": "ci", "scopes": []string{"repo:read"}, "expires_in_days": 3651}, Want: 422},
+			{Name: "expires_in_days 1.5", Body: map[string]any{"name": "ci", "scopes": []string{"repo:read"}, "expires_in_days": 1.5}, Want: 400},
+		}},
+	{Method: "DELETE", Path: "/api/v1/user/tokens/{id}",
+		Setup: func(w *mxWorld, v map[string]string) {
+			_, t, _ := w.tokenRow(w.token(w.users["owner"], "repo:read"))
+			if err := w.app.Auth.RevokeToken(w.ctx, t.UserID, t.ID); err != nil {
+				w.t.Fatal(err)
+			}
+			v["id"] = fmt.Sprint(t.ID)
+		},
+		Cases: []mxBad{
+			{Name: "not a number", Path: "/api/v1/user/tokens/abc", Want: 404},
+			{Name: "negative", Path: "/api/v1/user/tokens/-1", Want: 404},
+			{Name: "beyond int64", Path: "/api/v1/user/tokens/99999999999999999999", Want: 404},
+			{Name: "no such token", Path: "/api/v1/user/tokens/987654", Want: 404},
+			{Name: "already revoked: a no-op", Path: "/api/v1/user/tokens/{id}", Want: 204},
+		}},
+
+	{Method: "POST", Path: "/api/v1/orgs", JSON: true,
+		Valid: map[string]any{"name": "fine-team"},
+		Cases: []mxBad{
+			{Name: "path traversal", Body: map[string]any{"name": "../x"}, Want: 422},
+			{Name: "a slash", Body: map[string]any{"name": "a/b"}, Want: 422},
+			{Name: "ends in .git", Body: map[string]any{"name": "team.git"}, Want: 422},
+			{Name: "ends in '-'", Body: map[string]any{"name": "team-"}, Want: 422},
+			{Name: "empty", Body: map[string]any{"name": ""}, Want: 422},
+			{Name: "40 characters", Body: map[string]any{"name": mxLong(40)}, Want: 422},
+			{Name: "reserved: api", Body: map[string]any{"name": "api"}, Want: 422},
+			{Name: "reserved, other case: Admin", Body: map[string]any{"name": "Admin"}, Want: 422},
+			{Name: "reserved: healthz", Body: map[string]any{"name": "healthz"}, Want: 422},
+			{Name: "taken, other case", Body: map[string]any{"name": "ACME"}, Want: 409},
+			{Name: "name as a number", Body: map[string]any{"name": 5}, Want: 400},
+		}},
+	{Method: "PATCH", Path: "/api/v1/orgs/{org}", JSON: true, Setup: mxSetScratchOrg,
+		Valid: map[string]any{"name": "fine-rename"},
+		Cases: []mxBad{
+			{Name: "path traversal", Body: map[string]any{"name": "../acme"}, Want: 422},
+			{Name: "reserved", Body: map[string]any{"name": "metrics"}, Want: 422},
+			{Name: "empty", Body: map[string]any{"name": ""}, Want: 422},
+			{Name: "taken by another org", Body: map[string]any{"name": "Globex"}, Want: 409},
+			{Name: "no such org", Path: "/api/v1/orgs/" + mxGhostOrg, Body: map[string]any{"name": "fine-rename"}, Want: 404},
+		}},
+	{Method: "DELETE", Path: "/api/v1/orgs/{org}",
+		Cases: []mxBad{
+			{Name: "no such org", Path: "/api/v1/orgs/" + mxGhostOrg, Want: 404},
+			{Name: "an org that still has repos", Path: mxA, Want: 409},
+		}},
+	{Method: "PUT", Path: "/api/v1/orgs/{org}/members/{user}", JSON: true, Setup: func(w *mxWorld, v map[string]string) {
+		mxSetScratchOrg(w, v)
+		v["user"] = "victim"
+	}, Valid: map[string]any{"role": "developer"},
+		Cases: []mxBad{
+			{Name: "unknown role", Body: map[string]any{"role": "superuser"}, Want: 422},
+			{Name: "empty role", Body: map[string]any{"role": ""}, Want: 422},
+			{Name: "role in capitals", Body: map[string]any{"role": "ADMIN"}, Want: 422},
+			{Name: "role as a number", Body: map[string]any{"role": 1}, Want: 400},
+			{Name: "no such user", Path: "/api/v1/orgs/{org}/members/nobody-here", Body: map[string]any{"role": "developer"}, Want: 404},
+			{Name: "a user who is not a member", Path: "/api/v1/orgs/{org}/members/root", Body: map[string]any{"role": "developer"}, Want: 404},
+			{Name: "no such org", Path: "/api/v1/orgs/" + mxGhostOrg + "/members/victim", Body: map[string]any{"role": "developer"}, Want: 404},
+		}},
+	{Method: "DELETE", Path: "/api/v1/orgs/{org}/members/{user}", Setup: mxSetScratchOrg,
+		Cases: []mxBad{
+			{Name: "no such user", Path: "/api/v1/orgs/{org}/members/nobody-here", Want: 404},
+			{Name: "a user who is not a member", Path: "/api/v1/orgs/{org}/members/root", Want: 404},
+			{Name: "the last owner", Path: "/api/v1/orgs/{org}/members/owner", Want: 409},
+		}},
+	{Method: "POST", Path: mxA + "/invitations", JSON: true,
+		Valid: map[string]any{"email": "fine@example.com", "role": "developer"},
+		Setup: func(w *mxWorld, v map[string]string) {
+			v["open"] = w.unique("pending-") + "@example.com"
+			if _, err := w.app.Orgs.Invite(w.ctx, w.orgA, w.users["owner"].User, org.Owner, "", v["open"], org.Reporter); err != nil {
+				w.t.Fatal(err)
+			}
+		},
+		Cases: []mxBad{
+			{Name: "unknown role", Body: map[string]any{"email": "n1@example.com", "role": "god"}, Want: 422},
+			{Name: "no role", Body: map[string]any{"email": "n2@example.com"}, Want: 422},
+			{Name: "both username and email", Body: map[string]any{"username": "victim", "email": "n3@example.com", "role": "developer"}, Want: 422},
+			{Name: "neither username nor email", Body: map[string]any{"role": "developer"}, Want: 422},
+			{Name: "email without @", Body: map[string]any{"email": "nope", "role": "developer"}, Want: 422},
+			{Name: "email with a header injection", Body: map[string]any{"email": "a@example.com\r\nBcc: b@example.com", "role": "developer"}, Want: 422},
+			{Name: "email of 255 characters", Body: map[string]any{"email": mxLong(243) + "@example.com", "role": "developer"}, Want: 422},
+			{Name: "no such user", Body: map[string]any{"username": "nobody-here", "role": "developer"}, Want: 404},
+			{Name: "already a member", Body: map[string]any{"username": "reporter", "role": "developer"}, Want: 409},
+			{Name: "already invited", Body: `{"email": "{open}", "role": "developer"}`, Want: 409},
+			{Name: "no such org", Path: "/api/v1/orgs/" + mxGhostOrg + "/invitations", Body: map[string]any{"email": "n4@example.com", "role": "developer"}, Want: 404},
+		}},
+	{Method: "DELETE", Path: mxA + "/invitations/{id}",
+		Setup: func(w *mxWorld, v map[string]string) {
+			b, _ := w.app.Orgs.ByName(w.ctx, mxOrgB)
+			v["other"] = fmt.Sprint(w.invitation(b, w.users["outsider"], ""))
+		},
+		Cases: []mxBad{
+			{Name: "not a number", Path: mxA + "/invitations/abc", Want: 404},
+			{Name: "no such invitation", Path: mxA + "/invitations/987654", Want: 404},
+			{Name: "another org's invitation", Path: mxA + "/invitations/{other}", Want: 404},
+		}},
+	{Method: "POST", Path: "/api/v1/user/invitations/{id}/accept",
+		Setup: mxExpiredInvitation,
+		Cases: []mxBad{
+			{Name: "not a number", Path: "/api/v1/user/invitations/abc/accept", Want: 404},
+			{Name: "no such invitation", Path: "/api/v1/user/invitations/987654/accept", Want: 404},
+			{Name: "expired", Path: "/api/v1/user/invitations/{expired}/accept", Want: 404, As: "victim"},
+			{Name: "addressed to someone else", Path: "/api/v1/user/invitations/{victims}/accept", Want: 404},
+		}},
+	{Method: "POST", Path: "/api/v1/user/invitations/{id}/decline",
+		Setup: mxExpiredInvitation,
+		Cases: []mxBad{
+			{Name: "not a number", Path: "/api/v1/user/invitations/1e3/decline", Want: 404},
+			{Name: "no such invitation", Path: "/api/v1/user/invitations/987654/decline", Want: 404},
+			{Name: "expired", Path: "/api/v1/user/invitations/{expired}/decline", Want: 404, As: "victim"},
+			{Name: "addressed to someone else", Path: "/api/v1/user/invitations/{victims}/decline", Want: 404},
+		}},
+
+	{Method: "POST", Path: mxA + "/repos", JSON: true,
+		Valid: map[string]any{"name": "fine-repo", "visibility": "private"},
+		Cases: []mxBad{
+			{Name: "path traversal", Body: map[string]any{"name": "../x"}, Want: 422},
+			{Name: "only dots", Body: map[string]any{"name": ".."}, Want: 422},
+			{Name: "two dots inside", Body: map[string]any{"name": "a..b"}, Want: 422},
+			{Name: "a slash", Body: map[string]any{"name": "a/b"}, Want: 422},
+			{Name: "a backslash", Body: map[string]any{"name": `a\b`}, Want: 422},
+			{Name: "ends in .git", Body: map[string]any{"name": "model.git"}, Want: 422},
+			{Name: "ends in .GIT", Body: map[string]any{"name": "model.GIT"}, Want: 422},
+			{Name: "starts with a dot", Body: map[string]any{"name": ".hidden"}, Want: 422},
+			{Name: "empty", Body: map[string]any{"name": ""}, Want: 422},
+			{Name: "101 characters", Body: map[string]any{"name": mxLong(101)}, Want: 422},
+			{Name: "NUL byte", Body: map[string]any{"name": "a\x00b"}, Want: 422},
+			{Name: "unknown visibility", Body: map[string]any{"name": "fine-repo", "visibility": "internal"}, Want: 422},
+			{Name: "default branch with ..", Body: map[string]any{"name": "fine-repo", "default_branch": "../main"}, Want: 422},
+			{Name: "default branch ending .lock", Body: map[string]any{"name": "fine-repo", "default_branch": "main.lock"}, Want: 422},
+			{Name: "default branch with //", Body: map[string]any{"name": "fine-repo", "default_branch": "a//b"}, Want: 422},
+			{Name: "default branch starting with -", Body: map[string]any{"name": "fine-repo", "default_branch": "-main"}, Want: 422},
+			{Name: "description of 1001 characters", Body: map[string]any{"name": "fine-repo", "description": mxLong(1001)}, Want: 422},
+			{Name: "taken, other case", Body: map[string]any{"name": strings.ToUpper(mxPrivA)}, Want: 409},
+			{Name: "visibility as a bool", Body: map[string]any{"name": "fine-repo", "visibility": true}, Want: 400},
+			{Name: "no such org", Path: "/api/v1/orgs/" + mxGhostOrg + "/repos", Body: map[string]any{"name": "fine-repo"}, Want: 404},
+		}},
+	{Method: "PATCH", Path: mxARepo, JSON: true, Setup: mxSetScratchRepo,
+		Valid: map[string]any{"description": "fine"},
+		Cases: []mxBad{
+			{Name: "nothing to change", Body: map[string]any{}, Want: 422},
+			{Name: "path traversal", Body: map[string]any{"name": "../x"}, Want: 422},
+			{Name: "ends in .git", Body: map[string]any{"name": "x.git"}, Want: 422},
+			{Name: "empty name", Body: map[string]any{"name": ""}, Want: 422},
+			{Name: "taken name", Body: map[string]any{"name": mxPubA}, Want: 409},
+			{Name: "unknown visibility", Body: map[string]any{"visibility": "secret"}, Want: 422},
+			{Name: "bad default branch", Body: map[string]any{"default_branch": "a..b"}, Want: 422},
+			{Name: "description of 1001 characters", Body: map[string]any{"description": mxLong(1001)}, Want: 422},
+			{Name: "archived as a string", Body: map[string]any{"archived": "yes"}, Want: 400},
+			{Name: "good description, bad visibility", Body: map[string]any{"description": "changed", "visibility": "nope"}, Want: 422},
+			{Name: "good name, bad branch", Body: map[string]any{"name": "fine-new-name", "default_branch": "x//y"}, Want: 422},
+			{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo, Body: map[string]any{"description": "x"}, Want: 404},
+		}},
+	{Method: "DELETE", Path: mxARepo,
+		Cases: []mxBad{
+			{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo, Want: 404},
+			{Name: "no such org", Path: "/api/v1/repos/" + mxGhostOrg + "/" + mxPrivA, Want: 404},
+			{Name: "the .git name", Path: mxAPriv + ".git", Want: 404},
+		}},
+	{Method: "PUT", Path: mxAPriv + "/secrets/{name}", JSON: true,
+		Valid: map[string]any{"value": "v"}, Setup: func(w *mxWorld, v map[string]string) { v["name"] = mxSecretName },
+		Cases: []mxBad{
+			{Name: "name starting with a digit", Path: mxAPriv + "/secrets/1BAD", Body: map[string]any{"value": "v"}, Want: 422},
+			{Name: "name with a dash", Path: mxAPriv + "/secrets/has-dash", Body: map[string]any{"value": "v"}, Want: 422},
+			{Name: "name with a dot", Path: mxAPriv + "/secrets/a.b", Body: map[string]any{"value": "v"}, Want: 422},
+			{Name: "CNB_ prefix", Path: mxAPriv + "/secrets/CNB_TOKEN", Body: map[string]any{"value": "v"}, Want: 422},
+			{Name: "cnb_ prefix", Path: mxAPriv + "/secrets/cnb_token", Body: map[string]any{"value": "v"}, Want: 422},
+			{Name: "name of 129 characters", Path: mxAPriv + "/secrets/" + strings.Repeat("A", 129), Body: map[string]any{"value": "v"}, Want: 422},
+			{Name: "empty value", Path: mxAPriv + "/secrets/" + mxSecretName, Body: map[string]any{"value": ""}, Want: 422},
+			{Name: "no value", Path: mxAPriv + "/secrets/" + mxSecretName, Body: map[string]any{}, Want: 422},
+			{Name: "value over 64 KiB", Path: mxAPriv + "/secrets/" + mxSecretName, Body: map[string]any{"value": mxLong(64<<10 + 1)}, Want: 422},
+			{Name: "value as an object", Path: mxAPriv + "/secrets/" + mxSecretName, Body: map[string]any{"value": map[string]string{"a": "b"}}, Want: 400},
+			{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo + "/secrets/OK", Body: map[string]any{"value": "v"}, Want: 404},
+		}},
+	{Method: "DELETE", Path: mxAPriv + "/secrets/{name}",
+		Cases: []mxBad{
+			{Name: "no such secret", Path: mxAPriv + "/secrets/NOPE", Want: 404},
+			{Name: "other case of an existing one", Path: mxAPriv + "/secrets/" + strings.ToLower(mxSecretName), Want: 404},
+			{Name: "invalid name", Path: mxAPriv + "/secrets/1-x", Want: 404},
+		}},
+	{Method: "POST", Path: mxAPriv + "/deploy-tokens", JSON: true,
+		Valid: map[string]any{"name": "fine"},
+		Cases: []mxBad{
+			{Name: "empty name", Body: map[string]any{"name": ""}, Want: 422},
+			{Name: "name of 101 characters", Body: map[string]any{"name": mxLong(101)}, Want: 422},
+			{Name: "expiry in the past", Body: map[string]any{"name": "x", "expires_at": "2001-01-01T00:00:00Z"}, Want: 422},
+			{Name: "expiry not a time", Body: map[string]any{"name": "x", "expires_at": "soon"}, Want: 400},
+			{Name: "scopes are not settable", Body: map[string]any{"name": "x", "scopes": []string{"repo:write"}}, Want: 400},
+		}},
+	{Method: "DELETE", Path: mxAPriv + "/deploy-tokens/{id}",
+		Setup: func(w *mxWorld, v map[string]string) {
+			t, err := w.app.Repos.CreateDeployToken(w.ctx, w.privA, w.users["owner"].ID, "revoked", nil)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			if err := w.app.Repos.RevokeDeployToken(w.ctx, w.privA.ID, t.ID); err != nil {
+				w.t.Fatal(err)
+			}
+			v["id"] = fmt.Sprint(t.ID)
+			live, err := w.app.Repos.CreateDeployToken(w.ctx, w.privA, w.users["owner"].ID, "live", nil)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			v["live"] = fmt.Sprint(live.ID)
+		},
+		Cases: []mxBad{
+			{Name: "not a number", Path: mxAPriv + "/deploy-tokens/x1", Want: 404},
+			{Name: "no such token", Path: mxAPriv + "/deploy-tokens/987654", Want: 404},
+			{Name: "already revoked: a no-op", Path: mxAPriv + "/deploy-tokens/{id}", Want: 204},
+			{Name: "another repo's token", Path: mxAPub + "/deploy-tokens/{live}", Want: 404},
+		}},
+	{Method: "POST", Path: mxAPriv + "/builds", JSON: true,
+		Valid: map[string]any{"branch": "main", "event": "web_trigger"},
+		Cases: []mxBad{
+			{Name: "not a manual event", Body: map[string]any{"branch": "main", "event": "push"}, Want: 422},
+			{Name: "manual prefix without a name", Body: map[string]any{"branch": "main", "event": "web_trigger_"}, Want: 422},
+			{Name: "an event the file does not declare", Body: map[string]any{"branch": "main", "event": "api_trigger"}, Want: 422},
+			{Name: "no such branch", Body: map[string]any{"branch": "nope", "event": "web_trigger"}, Want: 422},
+			{Name: "branch path traversal", Body: map[string]any{"branch": "../../main", "event": "web_trigger"}, Want: 422},
+			{Name: "branch as an option", Body: map[string]any{"branch": "--upload-pack=x", "event": "web_trigger"}, Want: 422},
+			{Name: "env name starting with a digit", Body: map[string]any{"branch": "main", "env": map[string]string{"1X": "y"}}, Want: 422},
+			{Name: "env name with a dash", Body: map[string]any{"branch": "main", "env": map[string]string{"A-B": "y"}}, Want: 422},
+			{Name: "built-in env", Body: map[string]any{"branch": "main", "env": map[string]string{"CNB_BRANCH": "evil"}}, Want: 422},
+			{Name: "empty env name", Body: map[string]any{"branch": "main", "env": map[string]string{"": "y"}}, Want: 422},
+			{Name: "env value as a number", Body: map[string]any{"branch": "main", "env": map[string]any{"X": 1}}, Want: 400},
+			{Name: "env as a list", Body: map[string]any{"branch": "main", "env": []string{"X=1"}}, Want: 400},
+			{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo + "/builds", Body: map[string]any{"branch": "main"}, Want: 404},
+		}},
+}
+
+// Build controls and the agent API. Agent calls go as the first agent ("agent-token"), on its
+// lease of build #1 of A's private repo; none of these may move that pipeline.
+
+var mxBuildNumbers = []mxBad{
+	{Name: "not a number", Path: mxAPriv + "/builds/abc/{verb}", Want: 404},
+	{Name: "zero", Path: mxAPriv + "/builds/0/{verb}", Want: 404},
+	{Name: "negative", Path: mxAPriv + "/builds/-1/{verb}", Want: 404},
+	{Name: "beyond int64", Path: mxAPriv + "/builds/99999999999999999999/{verb}", Want: 404},
+	{Name: "no such build", Path: mxAPriv + "/builds/987654/{verb}", Want: 404},
+	{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo + "/builds/1/{verb}", Want: 404},
+}
+
+var mxBadAgentEndpoints = []mxBadEndpoint{
+	{Method: "POST", Path: mxAPriv + "/builds/{n}/cancel", Setup: func(w *mxWorld, v map[string]string) { v["verb"] = "cancel" },
+		Cases: mxBuildNumbers},
+	{Method: "POST", Path: mxAPriv + "/builds/{n}/rerun", Setup: func(w *mxWorld, v map[string]string) { v["verb"] = "rerun" },
+		Cases: mxBuildNumbers},
+	{Method: "POST", Path: "/api/v1/agent/register", JSON: true, As: "registration",
+		Valid: map[string]any{"name": "a", "tags": []string{"cnb:arch:amd64"}, "cpus": 4, "concurrency": 1},
+		Cases: []mxBad{
+			{Name: "no tags", Body: map[string]any{"name": "a", "cpus": 4, "concurrency": 1}, Want: 422},
+			{Name: "tags that name no runner class", Body: map[string]any{"name": "a", "tags": []string{"gpu:imaginary"}, "cpus": 4, "concurrency": 1}, Want: 422},
+			{Name: "no cpus", Body: map[string]any{"name": "a", "tags": []string{"cnb:arch:amd64"}, "cpus": 0, "concurrency": 1}, Want: 422},
+			{Name: "no concurrency", Body: map[string]any{"name": "a", "tags": []string{"cnb:arch:amd64"}, "cpus": 4, "concurrency": 0}, Want: 422},
+			{Name: "name of 201 characters", Body: map[string]any{"name": mxLong(201), "tags": []string{"cnb:arch:amd64"}, "cpus": 4, "concurrency": 1}, Want: 422},
+			{Name: "cpus as a string", Body: map[string]any{"name": "a", "tags": []string{"cnb:arch:amd64"}, "cpus": "4", "concurrency": 1}, Want: 400},
+			{Name: "tags as a string", Body: map[string]any{"name": "a", "tags": "cnb:arch:amd64", "cpus": 4, "concurrency": 1}, Want: 400},
+			{Name: "valid, without the registration token", As: "anon", Body: map[string]any{"name": "a", "tags": []string{"cnb:arch:amd64"}, "cpus": 4, "concurrency": 1}, Want: 401},
+		}},
+	// Only input that fails before the long-poll: a poll that is accepted waits for work.
+	{Method: "POST", Path: "/api/v1/agent/poll", JSON: true, As: "agent-token",
+		Valid: map[string]any{"freeCpus": 64},
+		Cases: []mxBad{
+			{Name: "freeCpus as a string", Body: map[string]any{"freeCpus": "64"}, Want: 400},
+			{Name: "running as a string", Body: map[string]any{"freeCpus": 64, "running": "lease_x"}, Want: 400},
+			{Name: "freeGpus as numbers", Body: map[string]any{"freeCpus": 64, "freeGpus": []int{0}}, Want: 400},
+		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/renew", As: "agent-token",
+		Cases: []mxBad{
+			{Name: "no such lease", Path: "/api/v1/agent/leases/lease_nope/renew", Want: 409},
+			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/renew", Want: 409},
+		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/events", JSON: true, As: "agent-token",
+		Valid: map[string]any{"kind": "pipeline_started"},
+		Cases: []mxBad{
+			{Name: "unknown kind", Body: map[string]any{"kind": "exploded"}, Want: 422},
+			{Name: "no kind", Body: map[string]any{"jobId": 1}, Want: 422},
+			{Name: "job_finished without a status", Body: `{"kind": "job_finished", "jobId": {job}}`, Want: 422},
+			{Name: "job_finished with a running status", Body: `{"kind": "job_finished", "jobId": {job}, "status": "running"}`, Want: 422},
+			{Name: "job_started of another pipeline's job", Body: `{"kind": "job_started", "jobId": {otherjob}}`, Want: 404},
+			{Name: "job_finished of another pipeline's job", Body: `{"kind": "job_finished", "jobId": {otherjob}, "status": "success"}`, Want: 404},
+			{Name: "jobId as a string", Body: map[string]any{"kind": "job_started", "jobId": "1"}, Want: 400},
+			{Name: "at not a time", Body: map[string]any{"kind": "pipeline_started", "at": "now"}, Want: 400},
+			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/events", Body: map[string]any{"kind": "pipeline_started"}, Want: 409},
+		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/jobs/{job}/log", As: "agent-token",
+		Cases: []mxBad{
+			{Name: "no offset", Path: "/api/v1/agent/leases/{lease}/jobs/{job}/log", Body: "x", Want: 400},
+			{Name: "negative offset", Path: "/api/v1/agent/leases/{lease}/jobs/{job}/log?offset=-1", Body: "x", Want: 400},
+			{Name: "offset not a number", Path: "/api/v1/agent/leases/{lease}/jobs/{job}/log?offset=x", Body: "x", Want: 400},
+			{Name: "job not a number", Path: "/api/v1/agent/leases/{lease}/jobs/x/log?offset=0", Body: "x", Want: 400},
+			{Name: "another pipeline's job", Path: "/api/v1/agent/leases/{lease}/jobs/{otherjob}/log?offset=0", Body: "x", Want: 404},
+			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/jobs/{otherjob}/log?offset=0", Body: "x", Want: 409},
+			{Name: "a chunk over 4 MiB", Path: "/api/v1/agent/leases/{lease}/jobs/{job}/log?offset=0", Body: mxLong(4<<20 + 1), Want: 413},
+		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/finish", JSON: true, As: "agent-token",
+		Valid: map[string]any{"status": "failed"},
+		Cases: []mxBad{
+			{Name: "unknown status", Body: map[string]any{"status": "done"}, Want: 422},
+			{Name: "no status", Body: map[string]any{"reason": "x"}, Want: 422},
+			{Name: "a running status", Body: map[string]any{"status": "running"}, Want: 422},
+			{Name: "terminated is the server's to decide", Body: map[string]any{"status": "terminated"}, Want: 422},
+			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/finish", Body: map[string]any{"status": "failed"}, Want: 409},
+		}},
+}
+
+// mxExpiredInvitation opens an invitation for victim and backdates it past its expiry, and
+// another for victim that is still open (someone else's, for the owner).
+func mxExpiredInvitation(w *mxWorld, v map[string]string) {
+	id := w.invitationFor(w.users["victim"])
+	if err := w.app.DB.Model(&org.Invitation{}).Where("id = ?", id).Update("expires_at", time.Now().UTC().Add(-time.Minute)).Error; err != nil {
+		w.t.Fatal(err)
+	}
+	v["expired"] = fmt.Sprint(id)
+	v["victims"] = fmt.Sprint(w.invitationFor(w.users["victim"]))
+}
+
+func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
+	mxEachDialect(t, func(t *testing.T, w *mxWorld) {
+		mxCheckBadInputCoverage(t, w)
+		// Victim needs a session of its own for the cases sent as victim.
+		w.byName["victim"] = &mxPrincipal{Name: "victim", User: w.users["victim"], Session: true,
+			Cookie: w.users["victim"].Cookie, CSRF: w.users["victim"].CSRF}
+		w.byName["registration"] = &mxPrincipal{Name: "registration", Bearer: w.app.RegistrationToken}
+		for _, e := range mxBadEndpoints {
+			t.Run(e.Method+" "+e.Path, func(t *testing.T) {
+				w.t = t
+				mxRunBadInput(t, w, e)
+			})
+		}
+	})
+}
+
+func mxRunBadInput(t *testing.T, w *mxWorld, e mxBadEndpoint) {
+	vars := map[string]string{"lease": w.lease.ID, "other": w.otherLease.ID,
+		"job": fmt.Sprint(w.lease.Jobs[0].ID), "otherjob": fmt.Sprint(w.otherLease.Jobs[0].ID)}
+	if e.Setup != nil {
+		e.Setup(w, vars)
+	}
+	cases := e.Cases
+	if e.JSON {
+		cases = append(mxMalformed(e.Valid), cases...)
+	}
+	type prepared struct {
+		c mxBad
+		p *mxPrincipal
+		q mxReq
+	}
+	var calls []prepared
+	for _, c := range cases {
+		if c.Setup != nil {
+			c.Setup(w, vars)
+		}
+		path := c.Path
+		if path == "" {
+			path = e.Path
+		}
+		body := c.Body
+		if s, ok := body.(string); ok {
+			body = mxExpandAll(s, vars)
+		}
+		as := c.As
+		if as == "" {
+			as = e.As
+		}
+		if as == "" {
+			as = "owner"
+		}
+		p := w.byName[as]
+		if p == nil {
+			t.Fatalf("no principal %q", as)
+		}
+		calls = append(calls, prepared{c, p, mxReq{Method: e.Method, Path: mxExpandAll(path, vars), Body: body}})
+	}
+	if len(calls) == 0 {
+		t.Fatal("no cases")
+	}
+	before := w.snapshot()
+	for _, k := range calls {
+		if strings.Contains(k.q.Path, "{") {
+			t.Fatalf("%s: unfilled placeholder in %s", k.c.Name, k.q.Path)
+		}
+		res := w.send(k.p, k.q)
+		who := fmt.Sprintf("%s %s (%s)", k.q.Method, mxShortPath(k.q.Path), k.c.Name)
+		if res.Status != k.c.Want {
+			t.Errorf("%s: got %d, want %d: %s", who, res.Status, k.c.Want, mxShort(res.Body))
+			continue
+		}
+		if res.Status < 400 {
+			continue
+		}
+		code, msg, ok := res.envelope()
+		switch {
+		case !ok:
+			t.Errorf("%s: %d without the error envelope: %s", who, res.Status, mxShort(res.Body))
+		case code != mxCodeFor[res.Status] && mxExtraCodes[code] != res.Status:
+			t.Errorf("%s: %d with code %q, want %q", who, res.Status, code, mxCodeFor[res.Status])
+		case len(msg) > 1000:
+			t.Errorf("%s: the message echoes the input (%d bytes)", who, len(msg))
+		}
+	}
+	if d := before.diff(w.snapshot()); d != "" {
+		var names []string
+		for _, k := range calls {
+			names = append(names, k.c.Name)
+		}
+		t.Errorf("bad input changed the database (cases: %s):\n%s", strings.Join(names, "; "), d)
+	}
+}
+
+// mxExpandAll fills every {placeholder} of s that vars holds.
+func mxExpandAll(s string, vars map[string]string) string {
+	for k, v := range vars {
+		s = strings.ReplaceAll(s, "{"+k+"}", v)
+	}
+	return s
+}
+
+func mxShortPath(p string) string {
+	if len(p) > 100 {
+		return p[:100] + "…"
+	}
+	return p
+}
+
+// mxCheckBadInputCoverage fails when a write route under /api/v1 has no entry in
+// mxBadEndpoints, or an entry names no route.
+func mxCheckBadInputCoverage(t *testing.T, w *mxWorld) {
+	t.Helper()
+	covered := map[string]bool{}
+	for _, e := range mxBadEndpoints {
+		rt := mxRouteOf(w, e.Method, mxPlaceholder.ReplaceAllString(e.Path, "1"))
+		if rt == "" {
+			t.Errorf("bad-input entry %s %s matches no route", e.Method, e.Path)
+		}
+		covered[rt] = true
+	}
+	var missing []string
+	for _, rt := range w.app.Server.Routes() {
+		k := rt.Method + " " + rt.Path
+		if mxIsWrite(rt.Method) && strings.HasPrefix(rt.Path, "/api/v1/") && !covered[k] {
+			missing = append(missing, k)
+		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("write route %s has no entry in mxBadEndpoints (badinput_test.go): add its bad inputs", m)
+	}
+	if len(covered) == 0 {
+		t.Error("no write routes covered")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/scheduler"
@@ -19,5 +20,6 @@ func Models() []any {
 		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{},
 		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Schedule{},
 		&scheduler.Agent{},
+		&logs.JobLog{}, &logs.LogChunk{},
 	}
 }

@@ -16,6 +16,14 @@ import (
 	"github.com/nimbus-build/nimbus/agent/protocol"
 )
 
+// How long a job waits for its log to be taken before it is reported finished, and how long the
+// whole run waits for the logs still in flight before it reports its end, in flush intervals: a
+// fleet slowed down by the server waits proportionally longer.
+const (
+	jobLogWaitFlushes = 10
+	runLogWaitFlushes = 30
+)
+
 // Exit codes with a meaning of their own.
 const (
 	exitSuccess = 0
@@ -371,6 +379,9 @@ func (x *run) openLog(id int64) *jobLog {
 	if id != 0 {
 		jl.stream = newLogStream(x.cfg.API, x.lease.ID, id, x.cfg.LogFlushInterval, x.leaseLost, x.log)
 		w = jl.stream
+		x.mu.Lock()
+		x.streams = append(x.streams, jl.stream)
+		x.mu.Unlock()
 	}
 	jl.mask = newMasker(w, x.secrets)
 	jl.last.Store(time.Now().UnixNano())
@@ -401,7 +412,9 @@ func (jl *jobLog) note(format string, args ...any) {
 	jl.midLine = false
 }
 
-// close flushes the masker and ships the rest of the log.
+// close flushes the masker and gives the server a short while to take the rest of the log, so
+// that on the happy path the log is complete before the job is reported finished; what is not
+// shipped by then keeps going in the background (drainLogs).
 func (jl *jobLog) close(x *run) {
 	jl.mu.Lock()
 	jl.mask.Flush()
@@ -409,10 +422,9 @@ func (jl *jobLog) close(x *run) {
 	if jl.stream == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := jl.stream.Close(ctx); err != nil && !x.lost.Load() {
-		x.log.Warn("the end of a job's log could not be shipped", "job_id", jl.stream.jobID, "err", err)
+	jl.stream.finish()
+	if !jl.stream.wait(jobLogWaitFlushes*x.cfg.LogFlushInterval) && !x.lost.Load() {
+		x.log.Warn("the server has not taken the whole log of a job yet; still sending in the background", "job_id", jl.stream.jobID)
 	}
 }
 

@@ -79,6 +79,25 @@ func TestSecretsAreMaskedAcrossChunks(t *testing.T) {
 	})
 }
 
+func TestALogOutageDoesNotHoldThePipelineUp(t *testing.T) {
+	h := newHarness(t, "shell")
+	h.srv.LogFault = func(int) fakeserver.Fault { return fakeserver.FaultBefore } // the log store is down
+	start := time.Now()
+	res, rec := h.run(t, lease("log-outage", plan(serial("s", script("a", "echo a"), script("b", "echo b")))))
+	took := time.Since(start)
+	if res.Status != StatusSuccess || len(rec.Logs[jobID(0, 0)]) != 0 {
+		t.Fatalf("result %+v, logs %v", res, rec.Logs)
+	}
+	// Each job waits 10 flush intervals for its log, the run 30 more: 5 s at 100 ms, not the
+	// client's minute of retries per append.
+	if want := 50 * h.srv.Intervals.LogFlushInterval.Std(); took > want+2*time.Second {
+		t.Fatalf("took %v, want at most about %v", took, want)
+	}
+	if st, _ := status(t, rec, jobID(0, 1)); st != StatusSuccess {
+		t.Fatalf("second job %s", st)
+	}
+}
+
 // scriptedAPI answers log appends from a script, to drive the stream through error paths that
 // a well-behaved server never takes.
 type scriptedAPI struct {
@@ -140,8 +159,9 @@ func TestLogStreamResendsFromTheAckedOffset(t *testing.T) {
 		t.Fatalf("resend: %v, stored %q", err, api.stored)
 	}
 	s.Write([]byte("abc"))
-	if err := s.Close(context.Background()); err != nil {
-		t.Fatal(err)
+	s.finish()
+	if !s.wait(5 * time.Second) {
+		t.Fatal("the last bytes were not shipped after finish")
 	}
 	if want := []int64{0, 0, 5, 5, 10}; !slices.Equal(api.offsets, want) {
 		t.Fatalf("sent at offsets %v, want %v", api.offsets, want)
@@ -159,7 +179,14 @@ func TestLogStreamStopsOnLeaseLost(t *testing.T) {
 	var called atomic.Bool
 	s := newLogStream(api, "l", 1, time.Hour, func() { called.Store(true) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.Write([]byte("x"))
-	if err := s.Close(context.Background()); !errors.Is(err, client.ErrLeaseLost) || !called.Load() || api.calls != 1 {
-		t.Fatalf("err %v, onLost %v, %d calls", err, called.Load(), api.calls)
+	s.finish()
+	s.wait(5 * time.Second)
+	select {
+	case <-s.done:
+	default:
+		t.Fatal("the stream goes on after lease_lost")
+	}
+	if !called.Load() || api.calls != 1 {
+		t.Fatalf("onLost %v, %d calls", called.Load(), api.calls)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/client"
@@ -24,6 +25,10 @@ const (
 // what is new every flush interval, starting from the offset the server acknowledged last. A
 // failed send changes nothing, so the next one resends the same bytes from the same offset: the
 // server keeps what it already has, and nothing is lost or doubled.
+//
+// When the job ends, finish asks for one last send and the job waits for it only briefly: an
+// outage of the log store must not hold the pipeline up. Whatever is still unsent keeps being
+// retried in the background until the whole run ends (abandon).
 type logStream struct {
 	api      API
 	leaseID  string
@@ -38,13 +43,17 @@ type logStream struct {
 	dropped int64 // bytes refused because buf was full
 	broken  bool  // the server lost bytes it had acknowledged: nothing can be appended any more
 
-	stop chan struct{}
-	done chan struct{}
+	ctx     context.Context // ends on abandon, cutting a send in flight short
+	abandon context.CancelFunc
+	closing atomic.Bool
+	kick    chan struct{}
+	done    chan struct{} // closed when the loop has ended
 }
 
 func newLogStream(api API, leaseID string, jobID int64, interval time.Duration, onLost func(), log *slog.Logger) *logStream {
-	s := &logStream{api: api, leaseID: leaseID, jobID: jobID, interval: interval, onLost: onLost,
-		log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &logStream{api: api, leaseID: leaseID, jobID: jobID, interval: interval, onLost: onLost, log: log,
+		ctx: ctx, abandon: cancel, kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go s.loop()
 	return s
 }
@@ -65,39 +74,62 @@ func (s *logStream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// loop sends at every tick, and at once when finish asks; after finish it ends as soon as the
+// server holds everything.
 func (s *logStream) loop() {
 	defer close(s.done)
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-s.stop:
+		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			// Errors are retried by the next tick; the client has already backed off.
-			if err := s.flush(context.Background()); err != nil {
-				s.log.Warn("log upload failed; will resend", "job_id", s.jobID, "err", err)
-			}
+		case <-s.kick:
+		}
+		err := s.flush(s.ctx)
+		switch {
+		case errors.Is(err, client.ErrLeaseLost) || s.ctx.Err() != nil:
+			return
+		case err != nil:
+			// The client has already backed off; the next tick sends the same bytes again.
+			s.log.Warn("log upload failed; will resend", "job_id", s.jobID, "err", err)
+		case s.closing.Load() && s.pending() == 0:
+			return
 		}
 	}
 }
 
-// Close stops the ticker and sends what is left, trying a few rounds within ctx.
-func (s *logStream) Close(ctx context.Context) error {
-	close(s.stop)
-	<-s.done
-	var err error
-	for range 3 {
-		if err = s.flush(ctx); err == nil || errors.Is(err, client.ErrLeaseLost) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		case <-time.After(s.interval):
-		}
+// finish says no more bytes will come and asks for a send now.
+func (s *logStream) finish() {
+	s.closing.Store(true)
+	select {
+	case s.kick <- struct{}{}:
+	default:
 	}
-	return err
+}
+
+// wait waits until the server holds the whole log (after finish), or d has passed; it reports
+// whether everything was shipped.
+func (s *logStream) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.done:
+		return s.pending() == 0
+	case <-t.C:
+		return false
+	}
+}
+
+// pending is the number of bytes the server does not hold yet, 0 when it never will.
+func (s *logStream) pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.broken {
+		return 0
+	}
+	return len(s.buf)
 }
 
 // flush sends everything not yet acknowledged, in chunks, until the server holds it all.

@@ -132,6 +132,7 @@ type run struct {
 
 	mu      sync.Mutex
 	exports map[string]string // variables exported so far, for later jobs
+	streams []*logStream      // every job log of the run, drained before the finish
 }
 
 // Run runs the lease to completion and reports its end to the server. It returns the result it
@@ -170,6 +171,7 @@ func (r *Runner) Run(ctx context.Context, lease *protocol.Lease) (Result, error)
 
 	x.log.Info("pipeline leased", "name", lease.Plan.Name, "commit", lease.Commit)
 	res := x.execute(runCtx)
+	x.drainLogs()
 	if x.lost.Load() {
 		x.log.Warn("lease lost: work stopped, nothing more reported")
 		return Result{}, fmt.Errorf("runner: lease %s: %w", lease.ID, client.ErrLeaseLost)
@@ -197,6 +199,11 @@ func (x *run) execute(ctx context.Context) Result {
 	defer x.removeWorkspace()
 	if msg := unsupportedPlan(&x.lease.Plan); msg != "" {
 		return Result{Status: StatusFailed, Reason: msg}
+	}
+	if p := &x.lease.Plan; len(p.Services) > 0 || len(p.Volumes) > 0 {
+		// Caches and sidecars change how fast a pipeline runs, not what its jobs compute.
+		x.log.Warn("docker.volumes and services are not supported by this agent yet; ignored",
+			"volumes", len(p.Volumes), "services", len(p.Services))
 	}
 	if err := x.clone(ctx); err != nil {
 		if res, stopped := x.stopped(ctx); stopped {
@@ -254,6 +261,23 @@ func (x *run) heartbeat(ctx context.Context) {
 			}
 			x.cancel(&cancelled{reason: reason})
 		}
+	}
+}
+
+// drainLogs waits a bounded time for the job logs still being shipped, then stops them: the
+// finish must not wait for ever on a log store that is down, and after a lost lease nothing
+// more is sent at all.
+func (x *run) drainLogs() {
+	x.mu.Lock()
+	streams := x.streams
+	x.mu.Unlock()
+	deadline := time.Now().Add(runLogWaitFlushes * x.cfg.LogFlushInterval)
+	for _, s := range streams {
+		if !x.lost.Load() && !s.wait(time.Until(deadline)) {
+			x.log.Warn("giving up on the rest of a job's log", "job_id", s.jobID, "unsent_bytes", s.pending())
+		}
+		s.abandon()
+		<-s.done
 	}
 }
 

@@ -14,15 +14,18 @@ import (
 	"path/filepath"
 	"runtime"
 
+	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent"
+	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
@@ -47,6 +50,7 @@ type App struct {
 	Repos     *repo.Service
 	Builds    *build.Service
 	Scheduler *scheduler.Service
+	Logs      *logs.Service
 	// RegistrationToken is what agents present to register (the built-in agent uses it too).
 	RegistrationToken string
 
@@ -123,7 +127,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	if a.RegistrationToken, err = secrets.LoadToken(cfg.DataDir, "agent-registration.token", cfg.RegistrationToken); err != nil {
 		return nil, err
 	}
-	a.Scheduler = scheduler.NewService(a.DB, a.Redis.Client, a.Builds, a.Repos, nil, clk, log, scheduler.Config{
+	a.Logs = logs.NewService(a.DB, a.Redis.Client, clk, log, logs.Config{})
+	a.Scheduler = scheduler.NewService(a.DB, a.Redis.Client, a.Builds, a.Repos, a.Logs, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
 	})
 	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Scheduler.ResolveJobToken)
@@ -152,17 +157,27 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	}
 
 	authHandler := auth.NewHandler(a.Auth, log)
+	logHandler, err := logs.NewHandler(a.Logs, logs.HandlerConfig{
+		Authorize: a.authorizeJob,
+		Draining:  func() <-chan struct{} { return a.Server.Draining() },
+		Log:       log,
+	})
+	if err != nil {
+		return nil, err
+	}
 	a.Server = server.New(server.Deps{
 		DB: a.DB, Redis: a.Redis.Client, Log: log, Frontend: frontend.Dist(), Version: opt.Version,
-		ReadyTimeout: cfg.ReadyTimeout,
-		Authenticate: authHandler.Middleware,
-		Git:          gitHandler,
+		ReadyTimeout:   cfg.ReadyTimeout,
+		TrustedProxies: cfg.Proxies(),
+		Authenticate:   authHandler.Middleware,
+		Git:            gitHandler,
 		Modules: []server.Module{
 			authHandler,
 			org.NewHandler(a.Orgs, log),
 			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
 			build.NewHandler(a.Builds, a.Repos, log),
 			scheduler.NewHandler(a.Scheduler, a.Builds, a.Repos, func() <-chan struct{} { return a.Server.Draining() }, log),
+			logHandler,
 		},
 	})
 
@@ -217,4 +232,19 @@ func (a *App) Close() error {
 	}
 	a.closers = nil
 	return errors.Join(errs...)
+}
+
+// authorizeJob lets a caller read a job's log when they may read its repo; a job of a repo they
+// may not see is a 404, like the repo itself.
+func (a *App) authorizeJob(c *gin.Context, jobID int64) error {
+	orgName, repoName, err := a.Builds.JobRepo(c.Request.Context(), jobID)
+	if err != nil {
+		return err
+	}
+	_, err = a.Repos.Resolve(c.Request.Context(), auth.From(c), orgName, repoName, repo.Read)
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+		return api.NotFound("job %d not found", jobID)
+	}
+	return err
 }

@@ -345,3 +345,19 @@ func (s *Service) Describe(ctx context.Context, repoID, n int64) (JSON, error) {
 	}
 	return out[0], nil
 }
+
+// JobRepo names the org and repo a job belongs to, for authorizing access to its log.
+func (s *Service) JobRepo(ctx context.Context, jobID int64) (orgName, repoName string, err error) {
+	var row struct {
+		OrgName  string
+		RepoName string
+	}
+	err = s.db.WithContext(ctx).Table("jobs").Select("orgs.name AS org_name, repos.name AS repo_name").
+		Joins("JOIN pipelines ON pipelines.id = jobs.pipeline_id").Joins("JOIN builds ON builds.id = pipelines.build_id").
+		Joins("JOIN repos ON repos.id = builds.repo_id").Joins("JOIN orgs ON orgs.id = repos.org_id").
+		Where("jobs.id = ?", jobID).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return "", "", api.NotFound("job %d not found", jobID)
+	}
+	return row.OrgName, row.RepoName, err
+}

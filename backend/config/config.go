@@ -48,6 +48,7 @@ type Config struct {
 	SchedulerTick     time.Duration
 	TeamCaps          string // "class=cap,…"
 	Timezone          string
+	TrustedProxies    string
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -86,6 +87,7 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.Duration(&c.SchedulerTick, "scheduler-tick", "NIMBUS_SCHEDULER_TICK", 5*time.Second, "how often the reaper, the reconciler and cron run (on the leader replica)")
 	s.String(&c.TeamCaps, "team-concurrency", "NIMBUS_TEAM_CONCURRENCY", "", "per-team cap of running pipelines per runner class, e.g. cnb:arch:amd64:gpu=2,cnb:arch:amd64=20; empty = no caps")
 	s.String(&c.Timezone, "timezone", "NIMBUS_TIMEZONE", "Asia/Shanghai", "time zone of cron schedules (IANA name, or UTC+8 style fixed offsets)")
+	s.String(&c.TrustedProxies, "trusted-proxies", "NIMBUS_TRUSTED_PROXIES", "", "comma-separated IPs or CIDRs of reverse proxies whose X-Forwarded-For is believed; empty = none")
 	s.Duration(&c.ReadyTimeout, "ready-timeout", "NIMBUS_READY_TIMEOUT", 2*time.Second, "how long /readyz waits for the database and Redis")
 	return s, c, builtin
 }
@@ -210,4 +212,15 @@ func (c *Config) Location() (*time.Location, error) {
 		return nil, fmt.Errorf("invalid NIMBUS_TIMEZONE %q: %w", c.Timezone, err)
 	}
 	return loc, nil
+}
+
+// Proxies parses NIMBUS_TRUSTED_PROXIES.
+func (c *Config) Proxies() []string {
+	var out []string
+	for _, p := range strings.Split(c.TrustedProxies, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

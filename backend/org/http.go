@@ -37,6 +37,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	v1.GET("/user/invitations", h.myInvitations)
 	v1.POST("/user/invitations/:id/accept", h.respond(true))
 	v1.POST("/user/invitations/:id/decline", h.respond(false))
+	v1.POST("/invitations/accept", h.acceptToken)
 }
 
 func (h *Handler) fail(c *gin.Context, err error) { api.Fail(c, h.log, err) }
@@ -345,4 +346,28 @@ func (h *Handler) respond(accept bool) gin.HandlerFunc {
 		}
 		c.Status(http.StatusNoContent)
 	}
+}
+
+// acceptToken claims an email invitation with the secret from its email.
+func (h *Handler) acceptToken(c *gin.Context) {
+	p, ok := auth.RequireUser(c, h.log)
+	if !ok {
+		return
+	}
+	if !p.Has(auth.ScopeOrgWrite) {
+		h.fail(c, api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite))
+		return
+	}
+	var req struct {
+		Token string `json:"token"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if err := h.svc.AcceptInvitationToken(c.Request.Context(), p.User, req.Token); err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
 }

@@ -29,8 +29,8 @@ type InvitationInfo struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// Invite invites a user by username, or anyone by email, to join with role. Only owners invite
-// owners.
+// Invite invites an account by username, or anyone by email, to join with role. Only owners
+// invite owners. An email invitation is claimed with the secret the email carries.
 func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRole Role, username, email string, role Role) (*InvitationInfo, error) {
 	if !role.Valid() {
 		return nil, api.Invalid("role", "role must be one of owner, admin, billing, developer, reporter")
@@ -45,26 +45,27 @@ func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRol
 	inv := &Invitation{OrgID: o.ID, Role: role, InvitedBy: actor.ID, CreatedAt: s.clock.Now().UTC()}
 	inv.ExpiresAt = inv.CreatedAt.Add(InvitationTTL)
 	var invitee *auth.User
+	var secret string
 	if username != "" {
 		u, err := s.users.UserByName(ctx, username)
 		if err != nil {
 			return nil, err
 		}
 		invitee = u
+		id := u.ID
+		inv.UserID = &id
 	} else {
 		if !strings.Contains(email, "@") || strings.ContainsAny(email, " \r\n") || len(email) > 254 {
 			return nil, api.Invalid("email", "email %q is not a valid address", email)
 		}
-		inv.Email = email
-		if u, err := s.users.UserByEmail(ctx, email); err == nil {
-			invitee = u
+		var err error
+		if secret, err = auth.NewToken(""); err != nil {
+			return nil, err
 		}
-	}
-	if invitee != nil {
-		id := invitee.ID
-		inv.UserID = &id
+		inv.Email, inv.TokenHash = email, auth.HashToken(secret)
 	}
 	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		q := tx.Model(&Invitation{}).Where("org_id = ? AND expires_at > ?", o.ID, inv.CreatedAt)
 		if invitee != nil {
 			var n int64
 			if err := tx.Model(&Member{}).Where("org_id = ? AND user_id = ?", o.ID, invitee.ID).Count(&n).Error; err != nil {
@@ -73,9 +74,6 @@ func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRol
 			if n > 0 {
 				return api.Conflict("%s is already a member of %s", invitee.Username, o.Name)
 			}
-		}
-		q := tx.Model(&Invitation{}).Where("org_id = ? AND expires_at > ?", o.ID, inv.CreatedAt)
-		if invitee != nil {
 			q = q.Where("user_id = ?", invitee.ID)
 		} else {
 			q = q.Where("lower(email) = lower(?)", email)
@@ -92,13 +90,17 @@ func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRol
 	if err != nil {
 		return nil, err
 	}
-	to := email
+	msg := nmail.Message{Subject: "You are invited to " + o.Name + " on Nimbus"}
+	intro := actor.Username + " invited you to join the team " + o.Name + " as " + string(role) + ".\n\n"
 	if invitee != nil {
-		to = invitee.Email
+		msg.To = invitee.Email
+		msg.Body = intro + "Sign in and accept it at " + s.baseURL + "/invitations\n"
+	} else {
+		msg.To = email
+		msg.Body = intro + "Sign in (or sign up) and open this link within " + InvitationTTL.String() + " to accept:\n" +
+			s.baseURL + "/invitations/accept?token=" + secret + "\n\nThe link is the invitation: do not forward it.\n"
 	}
-	if err := s.mail.Send(ctx, nmail.Message{To: to, Subject: "You are invited to " + o.Name + " on Nimbus",
-		Body: actor.Username + " invited you to join the team " + o.Name + " as " + string(role) + ".\n\n" +
-			"Sign in (or sign up with this email) and accept it at " + s.baseURL + "/invitations\n"}); err != nil {
+	if err := s.mail.Send(ctx, msg); err != nil {
 		s.log.WarnContext(ctx, "invitation email failed", "err", err)
 	}
 	var info InvitationInfo
@@ -139,11 +141,12 @@ func (s *Service) CancelInvitation(ctx context.Context, orgID, id int64) error {
 	return nil
 }
 
-// MyInvitations lists the open invitations addressed to the user, by account or by email.
+// MyInvitations lists the open invitations addressed to the user's account (email invitations
+// are reached through their link, see AcceptInvitationToken).
 func (s *Service) MyInvitations(ctx context.Context, u *auth.User) ([]InvitationInfo, error) {
 	var out []InvitationInfo
 	err := s.invitationQuery(ctx).
-		Where("(i.user_id = ? OR lower(i.email) = lower(?)) AND i.expires_at > ?", u.ID, u.Email, s.clock.Now().UTC()).
+		Where("i.user_id = ? AND i.expires_at > ?", u.ID, s.clock.Now().UTC()).
 		Order("i.id").Scan(&out).Error
 	if out == nil {
 		out = []InvitationInfo{}
@@ -151,13 +154,25 @@ func (s *Service) MyInvitations(ctx context.Context, u *auth.User) ([]Invitation
 	return out, err
 }
 
-// RespondInvitation accepts (joining with the invited role) or declines an invitation
-// addressed to the user; someone else's invitation is a 404.
+// RespondInvitation accepts (joining with the invited role) or declines an invitation addressed
+// to the user's account; any other invitation is a 404.
 func (s *Service) RespondInvitation(ctx context.Context, u *auth.User, id int64, accept bool) error {
+	return s.respond(ctx, u, accept, "id = ? AND user_id = ?", id, u.ID)
+}
+
+// AcceptInvitationToken joins the user to the team of the email invitation whose link carried
+// token.
+func (s *Service) AcceptInvitationToken(ctx context.Context, u *auth.User, token string) error {
+	if token == "" {
+		return api.Invalid("token", "token is required")
+	}
+	return s.respond(ctx, u, true, "token_hash = ? AND token_hash <> ''", auth.HashToken(token))
+}
+
+func (s *Service) respond(ctx context.Context, u *auth.User, accept bool, where string, args ...any) error {
 	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		var inv Invitation
-		err := tx.Where("id = ? AND (user_id = ? OR lower(email) = lower(?)) AND expires_at > ?", id, u.ID, u.Email, s.clock.Now().UTC()).
-			Take(&inv).Error
+		err := tx.Where(where, args...).Where("expires_at > ?", s.clock.Now().UTC()).Take(&inv).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return api.NotFound("invitation not found or expired")
 		}

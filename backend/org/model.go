@@ -71,12 +71,16 @@ type Member struct {
 // TableName implements gorm's Tabler.
 func (Member) TableName() string { return "org_members" }
 
-// Invitation asks a user (by account, or by email before they have one) to join with a role.
+// Invitation asks someone to join with a role: an account named by username (UserID), or
+// whoever reads an email address (Email), who claims it with the secret sent there (TokenHash).
+// Email addresses are not verified, so an email invitation is never matched to an account by
+// its address.
 type Invitation struct {
 	ID        int64     `gorm:"primaryKey"`
 	OrgID     int64     `gorm:"not null"`
-	UserID    *int64    // set when the invitee has an account
-	Email     string    `gorm:"not null"` // the invitee's email ("" when invited by username)
+	UserID    *int64    // set when invited by username
+	Email     string    `gorm:"not null"` // set when invited by email
+	TokenHash string    `gorm:"not null"` // email invitations: the hash of the secret in the email
 	Role      Role      `gorm:"not null"`
 	InvitedBy int64     `gorm:"not null"`
 	CreatedAt time.Time `gorm:"not null"`

@@ -132,7 +132,8 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 // their agent's next renew and end when it reports (or when their lease expires).
 func (s *Service) CancelBuild(ctx context.Context, buildID int64, reason string) error {
 	now := s.clock.Now().UTC()
-	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+	var cancelledJobs []int64
+	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		if err := tx.Model(&build.Pipeline{}).Where("build_id = ? AND status = ?", buildID, build.StatusQueued).
 			Updates(map[string]any{"status": build.StatusCancelled, "reason": reason, "finished_at": now, "updated_at": now}).Error; err != nil {
 			return err
@@ -142,6 +143,10 @@ func (s *Service) CancelBuild(ctx context.Context, buildID int64, reason string)
 			return err
 		}
 		if len(ids) > 0 {
+			if err := tx.Model(&build.Job{}).Where("pipeline_id IN ? AND status = ?", ids, build.StatusQueued).
+				Pluck("id", &cancelledJobs).Error; err != nil {
+				return err
+			}
 			if err := tx.Model(&build.Job{}).Where("pipeline_id IN ? AND status = ?", ids, build.StatusQueued).
 				Update("status", build.StatusCancelled).Error; err != nil {
 				return err
@@ -157,6 +162,16 @@ func (s *Service) CancelBuild(ctx context.Context, buildID int64, reason string)
 		}
 		return build.RefreshStatus(tx, buildID, now)
 	})
+	if err != nil {
+		return err
+	}
+	// Jobs that never ran have complete (empty) logs: their streams end.
+	if s.logs != nil {
+		for _, id := range cancelledJobs {
+			s.logs.Complete(ctx, id)
+		}
+	}
+	return nil
 }
 
 // leader holds a Redis lock so that one replica at a time runs the background loops.

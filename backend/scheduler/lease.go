@@ -269,7 +269,8 @@ func (s *Service) Event(ctx context.Context, a *Agent, leaseID string, ev protoc
 		return ErrLeaseLost
 	}
 	now := s.clock.Now().UTC()
-	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+	var finishedJob int64
+	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		switch ev.Kind {
 		case protocol.EventPipelineStarted:
 			return nil
@@ -300,16 +301,21 @@ func (s *Service) Event(ctx context.Context, a *Agent, leaseID string, ev protoc
 				Updates(map[string]any{"status": ev.Status, "exit_code": ev.ExitCode, "finished_at": now}).Error; err != nil {
 				return err
 			}
-			if s.logs != nil {
-				if err := s.logs.Complete(ctx, j.ID); err != nil {
-					return err
-				}
-			}
+			finishedJob = j.ID
 			return settleStage(tx, j.StageID, now)
 		default:
 			return api.Invalid("kind", "unknown event kind %q", ev.Kind)
 		}
 	})
+	if err != nil {
+		return err
+	}
+	// After the commit: the log service writes in its own transaction, and streams waiting on
+	// the log learn it is complete.
+	if finishedJob != 0 && s.logs != nil {
+		return s.logs.Complete(ctx, finishedJob)
+	}
+	return nil
 }
 
 // settleStage finishes a stage once none of its jobs is queued or running.

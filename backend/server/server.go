@@ -41,6 +41,10 @@ type Deps struct {
 	ReadyTimeout time.Duration
 	// Authenticate runs before every /api/v1 route: it resolves the caller (package auth).
 	Authenticate gin.HandlerFunc
+	// TrustedProxies are the addresses (IPs or CIDRs) of reverse proxies whose X-Forwarded-For
+	// names the client. Empty trusts none: the client is the TCP peer, so no caller can pick
+	// its own address (which would defeat the per-IP login limit).
+	TrustedProxies []string
 	// Git serves /{org}/{repo}.git/… (smart HTTP); nil disables git hosting.
 	Git     http.Handler
 	Modules []Module
@@ -63,6 +67,10 @@ func New(d Deps) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{deps: d, engine: gin.New(), metrics: newMetrics(), drain: make(chan struct{})}
 	e := s.engine
+	if err := e.SetTrustedProxies(d.TrustedProxies); err != nil {
+		d.Log.Error("invalid trusted proxies; trusting none", "err", err)
+		e.SetTrustedProxies(nil)
+	}
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
 	e.Use(s.requestID, s.recover, s.accessLog, s.metrics.middleware)

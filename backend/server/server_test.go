@@ -299,3 +299,20 @@ func TestGracefulShutdownDrainsLongPollsAndInflight(t *testing.T) {
 		t.Fatal("server still accepts connections after shutdown")
 	}
 }
+
+func TestClientIPIgnoresForwardedForFromUntrustedPeers(t *testing.T) {
+	var seen []string
+	mk := func(proxies []string) *fixture {
+		var f *fixture
+		f = newFixture(t, Deps{TrustedProxies: proxies, Modules: []Module{routes(func(_ *gin.Engine, v1 *gin.RouterGroup) {
+			v1.GET("/ip", func(c *gin.Context) { seen = append(seen, c.ClientIP()); c.Status(204) })
+		})}})
+		return f
+	}
+	mk(nil).do("GET", "/api/v1/ip", nil, "X-Forwarded-For", "6.6.6.6")
+	mk([]string{"192.0.2.0/24"}).do("GET", "/api/v1/ip", nil, "X-Forwarded-For", "6.6.6.6")
+	// httptest requests come from 192.0.2.1: trusted only in the second server.
+	if len(seen) != 2 || seen[0] != "192.0.2.1" || seen[1] != "6.6.6.6" {
+		t.Fatalf("client IPs %v, want [192.0.2.1 6.6.6.6]", seen)
+	}
+}

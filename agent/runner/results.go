@@ -13,8 +13,8 @@ const (
 	ResultCode   = "code"
 	ResultStdout = "stdout"
 	ResultStderr = "stderr"
-	ResultInfo   = "info"   // stdout and stderr interleaved
-	ResultSkip   = "skip"   // why a job with conditions was skipped; "" when it ran
+	ResultInfo   = "info"    // stdout and stderr interleaved
+	ResultSkip   = "skip"    // why a job with conditions was skipped; "" when it ran
 	maxValue     = 100 << 10 // an exported value of this size or more is ignored, as in CNB
 	maxLine      = 2 * maxValue
 	setOutputTag = "##[set-output "

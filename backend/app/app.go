@@ -55,6 +55,7 @@ type App struct {
 	RegistrationToken string
 
 	agent   *agent.Agent
+	version string
 	closers []func() error
 }
 
@@ -68,7 +69,7 @@ type Options struct {
 // New builds the app: it opens and migrates the database, connects Redis, and wires every
 // service. It starts nothing that listens; Serve does.
 func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options) (a *App, err error) {
-	a = &App{Config: cfg, Log: log}
+	a = &App{Config: cfg, Log: log, version: opt.Version}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -181,20 +182,34 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		},
 	})
 
-	if cfg.BuiltinAgent {
-		a.agent, err = agent.New(ctx, agent.Config{
-			ServerURL: cfg.PublicURL,
-			Tags:      []string{"cnb:arch:default", "cnb:arch:amd64"},
-			CPUs:      runtime.NumCPU(),
-			Executor:  cfg.AgentExecutor,
-			WorkDir:   filepath.Join(cfg.DataDir, "agent"),
-		}, log.With("component", "builtin-agent"))
-		if err != nil {
-			return nil, fmt.Errorf("built-in agent: %w", err)
-		}
-		a.closers = append(a.closers, a.agent.Close)
-	}
 	return a, nil
+}
+
+// startAgent starts the built-in agent against the address the server listens on (not the
+// public URL, which may be a load balancer the host cannot reach).
+func (a *App) startAgent(ctx context.Context, addr string) error {
+	host, port, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	var err error
+	a.agent, err = agent.New(ctx, agent.Config{
+		ServerURL:    "http://" + net.JoinHostPort(host, port),
+		Token:        a.RegistrationToken,
+		Name:         "built-in",
+		Tags:         []string{"cnb:arch:default", "cnb:arch:amd64"},
+		CPUs:         runtime.NumCPU(),
+		Executor:     a.Config.AgentExecutor,
+		Network:      a.Config.AgentNetwork,
+		DefaultImage: a.Config.AgentDefaultImage,
+		WorkDir:      filepath.Join(a.Config.DataDir, "agent"),
+		Version:      a.version,
+	}, a.Log.With("component", "builtin-agent"))
+	if err != nil {
+		return fmt.Errorf("built-in agent: %w", err)
+	}
+	a.closers = append(a.closers, a.agent.Close)
+	return nil
 }
 
 // Serve listens on the configured address and serves until ctx ends, then shuts down
@@ -207,6 +222,12 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	defer stopAgent()
 	agentDone := make(chan error, 1)
+	if a.Config.BuiltinAgent {
+		if err := a.startAgent(ctx, ln.Addr().String()); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	if a.agent != nil {
 		go func() { agentDone <- a.agent.Run(agentCtx) }()
 	} else {

@@ -49,6 +49,9 @@ type Config struct {
 	TeamCaps          string // "class=cap,…"
 	Timezone          string
 	TrustedProxies    string
+	// Built-in agent.
+	AgentNetwork      string
+	AgentDefaultImage string
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -75,6 +78,8 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.SecretKey, "secret-key", "NIMBUS_SECRET_KEY", "", "64 hex chars (32 bytes) that encrypt secrets at rest; empty = generated once into the data dir")
 	s.String(builtin, "builtin-agent", "NIMBUS_BUILTIN_AGENT", "auto", "run an agent inside the server: true, false or auto (= on when both URLs are empty)")
 	s.String(&c.AgentExecutor, "agent-executor", "NIMBUS_AGENT_EXECUTOR", ExecutorAuto, "built-in agent executor: auto (Docker when an engine answers), docker or shell")
+	s.String(&c.AgentNetwork, "agent-network", "NIMBUS_AGENT_NETWORK", "", "built-in agent: network mode of job containers (none, host, bridge, …); empty = the engine's default")
+	s.String(&c.AgentDefaultImage, "agent-default-image", "NIMBUS_AGENT_DEFAULT_IMAGE", "", "built-in agent: image of script jobs whose pipeline names none; empty = cnbcool/default-build-env")
 	s.String(&c.LogFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&c.LogLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "NIMBUS_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")

@@ -60,6 +60,7 @@ type buildJSON struct {
 		ID        int64  `json:"id"`
 		Name      string `json:"name"`
 		Status    string `json:"status"`
+		Reason    string `json:"reason"`
 		RunnerTag string `json:"runner_tag"`
 		CPUs      int    `json:"cpus"`
 		Stages    []struct {

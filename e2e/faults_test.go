@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	docker "github.com/docker/docker/client"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/e2e/testenv"
+)
+
+// world is a server on PostgreSQL and its own Redis database, a team with a repo, and a way to
+// start agents and push pipelines.
+type world struct {
+	t        *testing.T
+	base     string
+	env      []string // the server's environment
+	dir      string
+	server   *proc
+	api      *client
+	token    string
+	image    string
+	docker   string
+	redisURL string
+	pushes   int
+	work     string
+}
+
+func newWorld(t *testing.T) *world {
+	w := &world{t: t, dir: t.TempDir(), work: t.TempDir()}
+	w.image, w.docker = testenv.Image(t), testenv.DockerHost(t)
+	// A Redis database of this test's own, so FLUSHALL-style tests touch nobody else.
+	u, _ := url.Parse(testenv.RedisURL(t))
+	u.Path = "/3"
+	w.redisURL = u.String()
+	addr := freeAddr(t)
+	w.base = "http://" + addr
+	w.env = []string{"NIMBUS_LISTEN=" + addr, "NIMBUS_DATABASE_URL=" + storetest.PostgresURL(t), "NIMBUS_REDIS_URL=" + w.redisURL,
+		"NIMBUS_AGENT_REGISTRATION_TOKEN=e2e-registration", "NIMBUS_SCHEDULER_TICK=1s"}
+	w.server = start(t, w.dir, w.env, "nimbus-server")
+	waitReady(t, w.base, w.server, 30*time.Second)
+	alice := newClient(t, w.base)
+	alice.signup("alice")
+	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
+	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
+	var tok struct {
+		Token string `json:"token"`
+	}
+	alice.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "git", "scopes": []string{"repo:write"}}, &tok)
+	w.token = tok.Token
+	w.api = newClient(t, w.base)
+	w.api.token = tok.Token
+	gitRun(t, w.work, "init", "-q", "-b", "main")
+	return w
+}
+
+// agent starts a nimbus-agent in dir (a fresh one when dir is "").
+func (w *world) agent(dir string) (*proc, string) {
+	if dir == "" {
+		dir = w.t.TempDir()
+	}
+	p := start(w.t, dir, []string{"NIMBUS_SERVER_URL=" + w.base, "NIMBUS_AGENT_TOKEN=e2e-registration", "NIMBUS_AGENT_EXECUTOR=docker",
+		"NIMBUS_AGENT_DOCKER_HOST=" + w.docker, "NIMBUS_AGENT_NETWORK=none", "NIMBUS_AGENT_WORK_DIR=" + dir,
+		"NIMBUS_AGENT_CPUS=4", "NIMBUS_AGENT_DEFAULT_IMAGE=" + w.image}, "nimbus-agent")
+	return p, dir
+}
+
+// push commits a pipeline running script and returns the new build's number.
+func (w *world) push(script string) int64 {
+	w.pushes++
+	cnb := "main:\n  push:\n    - name: job\n      runner: { tags: cnb:arch:amd64, cpus: 1 }\n      docker: { image: " + w.image +
+		" }\n      stages:\n        - name: only\n          script: " + script + "\n"
+	os.WriteFile(filepath.Join(w.work, ".cnb.yml"), []byte(cnb), 0o644)
+	gitRun(w.t, w.work, "add", ".")
+	gitRun(w.t, w.work, "commit", "-q", "--allow-empty", "-m", "run")
+	u, _ := url.Parse(w.base + "/ml/trainer.git")
+	u.User = url.UserPassword("alice", w.token)
+	gitRun(w.t, w.work, "push", "-q", u.String(), "main")
+	return int64(w.pushes)
+}
+
+func (w *world) build(n int64) buildJSON {
+	var b buildJSON
+	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &b)
+	return b
+}
+
+// waitFor polls the build until cond holds.
+func (w *world) waitFor(n int64, within time.Duration, what string, cond func(buildJSON) bool) buildJSON {
+	w.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		b := w.build(n)
+		if cond(b) {
+			return b
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("build #%d: %s not reached within %v: %+v", n, what, within, b)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func running(b buildJSON) bool {
+	return len(b.Pipelines) > 0 && b.Pipelines[0].Status == "running"
+}
+
+// containers lists the containers a Nimbus agent started on the test engine.
+func (w *world) containers() int {
+	cli, err := docker.NewClientWithOpts(docker.WithHost(w.docker), docker.WithAPIVersionNegotiation())
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer cli.Close()
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "nimbus.agent"))})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return len(list)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// kill -9 of the agent mid-job: the pipeline fails with agent_lost within 45 s (default lease
+// TTL 30 s, renewals every 10 s), and the restarted agent removes the orphaned container.
+func TestAgentKilledMidJob(t *testing.T) {
+	w := newWorld(t)
+	ag, dir := w.agent("")
+	n := w.push("echo working; sleep 300")
+	w.waitFor(n, 60*time.Second, "running", running)
+	time.Sleep(time.Second) // the job's container is up
+	if w.containers() == 0 {
+		t.Fatal("no job container while the job runs")
+	}
+	ag.cmd.Process.Kill()
+	<-ag.done
+	ag.done <- nil
+	killed := time.Now()
+	b := w.waitFor(n, 45*time.Second, "failed with agent_lost", func(b buildJSON) bool {
+		return b.Pipelines[0].Status == "failed"
+	})
+	if b.Status != "failed" || b.Pipelines[0].Reason != "agent_lost" {
+		t.Fatalf("after kill -9: %+v reason %q", b.Status, b.Pipelines[0].Reason)
+	}
+	t.Logf("agent_lost %v after kill -9", time.Since(killed).Round(time.Second))
+	if w.containers() == 0 {
+		t.Fatal("the orphaned container vanished before the restart: the cleanup was not tested")
+	}
+	w.agent(dir) // same work dir: same agent id
+	deadline := time.Now().Add(20 * time.Second)
+	for w.containers() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted agent left the orphaned container behind")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The server restarts while a pipeline runs: the agent keeps its lease through the outage, the
+// pipeline finishes once, nothing is lost or run twice.
+func TestServerRestartMidLease(t *testing.T) {
+	w := newWorld(t)
+	w.agent("")
+	n := w.push(`echo ran-once; sleep 8; echo done`)
+	b := w.waitFor(n, 60*time.Second, "running", running)
+	job := b.Pipelines[0].Stages[0].Jobs[0].ID
+	// Restart once user code runs: the first line of the job's log is there.
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(w.jobLog(job), "ran-once") {
+		if time.Now().After(deadline) {
+			t.Fatal("the job never started")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err, _ := w.server.stop(t, 30*time.Second); err != nil {
+		t.Fatalf("server stop: %v", err)
+	}
+	time.Sleep(2 * time.Second)
+	w.server = start(t, w.dir, w.env, "nimbus-server")
+	waitReady(t, w.base, w.server, 30*time.Second)
+	b = w.waitFor(n, 60*time.Second, "success", func(b buildJSON) bool { return b.Status == "success" || b.Status == "failed" })
+	if b.Status != "success" {
+		t.Fatalf("build after the restart: %+v", b)
+	}
+	log := w.jobLog(job)
+	if strings.Count(log, "ran-once") != 1 || !strings.Contains(log, "done") {
+		t.Fatalf("the job ran %d times or its log lost lines: %q", strings.Count(log, "ran-once"), log)
+	}
+}
+
+// Redis loses everything while pipelines wait: the reconciler puts them back, and they run.
+func TestRedisFlushAllRequeues(t *testing.T) {
+	w := newWorld(t)
+	n := w.push("echo after-flush")
+	w.waitFor(n, 10*time.Second, "queued", func(b buildJSON) bool { return b.Status == "queued" })
+	opt, _ := redis.ParseURL(w.redisURL)
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := rdb.FlushDB(context.Background()).Err(); err != nil { // this test's own database
+		t.Fatal(err)
+	}
+	w.agent("")
+	b := w.waitFor(n, 30*time.Second, "success", func(b buildJSON) bool { return b.Status == "success" })
+	if !strings.Contains(w.jobLog(b.Pipelines[0].Stages[0].Jobs[0].ID), "after-flush") {
+		t.Fatal("the pipeline did not run its job")
+	}
+}
+
+// Cancel reaches the agent at its next renewal and the containers are gone within seconds.
+func TestCancelStopsContainers(t *testing.T) {
+	w := newWorld(t)
+	w.agent("")
+	n := w.push("echo working; sleep 300")
+	w.waitFor(n, 60*time.Second, "running", running)
+	time.Sleep(time.Second)
+	if w.containers() == 0 {
+		t.Fatal("no job container while the job runs")
+	}
+	w.api.must(202, "POST", "/api/v1/repos/ml/trainer/builds/"+itoa(n)+"/cancel", nil, nil)
+	cancelled := time.Now()
+	// Renewals come every 10 s (the server's heartbeat interval); then 5 s to be gone.
+	deadline := cancelled.Add(15 * time.Second)
+	for w.containers() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("containers still there 15 s after the cancel")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("containers gone %v after the cancel request", time.Since(cancelled).Round(100*time.Millisecond))
+	b := w.waitFor(n, 15*time.Second, "cancelled", func(b buildJSON) bool { return b.Status == "cancelled" })
+	if b.Pipelines[0].Status != "cancelled" {
+		t.Fatalf("pipeline %+v", b.Pipelines[0])
+	}
+}
+
+// jobLog fetches a job's whole log.
+func (w *world) jobLog(id int64) string {
+	w.t.Helper()
+	req, _ := http.NewRequest("GET", w.base+"/api/v1/jobs/"+itoa(id)+"/log", nil)
+	req.Header.Set("Authorization", "Bearer "+w.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

@@ -41,9 +41,9 @@ import (
 // After the rows: the same matrix for git smart HTTP (mxGitMatrix), and CSRF: every write as a
 // session without, or with another session's, X-CSRF-Token is 403 and changes nothing.
 //
-// Placeholders ({org}, {repo}, {id}, {self}, {name}) are filled per call by the row's prep,
-// which also makes fresh targets for routes that destroy theirs, so every principal meets the
-// same situation whatever the other calls did.
+// Placeholders ({org}, {repo}, {id}, {self}, {name}, {job}…) are filled per call by the row's
+// prep, which also makes fresh targets for routes that destroy theirs, so every principal meets
+// the same situation whatever the other calls did.
 type mxRow struct {
 	Want, Method, Path string
 	Note               string
@@ -311,6 +311,22 @@ var mxMatrix = []mxRow{
 	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/builds/1/rerun"),
 	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/builds/1/rerun"),
 
+	// ---- job logs ({job} is a job of build #1, which the fixture's push made; the private
+	// repo's log holds a private marker). Read access to the job's repo, as for its builds; a
+	// job of a repo the caller may not see is a 404 like the repo. The stream rows complete the
+	// log first, so each stream sends it, then its end event, and returns.
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log").
+		note("a job of A's private repo").prep(mxJobLog(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log").
+		note("a job of A's public repo").prep(mxJobLog(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/jobs/"+mxGhostJob+"/log"),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log/stream").
+		note("a job of A's private repo").prep(mxJobLog(mxPrivA), mxCompleteLog),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log/stream").
+		note("a job of A's public repo").prep(mxJobLog(mxPubA), mxCompleteLog),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/jobs/"+mxGhostJob+"/log/stream"),
+
 	// ---- the agent API (outside the user middleware): only agent credentials work there, so
 	// every user credential, and the job token, is 401. The agent token's own answer is .agent().
 	//  anon | rep dev adm own bil | out | nosc ro | dep job
@@ -360,6 +376,54 @@ func mxFreshLease(w *mxWorld, c *mxCall) {
 		w.manualBuild()
 		c.Vars["lease"] = w.pollLease(w.agentToken).ID
 	}
+}
+
+// mxGhostJob is a job id that no job has.
+const mxGhostJob = "987654321"
+
+// mxJobLog sets {job} to a job of build #1 of repoName (a repo of A), whose log it fills with a
+// line (idempotent: appends are by offset). The private repo's line carries a private marker,
+// so a log served to someone who may not read it fails the marker check.
+func mxJobLog(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		id := w.jobOfBuild1(repoName)
+		line := "building " + repoName + "\r\n"
+		if repoName == mxPrivA {
+			line = "building " + mxCommitA + "\r\n"
+		}
+		if _, err := w.app.Logs.Append(w.ctx, id, 0, []byte(line)); err != nil {
+			w.t.Fatal(err)
+		}
+		c.Vars["job"] = fmt.Sprint(id)
+	}
+}
+
+// mxCompleteLog marks {job}'s log complete, so a stream of it ends (with its end event)
+// instead of following the log until the client leaves.
+func mxCompleteLog(w *mxWorld, c *mxCall) {
+	id, err := strconv.ParseInt(c.Vars["job"], 10, 64)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.app.Logs.Complete(w.ctx, id); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// jobOfBuild1 returns the id of the first job of build #1 of repoName, a repo of A.
+func (w *mxWorld) jobOfBuild1(repoName string) int64 {
+	w.t.Helper()
+	var ids []int64
+	err := w.app.DB.Table("jobs").
+		Joins("JOIN pipelines ON pipelines.id = jobs.pipeline_id").
+		Joins("JOIN builds ON builds.id = pipelines.build_id").
+		Joins("JOIN repos ON repos.id = builds.repo_id").
+		Where("repos.org_id = ? AND repos.name = ? AND builds.number = 1", w.orgA.ID, repoName).
+		Order("jobs.id").Limit(1).Pluck("jobs.id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		w.t.Fatalf("no job of build #1 of %s/%s: %v", mxOrgA, repoName, err)
+	}
+	return ids[0]
 }
 
 // mxGitMatrix is the git endpoint (smart HTTP, served by the same handler outside /api): the
@@ -691,6 +755,10 @@ func mxCheckResponse(t *testing.T, w *mxWorld, who string, p *mxPrincipal, q mxR
 // passes; one that only existing things get tells that the thing exists.)
 func mxCheckIndistinguishable(t *testing.T, w *mxWorld, who string, p *mxPrincipal, q mxReq, res *mxResp) {
 	t.Helper()
+	if rest, ok := strings.CutPrefix(q.Path, "/api/v1/jobs/"); ok {
+		mxCheckJobIndistinguishable(t, w, who, p, q, res, rest)
+		return
+	}
 	org, repo, at := mxTargetAt(q.Path)
 	layout := w.layout[org]
 	if (res.Status != http.StatusNotFound && res.Status != http.StatusForbidden) || layout == "" || p.Sees[layout] || repo == mxPubA {
@@ -708,6 +776,36 @@ func mxCheckIndistinguishable(t *testing.T, w *mxWorld, who string, p *mxPrincip
 	norm := func(b []byte, name string) string { return strings.ReplaceAll(string(b), name, "{}") }
 	if gres.Status != res.Status || norm(res.Body, real) != norm(gres.Body, ghost) {
 		t.Errorf("%s: a non-member can tell %s exists:\n  %d %s\n  vs %s: %d %s", who, real,
+			res.Status, mxShort(res.Body), g.Path, gres.Status, mxShort(gres.Body))
+	}
+}
+
+// mxCheckJobIndistinguishable is mxCheckIndistinguishable for /api/v1/jobs/{id}/…: a 404 or 403
+// that a non-member gets for a job of a team's private repo must be the answer for a job id that
+// does not exist, but for the id.
+func mxCheckJobIndistinguishable(t *testing.T, w *mxWorld, who string, p *mxPrincipal, q mxReq, res *mxResp, rest string) {
+	t.Helper()
+	id, tail, _ := strings.Cut(rest, "/")
+	jobID, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || id == mxGhostJob || (res.Status != http.StatusNotFound && res.Status != http.StatusForbidden) {
+		return
+	}
+	org, repo, err := w.app.Builds.JobRepo(w.ctx, jobID)
+	if err != nil {
+		t.Fatalf("%s: the job's repo: %v", who, err)
+	}
+	layout := w.layout[org]
+	if layout == "" || p.Sees[layout] || repo == mxPubA {
+		return
+	}
+	g := q
+	g.Path = "/api/v1/jobs/" + mxGhostJob + "/" + tail
+	gres := w.send(p, g)
+	norm := func(b []byte, id string) string {
+		return regexp.MustCompile(`\b`+id+`\b`).ReplaceAllString(string(b), "{}")
+	}
+	if gres.Status != res.Status || norm(res.Body, id) != norm(gres.Body, mxGhostJob) {
+		t.Errorf("%s: a non-member can tell job %s exists:\n  %d %s\n  vs %s: %d %s", who, id,
 			res.Status, mxShort(res.Body), g.Path, gres.Status, mxShort(gres.Body))
 	}
 }

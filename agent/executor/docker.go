@@ -22,6 +22,8 @@ import (
 type Docker struct {
 	cli     *client.Client
 	agentID string
+	// hostCPUs is the engine's core count: the engine refuses a CPU limit above it.
+	hostCPUs float64
 	// NetworkMode for step containers ("none", "host", "bridge", …); "" = the engine's default.
 	NetworkMode string
 }
@@ -41,7 +43,11 @@ func NewDocker(ctx context.Context, host, agentID string) (*Docker, error) {
 		cli.Close()
 		return nil, fmt.Errorf("%w: %v", ErrNoDocker, err)
 	}
-	return &Docker{cli: cli, agentID: agentID}, nil
+	d := &Docker{cli: cli, agentID: agentID}
+	if info, err := cli.Info(ctx); err == nil {
+		d.hostCPUs = float64(info.NCPU)
+	}
+	return d, nil
 }
 
 // Name implements Executor.
@@ -85,7 +91,13 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 		host.Binds = []string{s.Workspace + ":" + mount}
 	}
 	if s.CPUs > 0 {
-		host.NanoCPUs = int64(s.CPUs * 1e9)
+		// A pipeline sized for a bigger node still runs (with fewer cores) where the agent was
+		// told to hand out more cores than the engine has, instead of failing to start.
+		cpus := s.CPUs
+		if d.hostCPUs > 0 && cpus > d.hostCPUs {
+			cpus = d.hostCPUs
+		}
+		host.NanoCPUs = int64(cpus * 1e9)
 	}
 	if s.MemoryBytes > 0 {
 		host.Memory = s.MemoryBytes

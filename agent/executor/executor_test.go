@@ -297,3 +297,16 @@ func TestShellPinsCUDADevices(t *testing.T) {
 		t.Fatalf("a step without GPUs may see them all: %v %q", err, out.String())
 	}
 }
+
+func TestDockerCapsCPUsAtTheEngine(t *testing.T) {
+	d, image := newDocker(t)
+	var out lockedBuffer
+	code, err := d.Run(context.Background(), Step{Name: "big", Image: image, CPUs: 1000, Output: &out,
+		Script: "cat /sys/fs/cgroup/cpu.max 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us"})
+	if err != nil || code != 0 {
+		t.Fatalf("a step asking for more cores than the engine has: %d %v %q", code, err, out.String())
+	}
+	if strings.Contains(out.String(), "100000000") {
+		t.Fatalf("limit not capped: %q", out.String())
+	}
+}

@@ -194,11 +194,14 @@ func (a *App) startAgent(ctx context.Context, addr string) error {
 	}
 	var err error
 	a.agent, err = agent.New(ctx, agent.Config{
-		ServerURL:    "http://" + net.JoinHostPort(host, port),
-		Token:        a.RegistrationToken,
-		Name:         "built-in",
-		Tags:         []string{"cnb:arch:default", "cnb:arch:amd64"},
-		CPUs:         runtime.NumCPU(),
+		ServerURL: "http://" + net.JoinHostPort(host, port),
+		Token:     a.RegistrationToken,
+		Name:      "built-in",
+		Tags:      []string{"cnb:arch:default", "cnb:arch:amd64"},
+		// The all-in-one host takes pipelines of any CPU size (containers are limited to the
+		// cores it has), running as many at once as it has cores.
+		CPUs:         64,
+		Concurrency:  runtime.NumCPU(),
 		Executor:     a.Config.AgentExecutor,
 		Network:      a.Config.AgentNetwork,
 		DefaultImage: a.Config.AgentDefaultImage,

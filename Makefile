@@ -8,7 +8,7 @@ BINARIES := bin/nimbus-server bin/nimbus-agent bin/nimbus
 # The fuzz target runs this long in every `make test`.
 FUZZTIME ?= 20s
 
-.PHONY: all run build binaries frontend test test-all vet go-test fuzz frontend-test clean
+.PHONY: all run build binaries frontend test test-all vet go-test fuzz bench frontend-test clean
 .DEFAULT_GOAL := build
 
 all: build
@@ -37,7 +37,7 @@ test: build
 	e2e/testenv.sh $(MAKE) --no-print-directory test-all
 
 # test-all expects the services of e2e/testenv.sh; run it through `make test`.
-test-all: vet go-test fuzz frontend-test
+test-all: vet go-test fuzz frontend-test bench
 
 vet:
 	$(GO) vet ./...
@@ -48,6 +48,15 @@ go-test:
 # -fuzzminimizetime bounds how long one new input may be minimised, so the run stays short.
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./backend/pipeline/spec
+
+# bench prints the figures the issues set targets for (see each benchmark's doc comment): .cnb.yml
+# compile time, dispatch rate and enqueue-to-lease latency, log ingest, agent overhead. Short
+# runs: figures, not a tuning session. Alone, with the services: e2e/testenv.sh make bench
+bench:
+	$(GO) test -run='^$$' -bench='^BenchmarkCompile$$' -benchmem ./backend/pipeline/spec
+	$(GO) test -run='^$$' -bench='^(BenchmarkDispatch|BenchmarkEnqueueToLease)$$' -benchtime=1x ./backend/scheduler
+	$(GO) test -run='^$$' -bench='^BenchmarkAppend$$' -benchtime=20x ./backend/logs
+	$(GO) test -run='^$$' -bench='^BenchmarkAgentOverhead$$' -benchtime=5x ./agent/runner
 
 frontend-test: frontend/node_modules/.installed
 	cd frontend && npm test --silent

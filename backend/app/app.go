@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	if err != nil {
 		return nil, err
 	}
-	a.Builds = build.NewService(a.DB, a.Repos, clk, cfg.PublicURL, spec.Options{Location: loc}, log)
+	a.Builds = build.NewService(a.DB, a.Repos, clk, cfg.PublicURL, spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage}, log)
 	if a.RegistrationToken, err = secrets.LoadToken(cfg.DataDir, "agent-registration.token", cfg.RegistrationToken); err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func (a *App) startAgent(ctx context.Context, addr string) error {
 		Concurrency:  runtime.NumCPU(),
 		Executor:     a.Config.AgentExecutor,
 		Network:      a.Config.AgentNetwork,
-		DefaultImage: a.Config.AgentDefaultImage,
+		DefaultImage: a.Config.DefaultBuildImage,
 		WorkDir:      filepath.Join(a.Config.DataDir, "agent"),
 		Version:      a.version,
 	}, a.Log.With("component", "builtin-agent"))

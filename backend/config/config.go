@@ -50,8 +50,9 @@ type Config struct {
 	Timezone          string
 	TrustedProxies    string
 	// Built-in agent.
-	AgentNetwork      string
-	AgentDefaultImage string
+	AgentNetwork string
+	// DefaultBuildImage runs pipelines that name no image (CNB's cnbcool/default-build-env).
+	DefaultBuildImage string
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -79,7 +80,7 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(builtin, "builtin-agent", "NIMBUS_BUILTIN_AGENT", "auto", "run an agent inside the server: true, false or auto (= on when both URLs are empty)")
 	s.String(&c.AgentExecutor, "agent-executor", "NIMBUS_AGENT_EXECUTOR", ExecutorAuto, "built-in agent executor: auto (Docker when an engine answers), docker or shell")
 	s.String(&c.AgentNetwork, "agent-network", "NIMBUS_AGENT_NETWORK", "", "built-in agent: network mode of job containers (none, host, bridge, …); empty = the engine's default")
-	s.String(&c.AgentDefaultImage, "agent-default-image", "NIMBUS_AGENT_DEFAULT_IMAGE", "", "built-in agent: image of script jobs whose pipeline names none; empty = cnbcool/default-build-env")
+	s.String(&c.DefaultBuildImage, "default-build-image", "NIMBUS_DEFAULT_BUILD_IMAGE", "cnbcool/default-build-env", "image of pipelines whose .cnb.yml names none (written into their plans)")
 	s.String(&c.LogFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&c.LogLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "NIMBUS_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")

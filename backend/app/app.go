@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
@@ -51,6 +52,7 @@ type App struct {
 	Builds    *build.Service
 	Scheduler *scheduler.Service
 	Logs      *logs.Service
+	Billing   *billing.Service
 	// RegistrationToken is what agents present to register (the built-in agent uses it too).
 	RegistrationToken string
 
@@ -129,7 +131,12 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		return nil, err
 	}
 	a.Logs = logs.NewService(a.DB, a.Redis.Client, clk, log, logs.Config{})
-	a.Scheduler = scheduler.NewService(a.DB, a.Redis.Client, a.Builds, a.Repos, a.Logs, clk, log, scheduler.Config{
+	billCfg, err := billingConfig(cfg, loc)
+	if err != nil {
+		return nil, err
+	}
+	a.Billing = billing.NewService(a.DB, clk, log, billCfg)
+	a.Scheduler = scheduler.NewService(a.DB, a.Redis.Client, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
 	})
 	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Scheduler.ResolveJobToken)
@@ -271,4 +278,25 @@ func (a *App) authorizeJob(c *gin.Context, jobID int64) error {
 		return api.NotFound("job %d not found", jobID)
 	}
 	return err
+}
+
+// billingConfig is billing.DefaultConfig with the server's settings applied.
+func billingConfig(cfg *config.Config, loc *time.Location) (billing.Config, error) {
+	b := billing.DefaultConfig()
+	b.Currency = cfg.Currency
+	b.FreezeInterval = cfg.FreezeInterval
+	b.FreeCoreSeconds = int64(cfg.FreeCPUCoreHours) * 3600
+	b.Location = loc
+	prices, err := cfg.Prices()
+	if err != nil {
+		return b, err
+	}
+	for class, p := range prices {
+		amt, err := billing.ParseAmount(p)
+		if err != nil {
+			return b, fmt.Errorf("NIMBUS_BILLING_PRICES %s: %w", class, err)
+		}
+		b.Prices[class] = amt
+	}
+	return b, nil
 }

@@ -53,6 +53,11 @@ type Config struct {
 	AgentNetwork string
 	// DefaultBuildImage runs pipelines that name no image (CNB's cnbcool/default-build-env).
 	DefaultBuildImage string
+	// Billing.
+	FreezeInterval   time.Duration
+	BillingPrices    string // "class=price,…" per core-hour, merged over the defaults
+	FreeCPUCoreHours int
+	Currency         string
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -81,6 +86,10 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.AgentExecutor, "agent-executor", "NIMBUS_AGENT_EXECUTOR", ExecutorAuto, "built-in agent executor: auto (Docker when an engine answers), docker or shell")
 	s.String(&c.AgentNetwork, "agent-network", "NIMBUS_AGENT_NETWORK", "", "built-in agent: network mode of job containers (none, host, bridge, …); empty = the engine's default")
 	s.String(&c.DefaultBuildImage, "default-build-image", "NIMBUS_DEFAULT_BUILD_IMAGE", "cnbcool/default-build-env", "image of pipelines whose .cnb.yml names none (written into their plans)")
+	s.Duration(&c.FreezeInterval, "billing-freeze-interval", "NIMBUS_BILLING_FREEZE_INTERVAL", 5*time.Minute, "how much run time is frozen ahead (and how often the next window is frozen)")
+	s.String(&c.BillingPrices, "billing-prices", "NIMBUS_BILLING_PRICES", "", "price per core-hour by runner class, e.g. cnb:arch:amd64=0.125,cnb:arch:amd64:gpu=0.5 (over those defaults)")
+	s.Int(&c.FreeCPUCoreHours, "billing-free-cpu-core-hours", "NIMBUS_BILLING_FREE_CPU_CORE_HOURS", 160, "free CPU core-hours per team per calendar month (never for GPU classes)")
+	s.String(&c.Currency, "billing-currency", "NIMBUS_BILLING_CURRENCY", "CNY", "currency of balances, prices and top-ups")
 	s.String(&c.LogFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&c.LogLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "NIMBUS_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
@@ -159,6 +168,15 @@ func (c *Config) Resolve(builtinAgent string) error {
 	if _, err := c.Location(); err != nil {
 		return err
 	}
+	if _, err := c.Prices(); err != nil {
+		return err
+	}
+	if c.FreezeInterval < time.Second {
+		return fmt.Errorf("invalid NIMBUS_BILLING_FREEZE_INTERVAL %s: at least 1s", c.FreezeInterval)
+	}
+	if c.FreeCPUCoreHours < 0 {
+		return fmt.Errorf("invalid NIMBUS_BILLING_FREE_CPU_CORE_HOURS %d", c.FreeCPUCoreHours)
+	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("invalid NIMBUS_LEASE_TTL %s: at least 1s", c.LeaseTTL)
 	}
@@ -229,4 +247,22 @@ func (c *Config) Proxies() []string {
 		}
 	}
 	return out
+}
+
+// Prices parses NIMBUS_BILLING_PRICES into class → decimal price strings.
+func (c *Config) Prices() (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.Split(c.BillingPrices, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		class, price, ok := strings.Cut(part, "=")
+		price = strings.TrimSpace(price)
+		if !ok || strings.TrimSpace(class) == "" || price == "" || strings.Trim(price, "0123456789.") != "" {
+			return nil, fmt.Errorf("invalid NIMBUS_BILLING_PRICES entry %q: want class=price", part)
+		}
+		out[strings.TrimSpace(class)] = price
+	}
+	return out, nil
 }

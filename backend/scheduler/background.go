@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,8 +29,13 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 	for i := range expired {
 		p := &expired[i]
 		if p.CancelRequested {
-			// Cancelled while its agent was gone: it ends cancelled, it does not go back.
-			if err := s.end(ctx, p, p.LeaseID, build.StatusCancelled, p.Reason); err != nil && err != ErrLeaseLost {
+			// Stopped while its agent was gone: it ends cancelled (or terminated, when billing
+			// stopped it); it does not go back.
+			status := build.StatusCancelled
+			if p.Reason == ReasonInsufficientBalance {
+				status = build.StatusTerminated
+			}
+			if err := s.end(ctx, p, p.LeaseID, status, p.Reason); err != nil && err != ErrLeaseLost {
 				return n, err
 			}
 			n++
@@ -220,6 +226,9 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 			if _, err := s.FireSchedules(ctx); err != nil {
 				s.log.ErrorContext(ctx, "cron", "err", err)
 			}
+			if err := s.BillingTick(ctx); err != nil {
+				s.log.ErrorContext(ctx, "billing tick", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -227,4 +236,38 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// BillingTick freezes the next window of running pipelines and stops the ones their account can
+// no longer cover: they end terminated with reason insufficient_balance when their agent reports
+// (at its next renew), or when their lease expires. It also settles pipelines that ended while
+// a settlement failed.
+func (s *Service) BillingTick(ctx context.Context) error {
+	if s.bill == nil {
+		return nil
+	}
+	stop, err := s.bill.Tick(ctx)
+	for _, id := range stop {
+		if cerr := s.stopPipeline(ctx, id, ReasonInsufficientBalance); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}
+	var ended []build.Pipeline
+	if qerr := s.db.WithContext(ctx).Omit("plan").Table("pipelines").Select("pipelines.id, pipelines.finished_at").
+		Joins("JOIN pipeline_billing ON pipeline_billing.pipeline_id = pipelines.id").
+		Where("NOT pipeline_billing.settled AND pipelines.finished_at IS NOT NULL").Limit(500).Scan(&ended).Error; qerr != nil {
+		return errors.Join(err, qerr)
+	}
+	for _, p := range ended {
+		if serr := s.bill.Settle(ctx, p.ID, *p.FinishedAt); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	return err
+}
+
+// stopPipeline asks the agent running a pipeline to stop, with a reason.
+func (s *Service) stopPipeline(ctx context.Context, pipelineID int64, reason string) error {
+	return s.db.WithContext(ctx).Model(&build.Pipeline{}).Where("id = ? AND status = ?", pipelineID, build.StatusRunning).
+		Updates(map[string]any{"cancel_requested": true, "reason": reason}).Error
 }

@@ -51,7 +51,7 @@ func newBenchWorld(b *testing.B, teams, agents int, cfg Config) *benchWorld {
 	builds := build.NewService(db, repos, clk, "http://nimbus.test", spec.Options{}, log)
 	cfg.RegistrationToken = "reg"
 	cfg.PublicURL = "http://nimbus.test"
-	w := &benchWorld{db: db, sched: NewService(db, rdb, builds, repos, nil, clk, log, cfg)}
+	w := &benchWorld{db: db, sched: NewService(db, rdb, builds, repos, nil, nil, clk, log, cfg)}
 	u, err := users.Signup(ctx, "bench", "bench@example.com", "a long enough passphrase")
 	if err != nil {
 		b.Fatal(err)

@@ -2,8 +2,11 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 )
 
@@ -45,6 +48,16 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 			out[p.ID] = fmt.Sprintf("no online agent of %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
 		default:
 			out[p.ID] = s.waiting(ctx, p)
+		}
+		if s.bill != nil {
+			// Money comes first: a pipeline its account cannot pay for would fail at dispatch.
+			if err := s.bill.CanStart(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs}); err != nil {
+				if errors.Is(err, billing.ErrSpendingCap) {
+					out[p.ID] = "the team's monthly spending cap is reached"
+				} else if errors.Is(err, billing.ErrInsufficientBalance) {
+					out[p.ID] = "balance insufficient: " + strings.TrimPrefix(err.Error(), billing.ErrInsufficientBalance.Error()+": ")
+				}
+			}
 		}
 	}
 	return out

@@ -16,6 +16,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
@@ -147,6 +148,28 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 		return nil, res.Error
 	}
 	p := rows[0]
+	if s.bill != nil {
+		// The first window is frozen before the agent hears of the pipeline: one the account
+		// cannot cover never starts.
+		err := s.bill.Start(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs}, now)
+		if errors.Is(err, billing.ErrInsufficientBalance) || errors.Is(err, billing.ErrSpendingCap) {
+			reason := ReasonInsufficientBalance
+			if errors.Is(err, billing.ErrSpendingCap) {
+				reason = ReasonSpendingCap
+			}
+			if err := s.end(ctx, &p, leaseID, build.StatusFailed, reason); err != nil {
+				return nil, err
+			}
+			return nil, nil
+		}
+		if err != nil {
+			// Not started: put it back as it was, for the next poll to try again.
+			s.db.WithContext(ctx).Model(&build.Pipeline{}).Where("id = ? AND lease_id = ?", p.ID, leaseID).
+				Updates(map[string]any{"status": build.StatusQueued, "lease_id": "", "agent_id": "", "lease_expires_at": nil, "started_at": nil, "job_token_hash": ""})
+			s.Enqueue(ctx, &p)
+			return nil, fmt.Errorf("scheduler: billing start of pipeline %d: %w", p.ID, err)
+		}
+	}
 	// The build follows its first running pipeline. Outside the claim on purpose: if this fails
 	// the next status change of the build recomputes it from its pipelines.
 	if err := s.db.WithContext(ctx).Model(&build.Build{}).Where("id = ? AND status = ?", p.BuildID, build.StatusQueued).
@@ -374,6 +397,7 @@ const (
 	ReasonAgentLost           = "agent_lost"
 	ReasonCancelled           = "cancelled"
 	ReasonInsufficientBalance = "insufficient_balance"
+	ReasonSpendingCap         = "spending_cap_reached"
 )
 
 // end moves a running pipeline to a final status under its lease, closes its unfinished jobs and
@@ -427,6 +451,13 @@ func (s *Service) end(ctx context.Context, p *build.Pipeline, leaseID, status, r
 		return ErrLeaseLost
 	}
 	s.queue.Released(ctx, p.RunnerTag, p.OrgID)
+	if s.bill != nil {
+		// Settled after the status commit, once (billing claims the settlement itself); a
+		// failure here is retried by the tick, which settles what ended unsettled.
+		if err := s.bill.Settle(ctx, p.ID, now); err != nil {
+			s.log.ErrorContext(ctx, "settlement failed; the billing tick retries it", "pipeline", p.ID, "err", err)
+		}
+	}
 	if s.logs != nil {
 		var jobIDs []int64
 		s.db.WithContext(ctx).Model(&build.Job{}).Where("pipeline_id = ?", p.ID).Pluck("id", &jobIDs)

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
+	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
@@ -41,9 +42,18 @@ type LogSink interface {
 	Complete(ctx context.Context, jobID int64) error
 }
 
+// Billing freezes, ticks and settles what pipelines cost (package billing).
+type Billing interface {
+	Start(ctx context.Context, r billing.Run, at time.Time) error
+	Tick(ctx context.Context) ([]int64, error)
+	Settle(ctx context.Context, pipelineID int64, end time.Time) error
+	CanStart(ctx context.Context, r billing.Run) error
+}
+
 // Service is the scheduler.
 type Service struct {
 	db     *gorm.DB
+	bill   Billing
 	rdb    redis.UniversalClient
 	queue  *Queue
 	builds *build.Service
@@ -57,7 +67,7 @@ type Service struct {
 
 // NewService returns the scheduler and hooks it into the build service, so every queued pipeline
 // is enqueued and every queued pipeline shown by the API says why it waits.
-func NewService(db *gorm.DB, rdb redis.UniversalClient, builds *build.Service, repos *repo.Service, logs LogSink, clk clock.Clock, log *slog.Logger, cfg Config) *Service {
+func NewService(db *gorm.DB, rdb redis.UniversalClient, builds *build.Service, repos *repo.Service, logs LogSink, bill Billing, clk clock.Clock, log *slog.Logger, cfg Config) *Service {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 30 * time.Second
 	}
@@ -82,7 +92,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, builds *build.Service, r
 	if cfg.Location == nil {
 		cfg.Location = time.FixedZone("UTC+8", 8*3600)
 	}
-	s := &Service{db: db, rdb: rdb, queue: NewQueue(rdb), builds: builds, repos: repos, logs: logs, clock: clk, log: log, cfg: cfg, wake: newWakeup()}
+	s := &Service{db: db, bill: bill, rdb: rdb, queue: NewQueue(rdb), builds: builds, repos: repos, logs: logs, clock: clk, log: log, cfg: cfg, wake: newWakeup()}
 	builds.Enqueue = func(ctx context.Context, p *build.Pipeline) {
 		if err := s.Enqueue(ctx, p); err != nil {
 			// The reconciler puts it in the queue later; the database already says queued.

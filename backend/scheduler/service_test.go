@@ -86,7 +86,7 @@ func newFixture(t *testing.T, db *gorm.DB, cfg Config) *fixture {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://nimbus.test"
 	}
-	f.sched = NewService(db, f.rdb, f.builds, f.repos, nil, f.clock, f.log, cfg)
+	f.sched = NewService(db, f.rdb, f.builds, f.repos, nil, nil, f.clock, f.log, cfg)
 	var err error
 	if f.user, err = users.Signup(ctx, "alice", "alice@example.com", "a long enough passphrase"); err != nil {
 		t.Fatal(err)
@@ -457,7 +457,7 @@ func TestCronFiresOncePerTimeAcrossReplicas(t *testing.T) {
       stages: [ { name: train, script: python train.py } ]
 `)
 		// A second replica on the same database and Redis.
-		other := NewService(db, f.rdb, f.builds, f.repos, nil, f.clock, f.log, Config{RegistrationToken: "x"})
+		other := NewService(db, f.rdb, f.builds, f.repos, nil, nil, f.clock, f.log, Config{RegistrationToken: "x"})
 		count := func() int64 {
 			var n int64
 			db.Model(&build.Build{}).Where("event = ?", "schedule").Count(&n)

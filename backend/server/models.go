@@ -16,7 +16,7 @@ func Models() []any {
 	return []any{
 		&auth.User{}, &auth.Session{}, &auth.AccessToken{}, &auth.PasswordReset{},
 		&org.Org{}, &org.Member{}, &org.Invitation{},
-		&billing.Account{},
+		&billing.Account{}, &billing.Txn{}, &billing.Posting{}, &billing.QuotaUsage{}, &billing.PipelineBilling{}, &billing.Notification{},
 		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{},
 		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Schedule{},
 		&scheduler.Agent{},

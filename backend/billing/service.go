@@ -1,0 +1,422 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/store"
+)
+
+// Config holds prices, the free quota and the freeze interval. All of it is configuration.
+type Config struct {
+	Currency string
+	// Prices per core-hour by runner class (canonical tag). A class without a price is free.
+	Prices map[string]Amount
+	// QuotaClasses are the classes the monthly free quota pays for (the CPU classes).
+	QuotaClasses map[string]bool
+	// FreeCoreSeconds is the monthly free quota (160 core-hours = 576 000 core-seconds).
+	FreeCoreSeconds int64
+	// FreezeInterval is the window frozen ahead (5 minutes).
+	FreezeInterval time.Duration
+	// Location decides calendar months (Asia/Shanghai).
+	Location *time.Location
+}
+
+// DefaultConfig is Part A's pricing: CPU 0.125 per core-hour after 160 free core-hours a month,
+// GPU 0.5 per core-hour with no free quota.
+func DefaultConfig() Config {
+	cpu, gpu := Amount(Scale/8), Amount(Scale/2)
+	return Config{
+		Currency: DefaultCurrency,
+		Prices: map[string]Amount{
+			"cnb:arch:amd64": cpu, "cnb:arch:arm64:v8": cpu,
+			"cnb:arch:amd64:gpu": gpu, "cnb:arch:amd64:gpu:L40": gpu, "cnb:arch:amd64:gpu:H20": gpu,
+		},
+		QuotaClasses:    map[string]bool{"cnb:arch:amd64": true, "cnb:arch:arm64:v8": true},
+		FreeCoreSeconds: 160 * 3600,
+		FreezeInterval:  5 * time.Minute,
+		Location:        time.FixedZone("UTC+8", 8*3600),
+	}
+}
+
+// Service moves money.
+type Service struct {
+	db    *gorm.DB
+	clock clock.Clock
+	log   *slog.Logger
+	cfg   Config
+}
+
+// NewService returns the billing service.
+func NewService(db *gorm.DB, clk clock.Clock, log *slog.Logger, cfg Config) *Service {
+	if cfg.FreezeInterval <= 0 {
+		cfg.FreezeInterval = 5 * time.Minute
+	}
+	if cfg.Location == nil {
+		cfg.Location = time.FixedZone("UTC+8", 8*3600)
+	}
+	if cfg.Currency == "" {
+		cfg.Currency = DefaultCurrency
+	}
+	return &Service{db: db, clock: clk, log: log, cfg: cfg}
+}
+
+// Config returns the service's configuration.
+func (s *Service) Config() Config { return s.cfg }
+
+// Run is what billing needs to know about a pipeline.
+type Run struct {
+	PipelineID int64
+	OrgID      int64
+	RepoID     int64
+	Class      string
+	Cores      int
+}
+
+// Reasons a pipeline is refused or stopped by billing.
+var (
+	ErrInsufficientBalance = errors.New("insufficient_balance")
+	ErrSpendingCap         = errors.New("spending_cap_reached")
+)
+
+// month is the calendar month of t in the billing time zone.
+func (s *Service) month(t time.Time) string { return t.In(s.cfg.Location).Format("2006-01") }
+
+// monthStart is the first instant of t's calendar month, in UTC.
+func (s *Service) monthStart(t time.Time) time.Time {
+	l := t.In(s.cfg.Location)
+	return time.Date(l.Year(), l.Month(), 1, 0, 0, 0, 0, s.cfg.Location).UTC()
+}
+
+func (s *Service) windowSeconds() int64 { return int64(math.Ceil(s.cfg.FreezeInterval.Seconds())) }
+
+// AccountOf returns the org's account.
+func (s *Service) AccountOf(ctx context.Context, orgID int64) (*Account, error) {
+	var a Account
+	if err := s.db.WithContext(ctx).Where("org_id = ?", orgID).Take(&a).Error; err != nil {
+		return nil, fmt.Errorf("billing: account of org %d: %w", orgID, err)
+	}
+	return &a, nil
+}
+
+// lockAccount serialises the money moves of one account (PostgreSQL advisory lock; SQLite runs
+// one writer at a time anyway) and returns its current row.
+func lockAccount(tx *gorm.DB, id int64) (*Account, error) {
+	if err := store.Lock(tx, fmt.Sprintf("billing:account:%d", id)); err != nil {
+		return nil, err
+	}
+	var a Account
+	if err := tx.Take(&a, id).Error; err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// quotaLeft returns the free core-seconds the account has left in month, creating the row.
+func (s *Service) quotaLeft(tx *gorm.DB, accountID int64, month string) (int64, error) {
+	q := QuotaUsage{AccountID: accountID, Month: month}
+	if err := tx.Where(QuotaUsage{AccountID: accountID, Month: month}).FirstOrCreate(&q).Error; err != nil {
+		return 0, err
+	}
+	return max(0, s.cfg.FreeCoreSeconds-q.UsedCoreSeconds-q.FrozenCoreSeconds), nil
+}
+
+// freezeWindow holds one more window of pb: free quota first (for quota classes), money for
+// the rest. It changes pb in memory and writes the quota and the ledger; the caller saves pb.
+// It returns ErrInsufficientBalance, having written nothing, when the window cannot be covered.
+func (s *Service) freezeWindow(tx *gorm.DB, a *Account, pb *PipelineBilling, now time.Time) error {
+	need := int64(pb.Cores) * s.windowSeconds()
+	var fromQuota int64
+	if pb.QuotaMonth != "" {
+		left, err := s.quotaLeft(tx, a.ID, pb.QuotaMonth)
+		if err != nil {
+			return err
+		}
+		fromQuota = min(need, left)
+	}
+	money := CostOf(need-fromQuota, pb.Price)
+	if money > a.Balance {
+		return ErrInsufficientBalance
+	}
+	if fromQuota > 0 {
+		if err := tx.Model(&QuotaUsage{}).Where("account_id = ? AND month = ?", a.ID, pb.QuotaMonth).
+			Update("frozen_core_seconds", gorm.Expr("frozen_core_seconds + ?", fromQuota)).Error; err != nil {
+			return err
+		}
+	}
+	if money > 0 {
+		pid := pb.PipelineID
+		t := &Txn{AccountID: a.ID, Kind: KindFreeze, IdempotencyKey: fmt.Sprintf("freeze:%d:%d", pb.PipelineID, pb.Windows+1),
+			PipelineID: &pid, Amount: money, Note: fmt.Sprintf("window %d of pipeline %d", pb.Windows+1, pb.PipelineID)}
+		err := post(tx, t, []leg{{a.ID, BookAvailable, -money}, {a.ID, BookFrozen, money}}, now)
+		if err != nil && !errors.Is(err, ErrDuplicate) {
+			return err
+		}
+		a.Balance -= money
+		a.Frozen += money
+	}
+	pb.Windows++
+	pb.FrozenQuota += fromQuota
+	pb.FrozenAmount += money
+	pb.FrozenUntil = pb.FrozenUntil.Add(s.cfg.FreezeInterval)
+	return nil
+}
+
+// Start freezes a pipeline's first window when it is dispatched. It returns
+// ErrInsufficientBalance or ErrSpendingCap when the pipeline must not start; then nothing is
+// held. Starting a pipeline twice is harmless.
+func (s *Service) Start(ctx context.Context, r Run, at time.Time) error {
+	acct, err := s.AccountOf(ctx, r.OrgID)
+	if err != nil {
+		return err
+	}
+	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		a, err := lockAccount(tx, acct.ID)
+		if err != nil {
+			return err
+		}
+		var n int64
+		if err := tx.Model(&PipelineBilling{}).Where("pipeline_id = ?", r.PipelineID).Count(&n).Error; err != nil || n > 0 {
+			return err
+		}
+		pb := &PipelineBilling{PipelineID: r.PipelineID, AccountID: a.ID, RepoID: r.RepoID, Class: r.Class, Cores: r.Cores,
+			Price: s.cfg.Prices[r.Class], StartedAt: at, FrozenUntil: at}
+		if s.cfg.QuotaClasses[r.Class] {
+			pb.QuotaMonth = s.month(at)
+		}
+		if a.SpendingCap != nil {
+			spent, err := s.spentSince(tx, a.ID, s.monthStart(at))
+			if err != nil {
+				return err
+			}
+			if spent+a.Frozen+CostOf(int64(r.Cores)*s.windowSeconds(), pb.Price) > *a.SpendingCap {
+				return ErrSpendingCap
+			}
+		}
+		if err := s.freezeWindow(tx, a, pb, at); err != nil {
+			return err
+		}
+		if err := tx.Create(pb).Error; err != nil {
+			return err
+		}
+		return s.alerts(tx, a, at)
+	})
+	return err
+}
+
+// spentSince sums the account's charges (settled cost paid in money) since t.
+func (s *Service) spentSince(tx *gorm.DB, accountID int64, t time.Time) (Amount, error) {
+	var spent int64
+	err := tx.Model(&Txn{}).Select("COALESCE(SUM(amount), 0)").
+		Where("account_id = ? AND kind = ? AND created_at >= ?", accountID, KindSettle, t).Scan(&spent).Error
+	return Amount(spent), err
+}
+
+// Tick freezes the next window of every running pipeline whose frozen time has run out and
+// returns the pipelines that could not be covered: they must be terminated. One transaction per
+// account, so ten thousand running pipelines are a hundred-odd transactions, not ten thousand.
+func (s *Service) Tick(ctx context.Context) ([]int64, error) {
+	now := s.clock.Now().UTC()
+	var due []PipelineBilling
+	if err := s.db.WithContext(ctx).Where("settled = ? AND frozen_until <= ?", false, now).
+		Order("account_id, started_at, pipeline_id").Find(&due).Error; err != nil {
+		return nil, fmt.Errorf("billing: tick: %w", err)
+	}
+	var terminate []int64
+	for start := 0; start < len(due); {
+		end := start
+		for end < len(due) && due[end].AccountID == due[start].AccountID {
+			end++
+		}
+		group := due[start:end]
+		start = end
+		var stop []int64
+		err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+			stop = stop[:0]
+			a, err := lockAccount(tx, group[0].AccountID)
+			if err != nil {
+				return err
+			}
+			for i := range group {
+				pb := &group[i]
+				for !pb.FrozenUntil.After(now) {
+					err := s.freezeWindow(tx, a, pb, now)
+					if errors.Is(err, ErrInsufficientBalance) {
+						stop = append(stop, pb.PipelineID)
+						break
+					}
+					if err != nil {
+						return err
+					}
+				}
+				res := tx.Model(&PipelineBilling{}).Where("pipeline_id = ? AND settled = ?", pb.PipelineID, false).Updates(map[string]any{
+					"windows": pb.Windows, "frozen_quota": pb.FrozenQuota, "frozen_amount": pb.FrozenAmount, "frozen_until": pb.FrozenUntil,
+				})
+				if res.Error != nil {
+					return res.Error
+				}
+			}
+			return s.alerts(tx, a, now)
+		})
+		if err != nil {
+			return terminate, err
+		}
+		terminate = append(terminate, stop...)
+	}
+	return terminate, nil
+}
+
+// Settle charges a pipeline's real run time, once: cores × the seconds from its start to end,
+// rounded up to the second. Free quota pays first (for quota classes), then the frozen money,
+// then the balance; what the balance cannot pay (a terminated pipeline that ran a little past
+// its last covered window) is written off, so an account never goes below zero. The unused
+// freeze is released. Settling twice changes nothing.
+func (s *Service) Settle(ctx context.Context, pipelineID int64, end time.Time) error {
+	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		var pb PipelineBilling
+		if err := tx.Where("pipeline_id = ?", pipelineID).Take(&pb).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return nil // never started: nothing was frozen
+			}
+			return err
+		}
+		if pb.Settled {
+			return nil
+		}
+		a, err := lockAccount(tx, pb.AccountID)
+		if err != nil {
+			return err
+		}
+		// Claim the settlement first: of two concurrent settlers exactly one gets here.
+		res := tx.Model(&PipelineBilling{}).Where("pipeline_id = ? AND settled = ?", pipelineID, false).Update("settled", true)
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		secs := int64(math.Ceil(end.Sub(pb.StartedAt).Seconds()))
+		if secs < 0 {
+			secs = 0
+		}
+		used := int64(pb.Cores) * secs
+		fromQuota := min(used, pb.FrozenQuota)
+		cost := CostOf(used-fromQuota, pb.Price)
+		fromFrozen := min(cost, pb.FrozenAmount)
+		extra := cost - fromFrozen
+		fromBalance := min(extra, a.Balance+pb.FrozenAmount-fromFrozen)
+		writeoff := extra - fromBalance
+		release := pb.FrozenAmount - fromFrozen
+		if pb.FrozenQuota > 0 {
+			if err := tx.Model(&QuotaUsage{}).Where("account_id = ? AND month = ?", a.ID, pb.QuotaMonth).Updates(map[string]any{
+				"frozen_core_seconds": gorm.Expr("frozen_core_seconds - ?", pb.FrozenQuota),
+				"used_core_seconds":   gorm.Expr("used_core_seconds + ?", fromQuota),
+			}).Error; err != nil {
+				return err
+			}
+		}
+		if pb.FrozenAmount > 0 || cost > 0 {
+			pid := pipelineID
+			legs := []leg{{a.ID, BookFrozen, -pb.FrozenAmount}, {a.ID, BookAvailable, release - fromBalance}, {0, BookRevenue, cost}}
+			if writeoff > 0 {
+				legs = append(legs, leg{0, BookWriteoff, -writeoff})
+			}
+			t := &Txn{AccountID: a.ID, Kind: KindSettle, IdempotencyKey: fmt.Sprintf("settle:%d", pipelineID), PipelineID: &pid,
+				Amount: cost, Note: fmt.Sprintf("pipeline %d: %d core-seconds (%d from the free quota)", pipelineID, used, fromQuota)}
+			if err := post(tx, t, legs, end); err != nil && !errors.Is(err, ErrDuplicate) {
+				return err
+			}
+			a.Balance += release - fromBalance
+			a.Frozen -= pb.FrozenAmount
+		}
+		if err := tx.Model(&PipelineBilling{}).Where("pipeline_id = ?", pipelineID).Updates(map[string]any{
+			"ended_at": end, "core_seconds": used, "quota_core_seconds": fromQuota, "cost": cost,
+		}).Error; err != nil {
+			return err
+		}
+		return s.alerts(tx, a, end)
+	})
+}
+
+// Credit adds money to an account from a source book (stripe for top-ups, grants for admin
+// credit). A repeated key changes nothing and returns ErrDuplicate.
+func (s *Service) Credit(ctx context.Context, accountID int64, kind, source string, amount Amount, key, note string) error {
+	if amount <= 0 {
+		return fmt.Errorf("billing: credit of %s: must be positive", amount)
+	}
+	now := s.clock.Now().UTC()
+	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		a, err := lockAccount(tx, accountID)
+		if err != nil {
+			return err
+		}
+		t := &Txn{AccountID: accountID, Kind: kind, IdempotencyKey: key, Amount: amount, Note: note}
+		if err := post(tx, t, []leg{{0, source, -amount}, {accountID, BookAvailable, amount}}, now); err != nil {
+			return err
+		}
+		a.Balance += amount
+		return s.alerts(tx, a, now)
+	})
+}
+
+// Refund takes money back out of an account (a refunded card payment): what the balance holds
+// goes back to stripe; money already spent is written off rather than driving the balance below
+// zero. A repeated key changes nothing and returns ErrDuplicate.
+func (s *Service) Refund(ctx context.Context, accountID int64, amount Amount, key, note string) error {
+	if amount <= 0 {
+		return fmt.Errorf("billing: refund of %s: must be positive", amount)
+	}
+	now := s.clock.Now().UTC()
+	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		a, err := lockAccount(tx, accountID)
+		if err != nil {
+			return err
+		}
+		fromBalance := min(amount, max(a.Balance, 0))
+		legs := []leg{{accountID, BookAvailable, -fromBalance}, {0, BookStripe, amount}}
+		if fromBalance < amount {
+			legs = append(legs, leg{0, BookWriteoff, -(amount - fromBalance)})
+		}
+		t := &Txn{AccountID: accountID, Kind: KindRefund, IdempotencyKey: key, Amount: amount, Note: note}
+		if err := post(tx, t, legs, now); err != nil {
+			return err
+		}
+		a.Balance -= fromBalance
+		return s.alerts(tx, a, now)
+	})
+}
+
+// CanStart says whether the org's account could start the pipeline now — the question a queued
+// pipeline's "why am I waiting" needs answered — without holding anything.
+func (s *Service) CanStart(ctx context.Context, r Run) error {
+	a, err := s.AccountOf(ctx, r.OrgID)
+	if err != nil {
+		return err
+	}
+	now := s.clock.Now().UTC()
+	need := int64(r.Cores) * s.windowSeconds()
+	if s.cfg.QuotaClasses[r.Class] {
+		var q QuotaUsage
+		s.db.WithContext(ctx).Where("account_id = ? AND month = ?", a.ID, s.month(now)).Take(&q)
+		need -= min(need, max(0, s.cfg.FreeCoreSeconds-q.UsedCoreSeconds-q.FrozenCoreSeconds))
+	}
+	cost := CostOf(need, s.cfg.Prices[r.Class])
+	if a.SpendingCap != nil {
+		spent, err := s.spentSince(s.db.WithContext(ctx), a.ID, s.monthStart(now))
+		if err != nil {
+			return err
+		}
+		if spent+a.Frozen+cost > *a.SpendingCap {
+			return ErrSpendingCap
+		}
+	}
+	if cost > a.Balance {
+		return fmt.Errorf("%w: its first %s window costs %s %s, the balance is %s", ErrInsufficientBalance,
+			s.cfg.FreezeInterval, cost.Display(), a.Currency, a.Balance.Display())
+	}
+	return nil
+}

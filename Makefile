@@ -50,12 +50,14 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./backend/pipeline/spec
 
 # bench prints the figures the issues set targets for (see each benchmark's doc comment): .cnb.yml
-# compile time, dispatch rate and enqueue-to-lease latency, log ingest, agent overhead. Short
+# compile time, dispatch rate and enqueue-to-lease latency, log ingest, agent overhead, the billing
+# tick. Short
 # runs: figures, not a tuning session. Alone, with the services: e2e/testenv.sh make bench
 bench:
 	$(GO) test -run='^$$' -bench='^BenchmarkCompile$$' -benchmem ./backend/pipeline/spec
 	$(GO) test -run='^$$' -bench='^(BenchmarkDispatch|BenchmarkEnqueueToLease)$$' -benchtime=1x ./backend/scheduler
 	$(GO) test -run='^$$' -bench='^BenchmarkAppend$$' -benchtime=20x ./backend/logs
+	$(GO) test -run='^$$' -bench='^BenchmarkTick$$' -benchtime=2x ./backend/billing
 	$(GO) test -run='^$$' -bench='^BenchmarkAgentOverhead$$' -benchtime=5x ./agent/runner
 
 frontend-test: frontend/node_modules/.installed

@@ -2,10 +2,13 @@ package billing
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -128,21 +131,44 @@ func (s *Service) quotaLeft(tx *gorm.DB, accountID int64, month string) (int64, 
 	return max(0, s.cfg.FreeCoreSeconds-q.UsedCoreSeconds-q.FrozenCoreSeconds), nil
 }
 
-// freezeWindow holds one more window of pb: free quota first (for quota classes), money for
-// the rest. It changes pb in memory and writes the quota and the ledger; the caller saves pb.
-// It returns ErrInsufficientBalance, having written nothing, when the window cannot be covered.
-func (s *Service) freezeWindow(tx *gorm.DB, a *Account, pb *PipelineBilling, now time.Time) error {
+// window is what freezing one more window of pb takes: core-seconds of free quota (from left)
+// and money. ok is false when balance cannot pay the money.
+func (s *Service) window(pb *PipelineBilling, left int64, balance Amount) (fromQuota int64, money Amount, ok bool) {
 	need := int64(pb.Cores) * s.windowSeconds()
-	var fromQuota int64
 	if pb.QuotaMonth != "" {
-		left, err := s.quotaLeft(tx, a.ID, pb.QuotaMonth)
-		if err != nil {
-			return err
-		}
 		fromQuota = min(need, left)
 	}
-	money := CostOf(need-fromQuota, pb.Price)
-	if money > a.Balance {
+	money = CostOf(need-fromQuota, pb.Price)
+	return fromQuota, money, money <= balance
+}
+
+// advance records one frozen window on pb.
+func (s *Service) advance(pb *PipelineBilling, fromQuota int64, money Amount) {
+	pb.Windows++
+	pb.FrozenQuota += fromQuota
+	pb.FrozenAmount += money
+	pb.FrozenUntil = pb.FrozenUntil.Add(s.cfg.FreezeInterval)
+}
+
+func freezeTxn(accountID int64, pb *PipelineBilling, money Amount) *Txn {
+	pid := pb.PipelineID
+	return &Txn{AccountID: accountID, Kind: KindFreeze, IdempotencyKey: fmt.Sprintf("freeze:%d:%d", pb.PipelineID, pb.Windows+1),
+		PipelineID: &pid, Amount: money, Note: fmt.Sprintf("window %d of pipeline %d", pb.Windows+1, pb.PipelineID)}
+}
+
+// freezeWindow holds one more window of pb (free quota first, then money), writing the quota and
+// the ledger; the caller saves pb. It returns ErrInsufficientBalance, having written nothing,
+// when the window cannot be covered.
+func (s *Service) freezeWindow(tx *gorm.DB, a *Account, pb *PipelineBilling, now time.Time) error {
+	var left int64
+	if pb.QuotaMonth != "" {
+		var err error
+		if left, err = s.quotaLeft(tx, a.ID, pb.QuotaMonth); err != nil {
+			return err
+		}
+	}
+	fromQuota, money, ok := s.window(pb, left, a.Balance)
+	if !ok {
 		return ErrInsufficientBalance
 	}
 	if fromQuota > 0 {
@@ -152,20 +178,14 @@ func (s *Service) freezeWindow(tx *gorm.DB, a *Account, pb *PipelineBilling, now
 		}
 	}
 	if money > 0 {
-		pid := pb.PipelineID
-		t := &Txn{AccountID: a.ID, Kind: KindFreeze, IdempotencyKey: fmt.Sprintf("freeze:%d:%d", pb.PipelineID, pb.Windows+1),
-			PipelineID: &pid, Amount: money, Note: fmt.Sprintf("window %d of pipeline %d", pb.Windows+1, pb.PipelineID)}
-		err := post(tx, t, []leg{{a.ID, BookAvailable, -money}, {a.ID, BookFrozen, money}}, now)
+		err := post(tx, freezeTxn(a.ID, pb, money), []leg{{a.ID, BookAvailable, -money}, {a.ID, BookFrozen, money}}, now)
 		if err != nil && !errors.Is(err, ErrDuplicate) {
 			return err
 		}
 		a.Balance -= money
 		a.Frozen += money
 	}
-	pb.Windows++
-	pb.FrozenQuota += fromQuota
-	pb.FrozenAmount += money
-	pb.FrozenUntil = pb.FrozenUntil.Add(s.cfg.FreezeInterval)
+	s.advance(pb, fromQuota, money)
 	return nil
 }
 
@@ -220,8 +240,11 @@ func (s *Service) spentSince(tx *gorm.DB, accountID int64, t time.Time) (Amount,
 }
 
 // Tick freezes the next window of every running pipeline whose frozen time has run out and
-// returns the pipelines that could not be covered: they must be terminated. One transaction per
-// account, so ten thousand running pipelines are a hundred-odd transactions, not ten thousand.
+// returns the pipelines that could not be covered: they must be terminated.
+//
+// It works one account at a time, in one transaction per account, computing in memory under the
+// account's lock and writing in batches: ten thousand running pipelines are a hundred-odd
+// transactions of a few statements each, not tens of thousands of statements.
 func (s *Service) Tick(ctx context.Context) ([]int64, error) {
 	now := s.clock.Now().UTC()
 	var due []PipelineBilling
@@ -239,31 +262,9 @@ func (s *Service) Tick(ctx context.Context) ([]int64, error) {
 		start = end
 		var stop []int64
 		err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
-			stop = stop[:0]
-			a, err := lockAccount(tx, group[0].AccountID)
-			if err != nil {
-				return err
-			}
-			for i := range group {
-				pb := &group[i]
-				for !pb.FrozenUntil.After(now) {
-					err := s.freezeWindow(tx, a, pb, now)
-					if errors.Is(err, ErrInsufficientBalance) {
-						stop = append(stop, pb.PipelineID)
-						break
-					}
-					if err != nil {
-						return err
-					}
-				}
-				res := tx.Model(&PipelineBilling{}).Where("pipeline_id = ? AND settled = ?", pb.PipelineID, false).Updates(map[string]any{
-					"windows": pb.Windows, "frozen_quota": pb.FrozenQuota, "frozen_amount": pb.FrozenAmount, "frozen_until": pb.FrozenUntil,
-				})
-				if res.Error != nil {
-					return res.Error
-				}
-			}
-			return s.alerts(tx, a, now)
+			var err error
+			stop, err = s.tickAccount(tx, group, now)
+			return err
 		})
 		if err != nil {
 			return terminate, err
@@ -271,6 +272,110 @@ func (s *Service) Tick(ctx context.Context) ([]int64, error) {
 		terminate = append(terminate, stop...)
 	}
 	return terminate, nil
+}
+
+// tickAccount freezes the due windows of one account's pipelines inside tx.
+func (s *Service) tickAccount(tx *gorm.DB, group []PipelineBilling, now time.Time) ([]int64, error) {
+	a, err := lockAccount(tx, group[0].AccountID)
+	if err != nil {
+		return nil, err
+	}
+	quotaLeft := map[string]int64{}
+	quotaFrozen := map[string]int64{}
+	var stop []int64
+	var txns []Txn
+	var changed []*PipelineBilling
+	startBalance, startFrozen := a.Balance, a.Frozen
+	for i := range group {
+		pb := &group[i]
+		moved := false
+		for !pb.FrozenUntil.After(now) {
+			left, ok := quotaLeft[pb.QuotaMonth]
+			if pb.QuotaMonth != "" && !ok {
+				if left, err = s.quotaLeft(tx, a.ID, pb.QuotaMonth); err != nil {
+					return nil, err
+				}
+				quotaLeft[pb.QuotaMonth] = left
+			}
+			fromQuota, money, covered := s.window(pb, left, a.Balance)
+			if !covered {
+				stop = append(stop, pb.PipelineID)
+				break
+			}
+			if fromQuota > 0 {
+				quotaLeft[pb.QuotaMonth] -= fromQuota
+				quotaFrozen[pb.QuotaMonth] += fromQuota
+			}
+			if money > 0 {
+				t := freezeTxn(a.ID, pb, money)
+				t.CreatedAt = now
+				txns = append(txns, *t)
+				a.Balance -= money
+				a.Frozen += money
+			}
+			s.advance(pb, fromQuota, money)
+			moved = true
+		}
+		if moved {
+			changed = append(changed, pb)
+		}
+	}
+	for month, n := range quotaFrozen {
+		if err := tx.Model(&QuotaUsage{}).Where("account_id = ? AND month = ?", a.ID, month).
+			Update("frozen_core_seconds", gorm.Expr("frozen_core_seconds + ?", n)).Error; err != nil {
+			return nil, err
+		}
+	}
+	if len(txns) > 0 {
+		if err := tx.CreateInBatches(&txns, 500).Error; err != nil {
+			return nil, err
+		}
+		postings := make([]Posting, 0, 2*len(txns))
+		for _, t := range txns {
+			id := a.ID
+			postings = append(postings, Posting{TxnID: t.ID, AccountID: &id, Book: BookAvailable, Amount: -t.Amount},
+				Posting{TxnID: t.ID, AccountID: &id, Book: BookFrozen, Amount: t.Amount})
+		}
+		if err := tx.CreateInBatches(&postings, 1000).Error; err != nil {
+			return nil, err
+		}
+		if err := tx.Model(&Account{}).Where("id = ?", a.ID).Updates(map[string]any{
+			"balance": gorm.Expr("balance + ?", a.Balance-startBalance),
+			"frozen":  gorm.Expr("frozen + ?", a.Frozen-startFrozen),
+		}).Error; err != nil {
+			return nil, err
+		}
+	}
+	if err := saveWindows(tx, changed); err != nil {
+		return nil, err
+	}
+	return stop, s.alerts(tx, a, now)
+}
+
+// saveWindows writes the new freeze state of pipelines: one statement on PostgreSQL (arrays
+// unnested into a join), one per pipeline on SQLite, which runs in-process.
+func saveWindows(tx *gorm.DB, pbs []*PipelineBilling) error {
+	if len(pbs) == 0 {
+		return nil
+	}
+	if store.Dialect(tx) == store.Postgres {
+		ids, windows, quota, amount, until := make([]int64, len(pbs)), make([]int64, len(pbs)), make([]int64, len(pbs)), make([]int64, len(pbs)), make([]time.Time, len(pbs))
+		for i, pb := range pbs {
+			ids[i], windows[i], quota[i], amount[i], until[i] = pb.PipelineID, int64(pb.Windows), pb.FrozenQuota, int64(pb.FrozenAmount), pb.FrozenUntil
+		}
+		return tx.Exec(`UPDATE pipeline_billing AS pb SET windows = v.windows, frozen_quota = v.quota, frozen_amount = v.amount, frozen_until = v.until
+FROM (SELECT unnest(?::bigint[]) AS id, unnest(?::bigint[]) AS windows, unnest(?::bigint[]) AS quota,
+             unnest(?::bigint[]) AS amount, unnest(?::timestamptz[]) AS until) AS v
+WHERE pb.pipeline_id = v.id AND NOT pb.settled`, intArray(ids), intArray(windows), intArray(quota), intArray(amount), timeArray(until)).Error
+	}
+	for _, pb := range pbs {
+		if err := tx.Model(&PipelineBilling{}).Where("pipeline_id = ? AND settled = ?", pb.PipelineID, false).Updates(map[string]any{
+			"windows": pb.Windows, "frozen_quota": pb.FrozenQuota, "frozen_amount": pb.FrozenAmount, "frozen_until": pb.FrozenUntil,
+		}).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Settle charges a pipeline's real run time, once: cores × the seconds from its start to end,
@@ -419,4 +524,36 @@ func (s *Service) CanStart(ctx context.Context, r Run) error {
 			s.cfg.FreezeInterval, cost.Display(), a.Currency, a.Balance.Display())
 	}
 	return nil
+}
+
+// intArray and timeArray pass a slice as one PostgreSQL array literal (gorm would expand a
+// plain slice into a list of parameters).
+type intArray []int64
+
+func (a intArray) Value() (driver.Value, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, v := range a {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(v, 10))
+	}
+	b.WriteByte('}')
+	return b.String(), nil
+}
+
+type timeArray []time.Time
+
+func (a timeArray) Value() (driver.Value, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, v := range a {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`"` + v.UTC().Format(time.RFC3339Nano) + `"`)
+	}
+	b.WriteByte('}')
+	return b.String(), nil
 }

@@ -1,0 +1,105 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
+)
+
+// Property: whatever sequence of starts, ticks, finishes, agent losses, top-ups, refunds and
+// duplicate webhooks happens, the ledger balances, the cached balances equal it, no account goes
+// negative, each pipeline is settled at most once, and the free quota is never exceeded.
+func TestLedgerInvariantsProperty(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		cfg := DefaultConfig()
+		cfg.FreeCoreSeconds = rapid.Int64Range(0, 20000).Draw(rt, "free core-seconds")
+		f := newFixture(t, storetest.SQLite(t), cfg)
+		ctx := context.Background()
+		accounts := []*Account{f.account(), f.account()}
+		var running []int64 // started, not settled
+		settled := map[int64]bool{}
+		var topups []string
+		next := int64(1)
+		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
+		for i := 0; i < steps; i++ {
+			a := accounts[rapid.IntRange(0, 1).Draw(rt, "account")]
+			switch op := rapid.IntRange(0, 6).Draw(rt, "op"); op {
+			case 0: // a pipeline is dispatched
+				r := cpuRun(next, a.OrgID, rapid.IntRange(1, 64).Draw(rt, "cores"))
+				if rapid.Bool().Draw(rt, "gpu") {
+					r = gpuRun(next, a.OrgID)
+				}
+				err := f.svc.Start(ctx, r, f.clock.Now())
+				if err == nil {
+					running = append(running, next)
+				} else if !errors.Is(err, ErrInsufficientBalance) {
+					rt.Fatalf("start: %v", err)
+				}
+				next++
+			case 1: // time passes and the tick runs; stopped pipelines end a few seconds later
+				f.clock.Advance(time.Duration(rapid.IntRange(0, 400).Draw(rt, "seconds")) * time.Second)
+				stop, err := f.svc.Tick(ctx)
+				if err != nil {
+					rt.Fatalf("tick: %v", err)
+				}
+				for _, id := range stop {
+					if err := f.svc.Settle(ctx, id, f.clock.Now().Add(3*time.Second)); err != nil {
+						rt.Fatal(err)
+					}
+					settled[id] = true
+				}
+			case 2, 3: // a pipeline finishes, or its agent is lost (settled at the lease expiry)
+				if len(running) == 0 {
+					continue
+				}
+				k := rapid.IntRange(0, len(running)-1).Draw(rt, "which")
+				id := running[k]
+				end := f.clock.Now()
+				if op == 3 {
+					end = end.Add(30 * time.Second)
+				}
+				if err := f.svc.Settle(ctx, id, end); err != nil {
+					rt.Fatal(err)
+				}
+				if rapid.Bool().Draw(rt, "settle twice") {
+					f.svc.Settle(ctx, id, end.Add(time.Minute))
+				}
+				settled[id] = true
+				running = append(running[:k], running[k+1:]...)
+			case 4: // a top-up webhook, sometimes delivered twice
+				amt := Amount(rapid.Int64Range(1, 20*Scale).Draw(rt, "top-up"))
+				key := fmt.Sprintf("stripe:session:%d", len(topups))
+				if len(topups) > 0 && rapid.Bool().Draw(rt, "duplicate") {
+					key = topups[rapid.IntRange(0, len(topups)-1).Draw(rt, "which top-up")]
+				} else {
+					topups = append(topups, key)
+				}
+				if err := f.svc.Credit(ctx, a.ID, KindTopup, BookStripe, amt, key, ""); err != nil && !errors.Is(err, ErrDuplicate) {
+					rt.Fatal(err)
+				}
+			case 5: // a refund
+				amt := Amount(rapid.Int64Range(1, 10*Scale).Draw(rt, "refund"))
+				if err := f.svc.Refund(ctx, a.ID, amt, fmt.Sprintf("stripe:refund:%d", i), ""); err != nil {
+					rt.Fatal(err)
+				}
+			case 6: // an admin grant
+				if err := f.svc.Credit(ctx, a.ID, KindGrant, BookGrants, Amount(rapid.Int64Range(1, 5*Scale).Draw(rt, "grant")),
+					fmt.Sprintf("grant:%d", i), ""); err != nil {
+					rt.Fatal(err)
+				}
+			}
+			f.checkLedger()
+			var twice int64
+			f.db.Raw("SELECT COUNT(*) FROM (SELECT pipeline_id FROM ledger_txns WHERE kind = ? GROUP BY pipeline_id HAVING COUNT(*) > 1) d", KindSettle).Scan(&twice)
+			if twice != 0 {
+				rt.Fatalf("%d pipelines settled more than once", twice)
+			}
+		}
+	})
+}

@@ -58,6 +58,14 @@ type Config struct {
 	BillingPrices    string // "class=price,…" per core-hour, merged over the defaults
 	FreeCPUCoreHours int
 	Currency         string
+	// Stripe top-ups: disabled while StripeSecretKey is empty (admin grants still work).
+	StripeSecretKey     string
+	StripeWebhookSecret string
+	StripeAPIURL        string // "" = Stripe's own API (tests point it at stripe-mock)
+	TopupMin, TopupMax  string // decimal amounts in the billing currency
+	// AlertWebhookPrivate lets alert webhooks reach loopback and private addresses (off: a team
+	// must not make the server POST into the operator's own network).
+	AlertWebhookPrivate bool
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -90,6 +98,12 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.BillingPrices, "billing-prices", "NIMBUS_BILLING_PRICES", "", "price per core-hour by runner class, e.g. cnb:arch:amd64=0.125,cnb:arch:amd64:gpu=0.5 (over those defaults)")
 	s.Int(&c.FreeCPUCoreHours, "billing-free-cpu-core-hours", "NIMBUS_BILLING_FREE_CPU_CORE_HOURS", 160, "free CPU core-hours per team per calendar month (never for GPU classes)")
 	s.String(&c.Currency, "billing-currency", "NIMBUS_BILLING_CURRENCY", "CNY", "currency of balances, prices and top-ups")
+	s.String(&c.StripeSecretKey, "stripe-secret-key", "NIMBUS_STRIPE_SECRET_KEY", "", "Stripe secret key (sk_…); empty = top-ups disabled, admin grants only")
+	s.String(&c.StripeWebhookSecret, "stripe-webhook-secret", "NIMBUS_STRIPE_WEBHOOK_SECRET", "", "signing secret (whsec_…) of the webhook endpoint POST /api/v1/billing/stripe/webhook")
+	s.String(&c.StripeAPIURL, "stripe-api-url", "NIMBUS_STRIPE_API_URL", "", "base URL of the Stripe API; empty = Stripe's (tests use stripe-mock)")
+	s.String(&c.TopupMin, "topup-min", "NIMBUS_TOPUP_MIN", "10.00", "smallest top-up, in the billing currency")
+	s.String(&c.TopupMax, "topup-max", "NIMBUS_TOPUP_MAX", "100000.00", "largest top-up, in the billing currency")
+	s.Bool(&c.AlertWebhookPrivate, "alert-webhook-private", "NIMBUS_ALERT_WEBHOOK_PRIVATE", false, "let billing alert webhooks reach loopback and private addresses")
 	s.String(&c.LogFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&c.LogLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "NIMBUS_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
@@ -173,6 +187,9 @@ func (c *Config) Resolve(builtinAgent string) error {
 	}
 	if c.FreezeInterval < time.Second {
 		return fmt.Errorf("invalid NIMBUS_BILLING_FREEZE_INTERVAL %s: at least 1s", c.FreezeInterval)
+	}
+	if err := c.checkStripe(); err != nil {
+		return err
 	}
 	if c.FreeCPUCoreHours < 0 {
 		return fmt.Errorf("invalid NIMBUS_BILLING_FREE_CPU_CORE_HOURS %d", c.FreeCPUCoreHours)
@@ -265,4 +282,25 @@ func (c *Config) Prices() (map[string]string, error) {
 		out[strings.TrimSpace(class)] = price
 	}
 	return out, nil
+}
+
+// checkStripe validates the Stripe settings. A secret key without a webhook secret is refused:
+// customers would pay and never see the money, since only the signed webhook credits it.
+func (c *Config) checkStripe() error {
+	if c.StripeSecretKey != "" && c.StripeWebhookSecret == "" {
+		return fmt.Errorf("NIMBUS_STRIPE_SECRET_KEY is set but NIMBUS_STRIPE_WEBHOOK_SECRET is not: payments could never be credited")
+	}
+	if c.StripeAPIURL != "" {
+		u, err := url.Parse(c.StripeAPIURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("invalid NIMBUS_STRIPE_API_URL %q: want http(s)://host[:port]", c.StripeAPIURL)
+		}
+	}
+	for name, v := range map[string]string{"NIMBUS_TOPUP_MIN": c.TopupMin, "NIMBUS_TOPUP_MAX": c.TopupMax} {
+		whole, frac, _ := strings.Cut(v, ".")
+		if whole == "" || strings.Trim(whole+frac, "0123456789") != "" || strings.Count(v, ".") > 1 {
+			return fmt.Errorf("invalid %s %q: want a decimal amount such as 10.00", name, v)
+		}
+	}
+	return nil
 }

@@ -63,6 +63,9 @@ type Config struct {
 	Version      string // announced to the server
 	// DetectGPUs finds the host's GPUs; nil means gpu.Detect (nvidia-smi when it is on PATH).
 	DetectGPUs func(context.Context) ([]protocol.GPU, error)
+	// SimulatedGPUs says the GPUs DetectGPUs reports are pretend ones (nimbus-agent --gpus
+	// simulate:N): pipelines get their ids, but no device is requested from the engine.
+	SimulatedGPUs bool
 	// Retry is the API client's backoff; the zero value is the protocol's default.
 	Retry client.Retry
 	// RequireRegistration makes Run fail at once when there is neither a registration token nor
@@ -117,6 +120,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	if d, ok := ex.(*executor.Docker); ok {
 		d.NetworkMode = cfg.Network
+		d.SimulateGPUs = cfg.SimulatedGPUs
 	}
 	log = log.With("agent_id", id)
 	if warning != "" {

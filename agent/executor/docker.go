@@ -24,6 +24,9 @@ type Docker struct {
 	agentID string
 	// hostCPUs is the engine's core count: the engine refuses a CPU limit above it.
 	hostCPUs float64
+	// SimulateGPUs skips the engine's device request for GPUs (they are pretend ones, see the
+	// agent's --gpus simulate:N); NVIDIA_VISIBLE_DEVICES still names them.
+	SimulateGPUs bool
 	// NetworkMode for step containers ("none", "host", "bridge", …); "" = the engine's default.
 	NetworkMode string
 }
@@ -102,7 +105,7 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 	if s.MemoryBytes > 0 {
 		host.Memory = s.MemoryBytes
 	}
-	if len(s.GPUs) > 0 {
+	if len(s.GPUs) > 0 && !d.SimulateGPUs {
 		host.DeviceRequests = []container.DeviceRequest{{
 			Driver: "nvidia", DeviceIDs: s.GPUs, Capabilities: [][]string{{"gpu"}},
 		}}

@@ -154,3 +154,26 @@ func clean(s string) string {
 	}
 	return b.String()
 }
+
+// Simulated parses "simulate:N[:MODEL]" into N pretend GPUs of MODEL (default "Simulated"), for
+// hosts without a GPU where GPU scheduling and billing must still be exercised. Their ids start
+// at 0 like real ones; the executor must not ask the engine for devices (agent Config.SimulatedGPUs).
+func Simulated(spec string) ([]protocol.GPU, error) {
+	rest, ok := strings.CutPrefix(spec, "simulate:")
+	if !ok {
+		return nil, fmt.Errorf("gpu: %q is not simulate:N[:MODEL]", spec)
+	}
+	count, model, _ := strings.Cut(rest, ":")
+	n, err := strconv.Atoi(count)
+	if err != nil || n < 1 || n > 64 {
+		return nil, fmt.Errorf("gpu: %q: N must be 1 to 64", spec)
+	}
+	if model == "" {
+		model = "Simulated"
+	}
+	out := make([]protocol.GPU, n)
+	for i := range out {
+		out[i] = protocol.GPU{Index: i, UUID: fmt.Sprintf("SIM-%d", i), Name: "NVIDIA " + model, MemoryMiB: 49152}
+	}
+	return out, nil
+}

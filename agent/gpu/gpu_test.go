@@ -142,3 +142,18 @@ printf '%s' '`+l40x2+`'`)
 		}
 	})
 }
+
+func TestSimulated(t *testing.T) {
+	g, err := Simulated("simulate:2:L40")
+	if err != nil || len(g) != 2 || g[1].Index != 1 || g[0].Name != "NVIDIA L40" {
+		t.Fatalf("%+v %v", g, err)
+	}
+	if tags := Tags(g); len(tags) == 0 || tags[len(tags)-1] != TagGPU+":L40" {
+		t.Fatalf("tags %v", tags)
+	}
+	for _, bad := range []string{"simulate:0", "simulate:x", "emulate:1", "simulate:65"} {
+		if _, err := Simulated(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

@@ -281,11 +281,13 @@ func (a *App) authorizeJob(c *gin.Context, jobID int64) error {
 }
 
 // billingConfig is billing.DefaultConfig with the server's settings applied.
-func billingConfig(cfg *config.Config, loc *time.Location) (billing.Config, error) {
-	b := billing.DefaultConfig()
+func billingConfig(cfg *config.Config, loc *time.Location) (b billing.Config, err error) {
+	b = billing.DefaultConfig()
 	b.Currency = cfg.Currency
 	b.FreezeInterval = cfg.FreezeInterval
-	b.FreeCoreSeconds = int64(cfg.FreeCPUCoreHours) * 3600
+	if b.FreeCoreSeconds, err = cfg.FreeCoreSeconds(); err != nil {
+		return b, err
+	}
 	b.Location = loc
 	prices, err := cfg.Prices()
 	if err != nil {

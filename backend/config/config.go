@@ -56,7 +56,7 @@ type Config struct {
 	// Billing.
 	FreezeInterval   time.Duration
 	BillingPrices    string // "class=price,…" per core-hour, merged over the defaults
-	FreeCPUCoreHours int
+	FreeCPUCoreHours string // decimal hours
 	Currency         string
 	// Stripe top-ups: disabled while StripeSecretKey is empty (admin grants still work).
 	StripeSecretKey     string
@@ -96,7 +96,7 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.DefaultBuildImage, "default-build-image", "NIMBUS_DEFAULT_BUILD_IMAGE", "cnbcool/default-build-env", "image of pipelines whose .cnb.yml names none (written into their plans)")
 	s.Duration(&c.FreezeInterval, "billing-freeze-interval", "NIMBUS_BILLING_FREEZE_INTERVAL", 5*time.Minute, "how much run time is frozen ahead (and how often the next window is frozen)")
 	s.String(&c.BillingPrices, "billing-prices", "NIMBUS_BILLING_PRICES", "", "price per core-hour by runner class, e.g. cnb:arch:amd64=0.125,cnb:arch:amd64:gpu=0.5 (over those defaults)")
-	s.Int(&c.FreeCPUCoreHours, "billing-free-cpu-core-hours", "NIMBUS_BILLING_FREE_CPU_CORE_HOURS", 160, "free CPU core-hours per team per calendar month (never for GPU classes)")
+	s.String(&c.FreeCPUCoreHours, "billing-free-cpu-core-hours", "NIMBUS_BILLING_FREE_CPU_CORE_HOURS", "160", "free CPU core-hours per team per calendar month, decimals allowed (never for GPU classes)")
 	s.String(&c.Currency, "billing-currency", "NIMBUS_BILLING_CURRENCY", "CNY", "currency of balances, prices and top-ups")
 	s.String(&c.StripeSecretKey, "stripe-secret-key", "NIMBUS_STRIPE_SECRET_KEY", "", "Stripe secret key (sk_…); empty = top-ups disabled, admin grants only")
 	s.String(&c.StripeWebhookSecret, "stripe-webhook-secret", "NIMBUS_STRIPE_WEBHOOK_SECRET", "", "signing secret (whsec_…) of the webhook endpoint POST /api/v1/billing/stripe/webhook")
@@ -191,8 +191,8 @@ func (c *Config) Resolve(builtinAgent string) error {
 	if err := c.checkStripe(); err != nil {
 		return err
 	}
-	if c.FreeCPUCoreHours < 0 {
-		return fmt.Errorf("invalid NIMBUS_BILLING_FREE_CPU_CORE_HOURS %d", c.FreeCPUCoreHours)
+	if _, err := c.FreeCoreSeconds(); err != nil {
+		return err
 	}
 	if c.LeaseTTL < time.Second {
 		return fmt.Errorf("invalid NIMBUS_LEASE_TTL %s: at least 1s", c.LeaseTTL)
@@ -303,4 +303,13 @@ func (c *Config) checkStripe() error {
 		}
 	}
 	return nil
+}
+
+// FreeCoreSeconds is NIMBUS_BILLING_FREE_CPU_CORE_HOURS in core-seconds.
+func (c *Config) FreeCoreSeconds() (int64, error) {
+	h, err := strconv.ParseFloat(strings.TrimSpace(c.FreeCPUCoreHours), 64)
+	if err != nil || h < 0 || h > 1e9 {
+		return 0, fmt.Errorf("invalid NIMBUS_BILLING_FREE_CPU_CORE_HOURS %q: want a number of hours ≥ 0", c.FreeCPUCoreHours)
+	}
+	return int64(h*3600 + 0.5), nil
 }

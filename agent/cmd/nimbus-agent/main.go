@@ -53,7 +53,7 @@ Usage: nimbus-agent [flags]`)
 	s.String(&tags, "tags", "NIMBUS_AGENT_TAGS", "cnb:arch:default,cnb:arch:amd64", "comma-separated runner tags this host serves (GPU tags are added when GPUs are detected)")
 	s.Int(&cfg.CPUs, "cpus", "NIMBUS_AGENT_CPUS", runtime.NumCPU(), "cores this agent may hand out to pipelines")
 	s.Int(&cfg.Concurrency, "concurrency", "NIMBUS_AGENT_CONCURRENCY", 0, "most pipelines run at once; 0 = as many as cores")
-	s.String(&gpus, "gpus", "NIMBUS_AGENT_GPUS", "auto", "auto (nvidia-smi when it is on PATH) or none")
+	s.String(&gpus, "gpus", "NIMBUS_AGENT_GPUS", "auto", "auto (nvidia-smi when it is on PATH), none, or simulate:N[:MODEL] (N pretend GPUs, for testing GPU scheduling and billing on hosts without one)")
 	s.String(&cfg.Executor, "executor", "NIMBUS_AGENT_EXECUTOR", "auto", "auto (Docker when an engine answers), docker or shell")
 	s.String(&cfg.DockerHost, "docker-host", "NIMBUS_AGENT_DOCKER_HOST", "", "Docker engine address; empty = DOCKER_HOST or the default socket")
 	s.String(&cfg.Network, "network", "NIMBUS_AGENT_NETWORK", "", "network mode of job containers (none, host, bridge, …); empty = the engine's default")
@@ -84,7 +84,14 @@ Usage: nimbus-agent [flags]`)
 	case "none":
 		cfg.DetectGPUs = func(context.Context) ([]protocol.GPU, error) { return nil, nil }
 	default:
-		return fmt.Errorf("invalid NIMBUS_AGENT_GPUS %q: auto or none", gpus)
+		sim, err := gpu.Simulated(gpus)
+		if err != nil {
+			return fmt.Errorf("invalid NIMBUS_AGENT_GPUS %q: auto, none or simulate:N[:MODEL] (%v)", gpus, err)
+		}
+		cfg.DetectGPUs = func(context.Context) ([]protocol.GPU, error) { return sim, nil }
+		cfg.SimulatedGPUs = true
+		log := newLogger(stderr, logFormat, logLevel)
+		log.Warn("!!! SIMULATED GPUS: GPU pipelines are scheduled and billed here but run without a GPU !!!", "gpus", len(sim))
 	}
 	cfg.Version = version
 	cfg.RequireRegistration = true

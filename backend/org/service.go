@@ -3,6 +3,7 @@ package org
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"strings"
@@ -240,14 +241,7 @@ func (s *Service) SetRole(ctx context.Context, o *Org, actorRole Role, username 
 		return err
 	}
 	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
-		if err := store.Lock(tx, "org:owners:"+o.Name); err != nil {
-			return err
-		}
-		var m Member
-		err := tx.Where("org_id = ? AND user_id = ?", o.ID, u.ID).Take(&m).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return api.NotFound("%s is not a member of %s", username, o.Name)
-		}
+		m, err := lockedMember(tx, o, u)
 		if err != nil {
 			return err
 		}
@@ -274,14 +268,7 @@ func (s *Service) RemoveMember(ctx context.Context, o *Org, actor *auth.User, ac
 		return api.Forbidden("only admins and owners can remove members")
 	}
 	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
-		if err := store.Lock(tx, "org:owners:"+o.Name); err != nil {
-			return err
-		}
-		var m Member
-		err := tx.Where("org_id = ? AND user_id = ?", o.ID, u.ID).Take(&m).Error
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return api.NotFound("%s is not a member of %s", username, o.Name)
-		}
+		m, err := lockedMember(tx, o, u)
 		if err != nil {
 			return err
 		}
@@ -295,6 +282,19 @@ func (s *Service) RemoveMember(ctx context.Context, o *Org, actor *auth.User, ac
 		}
 		return tx.Where("org_id = ? AND user_id = ?", o.ID, u.ID).Delete(&Member{}).Error
 	})
+}
+
+// lockedMember takes the org's owner lock (so owner changes serialise) and loads u's membership.
+func lockedMember(tx *gorm.DB, o *Org, u *auth.User) (*Member, error) {
+	if err := store.Lock(tx, fmt.Sprintf("org:owners:%d", o.ID)); err != nil {
+		return nil, err
+	}
+	var m Member
+	err := tx.Where("org_id = ? AND user_id = ?", o.ID, u.ID).Take(&m).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, api.NotFound("%s is not a member of %s", u.Username, o.Name)
+	}
+	return &m, err
 }
 
 func lastOwnerGuard(tx *gorm.DB, orgID int64) error {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -53,6 +54,8 @@ type App struct {
 	Scheduler *scheduler.Service
 	Logs      *logs.Service
 	Billing   *billing.Service
+	Stripe    *billing.Stripe
+	Alerts    *billing.AlertSender
 	// RegistrationToken is what agents present to register (the built-in agent uses it too).
 	RegistrationToken string
 
@@ -66,6 +69,8 @@ type Options struct {
 	Version string
 	Clock   clock.Clock // clock.Real when nil
 	Mail    mail.Sender // from the SMTP settings when nil
+	// StripeClient carries the calls to the Stripe API (tests count them); nil = the default.
+	StripeClient *http.Client
 }
 
 // New builds the app: it opens and migrates the database, connects Redis, and wires every
@@ -136,6 +141,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		return nil, err
 	}
 	a.Billing = billing.NewService(a.DB, clk, log, billCfg)
+	if a.Stripe, err = newStripe(cfg, a.Billing, opt.StripeClient, log); err != nil {
+		return nil, err
+	}
+	a.Alerts = billing.NewAlertSender(a.DB, clk, log, billing.AlertSenderConfig{AllowPrivate: cfg.AlertWebhookPrivate})
 	a.Scheduler = scheduler.NewService(a.DB, a.Redis.Client, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
 	})
@@ -186,6 +195,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			build.NewHandler(a.Builds, a.Repos, log),
 			scheduler.NewHandler(a.Scheduler, a.Builds, a.Repos, func() <-chan struct{} { return a.Server.Draining() }, log),
 			logHandler,
+			billing.NewHandler(a.Billing, a.Orgs, a.Stripe, billing.HandlerConfig{AllowPrivateWebhooks: cfg.AlertWebhookPrivate}, log),
 		},
 	})
 
@@ -246,6 +256,9 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
 	go a.Scheduler.Run(bgCtx, a.Config.SchedulerTick)
+	// Alert webhooks are network calls to teams' servers: their own loop, so a slow webhook
+	// never delays the scheduler's leader tick (each replica may run it; see billing.AlertSender).
+	go a.Alerts.Run(bgCtx, a.Config.SchedulerTick)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -301,4 +314,20 @@ func billingConfig(cfg *config.Config, loc *time.Location) (b billing.Config, er
 		b.Prices[class] = amt
 	}
 	return b, nil
+}
+
+// newStripe configures top-ups from the server's Stripe settings.
+func newStripe(cfg *config.Config, svc *billing.Service, client *http.Client, log *slog.Logger) (*billing.Stripe, error) {
+	lo, err := billing.ParseAmount(cfg.TopupMin)
+	if err != nil {
+		return nil, fmt.Errorf("NIMBUS_TOPUP_MIN: %w", err)
+	}
+	hi, err := billing.ParseAmount(cfg.TopupMax)
+	if err != nil {
+		return nil, fmt.Errorf("NIMBUS_TOPUP_MAX: %w", err)
+	}
+	return billing.NewStripe(svc, billing.StripeConfig{
+		SecretKey: cfg.StripeSecretKey, WebhookSecret: cfg.StripeWebhookSecret, APIURL: cfg.StripeAPIURL,
+		Min: lo, Max: hi, PublicURL: cfg.PublicURL, HTTPClient: client,
+	}, log)
 }

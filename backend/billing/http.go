@@ -1,0 +1,538 @@
+package billing
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/org"
+)
+
+// Handler serves the billing routes. Everything under /orgs/{org}/billing is for the org's
+// members with the billing, admin or owner role (others 403, non-members 404, like the rest of
+// the org's settings), through a credential with billing:read, or billing:write for changes.
+type Handler struct {
+	svc    *Service
+	orgs   *org.Service
+	stripe *Stripe
+	cfg    HandlerConfig
+	log    *slog.Logger
+}
+
+// HandlerConfig holds the settings of the billing routes.
+type HandlerConfig struct {
+	// AllowPrivateWebhooks accepts alert webhook URLs on loopback and private addresses
+	// (AlertSenderConfig.AllowPrivate: the same setting).
+	AllowPrivateWebhooks bool
+}
+
+// NewHandler returns the billing HTTP handler.
+func NewHandler(svc *Service, orgs *org.Service, st *Stripe, cfg HandlerConfig, log *slog.Logger) *Handler {
+	return &Handler{svc: svc, orgs: orgs, stripe: st, cfg: cfg, log: log}
+}
+
+// Routes implements server.Module.
+func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
+	v1.GET("/orgs/:org/billing", h.summary)
+	v1.PUT("/orgs/:org/billing/settings", h.settings)
+	v1.GET("/orgs/:org/billing/usage", h.usage)
+	v1.GET("/orgs/:org/billing/ledger", h.ledger)
+	v1.GET("/orgs/:org/billing/statements/:month", h.statement)
+	v1.GET("/orgs/:org/billing/notifications", h.notifications)
+	v1.POST("/orgs/:org/billing/topups", h.topup)
+	v1.POST("/admin/orgs/:org/credits", h.grant)
+	v1.POST("/billing/stripe/webhook", h.webhook)
+}
+
+func (h *Handler) fail(c *gin.Context, err error) { api.Fail(c, h.log, err) }
+
+// load authorizes the caller for the billing account of the route's :org.
+func (h *Handler) load(c *gin.Context, write bool) (*org.Org, *Account, error) {
+	p := auth.From(c)
+	if p.User == nil {
+		if p.Authenticated() {
+			return nil, nil, api.NotFound("org %q not found", c.Param("org"))
+		}
+		return nil, nil, api.Unauthenticated("sign in or send a token")
+	}
+	o, role, err := h.orgs.Access(c.Request.Context(), p, c.Param("org"))
+	if err != nil {
+		return nil, nil, err
+	}
+	scope := auth.ScopeBillingRead
+	if write {
+		scope = auth.ScopeBillingWrite
+	}
+	if !p.Has(scope) {
+		return nil, nil, api.Forbidden("the token lacks the %s scope", scope)
+	}
+	if !role.CanBilling() {
+		return nil, nil, api.Forbidden("billing needs the billing, admin or owner role in %s (you are %s)", o.Name, role)
+	}
+	a, err := h.svc.AccountOf(c.Request.Context(), o.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return o, a, nil
+}
+
+// SummaryJSON is an account as GET …/billing shows it. Money is a decimal string with 4 places.
+type SummaryJSON struct {
+	Currency            string     `json:"currency"`
+	Balance             string     `json:"balance"`
+	Frozen              string     `json:"frozen"`
+	FreeQuota           QuotaJSON  `json:"free_quota"`
+	Month               string     `json:"month"`
+	MonthSpent          string     `json:"month_spent"`
+	SpendingCap         *string    `json:"spending_cap"`
+	LowBalanceThreshold *string    `json:"low_balance_threshold"`
+	AlertWebhookURL     string     `json:"alert_webhook_url"`
+	Topups              TopupsJSON `json:"topups"`
+}
+
+// QuotaJSON is the month's free CPU quota.
+type QuotaJSON struct {
+	TotalCoreSeconds  int64 `json:"total_core_seconds"`
+	UsedCoreSeconds   int64 `json:"used_core_seconds"`
+	FrozenCoreSeconds int64 `json:"frozen_core_seconds"`
+	LeftCoreSeconds   int64 `json:"left_core_seconds"`
+}
+
+// TopupsJSON says whether and how much an account can top up.
+type TopupsJSON struct {
+	Enabled bool   `json:"enabled"`
+	Min     string `json:"min"`
+	Max     string `json:"max"`
+}
+
+func display(a *Amount) *string {
+	if a == nil {
+		return nil
+	}
+	s := a.Display()
+	return &s
+}
+
+func (h *Handler) summarize(c *gin.Context, a *Account) (*SummaryJSON, error) {
+	ctx := c.Request.Context()
+	q, err := h.svc.Quota(ctx, a.ID)
+	if err != nil {
+		return nil, err
+	}
+	spent, err := h.svc.MonthSpent(ctx, a.ID)
+	if err != nil {
+		return nil, err
+	}
+	total := h.svc.Config().FreeCoreSeconds
+	lo, hi := h.stripe.Bounds()
+	return &SummaryJSON{
+		Currency: a.Currency, Balance: a.Balance.Display(), Frozen: a.Frozen.Display(),
+		FreeQuota: QuotaJSON{TotalCoreSeconds: total, UsedCoreSeconds: q.UsedCoreSeconds, FrozenCoreSeconds: q.FrozenCoreSeconds,
+			LeftCoreSeconds: max(0, total-q.UsedCoreSeconds-q.FrozenCoreSeconds)},
+		Month: q.Month, MonthSpent: spent.Display(),
+		SpendingCap: display(a.SpendingCap), LowBalanceThreshold: display(a.LowBalanceThreshold), AlertWebhookURL: a.AlertWebhookURL,
+		Topups: TopupsJSON{Enabled: h.stripe.Enabled(), Min: lo.Display(), Max: hi.Display()},
+	}, nil
+}
+
+func (h *Handler) summary(c *gin.Context) {
+	_, a, err := h.load(c, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out, err := h.summarize(c, a)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// settings changes the account's controls. A field left out keeps its value; null clears it.
+func (h *Handler) settings(c *gin.Context) {
+	_, a, err := h.load(c, true)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	var req struct {
+		SpendingCap         json.RawMessage `json:"spending_cap"`
+		LowBalanceThreshold json.RawMessage `json:"low_balance_threshold"`
+		AlertWebhookURL     json.RawMessage `json:"alert_webhook_url"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		h.fail(c, err)
+		return
+	}
+	var ch Settings
+	if ch.SpendingCap, err = amountSetting("spending_cap", req.SpendingCap); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if ch.LowBalanceThreshold, err = amountSetting("low_balance_threshold", req.LowBalanceThreshold); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if ch.AlertWebhookURL, err = h.webhookSetting(req.AlertWebhookURL); err != nil {
+		h.fail(c, err)
+		return
+	}
+	if a, err = h.svc.ChangeSettings(c.Request.Context(), a.ID, ch); err != nil {
+		h.fail(c, err)
+		return
+	}
+	out, err := h.summarize(c, a)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, out)
+}
+
+// nullable reads a field that is left out (nil, false), null ("", true, nil) or a string.
+func nullable(field string, raw json.RawMessage) (s *string, set bool, err error) {
+	if raw == nil {
+		return nil, false, nil
+	}
+	if bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, true, nil
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, false, api.BadRequest("field %q must be a string or null", field)
+	}
+	return &v, true, nil
+}
+
+// amountSetting reads a money setting: a decimal string ≥ 0, or null.
+func amountSetting(field string, raw json.RawMessage) (**Amount, error) {
+	s, set, err := nullable(field, raw)
+	if err != nil || !set {
+		return nil, err
+	}
+	var v *Amount
+	if s != nil {
+		a, err := ParseAmount(*s)
+		if err != nil {
+			return nil, api.Invalid(field, "%s must be a decimal amount of at least 0 such as \"100.00\", or null", field)
+		}
+		v = &a
+	}
+	return &v, nil
+}
+
+// maxURL bounds a webhook URL.
+const maxURL = 2048
+
+// webhookSetting reads the alert webhook URL: an http(s) URL, or null or "" to clear it.
+func (h *Handler) webhookSetting(raw json.RawMessage) (*string, error) {
+	s, set, err := nullable("alert_webhook_url", raw)
+	if err != nil || !set {
+		return nil, err
+	}
+	v := ""
+	if s != nil {
+		v = strings.TrimSpace(*s)
+	}
+	if v == "" {
+		return &v, nil
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || len(v) > maxURL ||
+		strings.ContainsAny(v, "\r\n\t ") {
+		return nil, api.Invalid("alert_webhook_url", "alert_webhook_url must be an http:// or https:// URL of at most %d characters, or null", maxURL)
+	}
+	if !h.cfg.AllowPrivateWebhooks {
+		host := u.Hostname()
+		ip, err := netip.ParseAddr(host)
+		if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") || (err == nil && !IsPublicAddr(ip)) {
+			return nil, api.Invalid("alert_webhook_url", "alert_webhook_url must reach a public address, not %s", host)
+		}
+	}
+	return &v, nil
+}
+
+// UsageJSON is one day × runner class × repo of settled use.
+type UsageJSON struct {
+	Date             string `json:"date"`
+	RunnerClass      string `json:"runner_class"`
+	RepoID           int64  `json:"repo_id"`
+	Repo             string `json:"repo"`
+	Pipelines        int    `json:"pipelines"`
+	CoreSeconds      int64  `json:"core_seconds"`
+	QuotaCoreSeconds int64  `json:"quota_core_seconds"`
+	Cost             string `json:"cost"`
+}
+
+// usage lists settled use from ?from= to ?to= (dates in the billing time zone, inclusive;
+// default: this month so far). The list pages like every other; the cursor is a position in it.
+func (h *Handler) usage(c *gin.Context) {
+	_, a, err := h.load(c, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	now := h.svc.clock.Now().In(h.svc.cfg.Location)
+	from, to := c.Query("from"), c.Query("to")
+	if from == "" {
+		from = h.svc.Month() + "-01"
+	}
+	if to == "" {
+		to = now.Format(time.DateOnly)
+		if to < from {
+			to = from
+		}
+	}
+	rows, err := h.svc.Usage(c.Request.Context(), a.ID, from, to)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out := make([]UsageJSON, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, UsageJSON{Date: r.Day, RunnerClass: r.Class, RepoID: r.RepoID, Repo: r.Repo, Pipelines: r.Pipelines,
+			CoreSeconds: r.CoreSeconds, QuotaCoreSeconds: r.QuotaCoreSeconds, Cost: r.Cost.Display()})
+	}
+	c.JSON(http.StatusOK, api.Paginate(page, out, usageKey(out)))
+}
+
+// usageKey makes the position (1, 2, …) of a row its sort key, so Paginate can page the list.
+func usageKey(rows []UsageJSON) func(UsageJSON) int64 {
+	pos := make(map[UsageJSON]int64, len(rows))
+	for i, r := range rows {
+		pos[r] = int64(i + 1)
+	}
+	return func(r UsageJSON) int64 { return pos[r] }
+}
+
+// EntryJSON is a ledger transaction. amount is what it moved; balance_change and frozen_change
+// are its effect on the account's balance and frozen money (negative when they went down).
+type EntryJSON struct {
+	ID            int64     `json:"id"`
+	Kind          string    `json:"kind"`
+	Amount        string    `json:"amount"`
+	BalanceChange string    `json:"balance_change"`
+	FrozenChange  string    `json:"frozen_change"`
+	PipelineID    *int64    `json:"pipeline_id"`
+	Note          string    `json:"note"`
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+func entryJSON(e *Entry) EntryJSON {
+	return EntryJSON{ID: e.ID, Kind: e.Kind, Amount: e.Amount.Display(), BalanceChange: e.BalanceChange.Display(),
+		FrozenChange: e.FrozenChange.Display(), PipelineID: e.PipelineID, Note: e.Note, CreatedAt: e.CreatedAt.UTC()}
+}
+
+// ledger lists the account's transactions, newest first.
+func (h *Handler) ledger(c *gin.Context) {
+	_, a, err := h.load(c, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	es, err := h.svc.Ledger(c.Request.Context(), a.ID, page)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out := make([]EntryJSON, 0, len(es))
+	for i := range es {
+		out = append(out, entryJSON(&es[i]))
+	}
+	c.JSON(http.StatusOK, api.NewList(page, out, func(e EntryJSON) int64 { return e.ID }))
+}
+
+// statement answers a month's statement as CSV. It is built in memory first, so a failure
+// midway is still an error envelope rather than half a file.
+func (h *Handler) statement(c *gin.Context) {
+	o, a, err := h.load(c, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	month := c.Param("month")
+	var buf bytes.Buffer
+	if err := h.svc.Statement(c.Request.Context(), a, month, &buf); err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s.csv"`, o.Name, month))
+	c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
+}
+
+// NotificationJSON is an alert of the account.
+type NotificationJSON struct {
+	ID        int64     `json:"id"`
+	Kind      string    `json:"kind"`
+	Message   string    `json:"message"`
+	Delivered bool      `json:"delivered"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// notifications lists the account's alerts, newest first.
+func (h *Handler) notifications(c *gin.Context) {
+	_, a, err := h.load(c, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	ns, err := h.svc.Notifications(c.Request.Context(), a.ID, page)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out := make([]NotificationJSON, 0, len(ns))
+	for _, n := range ns {
+		out = append(out, NotificationJSON{ID: n.ID, Kind: n.Kind, Message: n.Message, Delivered: n.Delivered, CreatedAt: n.CreatedAt.UTC()})
+	}
+	c.JSON(http.StatusOK, api.NewList(page, out, func(n NotificationJSON) int64 { return n.ID }))
+}
+
+// parseMoney reads a positive decimal amount from a request field.
+func parseMoney(field, s string) (Amount, error) {
+	a, err := ParseAmount(s)
+	if err != nil || a <= 0 {
+		return 0, api.Invalid(field, "%s must be a decimal amount above 0 such as \"100.00\"", field)
+	}
+	return a, nil
+}
+
+// topup starts a Stripe Checkout for the amount and returns the page to pay on.
+func (h *Handler) topup(c *gin.Context) {
+	o, a, err := h.load(c, true)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	var req struct {
+		Amount string `json:"amount"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		h.fail(c, err)
+		return
+	}
+	amount, err := parseMoney("amount", req.Amount)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	co, err := h.stripe.Checkout(c.Request.Context(), a, o.Name, amount)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"checkout_url": co.URL, "session_id": co.SessionID, "amount": amount.Display(), "currency": a.Currency})
+}
+
+// maxNote bounds a grant's note.
+const maxNote = 500
+
+// grant credits an org's account: platform admins only. An Idempotency-Key header makes a
+// retried request return the first grant (200) instead of granting again.
+func (h *Handler) grant(c *gin.Context) {
+	p := auth.From(c)
+	if !p.Authenticated() {
+		h.fail(c, api.Unauthenticated("sign in or send a token"))
+		return
+	}
+	if !p.IsPlatformAdmin() {
+		h.fail(c, api.Forbidden("only platform admins grant credit (a token needs the admin scope)"))
+		return
+	}
+	o, err := h.orgs.ByName(c.Request.Context(), c.Param("org"))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	a, err := h.svc.AccountOf(c.Request.Context(), o.ID)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	var req struct {
+		Amount string `json:"amount"`
+		Note   string `json:"note"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		h.fail(c, err)
+		return
+	}
+	amount, err := parseMoney("amount", req.Amount)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	note := strings.TrimSpace(req.Note)
+	if len(note) > maxNote || strings.ContainsAny(note, "\r\n\x00") {
+		h.fail(c, api.Invalid("note", "note must be one line of at most %d bytes", maxNote))
+		return
+	}
+	key := c.GetHeader("Idempotency-Key")
+	if len(key) > 200 || strings.Trim(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:") != "" {
+		h.fail(c, api.BadRequest("Idempotency-Key must be at most 200 letters, digits and -_.:"))
+		return
+	}
+	// Who granted is part of the record.
+	full := "granted by " + p.User.Username
+	if note != "" {
+		full += ": " + note
+	}
+	e, created, err := h.svc.Grant(c.Request.Context(), a.ID, amount, key, full)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		h.log.InfoContext(c.Request.Context(), "billing: credit granted", "org", o.Name, "amount", amount.Display(), "by", p.User.Username)
+	}
+	c.JSON(status, entryJSON(e))
+}
+
+// webhook is Stripe's endpoint: no Nimbus credentials, the Stripe-Signature header instead.
+func (h *Handler) webhook(c *gin.Context) {
+	payload, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, api.MaxJSONBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			h.fail(c, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "request body exceeds %d bytes", api.MaxJSONBody))
+			return
+		}
+		h.fail(c, api.BadRequest("reading the body: %v", err))
+		return
+	}
+	if err := h.stripe.HandleWebhook(c.Request.Context(), payload, c.GetHeader("Stripe-Signature")); err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"received": true})
+}

@@ -10,6 +10,8 @@
 # - a Docker engine: the one that answers, else dockerd --bridge=none --iptables=false with its own
 #   socket, data root and exec root                 -> NIMBUS_TEST_DOCKER_HOST
 # - a busybox image made by `docker import`         -> NIMBUS_TEST_IMAGE
+# - stripe-mock (Stripe's API fake; `go install`ed once into $(go env GOPATH)/bin)
+#                                                   -> NIMBUS_TEST_STRIPE_URL
 #
 # Missing Debian packages (postgresql, redis-server, docker.io, busybox-static, git, chromium) are
 # installed with apt when running as root. Everything binds to 127.0.0.1 only.
@@ -153,6 +155,28 @@ if ! docker -H "$NIMBUS_TEST_DOCKER_HOST" image inspect "$NIMBUS_TEST_IMAGE" >/d
 	tar -C "$rootfs" -c . | docker -H "$NIMBUS_TEST_DOCKER_HOST" import \
 		--change 'ENV PATH=/bin' --change 'CMD ["/bin/sh"]' - "$NIMBUS_TEST_IMAGE" >/dev/null
 	log "imported $NIMBUS_TEST_IMAGE"
+fi
+
+# --- stripe-mock ----------------------------------------------------------------------------
+# The billing tests create Stripe customers and Checkout Sessions against it. Installed with the
+# Go toolchain (it is a Go program); a failed install leaves the variable unset, so the Stripe
+# tests skip, or fail under CI=true.
+STRIPE_MOCK_VERSION=v0.203.0
+STRIPE_MOCK="$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin/stripe-mock"
+if [ ! -x "$STRIPE_MOCK" ]; then
+	log "installing stripe-mock $STRIPE_MOCK_VERSION"
+	GOFLAGS= go install "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION" >"$TMP/stripe-mock-install.log" 2>&1 \
+		|| { tail -5 "$TMP/stripe-mock-install.log" >&2; log "stripe-mock could not be installed"; }
+fi
+if [ -x "$STRIPE_MOCK" ]; then
+	STRIPE_PORT=$(free_port)
+	# HTTPS must be given an address too: with only -http-addr, stripe-mock also serves HTTPS on
+	# port 12112 of every interface.
+	"$STRIPE_MOCK" -http-addr "127.0.0.1:$STRIPE_PORT" -https-addr 127.0.0.1:0 >"$TMP/stripe-mock.log" 2>&1 &
+	PIDS_TO_STOP+=("$!")
+	wait_for 20 stripe-mock bash -c "exec 3<>/dev/tcp/127.0.0.1/$STRIPE_PORT" || { tail -5 "$TMP/stripe-mock.log" >&2; exit 1; }
+	export NIMBUS_TEST_STRIPE_URL="http://127.0.0.1:$STRIPE_PORT"
+	log "stripe-mock on 127.0.0.1:$STRIPE_PORT"
 fi
 
 # --- run ------------------------------------------------------------------------------------

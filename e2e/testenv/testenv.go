@@ -15,6 +15,7 @@ const (
 	EnvRedis    = "NIMBUS_TEST_REDIS_URL"
 	EnvDocker   = "NIMBUS_TEST_DOCKER_HOST" // unix:///… socket of a Docker engine
 	EnvImage    = "NIMBUS_TEST_IMAGE"       // a busybox image present in that engine
+	EnvStripe   = "NIMBUS_TEST_STRIPE_URL"  // http://127.0.0.1:PORT of stripe-mock
 )
 
 // Require returns the value of the variable, or stops the test: Fatal under CI=true, Skip
@@ -49,3 +50,6 @@ func DockerHost(t testing.TB) string { return Require(t, EnvDocker, "A Docker en
 
 // Image is a busybox image loaded into the test Docker engine.
 func Image(t testing.TB) string { return Require(t, EnvImage, "The busybox test image") }
+
+// StripeURL is the base URL of the test stripe-mock server.
+func StripeURL(t testing.TB) string { return Require(t, EnvStripe, "stripe-mock") }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +45,18 @@ func (s *Service) MonthSpent(ctx context.Context, accountID int64) (Amount, erro
 		return 0, fmt.Errorf("billing: spending of account %d: %w", accountID, err)
 	}
 	return spent, nil
+}
+
+// SoFar is what a pipeline used and costs up to end: its settled values once settled, else cores
+// × the seconds since its start (rounded up, as settlement does) and the price of the part its
+// frozen free quota does not cover.
+func (pb *PipelineBilling) SoFar(end time.Time) (coreSeconds int64, cost Amount) {
+	if pb.Settled {
+		return pb.CoreSeconds, pb.Cost
+	}
+	secs := max(0, int64(math.Ceil(end.Sub(pb.StartedAt).Seconds())))
+	used := int64(pb.Cores) * secs
+	return used, CostOf(used-min(used, pb.FrozenQuota), pb.Price)
 }
 
 // UsageRow is the settled use of one day × runner class × repo.

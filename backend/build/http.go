@@ -13,6 +13,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -57,16 +58,20 @@ type StageJSON struct {
 
 // PipelineJSON is one pipeline of a build.
 type PipelineJSON struct {
-	ID         int64       `json:"id"`
-	Key        string      `json:"key"`
-	Name       string      `json:"name"`
-	Status     string      `json:"status"`
-	Reason     string      `json:"reason"`
-	RunnerTag  string      `json:"runner_tag"`
-	CPUs       int         `json:"cpus"`
-	StartedAt  *time.Time  `json:"started_at"`
-	FinishedAt *time.Time  `json:"finished_at"`
-	Stages     []StageJSON `json:"stages,omitempty"`
+	ID         int64      `json:"id"`
+	Key        string     `json:"key"`
+	Name       string     `json:"name"`
+	Status     string     `json:"status"`
+	Reason     string     `json:"reason"`
+	RunnerTag  string     `json:"runner_tag"`
+	CPUs       int        `json:"cpus"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	// CoreSeconds and Cost are what the pipeline used and costs so far (settled values once it
+	// is settled); Cost is a decimal string in the billing currency, 4 places.
+	CoreSeconds int64       `json:"core_seconds"`
+	Cost        string      `json:"cost"`
+	Stages      []StageJSON `json:"stages,omitempty"`
 }
 
 // ErrorJSON is why a build failed before any pipeline existed (its .cnb.yml).
@@ -233,6 +238,7 @@ func (s *Service) Get(ctx context.Context, repoID, n int64) (*Build, error) {
 // deep adds stages and jobs.
 func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, error) {
 	db := s.db.WithContext(ctx)
+	now := s.clock.Now().UTC()
 	ids := make([]int64, 0, len(bs))
 	userIDs := []int64{}
 	for _, b := range bs {
@@ -257,12 +263,22 @@ func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 			return nil, err
 		}
 	}
+	pids := make([]int64, 0, len(ps))
+	for _, p := range ps {
+		pids = append(pids, p.ID)
+	}
+	costOf := map[int64]billing.PipelineBilling{}
+	if len(pids) > 0 {
+		var pbs []billing.PipelineBilling
+		if err := db.Where("pipeline_id IN ?", pids).Find(&pbs).Error; err != nil {
+			return nil, err
+		}
+		for _, pb := range pbs {
+			costOf[pb.PipelineID] = pb
+		}
+	}
 	stagesOf := map[int64][]StageJSON{}
 	if deep && len(ps) > 0 {
-		pids := make([]int64, 0, len(ps))
-		for _, p := range ps {
-			pids = append(pids, p.ID)
-		}
 		var stages []Stage
 		if err := db.Where("pipeline_id IN ?", pids).Order("pipeline_id, position").Find(&stages).Error; err != nil {
 			return nil, err
@@ -302,7 +318,15 @@ func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 	pipesOf := map[int64][]PipelineJSON{}
 	for _, p := range ps {
 		pj := PipelineJSON{ID: p.ID, Key: p.Key, Name: p.Name, Status: p.Status, Reason: p.Reason, RunnerTag: p.RunnerTag,
-			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt}
+			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt, Cost: billing.Amount(0).Display()}
+		if pb, ok := costOf[p.ID]; ok {
+			end := now
+			if p.FinishedAt != nil {
+				end = *p.FinishedAt // ended, settlement pending: it ran until then
+			}
+			cs, cost := pb.SoFar(end)
+			pj.CoreSeconds, pj.Cost = cs, cost.Display()
+		}
 		if deep {
 			pj.Stages = stagesOf[p.ID]
 			if pj.Stages == nil {

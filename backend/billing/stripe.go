@@ -136,11 +136,12 @@ var ErrStripeUnavailable = api.Errorf(http.StatusServiceUnavailable, api.CodeUna
 
 // Checkout creates a Checkout Session that pays amount into account a (of org orgName).
 func (st *Stripe) Checkout(ctx context.Context, a *Account, orgName string, amount Amount) (*Checkout, error) {
-	if !st.Enabled() {
-		return nil, api.Conflict("top-ups are disabled: no Stripe key configured (a platform admin can still grant credit)")
-	}
+	// The amount is checked first: its rules hold whether or not Stripe is configured.
 	if err := st.CheckTopup(a.Currency, amount); err != nil {
 		return nil, err
+	}
+	if !st.Enabled() {
+		return nil, api.Conflict("top-ups are disabled: no Stripe key configured (a platform admin can still grant credit)")
 	}
 	cust, err := st.customerOf(ctx, a, orgName)
 	if err != nil {

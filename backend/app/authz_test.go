@@ -327,6 +327,31 @@ var mxMatrix = []mxRow{
 		note("a job of A's public repo").prep(mxJobLog(mxPubA), mxCompleteLog),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/jobs/"+mxGhostJob+"/log/stream"),
 
+	// ---- billing: members with the billing, admin or owner role, through billing:read (or
+	// billing:write for changes); other members 403, non-members 404 like every org route. The
+	// world has no Stripe key, so top-ups are 409 (disabled) for whoever may make them; credit
+	// grants are for platform admins only (none of these callers is one); the Stripe webhook
+	// takes no Nimbus credentials and refuses what Stripe did not sign.
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "GET", mxA+"/billing"),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxB+"/billing"),
+	mx("401 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/orgs/"+mxGhostOrg+"/billing"),
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "PUT", mxA+"/billing/settings").
+		body(map[string]any{"low_balance_threshold": "1.00", "spending_cap": nil}),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "PUT", mxB+"/billing/settings").body(map[string]any{}),
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "GET", mxA+"/billing/usage"),
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "GET", mxA+"/billing/ledger"),
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "GET", mxA+"/billing/notifications"),
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "GET", mxA+"/billing/statements/2026-06"),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxB+"/billing/statements/2026-06"),
+	mx("401 | 403 403 409 409 409 | 404 | 403 403 | 404 404", "POST", mxA+"/billing/topups").note("no Stripe key").
+		body(map[string]string{"amount": "100.00"}),
+	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "POST", "/api/v1/admin/orgs/"+mxOrgA+"/credits").
+		note("platform admins only").body(map[string]string{"amount": "10.00", "note": "matrix"}),
+	mx("400 | 400 400 400 400 400 | 400 | 400 400 | 400 400", "POST", "/api/v1/billing/stripe/webhook").
+		note("not signed by Stripe").body(map[string]any{"id": "evt_matrix", "type": "checkout.session.completed",
+		"data": map[string]any{"object": map[string]any{"id": "cs_matrix", "payment_status": "paid", "amount_total": 100000}}}),
+
 	// ---- the agent API (outside the user middleware): only agent credentials work there, so
 	// every user credential, and the job token, is 401. The agent token's own answer is .agent().
 	//  anon | rep dev adm own bil | out | nosc ro | dep job

@@ -67,7 +67,7 @@ func mxSetScratchOrg(w *mxWorld, v map[string]string)  { v["org"] = w.scratchOrg
 func mxSetScratchRepo(w *mxWorld, v map[string]string) { v["repo"] = w.scratchRepo() }
 
 // mxBadEndpoints lists every write endpoint with its bad inputs.
-var mxBadEndpoints = slices.Concat(mxBadUserEndpoints, mxBadAgentEndpoints)
+var mxBadEndpoints = slices.Concat(mxBadUserEndpoints, mxBadAgentEndpoints, mxBadBillingEndpoints)
 
 var mxBadUserEndpoints = []mxBadEndpoint{
 	{Method: "POST", Path: "/api/v1/auth/signup", JSON: true,
@@ -613,4 +613,75 @@ func mxCheckBadInputCoverage(t *testing.T, w *mxWorld) {
 	if len(covered) == 0 {
 		t.Error("no write routes covered")
 	}
+}
+
+// Billing. The world has a Stripe webhook secret but no Stripe key: valid top-ups are 409.
+// Credit grants go as root, the platform admin, through a session of its own.
+
+func mxRootSession(w *mxWorld, _ map[string]string) {
+	w.byName["root"] = &mxPrincipal{Name: "root", User: w.users["root"], Session: true, Cookie: w.users["root"].Cookie,
+		CSRF: w.users["root"].CSRF}
+}
+
+var mxBadBillingEndpoints = []mxBadEndpoint{
+	{Method: "PUT", Path: mxA + "/billing/settings", JSON: true,
+		Valid: map[string]any{"spending_cap": "100.00"},
+		Cases: []mxBad{
+			{Name: "negative cap", Body: map[string]any{"spending_cap": "-1"}, Want: 422},
+			{Name: "cap not a number", Body: map[string]any{"spending_cap": "ten"}, Want: 422},
+			{Name: "cap with 9 decimals", Body: map[string]any{"spending_cap": "1.000000001"}, Want: 422},
+			{Name: "cap with an exponent", Body: map[string]any{"spending_cap": "1e9"}, Want: 422},
+			{Name: "cap as a JSON number", Body: map[string]any{"spending_cap": 100}, Want: 400},
+			{Name: "threshold as a bool", Body: map[string]any{"low_balance_threshold": true}, Want: 400},
+			{Name: "threshold of 11 digits", Body: map[string]any{"low_balance_threshold": "12345678901"}, Want: 422},
+			{Name: "webhook not http", Body: map[string]any{"alert_webhook_url": "ftp://example.com/x"}, Want: 422},
+			{Name: "webhook without a scheme", Body: map[string]any{"alert_webhook_url": "example.com/hook"}, Want: 422},
+			{Name: "webhook on loopback", Body: map[string]any{"alert_webhook_url": "http://127.0.0.1:6379/"}, Want: 422},
+			{Name: "webhook on localhost", Body: map[string]any{"alert_webhook_url": "http://localhost/hook"}, Want: 422},
+			{Name: "webhook on a link-local address", Body: map[string]any{"alert_webhook_url": "http://169.254.169.254/latest"}, Want: 422},
+			{Name: "webhook with a header injection", Body: map[string]any{"alert_webhook_url": "https://example.com/\r\nX: y"}, Want: 422},
+			{Name: "webhook of 2049 characters", Body: map[string]any{"alert_webhook_url": "https://example.com/" + mxLong(2029)}, Want: 422},
+			{Name: "webhook as a list", Body: map[string]any{"alert_webhook_url": []string{"https://example.com"}}, Want: 400},
+			{Name: "reporter", As: "reporter", Body: map[string]any{"spending_cap": "1"}, Want: 403},
+			{Name: "no such org", Path: "/api/v1/orgs/" + mxGhostOrg + "/billing/settings", Body: map[string]any{"spending_cap": "1"}, Want: 404},
+		}},
+	{Method: "POST", Path: mxA + "/billing/topups", JSON: true,
+		Valid: map[string]any{"amount": "100.00"},
+		Cases: []mxBad{
+			{Name: "under the minimum", Body: map[string]any{"amount": "9.99"}, Want: 422},
+			{Name: "over the maximum", Body: map[string]any{"amount": "100000.01"}, Want: 422},
+			{Name: "a fraction of a fen", Body: map[string]any{"amount": "10.001"}, Want: 422},
+			{Name: "negative", Body: map[string]any{"amount": "-100"}, Want: 422},
+			{Name: "zero", Body: map[string]any{"amount": "0"}, Want: 422},
+			{Name: "not a number", Body: map[string]any{"amount": "lots"}, Want: 422},
+			{Name: "no amount", Body: map[string]any{}, Want: 422},
+			{Name: "amount as a JSON number", Body: map[string]any{"amount": 100}, Want: 400},
+			{Name: "valid, but no Stripe key", Body: map[string]any{"amount": "100.00"}, Want: 409},
+			{Name: "developer", As: "developer", Body: map[string]any{"amount": "100.00"}, Want: 403},
+			{Name: "no such org", Path: "/api/v1/orgs/" + mxGhostOrg + "/billing/topups", Body: map[string]any{"amount": "100.00"}, Want: 404},
+		}},
+	{Method: "POST", Path: "/api/v1/admin/orgs/" + mxOrgA + "/credits", JSON: true, As: "root", Setup: mxRootSession,
+		Valid: map[string]any{"amount": "10.00", "note": "welcome"},
+		Cases: []mxBad{
+			{Name: "zero", Body: map[string]any{"amount": "0"}, Want: 422},
+			{Name: "negative", Body: map[string]any{"amount": "-5"}, Want: 422},
+			{Name: "not a number", Body: map[string]any{"amount": "ten"}, Want: 422},
+			{Name: "beyond 10 digits", Body: map[string]any{"amount": "99999999999"}, Want: 422},
+			{Name: "amount as a JSON number", Body: map[string]any{"amount": 10}, Want: 400},
+			{Name: "note of 501 bytes", Body: map[string]any{"amount": "1", "note": mxLong(501)}, Want: 422},
+			{Name: "note of two lines", Body: map[string]any{"amount": "1", "note": "a\nb"}, Want: 422},
+			{Name: "not a platform admin", As: "owner", Body: map[string]any{"amount": "10.00"}, Want: 403},
+			{Name: "no such org", Path: "/api/v1/admin/orgs/" + mxGhostOrg + "/credits", Body: map[string]any{"amount": "10.00"}, Want: 404},
+		}},
+	// Stripe's endpoint: nothing that Stripe did not sign with the webhook secret changes a row.
+	{Method: "POST", Path: "/api/v1/billing/stripe/webhook", JSON: true, As: "anon",
+		Valid: map[string]any{"id": "evt_bad", "type": "checkout.session.completed"},
+		Cases: []mxBad{
+			{Name: "a paid session, unsigned", Want: 400, Body: map[string]any{"id": "evt_1", "type": "checkout.session.completed",
+				"data": map[string]any{"object": map[string]any{"id": "cs_1", "payment_status": "paid", "amount_total": 100000, "currency": "cny",
+					"metadata": map[string]string{"nimbus_account_id": "1"}}}}},
+			{Name: "a refund, unsigned", Want: 400, Body: map[string]any{"id": "evt_2", "type": "charge.refunded",
+				"data": map[string]any{"object": map[string]any{"id": "ch_1", "amount_refunded": 100}}}},
+			{Name: "as the owner", As: "owner", Want: 400, Body: map[string]any{"id": "evt_3", "type": "checkout.session.completed"}},
+		}},
 }

@@ -59,6 +59,8 @@ const (
 	mxDescB       = "marker-globex-private-description"
 	// The secret's value must never appear in any response to anyone.
 	mxSecretValue = "marker-secret-value-9f3c1a"
+	// The signing secret of the Stripe webhook.
+	mxStripeWebhookSecret = "whsec_matrix_secret"
 )
 
 // mxConfigFile is the .cnb.yml pushed to both repos of A: a push pipeline (so the push makes
@@ -201,7 +203,9 @@ func (l *mxLog) String() string {
 
 func newMXWorld(t *testing.T, databaseURL string) *mxWorld {
 	t.Helper()
-	args := []string{"--data-dir", t.TempDir(), "--builtin-agent", "false"}
+	// A Stripe webhook secret (but no Stripe key): the webhook checks signatures for real, and
+	// top-ups answer that they are disabled.
+	args := []string{"--data-dir", t.TempDir(), "--builtin-agent", "false", "--stripe-webhook-secret", mxStripeWebhookSecret}
 	dialect := "sqlite"
 	if databaseURL != "" {
 		args = append(args, "--database-url", databaseURL)

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,9 +49,10 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	v1.GET("/orgs/:org/billing", h.summary)
 	v1.PUT("/orgs/:org/billing/settings", h.settings)
 	v1.GET("/orgs/:org/billing/usage", h.usage)
-	v1.GET("/orgs/:org/billing/ledger", h.ledger)
+	v1.GET("/orgs/:org/billing/ledger", newestFirst(h, h.svc.Ledger, entryJSON, func(e EntryJSON) int64 { return e.ID }))
 	v1.GET("/orgs/:org/billing/statements/:month", h.statement)
-	v1.GET("/orgs/:org/billing/notifications", h.notifications)
+	v1.GET("/orgs/:org/billing/notifications", newestFirst(h, h.svc.Notifications, notificationJSON,
+		func(n NotificationJSON) int64 { return n.ID }))
 	v1.POST("/orgs/:org/billing/topups", h.topup)
 	v1.POST("/admin/orgs/:org/credits", h.grant)
 	v1.POST("/billing/stripe/webhook", h.webhook)
@@ -324,7 +326,9 @@ func usageKey(rows []UsageJSON) func(UsageJSON) int64 {
 }
 
 // EntryJSON is a ledger transaction. amount is what it moved; balance_change and frozen_change
-// are its effect on the account's balance and frozen money (negative when they went down).
+// are its effect on the account's balance and frozen money (negative when they went down). The
+// ledger shows amounts exactly (8 decimals), so its entries add up to the balance to the unit;
+// summaries round to 4.
 type EntryJSON struct {
 	ID            int64     `json:"id"`
 	Kind          string    `json:"kind"`
@@ -337,32 +341,35 @@ type EntryJSON struct {
 }
 
 func entryJSON(e *Entry) EntryJSON {
-	return EntryJSON{ID: e.ID, Kind: e.Kind, Amount: e.Amount.Display(), BalanceChange: e.BalanceChange.Display(),
-		FrozenChange: e.FrozenChange.Display(), PipelineID: e.PipelineID, Note: e.Note, CreatedAt: e.CreatedAt.UTC()}
+	return EntryJSON{ID: e.ID, Kind: e.Kind, Amount: e.Amount.String(), BalanceChange: e.BalanceChange.String(),
+		FrozenChange: e.FrozenChange.String(), PipelineID: e.PipelineID, Note: e.Note, CreatedAt: e.CreatedAt.UTC()}
 }
 
-// ledger lists the account's transactions, newest first.
-func (h *Handler) ledger(c *gin.Context) {
-	_, a, err := h.load(c, false)
-	if err != nil {
-		h.fail(c, err)
-		return
+// newestFirst serves a page of one of the account's lists (the ledger, the notifications),
+// which fetch returns newest first, with up to one more row than the page holds.
+func newestFirst[T, J any](h *Handler, fetch func(context.Context, int64, api.Page) ([]T, error), view func(*T) J, id func(J) int64) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		_, a, err := h.load(c, false)
+		if err != nil {
+			h.fail(c, err)
+			return
+		}
+		page, err := api.ParsePage(c)
+		if err != nil {
+			h.fail(c, err)
+			return
+		}
+		rows, err := fetch(c.Request.Context(), a.ID, page)
+		if err != nil {
+			h.fail(c, err)
+			return
+		}
+		out := make([]J, 0, len(rows))
+		for i := range rows {
+			out = append(out, view(&rows[i]))
+		}
+		c.JSON(http.StatusOK, api.NewList(page, out, id))
 	}
-	page, err := api.ParsePage(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	es, err := h.svc.Ledger(c.Request.Context(), a.ID, page)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out := make([]EntryJSON, 0, len(es))
-	for i := range es {
-		out = append(out, entryJSON(&es[i]))
-	}
-	c.JSON(http.StatusOK, api.NewList(page, out, func(e EntryJSON) int64 { return e.ID }))
 }
 
 // statement answers a month's statement as CSV. It is built in memory first, so a failure
@@ -392,28 +399,8 @@ type NotificationJSON struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// notifications lists the account's alerts, newest first.
-func (h *Handler) notifications(c *gin.Context) {
-	_, a, err := h.load(c, false)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	page, err := api.ParsePage(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	ns, err := h.svc.Notifications(c.Request.Context(), a.ID, page)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out := make([]NotificationJSON, 0, len(ns))
-	for _, n := range ns {
-		out = append(out, NotificationJSON{ID: n.ID, Kind: n.Kind, Message: n.Message, Delivered: n.Delivered, CreatedAt: n.CreatedAt.UTC()})
-	}
-	c.JSON(http.StatusOK, api.NewList(page, out, func(n NotificationJSON) int64 { return n.ID }))
+func notificationJSON(n *Notification) NotificationJSON {
+	return NotificationJSON{ID: n.ID, Kind: n.Kind, Message: n.Message, Delivered: n.Delivered, CreatedAt: n.CreatedAt.UTC()}
 }
 
 // parseMoney reads a positive decimal amount from a request field.

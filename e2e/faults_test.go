@@ -29,7 +29,8 @@ type world struct {
 	env      []string // the server's environment
 	dir      string
 	server   *proc
-	api      *client
+	api      *client // alice's token (repo:write)
+	alice    *client // alice's browser session: the install's first user, so a platform admin
 	token    string
 	image    string
 	docker   string
@@ -38,7 +39,7 @@ type world struct {
 	work     string
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T, extraEnv ...string) *world {
 	w := &world{t: t, dir: t.TempDir(), work: t.TempDir()}
 	w.image, w.docker = testenv.Image(t), testenv.DockerHost(t)
 	// A Redis database of this test's own, so FLUSHALL-style tests touch nobody else.
@@ -49,10 +50,12 @@ func newWorld(t *testing.T) *world {
 	w.base = "http://" + addr
 	w.env = []string{"NIMBUS_LISTEN=" + addr, "NIMBUS_DATABASE_URL=" + storetest.PostgresURL(t), "NIMBUS_REDIS_URL=" + w.redisURL,
 		"NIMBUS_AGENT_REGISTRATION_TOKEN=e2e-registration", "NIMBUS_SCHEDULER_TICK=1s"}
+	w.env = append(w.env, extraEnv...)
 	w.server = start(t, w.dir, w.env, "nimbus-server")
 	waitReady(t, w.base, w.server, 30*time.Second)
 	alice := newClient(t, w.base)
 	alice.signup("alice")
+	w.alice = alice
 	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
 	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
 	var tok struct {
@@ -66,21 +69,27 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
-// agent starts a nimbus-agent in dir (a fresh one when dir is "").
-func (w *world) agent(dir string) (*proc, string) {
+// agent starts a nimbus-agent in dir (a fresh one when dir is ""); extraEnv overrides.
+func (w *world) agent(dir string, extraEnv ...string) (*proc, string) {
 	if dir == "" {
 		dir = w.t.TempDir()
 	}
-	p := start(w.t, dir, []string{"NIMBUS_SERVER_URL=" + w.base, "NIMBUS_AGENT_TOKEN=e2e-registration", "NIMBUS_AGENT_EXECUTOR=docker",
+	env := append([]string{"NIMBUS_SERVER_URL=" + w.base, "NIMBUS_AGENT_TOKEN=e2e-registration", "NIMBUS_AGENT_EXECUTOR=docker",
 		"NIMBUS_AGENT_DOCKER_HOST=" + w.docker, "NIMBUS_AGENT_NETWORK=none", "NIMBUS_AGENT_WORK_DIR=" + dir,
-		"NIMBUS_AGENT_CPUS=4", "NIMBUS_AGENT_DEFAULT_IMAGE=" + w.image}, "nimbus-agent")
+		"NIMBUS_AGENT_CPUS=4", "NIMBUS_AGENT_DEFAULT_IMAGE=" + w.image}, extraEnv...)
+	p := start(w.t, dir, env, "nimbus-agent")
 	return p, dir
 }
 
 // push commits a pipeline running script and returns the new build's number.
 func (w *world) push(script string) int64 {
+	return w.pushOn("{ tags: cnb:arch:amd64, cpus: 1 }", script)
+}
+
+// pushOn is push on the given runner (a .cnb.yml flow mapping).
+func (w *world) pushOn(runner, script string) int64 {
 	w.pushes++
-	cnb := "main:\n  push:\n    - name: job\n      runner: { tags: cnb:arch:amd64, cpus: 1 }\n      docker: { image: " + w.image +
+	cnb := "main:\n  push:\n    - name: job\n      runner: " + runner + "\n      docker: { image: " + w.image +
 		" }\n      stages:\n        - name: only\n          script: " + script + "\n"
 	os.WriteFile(filepath.Join(w.work, ".cnb.yml"), []byte(cnb), 0o644)
 	gitRun(w.t, w.work, "add", ".")

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nimbus-build/nimbus/backend/billing"
+)
+
+type billingJSON struct {
+	Balance   string `json:"balance"`
+	Frozen    string `json:"frozen"`
+	FreeQuota struct {
+		Total int64 `json:"total_core_seconds"`
+		Used  int64 `json:"used_core_seconds"`
+	} `json:"free_quota"`
+}
+
+type ledgerJSON struct {
+	Items []struct {
+		Kind          string `json:"kind"`
+		Amount        string `json:"amount"`
+		BalanceChange string `json:"balance_change"`
+		FrozenChange  string `json:"frozen_change"`
+		PipelineID    *int64 `json:"pipeline_id"`
+	} `json:"items"`
+}
+
+func amount(t *testing.T, s string) billing.Amount {
+	t.Helper()
+	neg := strings.HasPrefix(s, "-")
+	a, err := billing.ParseAmount(strings.TrimPrefix(s, "-"))
+	if err != nil {
+		t.Fatalf("amount %q: %v", s, err)
+	}
+	if neg {
+		return -a
+	}
+	return a
+}
+
+// checkLedgerAddsUp asserts that the ledger's balance and frozen changes sum to the account's
+// balance and frozen amount, and returns the transaction kinds, oldest first.
+func (w *world) checkLedgerAddsUp(org string) []string {
+	w.t.Helper()
+	var b billingJSON
+	w.alice.must(200, "GET", "/api/v1/orgs/"+org+"/billing", nil, &b)
+	var l ledgerJSON
+	w.alice.must(200, "GET", "/api/v1/orgs/"+org+"/billing/ledger?limit=100", nil, &l)
+	var bal, frozen billing.Amount
+	var kinds []string
+	for i := len(l.Items) - 1; i >= 0; i-- { // newest first
+		e := l.Items[i]
+		bal += amount(w.t, e.BalanceChange)
+		frozen += amount(w.t, e.FrozenChange)
+		kinds = append(kinds, e.Kind)
+	}
+	if bal.Display() != b.Balance || frozen.Display() != b.Frozen {
+		w.t.Fatalf("ledger sums to %s/%s, the account shows %s/%s", bal.Display(), frozen.Display(), b.Balance, b.Frozen)
+	}
+	if amount(w.t, b.Balance) < 0 {
+		w.t.Fatalf("balance below zero: %s", b.Balance)
+	}
+	return kinds
+}
+
+// Issue 6's run with the real server, agents and Docker: a GPU pipeline on an account with money
+// for two windows is terminated at the third with insufficient_balance; a CPU pipeline uses the
+// free quota first and only then money. Windows are 3 s instead of 5 minutes
+// (NIMBUS_BILLING_FREEZE_INTERVAL): the rule is the same, the test is short.
+func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
+	w := newWorld(t, "NIMBUS_BILLING_FREEZE_INTERVAL=3s", "NIMBUS_BILLING_FREE_CPU_CORE_HOURS=0.01") // 36 free core-seconds
+	// A GPU host (simulated: no GPU here) and a CPU host.
+	w.agent("", "NIMBUS_AGENT_TAGS=cnb:arch:amd64:gpu", "NIMBUS_AGENT_CPUS=16", "NIMBUS_AGENT_GPUS=simulate:1:L40")
+	w.agent("")
+
+	// A GPU window is 16 cores × 3 s at 0.5 per core-hour = 0.00666667: money for two.
+	window := billing.CostOf(16*3, billing.Scale/2)
+	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": (2 * window).String(), "note": "two windows"}, nil)
+	n := w.pushOn("{ tags: cnb:arch:amd64:gpu }", "echo training; sleep 120")
+	b := w.waitFor(n, 60*time.Second, "terminated", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+	if b.Status != "terminated" || b.Pipelines[0].Status != "terminated" || b.Pipelines[0].Reason != "insufficient_balance" {
+		t.Fatalf("GPU build: %s, pipeline %s (%q)", b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
+	}
+	kinds := strings.Join(w.checkLedgerAddsUp("ml"), " ")
+	if !strings.HasPrefix(kinds, "grant freeze freeze") || !strings.Contains(kinds, "settle") || strings.Count(kinds, "settle") != 1 {
+		t.Fatalf("ledger kinds: %s", kinds)
+	}
+
+	// A CPU pipeline of 4 cores for ~12 s: 48 core-seconds, of which the free quota pays 36.
+	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "1", "note": "cpu money"}, nil)
+	var before billingJSON
+	w.alice.must(200, "GET", "/api/v1/orgs/ml/billing", nil, &before)
+	n = w.pushOn("{ tags: cnb:arch:amd64, cpus: 4 }", "sleep 12")
+	b = w.waitFor(n, 90*time.Second, "success", func(b buildJSON) bool { return b.Status == "success" || b.Status == "failed" || b.Status == "terminated" })
+	if b.Status != "success" {
+		t.Fatalf("CPU build: %+v", b)
+	}
+	var after billingJSON
+	w.alice.must(200, "GET", "/api/v1/orgs/ml/billing", nil, &after)
+	if after.FreeQuota.Total != 36 || after.FreeQuota.Used != 36 {
+		t.Fatalf("free quota %+v: the CPU pipeline must use all 36 free core-seconds", after.FreeQuota)
+	}
+	if amount(t, after.Balance) >= amount(t, before.Balance) {
+		t.Fatalf("no money was charged beyond the free quota: %s → %s", before.Balance, after.Balance)
+	}
+	w.checkLedgerAddsUp("ml")
+}

@@ -323,7 +323,7 @@ func TestSummaryAndAdminGrant(t *testing.T) {
 		var first, again billing.EntryJSON
 		w.json("root", "POST", credits, body, http.StatusCreated, &first, "Idempotency-Key", "grant-1")
 		w.json("root", "POST", credits, body, http.StatusOK, &again, "Idempotency-Key", "grant-1")
-		if first.ID != again.ID || first.Kind != "grant" || first.Amount != "10.0000" || first.BalanceChange != "10.0000" ||
+		if first.ID != again.ID || first.Kind != "grant" || first.Amount != "10.00000000" || first.BalanceChange != "10.00000000" ||
 			first.Note != "granted by root: welcome credit" {
 			t.Fatalf("grant %+v, replay %+v", first, again)
 		}
@@ -512,10 +512,10 @@ func TestUsageLedgerAndStatement(t *testing.T) {
 		if strings.Join(kinds, " ") != "settle freeze settle freeze settle freeze grant" {
 			t.Fatalf("ledger kinds %v", kinds)
 		}
-		if f := all[1]; f.Amount != "0.6667" || f.BalanceChange != "-0.6667" || f.FrozenChange != "0.6667" || f.PipelineID == nil || *f.PipelineID != 4 {
+		if f := all[1]; f.Amount != "0.66666667" || f.BalanceChange != "-0.66666667" || f.FrozenChange != "0.66666667" || f.PipelineID == nil || *f.PipelineID != 4 {
 			t.Fatalf("freeze entry %+v", f)
 		}
-		if s := all[0]; s.Amount != "0.1000" || s.BalanceChange != "0.5667" || s.FrozenChange != "-0.6667" {
+		if s := all[0]; s.Amount != "0.10000000" || s.BalanceChange != "0.56666667" || s.FrozenChange != "-0.66666667" {
 			t.Fatalf("settle entry %+v", s)
 		}
 

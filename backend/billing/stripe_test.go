@@ -235,7 +235,7 @@ func TestStripeRefundsInAnyOrder(t *testing.T) {
 		for _, e := range ledger.Items {
 			got = append(got, e.Kind+" "+e.BalanceChange)
 		}
-		if strings.Join(got, ", ") != "refund -10.0000, refund -20.0000, refund -30.0000, topup 100.0000" {
+		if strings.Join(got, ", ") != "refund -10.00000000, refund -20.00000000, refund -30.00000000, topup 100.00000000" {
 			t.Fatalf("ledger %v", got)
 		}
 	})

@@ -95,6 +95,34 @@ func normalize(src []byte) []byte {
 
 var yamlLineRe = regexp.MustCompile(`line (\d+)`)
 
+// parserErrors are the problems yaml.v3's parser (not its scanner) reports.
+var parserErrors = []string{
+	"did not find expected <document start>", "did not find expected node content", "did not find expected key",
+	"did not find expected '-' indicator", "did not find expected ',' or ']'", "did not find expected ',' or '}'",
+	"found duplicate %YAML directive", "found incompatible YAML document", "found undefined tag handle",
+	"found duplicate %TAG directive",
+}
+
+// lastContentLine is the 1-based number of the last line that holds more than white space.
+func lastContentLine(src []byte) int {
+	lines := strings.Split(string(normalize(src)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if strings.TrimSpace(lines[i]) != "" {
+			return i + 1
+		}
+	}
+	return 1
+}
+
+func parserError(msg string) bool {
+	for _, p := range parserErrors {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // parseYAML parses one file. It returns nil when the file does not parse; the error is in d.
 func parseYAML(file string, src []byte, b *budget, d *diags) *node {
 	var doc yaml.Node
@@ -110,6 +138,15 @@ func parseYAML(file string, src []byte, b *budget, d *diags) *node {
 		}
 		msg = yamlLineRe.ReplaceAllString(msg, "")
 		msg = strings.TrimLeft(msg, ": ")
+		if parserError(msg) && pos.Line > 0 {
+			// yaml.v3 reports its parser's errors (unlike its scanner's) with the 0-based line
+			// of the construct being parsed; people count from 1.
+			pos.Line++
+		}
+		if last := lastContentLine(src); pos.Line > last {
+			// "unexpected end of stream" lands past the last line; the problem is on it.
+			pos.Line = last
+		}
 		d.errorf(pos, "invalid YAML: %s", msg)
 		return nil
 	}

@@ -555,3 +555,24 @@ func TestConfigurableClassesAndBuiltins(t *testing.T) {
 		t.Errorf("want the 4h cap: %v", ds)
 	}
 }
+
+// Invalid YAML points at the line people see: yaml.v3's parser errors count lines from 0, its
+// scanner errors from 1, and both must come out 1-based.
+func TestInvalidYAMLLines(t *testing.T) {
+	tests := []struct {
+		src  string
+		line int
+	}{
+		{"main:\n  push:\n    - stages:\n        - name: x\n          script: [a\n", 5}, // the unclosed '['
+		{"a:\n  b: c\n d: e\n", 3}, // the misindented key
+		{"a: b\nc: @x\n", 2},       // a scanner error
+		{"a: 'unterminated\n", 2},  // where the stream ended inside the quote
+	}
+	for _, tt := range tests {
+		ds := Lint([]byte(tt.src), Options{})
+		errs := ds.Filter(SeverityError)
+		if len(errs) == 0 || errs[0].Pos.Line != tt.line || !strings.Contains(errs[0].Message, "invalid YAML") {
+			t.Errorf("%q: %v, want an invalid-YAML error on line %d", tt.src, errs, tt.line)
+		}
+	}
+}

@@ -566,7 +566,7 @@ func TestInvalidYAMLLines(t *testing.T) {
 		{"main:\n  push:\n    - stages:\n        - name: x\n          script: [a\n", 5}, // the unclosed '['
 		{"a:\n  b: c\n d: e\n", 3}, // the misindented key
 		{"a: b\nc: @x\n", 2},       // a scanner error
-		{"a: 'unterminated\n", 2},  // where the stream ended inside the quote
+		{"a: 'unterminated\n", 1},  // the stream ended inside the quote opened here
 	}
 	for _, tt := range tests {
 		ds := Lint([]byte(tt.src), Options{})

@@ -2,8 +2,13 @@ package runner
 
 import (
 	"encoding/base64"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	neturl "net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
 	"github.com/nimbus-build/nimbus/agent/protocol"
@@ -54,5 +59,45 @@ func TestCloneWithABadTokenFailsBeforeUserCode(t *testing.T) {
 	}
 	if len(rec.EventsOf(protocol.EventPipelineStarted, 0)) != 0 || len(rec.EventsOf(protocol.EventJobStarted, jobID(0, 0))) != 0 {
 		t.Fatalf("user code was reported started after a failed clone: %+v", rec.Events)
+	}
+}
+
+// A server that is briefly unreachable (restarting under a running pipeline) does not fail the
+// clone: transient git failures are retried.
+func TestCloneRetriesWhileTheServerIsDown(t *testing.T) {
+	h := newHarness(t, "shell")
+	real, commit := h.srv.NewRepo(t, "acme/flaky", map[string]string{"a.txt": "here\n"})
+	target, err := neturl.Parse(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens here for now: connection refused
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		l2, err := net.Listen("tcp", addr)
+		if err != nil {
+			return
+		}
+		proxy := httputil.NewSingleHostReverseProxy(&neturl.URL{Scheme: target.Scheme, Host: target.Host})
+		srv := &http.Server{Handler: proxy}
+		go srv.Serve(l2)
+		t.Cleanup(func() { srv.Close() })
+	}()
+	p := plan(serial("s", script("look", "cat a.txt")))
+	p.Git.Enable = true
+	l := lease("clone-flaky", p)
+	l.CloneURL, l.Commit, l.JobToken = "http://"+addr+target.Path, commit, "job-token-flaky"
+	start := time.Now()
+	res, rec := h.run(t, l)
+	if res.Status != StatusSuccess || !strings.Contains(logOf(rec, jobID(0, 0)), "here") {
+		t.Fatalf("result %+v log %q", res, logOf(rec, jobID(0, 0)))
+	}
+	if time.Since(start) < time.Second {
+		t.Fatal("the clone cannot have succeeded before the server came up")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
 )
@@ -95,11 +96,44 @@ func (x *run) clone(ctx context.Context) error {
 		}
 	}
 	for _, args := range steps {
-		if err := x.git(ctx, env, args...); err != nil {
+		if err := x.gitRetrying(ctx, env, args...); err != nil {
 			return fmt.Errorf("clone %s at %s: %w", x.lease.CloneURL, target, err)
 		}
 	}
 	return nil
+}
+
+// transientGit recognises git's complaints about the network or the server, as opposed to a
+// missing commit or a refused token: a server restarting under a running pipeline must not
+// fail its clone.
+var transientGit = []string{"Failed to connect", "Couldn't connect", "Connection refused", "Connection reset",
+	"Could not resolve host", "timed out", "returned error: 50", "early EOF", "RPC failed", "unexpected disconnect"}
+
+// gitRetrying is git with up to five attempts (1, 2, 4, 8 s apart) for transient failures.
+func (x *run) gitRetrying(ctx context.Context, env []string, args ...string) error {
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		err := x.git(ctx, env, args...)
+		if err == nil || attempt == 5 || !isTransientGit(err) {
+			return err
+		}
+		x.log.Warn("git failed, retrying", "command", args[0], "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+func isTransientGit(err error) bool {
+	for _, s := range transientGit {
+		if strings.Contains(err.Error(), s) {
+			return true
+		}
+	}
+	return false
 }
 
 // git runs one git command in the workspace; its output is only returned with a failure, and

@@ -348,6 +348,7 @@ var mxMatrix = []mxRow{
 		body(map[string]string{"amount": "100.00"}),
 	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "POST", "/api/v1/admin/orgs/"+mxOrgA+"/credits").
 		note("platform admins only").body(map[string]string{"amount": "10.00", "note": "matrix"}),
+	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/admin/agents").note("platform admins only"),
 	mx("400 | 400 400 400 400 400 | 400 | 400 400 | 400 400", "POST", "/api/v1/billing/stripe/webhook").
 		note("not signed by Stripe").body(map[string]any{"id": "evt_matrix", "type": "checkout.session.completed",
 		"data": map[string]any{"object": map[string]any{"id": "cs_matrix", "payment_status": "paid", "amount_total": 100000}}}),

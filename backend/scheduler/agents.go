@@ -82,3 +82,85 @@ func (s *Service) seen(ctx context.Context, a *Agent, freeCPUs, freeGPUs int) {
 		a.LastSeenAt, a.FreeCPUs, a.FreeGPUs = now, freeCPUs, freeGPUs
 	}
 }
+
+// AgentInfo is an agent as platform admins see it (GET /api/v1/admin/agents).
+type AgentInfo struct {
+	ID          string          `json:"id"`
+	Name        string          `json:"name"`
+	Version     string          `json:"version"`
+	Tags        []string        `json:"tags"`
+	Executor    string          `json:"executor"`
+	CPUs        int             `json:"cpus"`
+	FreeCPUs    int             `json:"free_cpus"`
+	MemoryBytes int64           `json:"memory_bytes"`
+	GPUs        []protocol.GPU  `json:"gpus"`
+	FreeGPUs    int             `json:"free_gpus"`
+	Concurrency int             `json:"concurrency"`
+	Online      bool            `json:"online"`
+	LastSeenAt  time.Time       `json:"last_seen_at"`
+	CreatedAt   time.Time       `json:"created_at"`
+	Pipelines   []AgentPipeline `json:"pipelines"`
+}
+
+// AgentPipeline is a pipeline an agent holds a lease on now.
+type AgentPipeline struct {
+	ID          int64      `json:"id"`
+	Name        string     `json:"name"`
+	RunnerTag   string     `json:"runner_tag"`
+	CPUs        int        `json:"cpus"`
+	Org         string     `json:"org"`
+	Repo        string     `json:"repo"`
+	BuildNumber int64      `json:"build_number"`
+	StartedAt   *time.Time `json:"started_at"`
+}
+
+// onlineSince is the oldest last-seen time of an agent that still counts as online: one that
+// polled within two poll timeouts and a heartbeat.
+func (s *Service) onlineSince() time.Time {
+	return s.clock.Now().UTC().Add(-2*s.cfg.PollTimeout - s.cfg.HeartbeatInterval)
+}
+
+// Agents lists every registered agent, oldest first, with the running pipelines it holds.
+func (s *Service) Agents(ctx context.Context) ([]AgentInfo, error) {
+	var agents []Agent
+	if err := s.db.WithContext(ctx).Order("created_at, id").Find(&agents).Error; err != nil {
+		return nil, err
+	}
+	var held []struct {
+		AgentPipeline
+		AgentID string
+	}
+	err := s.db.WithContext(ctx).Table("pipelines").
+		Select("pipelines.id, pipelines.name, pipelines.runner_tag, pipelines.cpus, pipelines.started_at, pipelines.agent_id, "+
+			"builds.number AS build_number, repos.name AS repo, orgs.name AS org").
+		Joins("JOIN builds ON builds.id = pipelines.build_id").
+		Joins("JOIN repos ON repos.id = pipelines.repo_id").
+		Joins("JOIN orgs ON orgs.id = pipelines.org_id").
+		Where("pipelines.status = ? AND pipelines.agent_id <> ''", "running").
+		Order("pipelines.id").Scan(&held).Error
+	if err != nil {
+		return nil, err
+	}
+	byAgent := map[string][]AgentPipeline{}
+	for _, h := range held {
+		byAgent[h.AgentID] = append(byAgent[h.AgentID], h.AgentPipeline)
+	}
+	online := s.onlineSince()
+	out := make([]AgentInfo, 0, len(agents))
+	for _, a := range agents {
+		gpus := []protocol.GPU{}
+		json.Unmarshal([]byte(a.GPUs), &gpus)
+		if gpus == nil {
+			gpus = []protocol.GPU{}
+		}
+		ps := byAgent[a.ID]
+		if ps == nil {
+			ps = []AgentPipeline{}
+		}
+		out = append(out, AgentInfo{ID: a.ID, Name: a.Name, Version: a.Version, Tags: a.tags(), Executor: a.Executor,
+			CPUs: a.CPUs, FreeCPUs: a.FreeCPUs, MemoryBytes: a.MemoryBytes, GPUs: gpus, FreeGPUs: a.FreeGPUs,
+			Concurrency: a.Concurrency, Online: a.LastSeenAt.After(online), LastSeenAt: a.LastSeenAt,
+			CreatedAt: a.CreatedAt, Pipelines: ps})
+	}
+	return out, nil
+}

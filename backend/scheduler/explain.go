@@ -19,7 +19,7 @@ import (
 //	all agents of <class> are busy: #<k> in the team's queue, <t> team(s) waiting
 func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]string {
 	out := map[int64]string{}
-	online := s.clock.Now().UTC().Add(-2*s.cfg.PollTimeout - s.cfg.HeartbeatInterval)
+	online := s.onlineSince()
 	var agents []Agent
 	if err := s.db.WithContext(ctx).Where("last_seen_at > ?", online).Find(&agents).Error; err != nil {
 		return out

@@ -48,6 +48,46 @@ func (h *Handler) Routes(root *gin.Engine, v1 *gin.RouterGroup) {
 
 	v1.POST("/repos/:org/:repo/builds/:number/cancel", h.cancel)
 	v1.POST("/repos/:org/:repo/builds/:number/rerun", h.rerun)
+	v1.GET("/admin/agents", h.listAgents)
+}
+
+// listAgents lists every agent for platform admins: online or not, tags, capacity, what it runs
+// now and when it was last heard from.
+func (h *Handler) listAgents(c *gin.Context) {
+	p := auth.From(c)
+	if !p.Authenticated() {
+		h.fail(c, api.Unauthenticated("sign in or send a token"))
+		return
+	}
+	if !p.IsPlatformAdmin() {
+		h.fail(c, api.Forbidden("only platform admins see the agents (a token needs the admin scope)"))
+		return
+	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	agents, err := h.svc.Agents(c.Request.Context())
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	// Agents are few and never deleted: the cursor is a position in registration order.
+	type positioned struct {
+		AgentInfo
+		pos int64
+	}
+	all := make([]positioned, len(agents))
+	for i, a := range agents {
+		all[i] = positioned{a, int64(i + 1)}
+	}
+	list := api.Paginate(page, all, func(a positioned) int64 { return a.pos })
+	out := api.List[AgentInfo]{Items: make([]AgentInfo, len(list.Items)), NextCursor: list.NextCursor}
+	for i, a := range list.Items {
+		out.Items[i] = a.AgentInfo
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 func (h *Handler) fail(c *gin.Context, err error) { api.Fail(c, h.log, err) }

@@ -491,3 +491,42 @@ func TestCronFiresOncePerTimeAcrossReplicas(t *testing.T) {
 		}
 	})
 }
+
+// The platform admins' agent list: every agent, online or not, with the pipelines it runs.
+func TestAgentsListsCapacityHeartbeatAndHeldPipelines(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+		ctx := context.Background()
+		f.push("main", oneJob)
+		busy := f.agent("busy", 8)
+		f.clock.Advance(time.Minute)
+		idle := f.agent("idle", 2, "cnb:arch:amd64", "cnb:arch:default")
+		l := f.poll(busy, 8)
+		if l == nil {
+			t.Fatal("no lease")
+		}
+		// Online means heard from within two poll timeouts and a heartbeat (10.1 s here).
+		f.clock.Advance(5 * time.Second)
+		got, err := f.sched.Agents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0].ID != busy.ID || got[1].ID != idle.ID {
+			t.Fatalf("agents %+v", got)
+		}
+		b, i := got[0], got[1]
+		if !b.Online || b.CPUs != 8 || len(b.Pipelines) != 1 || b.Pipelines[0].ID != l.PipelineID ||
+			b.Pipelines[0].Org != "team" || b.Pipelines[0].Repo != "trainer" || b.Pipelines[0].BuildNumber != 1 ||
+			b.Pipelines[0].CPUs != 4 || b.Pipelines[0].StartedAt == nil || b.Pipelines[0].RunnerTag != "cnb:arch:amd64" {
+			t.Fatalf("busy agent %+v", b)
+		}
+		if !i.Online || len(i.Pipelines) != 0 || len(i.Tags) != 2 || i.CPUs != 2 || i.GPUs == nil {
+			t.Fatalf("idle agent %+v", i)
+		}
+		f.clock.Advance(2 * time.Minute)
+		got, _ = f.sched.Agents(ctx)
+		if got[0].Online || got[1].Online {
+			t.Fatalf("agents quiet for minutes still online: %+v", got)
+		}
+	})
+}

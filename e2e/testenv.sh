@@ -12,6 +12,11 @@
 # - a busybox image made by `docker import`         -> NIMBUS_TEST_IMAGE
 # - stripe-mock (Stripe's API fake; `go install`ed once into $(go env GOPATH)/bin)
 #                                                   -> NIMBUS_TEST_STRIPE_URL
+# - MinIO, an S3-compatible server (`go install`ed once, about 4 minutes on 2 cores), with a
+#   bucket for the artifact storage tests          -> NIMBUS_TEST_S3_ENDPOINT, _ACCESS_KEY,
+#                                                     _SECRET_KEY, _BUCKET
+# - the OCI distribution-spec conformance suite and oras (`go install`ed once)
+#                                                   -> NIMBUS_TEST_OCI_CONFORMANCE, NIMBUS_TEST_ORAS
 #
 # Missing Debian packages (postgresql, redis-server, docker.io, busybox-static, git, chromium) are
 # installed with apt when running as root. Everything binds to 127.0.0.1 only.
@@ -178,6 +183,54 @@ if [ -x "$STRIPE_MOCK" ]; then
 	export NIMBUS_TEST_STRIPE_URL="http://127.0.0.1:$STRIPE_PORT"
 	log "stripe-mock on 127.0.0.1:$STRIPE_PORT"
 fi
+
+# --- MinIO (S3-compatible) ------------------------------------------------------------------
+# The S3 storage backend is tested against it. A failed install leaves the variables unset, so
+# those tests skip, or fail under CI=true. Its console is bound to loopback too.
+MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+GOBIN_DIR="$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
+MINIO="$GOBIN_DIR/minio"
+if [ ! -x "$MINIO" ] || ! go version -m "$MINIO" 2>/dev/null | grep -q "$MINIO_VERSION"; then
+	log "installing MinIO $MINIO_VERSION (a few minutes, once per machine)"
+	GOFLAGS= go install "github.com/minio/minio@$MINIO_VERSION" >"$TMP/minio-install.log" 2>&1 \
+		|| { tail -5 "$TMP/minio-install.log" >&2; log "MinIO could not be installed"; }
+fi
+if [ -x "$MINIO" ]; then
+	MINIO_PORT=$(free_port)
+	MINIO_CONSOLE_PORT=$(free_port)
+	mkdir -p "$TMP/minio"
+	export NIMBUS_TEST_S3_ACCESS_KEY=nimbus-test
+	NIMBUS_TEST_S3_SECRET_KEY=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	export NIMBUS_TEST_S3_SECRET_KEY
+	MINIO_ROOT_USER=$NIMBUS_TEST_S3_ACCESS_KEY MINIO_ROOT_PASSWORD=$NIMBUS_TEST_S3_SECRET_KEY MINIO_BROWSER=off \
+		MINIO_UPDATE=off MINIO_CI_CD=1 "$MINIO" server --quiet --address "127.0.0.1:$MINIO_PORT" \
+		--console-address "127.0.0.1:$MINIO_CONSOLE_PORT" "$TMP/minio" >"$TMP/minio.log" 2>&1 &
+	PIDS_TO_STOP+=("$!")
+	wait_for 60 MinIO bash -c "exec 3<>/dev/tcp/127.0.0.1/$MINIO_PORT" || { tail -5 "$TMP/minio.log" >&2; exit 1; }
+	export NIMBUS_TEST_S3_ENDPOINT="127.0.0.1:$MINIO_PORT"
+	# The storage backend creates the bucket when it is missing.
+	export NIMBUS_TEST_S3_BUCKET=nimbus-test
+	log "MinIO on 127.0.0.1:$MINIO_PORT"
+fi
+
+# --- OCI conformance suite and oras ---------------------------------------------------------
+# The registry's end-to-end tests run the official conformance suite and round-trip with oras.
+OCI_CONFORMANCE_VERSION=v0.0.0-20260831232431-97274622c111
+ORAS_VERSION=v1.3.6
+OCI_CONFORMANCE="$GOBIN_DIR/conformance"
+if [ ! -x "$OCI_CONFORMANCE" ] || ! go version -m "$OCI_CONFORMANCE" 2>/dev/null | grep -q "$OCI_CONFORMANCE_VERSION"; then
+	log "installing the OCI conformance suite"
+	GOFLAGS= go install "github.com/opencontainers/distribution-spec/conformance@$OCI_CONFORMANCE_VERSION" >"$TMP/conformance-install.log" 2>&1 \
+		|| { tail -5 "$TMP/conformance-install.log" >&2; log "the OCI conformance suite could not be installed"; }
+fi
+[ -x "$OCI_CONFORMANCE" ] && export NIMBUS_TEST_OCI_CONFORMANCE="$OCI_CONFORMANCE"
+ORAS="$GOBIN_DIR/oras"
+if [ ! -x "$ORAS" ] || ! go version -m "$ORAS" 2>/dev/null | grep -q "oras.land/oras.*$ORAS_VERSION"; then
+	log "installing oras $ORAS_VERSION"
+	GOFLAGS= go install "oras.land/oras/cmd/oras@$ORAS_VERSION" >"$TMP/oras-install.log" 2>&1 \
+		|| { tail -5 "$TMP/oras-install.log" >&2; log "oras could not be installed"; }
+fi
+[ -x "$ORAS" ] && export NIMBUS_TEST_ORAS="$ORAS"
 
 # --- run ------------------------------------------------------------------------------------
 set +e

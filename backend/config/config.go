@@ -66,6 +66,15 @@ type Config struct {
 	// AlertWebhookPrivate lets alert webhooks reach loopback and private addresses (off: a team
 	// must not make the server POST into the operator's own network).
 	AlertWebhookPrivate bool
+	// Artifact storage (package artifacts/storage): "local" (under DataDir/artifacts) or "s3".
+	Storage     string
+	S3Endpoint  string // host:port, or http(s)://host:port (http implies S3Insecure)
+	S3Bucket    string
+	S3AccessKey string
+	S3SecretKey string
+	S3Region    string
+	S3Insecure  bool // plain HTTP to the S3 endpoint
+	S3Presign   bool // redirect registry blob downloads to presigned S3 URLs
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -104,6 +113,14 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.TopupMin, "topup-min", "NIMBUS_TOPUP_MIN", "10.00", "smallest top-up, in the billing currency")
 	s.String(&c.TopupMax, "topup-max", "NIMBUS_TOPUP_MAX", "100000.00", "largest top-up, in the billing currency")
 	s.Bool(&c.AlertWebhookPrivate, "alert-webhook-private", "NIMBUS_ALERT_WEBHOOK_PRIVATE", false, "let billing alert webhooks reach loopback and private addresses")
+	s.String(&c.Storage, "storage", "NIMBUS_STORAGE", "local", "where artifacts (images, model files) are kept: local (DATA_DIR/artifacts) or s3")
+	s.String(&c.S3Endpoint, "s3-endpoint", "NIMBUS_S3_ENDPOINT", "", "S3-compatible endpoint, host:port or http(s)://host:port (storage s3)")
+	s.String(&c.S3Bucket, "s3-bucket", "NIMBUS_S3_BUCKET", "", "S3 bucket of the artifacts (created when missing)")
+	s.String(&c.S3AccessKey, "s3-access-key", "NIMBUS_S3_ACCESS_KEY", "", "S3 access key")
+	s.String(&c.S3SecretKey, "s3-secret-key", "NIMBUS_S3_SECRET_KEY", "", "S3 secret key")
+	s.String(&c.S3Region, "s3-region", "NIMBUS_S3_REGION", "", "S3 region; empty = the server's default")
+	s.Bool(&c.S3Insecure, "s3-insecure", "NIMBUS_S3_INSECURE", false, "talk plain HTTP to the S3 endpoint")
+	s.Bool(&c.S3Presign, "s3-presign", "NIMBUS_S3_PRESIGN", false, "redirect registry blob downloads to presigned S3 URLs (clients must reach the S3 endpoint)")
 	s.String(&c.LogFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&c.LogLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "NIMBUS_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
@@ -189,6 +206,9 @@ func (c *Config) Resolve(builtinAgent string) error {
 		return fmt.Errorf("invalid NIMBUS_BILLING_FREEZE_INTERVAL %s: at least 1s", c.FreezeInterval)
 	}
 	if err := c.checkStripe(); err != nil {
+		return err
+	}
+	if err := c.checkStorage(); err != nil {
 		return err
 	}
 	if _, err := c.FreeCoreSeconds(); err != nil {
@@ -312,4 +332,31 @@ func (c *Config) FreeCoreSeconds() (int64, error) {
 		return 0, fmt.Errorf("invalid NIMBUS_BILLING_FREE_CPU_CORE_HOURS %q: want a number of hours ≥ 0", c.FreeCPUCoreHours)
 	}
 	return int64(h*3600 + 0.5), nil
+}
+
+// checkStorage validates the artifact storage settings; an http:// endpoint turns S3Insecure
+// on and is reduced to host:port, which is what the S3 client takes.
+func (c *Config) checkStorage() error {
+	switch c.Storage {
+	case "local":
+		if c.S3Presign {
+			return fmt.Errorf("NIMBUS_S3_PRESIGN needs NIMBUS_STORAGE=s3")
+		}
+		return nil
+	case "s3":
+	default:
+		return fmt.Errorf("invalid NIMBUS_STORAGE %q: want local or s3", c.Storage)
+	}
+	if c.S3Endpoint == "" || c.S3Bucket == "" {
+		return fmt.Errorf("NIMBUS_STORAGE=s3 needs NIMBUS_S3_ENDPOINT and NIMBUS_S3_BUCKET")
+	}
+	if strings.Contains(c.S3Endpoint, "://") {
+		u, err := url.Parse(c.S3Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+			return fmt.Errorf("invalid NIMBUS_S3_ENDPOINT %q: want host:port or http(s)://host:port", c.S3Endpoint)
+		}
+		c.S3Endpoint = u.Host
+		c.S3Insecure = c.S3Insecure || u.Scheme == "http"
+	}
+	return nil
 }

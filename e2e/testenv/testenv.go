@@ -16,6 +16,15 @@ const (
 	EnvDocker   = "NIMBUS_TEST_DOCKER_HOST" // unix:///… socket of a Docker engine
 	EnvImage    = "NIMBUS_TEST_IMAGE"       // a busybox image present in that engine
 	EnvStripe   = "NIMBUS_TEST_STRIPE_URL"  // http://127.0.0.1:PORT of stripe-mock
+	// An S3-compatible server (MinIO) on loopback, plain HTTP, with a bucket tests share (each
+	// test keeps to its own key prefix).
+	EnvS3Endpoint  = "NIMBUS_TEST_S3_ENDPOINT" // 127.0.0.1:PORT
+	EnvS3AccessKey = "NIMBUS_TEST_S3_ACCESS_KEY"
+	EnvS3SecretKey = "NIMBUS_TEST_S3_SECRET_KEY"
+	EnvS3Bucket    = "NIMBUS_TEST_S3_BUCKET"
+	// Clients the registry is tested with, installed by e2e/testenv.sh.
+	EnvOCIConformance = "NIMBUS_TEST_OCI_CONFORMANCE" // the distribution-spec conformance binary
+	EnvOras           = "NIMBUS_TEST_ORAS"            // the oras CLI
 )
 
 // Require returns the value of the variable, or stops the test: Fatal under CI=true, Skip
@@ -53,3 +62,26 @@ func Image(t testing.TB) string { return Require(t, EnvImage, "The busybox test 
 
 // StripeURL is the base URL of the test stripe-mock server.
 func StripeURL(t testing.TB) string { return Require(t, EnvStripe, "stripe-mock") }
+
+// S3 is where the test S3-compatible server is.
+type S3 struct {
+	Endpoint, AccessKey, SecretKey, Bucket string
+}
+
+// S3Server returns the test S3-compatible server (plain HTTP on loopback).
+func S3Server(t testing.TB) S3 {
+	return S3{
+		Endpoint:  Require(t, EnvS3Endpoint, "The S3-compatible test server"),
+		AccessKey: Require(t, EnvS3AccessKey, "The S3-compatible test server"),
+		SecretKey: Require(t, EnvS3SecretKey, "The S3-compatible test server"),
+		Bucket:    Require(t, EnvS3Bucket, "The S3-compatible test server"),
+	}
+}
+
+// OCIConformance is the path of the OCI distribution-spec conformance suite's binary.
+func OCIConformance(t testing.TB) string {
+	return Require(t, EnvOCIConformance, "The OCI conformance suite")
+}
+
+// Oras is the path of the oras CLI.
+func Oras(t testing.TB) string { return Require(t, EnvOras, "oras") }

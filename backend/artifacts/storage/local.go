@@ -58,7 +58,9 @@ func (l *Local) removeStaleTemp() {
 	}
 }
 
-func (l *Local) blobFile(d digest.Digest) string { return filepath.Join(l.root, filepath.FromSlash(blobPath(d))) }
+func (l *Local) blobFile(d digest.Digest) string {
+	return filepath.Join(l.root, filepath.FromSlash(blobPath(d)))
+}
 
 func (l *Local) uploadDir(id string) string { return filepath.Join(l.root, "uploads", id) }
 

@@ -1,0 +1,335 @@
+import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react'
+import { markMatches, parseAnsi, plainText, spanProps } from '../lib/ansi'
+import { LogBuffer } from '../lib/logbuffer'
+import { atBottom, rowTop, scrollTopFor, totalHeight, visibleRange, type Viewport } from '../lib/virtual'
+
+export const ROW_HEIGHT = 20
+
+export type LogState = 'loading' | 'live' | 'done' | 'error'
+
+/**
+ * Loads a job's log: what exists now through GET /jobs/{id}/log (read as a stream, so a big log
+ * shows while it downloads), then, while the job runs, the rest through the SSE stream from that
+ * byte offset. The buffer is mutated in place; version changes at most once a frame.
+ */
+export function useJobLog(jobId: number) {
+  const buf = useRef(new LogBuffer())
+  const [version, setVersion] = useState(0)
+  const [state, setState] = useState<LogState>('loading')
+  const [error, setError] = useState('')
+  useEffect(() => {
+    const b = new LogBuffer()
+    buf.current = b
+    setVersion((v) => v + 1)
+    setState('loading')
+    setError('')
+    let stopped = false
+    let es: EventSource | null = null
+    let raf = 0
+    const bump = () => {
+      if (!raf)
+        raf = requestAnimationFrame(() => {
+          raf = 0
+          if (!stopped) setVersion((v) => v + 1)
+        })
+    }
+    const ctrl = new AbortController()
+    ;(async () => {
+      try {
+        const res = await fetch(`/api/v1/jobs/${jobId}/log`, { signal: ctrl.signal, credentials: 'same-origin' })
+        if (!res.ok) {
+          let msg = `The server answered ${res.status}.`
+          try {
+            msg = (await res.json()).error.message ?? msg
+          } catch {
+            /* keep the status */
+          }
+          throw new Error(msg)
+        }
+        const complete = res.headers.get('X-Log-Complete') === 'true'
+        const dec = new TextDecoder()
+        let bytes = 0
+        if (res.body) {
+          const reader = res.body.getReader()
+          for (;;) {
+            const { done, value } = await reader.read()
+            if (done) break
+            bytes += value.length
+            b.append(dec.decode(value, { stream: true }))
+            bump()
+          }
+        } else {
+          const ab = new Uint8Array(await res.arrayBuffer())
+          bytes = ab.length
+          b.append(dec.decode(ab, { stream: true }))
+        }
+        b.append(dec.decode())
+        b.offset = bytes
+        bump()
+        if (stopped) return
+        if (complete) {
+          setState('done')
+          return
+        }
+        setState('live')
+        es = new EventSource(`/api/v1/jobs/${jobId}/log/stream?offset=${bytes}`)
+        es.onmessage = (ev) => {
+          b.append(ev.data)
+          const off = Number(ev.lastEventId)
+          if (off > 0) b.offset = off
+          bump()
+        }
+        es.addEventListener('end', () => {
+          es?.close()
+          if (!stopped) setState('done')
+        })
+        es.onerror = () => {
+          // EventSource reconnects by itself (with Last-Event-ID) unless the server refused it.
+          if (es?.readyState === EventSource.CLOSED && !stopped) {
+            setError('The live log stream closed; reload to continue.')
+            setState('error')
+          }
+        }
+      } catch (e) {
+        if (stopped) return
+        setError(e instanceof Error ? e.message : String(e))
+        setState('error')
+      }
+    })()
+    return () => {
+      stopped = true
+      ctrl.abort()
+      es?.close()
+      if (raf) cancelAnimationFrame(raf)
+    }
+  }, [jobId])
+  return { buffer: buf.current, version, state, error }
+}
+
+const Line = memo(function Line({ text, n, top, query, selected, match }: { text: string; n: number; top: number; query: string; selected: boolean; match: boolean }) {
+  const spans = parseAnsi(text)
+  const parts = query && match ? markMatches(spans, query) : null
+  return (
+    <div className={`ln${selected ? ' sel' : ''}${match ? ' hit' : ''}`} style={{ top }} data-line={n}>
+      <a className="num" href={`#L${n}`} id={`L${n}`} aria-label={`Line ${n}`} tabIndex={-1}>
+        {n}
+      </a>
+      <span className="txt">
+        {parts
+          ? parts.map((p, i) => {
+              const sp = spanProps(p.style)
+              return p.mark ? (
+                <mark key={i} {...sp}>
+                  {p.text}
+                </mark>
+              ) : (
+                <span key={i} {...sp}>
+                  {p.text}
+                </span>
+              )
+            })
+          : spans.map((s, i) => (
+              <span key={i} {...spanProps(s.style)}>
+                {s.text}
+              </span>
+            ))}
+      </span>
+    </div>
+  )
+})
+
+function lineFromHash(hash: string): number | null {
+  const m = /^#L(\d+)$/.exec(hash)
+  return m ? Number(m[1]) : null
+}
+
+export interface LogLinesProps {
+  buffer: LogBuffer
+  version: number
+  follow: boolean
+  onFollowChange: (f: boolean) => void
+  query: string
+  matches: number[]
+  current: number // index into matches, -1 none
+  height?: number // viewport height when it cannot be measured (tests)
+}
+
+/** The virtualized lines: only those in view (and a few around) are in the DOM. */
+export function LogLines({ buffer, version, follow, onFollowChange, query, matches, current, height = 600 }: LogLinesProps) {
+  const ref = useRef<HTMLDivElement>(null)
+  const [scrollTop, setScrollTop] = useState(0)
+  const [vh, setVh] = useState(height)
+  const [selected, setSelected] = useState<number | null>(() => lineFromHash(location.hash))
+  const pendingJump = useRef<number | null>(selected)
+  const count = buffer.count
+  const v: Viewport = { count, rowHeight: ROW_HEIGHT, height: vh }
+  const matchSet = useMemo(() => new Set(matches), [matches])
+  useLayoutEffect(() => {
+    const el = ref.current
+    if (!el) return
+    const measure = () => setVh(el.clientHeight || height)
+    measure()
+    if (typeof ResizeObserver === 'undefined') return
+    const ro = new ResizeObserver(measure)
+    ro.observe(el)
+    return () => ro.disconnect()
+  }, [height])
+  const scrollTo = useCallback((top: number) => {
+    const el = ref.current
+    if (!el) return
+    el.scrollTop = top
+    setScrollTop(el.scrollTop)
+  }, [])
+  // New lines: follow the end, or jump to the linked line once it exists.
+  useLayoutEffect(() => {
+    if (pendingJump.current !== null && pendingJump.current <= count) {
+      scrollTo(scrollTopFor(v, pendingJump.current - 1))
+      pendingJump.current = null
+      onFollowChange(false)
+      return
+    }
+    if (follow) scrollTo(totalHeight(v))
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [version, follow, count, vh])
+  useEffect(() => {
+    const onHash = () => {
+      const n = lineFromHash(location.hash)
+      setSelected(n)
+      pendingJump.current = n
+    }
+    window.addEventListener('hashchange', onHash)
+    return () => window.removeEventListener('hashchange', onHash)
+  }, [])
+  useEffect(() => {
+    if (current >= 0 && matches[current] !== undefined) {
+      onFollowChange(false)
+      scrollTo(scrollTopFor(v, matches[current]))
+    }
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [current, matches])
+  const onScroll = () => {
+    const el = ref.current
+    if (!el) return
+    setScrollTop(el.scrollTop)
+    const bottom = atBottom(v, el.scrollTop, ROW_HEIGHT)
+    if (follow && !bottom) onFollowChange(false)
+  }
+  const onClick = (e: React.MouseEvent) => {
+    const a = (e.target as HTMLElement).closest('a.num')
+    if (!a) return
+    e.preventDefault()
+    const n = Number(a.textContent)
+    history.replaceState(history.state, '', `#L${n}`)
+    setSelected(n)
+  }
+  const { start, end } = visibleRange(v, scrollTop)
+  const rows = []
+  const currentLine = current >= 0 ? matches[current] : -1
+  for (let i = start; i < end; i++) {
+    rows.push(
+      <Line
+        key={i}
+        n={i + 1}
+        text={buffer.lines[i]}
+        top={rowTop(v, scrollTop, i)}
+        query={query}
+        selected={selected === i + 1 || currentLine === i}
+        match={matchSet.has(i)}
+      />,
+    )
+  }
+  const digits = String(Math.max(count, 1)).length
+  return (
+    <div
+      ref={ref}
+      className="logview"
+      role="region"
+      aria-label="Job log"
+      tabIndex={0}
+      onScroll={onScroll}
+      onClick={onClick}
+      style={{ ['--digits' as string]: `${digits + 1}ch` }}
+      data-lines={count}
+    >
+      <div className="logspace" style={{ height: totalHeight(v) }}>
+        {rows}
+      </div>
+    </div>
+  )
+}
+
+/** The log with its toolbar: search, follow mode, raw download. */
+export function LogView({ jobId, title }: { jobId: number; title?: string }) {
+  const { buffer, version, state, error } = useJobLog(jobId)
+  const [follow, setFollow] = useState(() => !/^#L\d+$/.test(location.hash))
+  const [query, setQuery] = useState('')
+  const [matches, setMatches] = useState<number[]>([])
+  const [current, setCurrent] = useState(-1)
+  useEffect(() => {
+    if (!query) {
+      setMatches([])
+      setCurrent(-1)
+      return
+    }
+    const t = setTimeout(() => {
+      const m = buffer.search(query, plainText)
+      setMatches(m)
+      setCurrent((c) => (m.length === 0 ? -1 : c < 0 ? 0 : Math.min(c, m.length - 1)))
+    }, 200)
+    return () => clearTimeout(t)
+  }, [query, version, buffer])
+  const step = (d: number) => {
+    if (matches.length === 0) return
+    setCurrent((c) => (c + d + matches.length) % matches.length)
+  }
+  return (
+    <section className="logpanel" aria-label={title ?? 'Log'}>
+      <div className="logbar" role="toolbar" aria-label="Log tools">
+        <label htmlFor="log-search" className="visually-hidden">
+          Search the log
+        </label>
+        <input
+          id="log-search"
+          type="search"
+          placeholder="Search the log"
+          value={query}
+          onChange={(e) => setQuery(e.target.value)}
+          onKeyDown={(e) => {
+            if (e.key === 'Enter') {
+              e.preventDefault()
+              step(e.shiftKey ? -1 : 1)
+            }
+          }}
+        />
+        <span className="muted" aria-live="polite" data-testid="match-count">
+          {query ? (matches.length ? `${current + 1} of ${matches.length}` : 'no match') : ''}
+        </span>
+        <button type="button" className="secondary small" onClick={() => step(-1)} disabled={!matches.length} aria-label="Previous match">
+          ↑
+        </button>
+        <button type="button" className="secondary small" onClick={() => step(1)} disabled={!matches.length} aria-label="Next match">
+          ↓
+        </button>
+        <label className="check">
+          <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} /> Follow
+        </label>
+        <a className="button secondary small" href={`/api/v1/jobs/${jobId}/log`} download={`job-${jobId}.log`}>
+          Raw log
+        </a>
+        <span className="muted logstate" data-state={state} role="status">
+          {state === 'loading' ? 'Loading…' : state === 'live' ? '● Live' : state === 'done' ? 'Complete' : 'Error'} · {buffer.count.toLocaleString()} lines
+        </span>
+      </div>
+      {state === 'error' && (
+        <p className="error" role="alert">
+          {error}
+        </p>
+      )}
+      {state !== 'loading' && buffer.count === 0 ? (
+        <div className="empty">{state === 'live' ? 'Waiting for output…' : 'This job wrote nothing.'}</div>
+      ) : (
+        <LogLines buffer={buffer} version={version} follow={follow} onFollowChange={setFollow} query={query} matches={matches} current={current} />
+      )}
+    </section>
+  )
+}

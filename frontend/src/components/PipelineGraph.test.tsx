@@ -1,0 +1,44 @@
+import { render, screen } from '@testing-library/react'
+import { MemoryRouter } from 'react-router'
+import { PipelineCard } from './PipelineGraph'
+import type { Pipeline } from '../lib/types'
+
+const p: Pipeline = {
+  id: 7,
+  key: 'pipeline-0',
+  name: 'train',
+  status: 'queued',
+  reason: 'no online agent serves cnb:arch:amd64:gpu',
+  runner_tag: 'cnb:arch:amd64:gpu',
+  cpus: 8,
+  started_at: null,
+  finished_at: null,
+  core_seconds: 0,
+  cost: '0.0000',
+  stages: [
+    { name: 'fetch', status: 'queued', parallel: true, jobs: [{ id: 1, name: 'data', status: 'queued' }, { id: 2, name: 'weights', status: 'queued' }] },
+    { name: 'run', status: 'queued', parallel: false, jobs: [{ id: 3, name: 'fit', status: 'queued' }, { id: 4, name: 'eval', status: 'queued' }] },
+  ],
+}
+
+describe('PipelineCard', () => {
+  it('shows the runner, cores, reason and the jobs placed parallel or serial', () => {
+    const { container } = render(
+      <MemoryRouter>
+        <PipelineCard p={p} jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
+      </MemoryRouter>,
+    )
+    expect(screen.getByText('cnb:arch:amd64:gpu')).toBeTruthy()
+    expect(screen.getByText('8 cores')).toBeTruthy()
+    expect(screen.getByText(/no online agent serves/)).toBeTruthy()
+    const cell = (name: string) => (container.querySelector(`[data-job="${name}"]`) as HTMLElement).parentElement!
+    expect([cell('data').style.gridColumn, cell('data').style.gridRow]).toEqual(['1', '2'])
+    expect([cell('weights').style.gridColumn, cell('weights').style.gridRow]).toEqual(['1', '3'])
+    expect([cell('fit').style.gridColumn, cell('eval').style.gridColumn]).toEqual(['2', '3'])
+    expect(cell('eval').className).toContain('after')
+    expect(cell('data').className).toContain('par')
+    expect(container.querySelector('[data-job="fit"]')!.getAttribute('href')).toBe('/o/r/builds/1/jobs/3')
+    expect(screen.getByText('parallel')).toBeTruthy()
+    expect(screen.getByText('serial')).toBeTruthy()
+  })
+})

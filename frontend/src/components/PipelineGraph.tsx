@@ -1,0 +1,63 @@
+import { Link } from 'react-router'
+import { layoutPipeline } from '../lib/pipeline'
+import type { Pipeline } from '../lib/types'
+import { coreHours, money, span } from '../lib/format'
+import { StatusBadge } from './ui'
+
+/** One pipeline: its runner, cores, cost and reason, then its stages left to right. */
+export function PipelineCard({ p, jobHref, currency }: { p: Pipeline; jobHref: (jobId: number) => string; currency?: string }) {
+  const layout = layoutPipeline(p.stages ?? [])
+  return (
+    <article className="pipeline" aria-label={`Pipeline ${p.name}`} data-pipeline={p.key}>
+      <header>
+        <h3>{p.name}</h3>
+        <StatusBadge status={p.status} />
+        <div className="meta">
+          <span className="tag" title="runner class">
+            {p.runner_tag}
+          </span>
+          <span className="tag">{p.cpus} cores</span>
+          <span title="duration">{span(p.started_at, p.finished_at)}</span>
+          <span title="core-hours">{coreHours(p.core_seconds)}</span>
+          <span title="cost">{money(p.cost, currency)}</span>
+        </div>
+        {p.reason && (
+          <p className="reason" role={p.status === 'queued' ? 'status' : undefined}>
+            {p.reason}
+          </p>
+        )}
+      </header>
+      <div
+        className="graph"
+        style={{ gridTemplateColumns: `repeat(${Math.max(1, layout.cols)}, minmax(8.5rem, max-content))`, gridTemplateRows: `auto repeat(${layout.rows}, auto)` }}
+      >
+        {layout.stages.map((st, si) => (
+          <div
+            key={'s' + si}
+            className={`stagehead ${st.kind ?? ''}`}
+            style={{ gridColumn: `${st.col + 1} / span ${st.width}`, gridRow: '1' }}
+          >
+            <StatusBadge status={st.status} label="" /> <span className="stagename">{st.name}</span>
+            {st.kind && <span className="tag">{st.kind === 'fail' ? 'on failure' : 'always'}</span>}
+            {st.jobs.length > 1 && <span className="tag">{st.parallel ? 'parallel' : 'serial'}</span>}
+          </div>
+        ))}
+        {layout.stages.flatMap((st) =>
+          st.jobs.map((j, ji) => (
+            <div
+              key={j.id}
+              className={`jobcell ${st.parallel ? 'par' : 'ser'} ${!st.parallel && ji > 0 ? 'after' : ''}`}
+              style={{ gridColumn: `${j.col + 1}`, gridRow: `${j.row + 2}` }}
+            >
+              <Link to={jobHref(j.id)} className={`job s-${j.status}`} data-job={j.name}>
+                <StatusBadge status={j.status} label="" />
+                <span className="jobname">{j.name}</span>
+                {j.exit_code !== undefined && j.exit_code !== 0 && <span className="muted"> exit {j.exit_code}</span>}
+              </Link>
+            </div>
+          )),
+        )}
+      </div>
+    </article>
+  )
+}

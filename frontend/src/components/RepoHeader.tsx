@@ -1,0 +1,36 @@
+import { NavLink, Link } from 'react-router'
+import { useQuery } from '@tanstack/react-query'
+import { api, seg } from '../lib/api'
+import type { Repo } from '../lib/types'
+import { ErrorBox, Loading } from './ui'
+
+export function useRepo(org: string, repo: string) {
+  return useQuery({ queryKey: ['repo', org, repo], queryFn: () => api.get<Repo>(`/repos/${seg(org)}/${seg(repo)}`) })
+}
+
+export const repoPath = (org: string, repo: string) => `/${seg(org)}/${seg(repo)}`
+
+/** The repo's title and tabs; renders the loading or error state of the repo itself. */
+export function RepoHeader({ org, repo }: { org: string; repo: string }) {
+  const q = useRepo(org, repo)
+  if (q.isPending) return <Loading what="Loading the repo" />
+  if (q.isError) return <ErrorBox error={q.error} retry={() => q.refetch()} />
+  const r = q.data
+  const base = repoPath(r.org, r.name)
+  return (
+    <div className="repohead">
+      <p className="crumbs">
+        <Link to={`/orgs/${seg(r.org)}`}>{r.org}</Link> / <strong>{r.name}</strong> <span className="tag">{r.visibility}</span>
+        {r.archived && <span className="tag">archived</span>}
+      </p>
+      {r.description && <p className="muted">{r.description}</p>}
+      <nav aria-label="Repo" className="tabs">
+        <NavLink to={base} end>
+          Builds
+        </NavLink>
+        <NavLink to={`${base}/artifacts`}>Artifacts</NavLink>
+        {r.permission === 'admin' && <NavLink to={`${base}/settings`}>Settings</NavLink>}
+      </nav>
+    </div>
+  )
+}

@@ -1,0 +1,321 @@
+import { useEffect, useMemo, useState, type FormEvent } from 'react'
+import { useParams, useSearchParams } from 'react-router'
+import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
+import { api, listAll, seg } from '../lib/api'
+import type { BillingAccount, BillingNotification, LedgerEntry, Page, Usage } from '../lib/types'
+import { shapeUsage } from '../lib/charts'
+import { StackedBars } from '../components/StackedBars'
+import { Empty, ErrorBox, Field, FormError, Loading, Notice, QueryView } from '../components/ui'
+import { coreHours, dateTime, money } from '../lib/format'
+
+const today = () => {
+  const d = new Date()
+  return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`
+}
+
+function QuotaGauge({ a }: { a: BillingAccount }) {
+  const q = a.free_quota
+  const used = q.used_core_seconds + q.frozen_core_seconds
+  const pct = q.total_core_seconds > 0 ? Math.min(100, (used / q.total_core_seconds) * 100) : 100
+  return (
+    <div className="stat">
+      <span className="label" id="quota-label">
+        Free CPU quota, {a.month}
+      </span>
+      <div className="gauge" role="meter" aria-labelledby="quota-label" aria-valuemin={0} aria-valuemax={q.total_core_seconds} aria-valuenow={used} aria-valuetext={`${pct.toFixed(0)}% used`}>
+        <div className="gauge-used" style={{ width: `${(q.used_core_seconds / Math.max(1, q.total_core_seconds)) * 100}%` }} />
+        <div className="gauge-frozen" style={{ width: `${(q.frozen_core_seconds / Math.max(1, q.total_core_seconds)) * 100}%` }} />
+      </div>
+      <span className="muted">
+        {coreHours(q.used_core_seconds)} used{q.frozen_core_seconds ? `, ${coreHours(q.frozen_core_seconds)} held` : ''} of {coreHours(q.total_core_seconds)} ·{' '}
+        <span data-testid="quota-left">{coreHours(q.left_core_seconds)} left</span>
+      </span>
+    </div>
+  )
+}
+
+function Summary({ a }: { a: BillingAccount }) {
+  return (
+    <div className="stats">
+      <div className="stat">
+        <span className="label">Balance</span>
+        <strong className="big" data-testid="balance">
+          {money(a.balance, a.currency)}
+        </strong>
+      </div>
+      <div className="stat">
+        <span className="label">Frozen for running pipelines</span>
+        <strong className="big">{money(a.frozen, a.currency)}</strong>
+      </div>
+      <div className="stat">
+        <span className="label">Spent in {a.month}</span>
+        <strong className="big">{money(a.month_spent, a.currency)}</strong>
+        <span className="muted">{a.spending_cap ? `cap ${money(a.spending_cap, a.currency)}` : 'no spending cap'}</span>
+      </div>
+      <QuotaGauge a={a} />
+    </div>
+  )
+}
+
+function TopUp({ org, a }: { org: string; a: BillingAccount }) {
+  const [amount, setAmount] = useState('')
+  const go = useMutation({
+    mutationFn: () => api.post<{ checkout_url: string }>(`/orgs/${seg(org)}/billing/topups`, { amount }),
+    onSuccess: (t) => window.location.assign(t.checkout_url),
+  })
+  const submit = (e: FormEvent) => {
+    e.preventDefault()
+    go.mutate()
+  }
+  return (
+    <form onSubmit={submit} className="card" aria-labelledby="topup-h">
+      <h2 id="topup-h">Top up</h2>
+      {!a.topups.enabled ? (
+        <p className="muted">Top-ups are not enabled on this installation (no Stripe key). A platform admin can grant credit.</p>
+      ) : (
+        <>
+          <Field label={`Amount (${a.currency})`} hint={`From ${money(a.topups.min)} to ${money(a.topups.max)}. You pay on Stripe's page and come back here.`}>
+            {(id, d) => (
+              <input id={id} type="number" required min={Number(a.topups.min)} max={Number(a.topups.max)} step="0.01" value={amount} onChange={(e) => setAmount(e.target.value)} aria-describedby={d} />
+            )}
+          </Field>
+          <FormError error={go.error} />
+          <button type="submit" disabled={go.isPending}>
+            {go.isPending ? 'Opening Stripe…' : 'Pay with Stripe'}
+          </button>
+        </>
+      )}
+    </form>
+  )
+}
+
+function Settings({ org, a }: { org: string; a: BillingAccount }) {
+  const qc = useQueryClient()
+  const init = () => ({ cap: a.spending_cap ?? '', low: a.low_balance_threshold ?? '', hook: a.alert_webhook_url })
+  const [f, setF] = useState(init)
+  useEffect(() => setF(init()), [a]) // eslint-disable-line react-hooks/exhaustive-deps
+  const save = useMutation({
+    mutationFn: () =>
+      api.put<BillingAccount>(`/orgs/${seg(org)}/billing/settings`, {
+        spending_cap: f.cap.trim() === '' ? null : f.cap.trim(),
+        low_balance_threshold: f.low.trim() === '' ? null : f.low.trim(),
+        alert_webhook_url: f.hook.trim(),
+      }),
+    onSuccess: (na) => qc.setQueryData(['billing', org], na),
+  })
+  const submit = (e: FormEvent) => {
+    e.preventDefault()
+    save.mutate()
+  }
+  return (
+    <form onSubmit={submit} className="card" aria-labelledby="controls-h">
+      <h2 id="controls-h">Spending controls and alerts</h2>
+      <div className="grid2">
+        <Field label={`Monthly spending cap (${a.currency})`} hint="Empty: no cap. Alerts at 50, 80 and 100 %; no new pipeline starts past it.">
+          {(id, d) => <input id={id} inputMode="decimal" pattern="\d+(\.\d{1,8})?" value={f.cap} onChange={(e) => setF({ ...f, cap: e.target.value })} aria-describedby={d} />}
+        </Field>
+        <Field label={`Low-balance alert below (${a.currency})`} hint="Empty: no alert.">
+          {(id, d) => <input id={id} inputMode="decimal" pattern="\d+(\.\d{1,8})?" value={f.low} onChange={(e) => setF({ ...f, low: e.target.value })} aria-describedby={d} />}
+        </Field>
+      </div>
+      <Field label="Alert webhook URL" hint="Every alert is POSTed there as JSON. Empty: none.">
+        {(id, d) => <input id={id} type="url" value={f.hook} onChange={(e) => setF({ ...f, hook: e.target.value })} aria-describedby={d} placeholder="https://hooks.example.com/nimbus" />}
+      </Field>
+      <FormError error={save.error} />
+      {save.isSuccess && <Notice kind="success">Saved.</Notice>}
+      <button type="submit" disabled={save.isPending}>
+        Save
+      </button>
+    </form>
+  )
+}
+
+function UsageCharts({ org, month }: { org: string; month: string }) {
+  const [from, setFrom] = useState(`${month}-01`)
+  const [to, setTo] = useState(today())
+  const q = useQuery({
+    queryKey: ['usage', org, from, to],
+    queryFn: () => listAll<Usage>(`/orgs/${seg(org)}/billing/usage?from=${from}&to=${to}`),
+    refetchInterval: 30_000,
+  })
+  const byClass = useMemo(() => (q.data ? shapeUsage(q.data, 'runner_class', from, to) : null), [q.data, from, to])
+  const byRepo = useMemo(() => (q.data ? shapeUsage(q.data, 'repo', from, to) : null), [q.data, from, to])
+  const totals = useMemo(() => {
+    const t = { core: 0, pipelines: 0 }
+    for (const r of q.data ?? []) {
+      t.core += r.core_seconds
+      t.pipelines += r.pipelines
+    }
+    return t
+  }, [q.data])
+  return (
+    <section aria-labelledby="usage-h">
+      <h2 id="usage-h">Usage</h2>
+      <div className="inline">
+        <Field label="From">{(id) => <input id={id} type="date" value={from} max={to} onChange={(e) => e.target.value && setFrom(e.target.value)} />}</Field>
+        <Field label="To">{(id) => <input id={id} type="date" value={to} min={from} onChange={(e) => e.target.value && setTo(e.target.value)} />}</Field>
+      </div>
+      {q.isPending && <Loading what="Loading usage" />}
+      {q.isError && <ErrorBox error={q.error} retry={() => q.refetch()} />}
+      {q.data && byClass && byRepo && (
+        <>
+          <p data-testid="usage-total">
+            {totals.pipelines} pipelines, <strong>{coreHours(totals.core)}</strong> settled in this period.
+          </p>
+          <div className="charts">
+            <StackedBars data={byClass} title="Core-hours per day by runner class" />
+            <StackedBars data={byRepo} title="Core-hours per day by repo" />
+          </div>
+        </>
+      )}
+    </section>
+  )
+}
+
+function Ledger({ org, currency }: { org: string; currency: string }) {
+  const q = useInfiniteQuery({
+    queryKey: ['ledger', org],
+    queryFn: ({ pageParam }) => api.get<Page<LedgerEntry>>(`/orgs/${seg(org)}/billing/ledger?limit=25${pageParam ? `&cursor=${encodeURIComponent(pageParam)}` : ''}`),
+    initialPageParam: '',
+    getNextPageParam: (p) => p.next_cursor,
+  })
+  const rows = q.data?.pages.flatMap((p) => p.items) ?? []
+  return (
+    <section aria-labelledby="ledger-h">
+      <h2 id="ledger-h">Ledger</h2>
+      {q.isPending ? (
+        <Loading what="Loading the ledger" />
+      ) : q.isError ? (
+        <ErrorBox error={q.error} retry={() => q.refetch()} />
+      ) : rows.length === 0 ? (
+        <Empty>No money has moved yet.</Empty>
+      ) : (
+        <div className="tablewrap">
+          <table aria-label="Ledger">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Kind</th>
+                <th scope="col" className="num">
+                  Amount
+                </th>
+                <th scope="col" className="num">
+                  Balance change
+                </th>
+                <th scope="col" className="num">
+                  Frozen change
+                </th>
+                <th scope="col">Pipeline</th>
+                <th scope="col">Note</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((e) => (
+                <tr key={e.id}>
+                  <td>{dateTime(e.created_at)}</td>
+                  <td>{e.kind}</td>
+                  <td className="num">{money(e.amount)}</td>
+                  <td className="num">{money(e.balance_change)}</td>
+                  <td className="num">{money(e.frozen_change)}</td>
+                  <td>{e.pipeline_id ?? '—'}</td>
+                  <td>{e.note}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <p className="muted">Amounts in {currency}.</p>
+        </div>
+      )}
+      {q.hasNextPage && (
+        <button type="button" className="secondary" onClick={() => q.fetchNextPage()} disabled={q.isFetchingNextPage}>
+          {q.isFetchingNextPage ? 'Loading…' : 'Load more'}
+        </button>
+      )}
+    </section>
+  )
+}
+
+function Statements({ org, month }: { org: string; month: string }) {
+  const [m, setM] = useState(month)
+  return (
+    <section className="card" aria-labelledby="stmt-h">
+      <h2 id="stmt-h">Statements</h2>
+      <div className="inline">
+        <Field label="Month">{(id) => <input id={id} type="month" value={m} onChange={(e) => setM(e.target.value)} />}</Field>
+        <a className="button secondary" href={`/api/v1/orgs/${seg(org)}/billing/statements/${m}`} download={`${org}-${m}.csv`}>
+          Download CSV
+        </a>
+      </div>
+    </section>
+  )
+}
+
+function Notifications({ org }: { org: string }) {
+  const q = useQuery({ queryKey: ['billing-notifications', org], queryFn: () => api.get<Page<BillingNotification>>(`/orgs/${seg(org)}/billing/notifications?limit=10`) })
+  return (
+    <section aria-labelledby="alerts-h">
+      <h2 id="alerts-h">Recent alerts</h2>
+      <QueryView q={q} what="Loading alerts">
+        {(p) =>
+          p.items.length === 0 ? (
+            <Empty>No alerts.</Empty>
+          ) : (
+            <ul className="list">
+              {p.items.map((n) => (
+                <li key={n.id} className="row">
+                  <span>
+                    <strong>{n.kind}</strong> {n.message}
+                  </span>
+                  <span className="muted">
+                    {dateTime(n.created_at)} · {n.delivered ? 'delivered' : 'not delivered'}
+                  </span>
+                </li>
+              ))}
+            </ul>
+          )
+        }
+      </QueryView>
+    </section>
+  )
+}
+
+export default function Billing() {
+  const { org = '' } = useParams()
+  const [params, setParams] = useSearchParams()
+  const topup = params.get('topup')
+  const q = useQuery({
+    queryKey: ['billing', org],
+    queryFn: () => api.get<BillingAccount>(`/orgs/${seg(org)}/billing`),
+    // After a payment Stripe's webhook credits the balance within moments: poll for a while.
+    refetchInterval: topup === 'success' ? 3000 : 30_000,
+  })
+  useEffect(() => {
+    if (topup !== 'success') return
+    const t = setTimeout(() => setParams({}, { replace: true }), 60_000)
+    return () => clearTimeout(t)
+  }, [topup, setParams])
+  return (
+    <section>
+      <h1>Billing of {org}</h1>
+      {topup === 'success' && (
+        <Notice kind="success">Thank you: the payment went through. The balance grows as soon as Stripe confirms it (usually within seconds).</Notice>
+      )}
+      {topup === 'cancelled' && <Notice kind="warn">The top-up was cancelled; nothing was charged.</Notice>}
+      <QueryView q={q} what="Loading the billing account">
+        {(a) => (
+          <>
+            <Summary a={a} />
+            <UsageCharts org={org} month={a.month} />
+            <div className="grid2 top">
+              <TopUp org={org} a={a} />
+              <Statements org={org} month={a.month} />
+            </div>
+            <Settings org={org} a={a} />
+            <Ledger org={org} currency={a.currency} />
+            <Notifications org={org} />
+          </>
+        )}
+      </QueryView>
+    </section>
+  )
+}

@@ -1,0 +1,152 @@
+import { useState } from 'react'
+import { Link, useNavigate, useParams } from 'react-router'
+import { useQuery, useQueryClient } from '@tanstack/react-query'
+import { api, seg } from '../lib/api'
+import { isFinal, type Build as BuildT } from '../lib/types'
+import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
+import { PipelineCard } from '../components/PipelineGraph'
+import { Empty, FormError, QueryView, StatusBadge } from '../components/ui'
+import { branchOf, dateTime, shortSha, span } from '../lib/format'
+
+export function useBuild(org: string, repo: string, number: string) {
+  return useQuery({
+    queryKey: ['build', org, repo, number],
+    queryFn: () => api.get<BuildT>(`/repos/${seg(org)}/${seg(repo)}/builds/${seg(number)}`),
+    refetchInterval: (q) => (q.state.data && isFinal(q.state.data.status) ? false : 2000),
+  })
+}
+
+function Controls({ b, org, repo }: { b: BuildT; org: string; repo: string }) {
+  const qc = useQueryClient()
+  const navigate = useNavigate()
+  const [error, setError] = useState<unknown>(null)
+  const [busy, setBusy] = useState('')
+  const path = `/repos/${seg(org)}/${seg(repo)}/builds/${b.number}`
+  const cancel = async () => {
+    setBusy('cancel')
+    setError(null)
+    try {
+      const nb = await api.post<BuildT>(path + '/cancel')
+      qc.setQueryData(['build', org, repo, String(b.number)], nb)
+    } catch (e) {
+      setError(e)
+    } finally {
+      setBusy('')
+    }
+  }
+  const rerun = async () => {
+    setBusy('rerun')
+    setError(null)
+    try {
+      const nb = await api.post<BuildT>(path + '/rerun')
+      qc.invalidateQueries({ queryKey: ['builds', org, repo] })
+      navigate(`${repoPath(org, repo)}/builds/${nb.number}`)
+    } catch (e) {
+      setError(e)
+    } finally {
+      setBusy('')
+    }
+  }
+  return (
+    <div className="actions">
+      {!isFinal(b.status) && (
+        <button type="button" className="danger" onClick={cancel} disabled={!!busy}>
+          {busy === 'cancel' ? 'Cancelling…' : 'Cancel build'}
+        </button>
+      )}
+      {b.pipelines.length > 0 && (
+        <button type="button" className="secondary" onClick={rerun} disabled={!!busy}>
+          {busy === 'rerun' ? 'Starting…' : 'Re-run'}
+        </button>
+      )}
+      <FormError error={error} />
+    </div>
+  )
+}
+
+export function BuildSummary({ b }: { b: BuildT }) {
+  return (
+    <dl className="summary">
+      <div>
+        <dt>Status</dt>
+        <dd>
+          <StatusBadge status={b.status} />
+        </dd>
+      </div>
+      <div>
+        <dt>Event</dt>
+        <dd>{b.event}</dd>
+      </div>
+      <div>
+        <dt>Branch / tag</dt>
+        <dd>{branchOf(b)}</dd>
+      </div>
+      <div>
+        <dt>Commit</dt>
+        <dd>
+          <code title={b.commit}>{shortSha(b.commit)}</code> {b.commit_message.split('\n')[0]}
+        </dd>
+      </div>
+      <div>
+        <dt>By</dt>
+        <dd>{b.triggered_by || '—'}</dd>
+      </div>
+      <div>
+        <dt>Started</dt>
+        <dd>{dateTime(b.started_at)}</dd>
+      </div>
+      <div>
+        <dt>Duration</dt>
+        <dd>{span(b.started_at, b.finished_at)}</dd>
+      </div>
+    </dl>
+  )
+}
+
+export default function Build() {
+  const { org = '', repo = '', number = '' } = useParams()
+  const r = useRepo(org, repo)
+  const q = useBuild(org, repo, number)
+  const base = repoPath(org, repo)
+  return (
+    <section>
+      <RepoHeader org={org} repo={repo} />
+      <QueryView q={q} what="Loading the build">
+        {(b) => (
+          <>
+            <div className="pagehead">
+              <h1>
+                Build #{b.number} <StatusBadge status={b.status} />
+              </h1>
+              {r.data && r.data.permission !== 'read' && <Controls b={b} org={org} repo={repo} />}
+            </div>
+            <BuildSummary b={b} />
+            {b.error && (
+              <div className="error" role="alert">
+                <strong>.cnb.yml did not parse</strong>
+                <pre className="code">
+                  {b.error.file}
+                  {b.error.line > 0 && `:${b.error.line}`}
+                  {b.error.column > 0 && `:${b.error.column}`}: {b.error.message}
+                </pre>
+              </div>
+            )}
+            <h2>Pipelines</h2>
+            {b.pipelines.length === 0 ? (
+              <Empty>This build has no pipelines.</Empty>
+            ) : (
+              <div className="pipelines">
+                {b.pipelines.map((p) => (
+                  <PipelineCard key={p.id} p={p} jobHref={(id) => `${base}/builds/${b.number}/jobs/${id}`} />
+                ))}
+              </div>
+            )}
+            <p>
+              <Link to={base}>← All builds</Link>
+            </p>
+          </>
+        )}
+      </QueryView>
+    </section>
+  )
+}

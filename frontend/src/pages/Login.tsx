@@ -1,0 +1,61 @@
+import { useState, type FormEvent } from 'react'
+import { Link, useNavigate, useSearchParams } from 'react-router'
+import { api } from '../lib/api'
+import type { Session } from '../lib/types'
+import { useSignedIn } from '../session'
+import { Field, FormError } from '../components/ui'
+
+/** Only same-site paths are followed after sign-in. */
+export function safeNext(next: string | null): string {
+  return next && next.startsWith('/') && !next.startsWith('//') ? next : '/'
+}
+
+export default function Login() {
+  const [params] = useSearchParams()
+  const navigate = useNavigate()
+  const signedIn = useSignedIn()
+  const [login, setLogin] = useState('')
+  const [password, setPassword] = useState('')
+  const [error, setError] = useState<unknown>(null)
+  const [busy, setBusy] = useState(false)
+  const submit = async (e: FormEvent) => {
+    e.preventDefault()
+    setBusy(true)
+    setError(null)
+    try {
+      const s = await api.post<Session>('/auth/login', { login, password })
+      signedIn(s.user, s.csrf_token)
+      navigate(safeNext(params.get('next')), { replace: true })
+    } catch (err) {
+      setError(err)
+    } finally {
+      setBusy(false)
+    }
+  }
+  return (
+    <section className="card narrow">
+      <h1>Sign in</h1>
+      {params.get('reset') === 'done' && <p className="notice success">Your password is changed. Sign in with the new one.</p>}
+      <form onSubmit={submit}>
+        <Field label="Username or email">
+          {(id) => <input id={id} name="login" autoComplete="username" required value={login} onChange={(e) => setLogin(e.target.value)} />}
+        </Field>
+        <Field label="Password">
+          {(id) => (
+            <input id={id} name="password" type="password" autoComplete="current-password" required value={password} onChange={(e) => setPassword(e.target.value)} />
+          )}
+        </Field>
+        <FormError error={error} />
+        <button type="submit" disabled={busy}>
+          {busy ? 'Signing in…' : 'Sign in'}
+        </button>
+      </form>
+      <p>
+        <Link to="/forgot-password">Forgot your password?</Link>
+      </p>
+      <p>
+        New here? <Link to={`/signup${params.get('next') ? `?next=${encodeURIComponent(params.get('next')!)}` : ''}`}>Create an account</Link>
+      </p>
+    </section>
+  )
+}

@@ -1,0 +1,170 @@
+import { useState, type FormEvent } from 'react'
+import { useNavigate, useParams } from 'react-router'
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
+import { api, listAll, seg } from '../lib/api'
+import { ROLES, type Invitation, type Member, type Role } from '../lib/types'
+import { useRole } from '../components/Layout'
+import { useUser } from '../session'
+import { Empty, Field, FormError, Notice, QueryView } from '../components/ui'
+import { ago, dateTime } from '../lib/format'
+
+export default function Members() {
+  const { org = '' } = useParams()
+  const qc = useQueryClient()
+  const navigate = useNavigate()
+  const me = useUser().data
+  const role = useRole(org)
+  const manager = role === 'admin' || role === 'owner'
+  const members = useQuery({ queryKey: ['members', org], queryFn: () => listAll<Member>(`/orgs/${seg(org)}/members`) })
+  const invitations = useQuery({
+    queryKey: ['invitations', org],
+    queryFn: () => listAll<Invitation>(`/orgs/${seg(org)}/invitations`),
+    enabled: manager,
+  })
+  const refresh = () => {
+    qc.invalidateQueries({ queryKey: ['members', org] })
+    qc.invalidateQueries({ queryKey: ['invitations', org] })
+  }
+  const setRole = useMutation({
+    mutationFn: ({ username, role }: { username: string; role: Role }) => api.put(`/orgs/${seg(org)}/members/${seg(username)}`, { role }),
+    onSettled: refresh,
+  })
+  const remove = useMutation({
+    mutationFn: (username: string) => api.del(`/orgs/${seg(org)}/members/${seg(username)}`),
+    onSuccess: (_, username) => {
+      if (username === me?.username) {
+        qc.invalidateQueries({ queryKey: ['orgs'] })
+        navigate('/')
+      } else refresh()
+    },
+  })
+  const withdraw = useMutation({ mutationFn: (id: number) => api.del(`/orgs/${seg(org)}/invitations/${id}`), onSuccess: refresh })
+  const [invite, setInvite] = useState({ who: '', role: 'developer' as Role })
+  const [invited, setInvited] = useState('')
+  const create = useMutation({
+    mutationFn: () => {
+      const body = invite.who.includes('@') ? { email: invite.who, role: invite.role } : { username: invite.who, role: invite.role }
+      return api.post<Invitation>(`/orgs/${seg(org)}/invitations`, body)
+    },
+    onSuccess: (i) => {
+      setInvited(i.email ?? i.username ?? '')
+      setInvite({ ...invite, who: '' })
+      refresh()
+    },
+  })
+  const submit = (e: FormEvent) => {
+    e.preventDefault()
+    create.mutate()
+  }
+  const roles = role === 'owner' ? ROLES : ROLES.filter((r) => r !== 'owner')
+  return (
+    <section>
+      <h1>Members of {org}</h1>
+      <FormError error={setRole.error ?? remove.error ?? withdraw.error} />
+      <QueryView q={members} what="Loading members">
+        {(list) => (
+          <div className="tablewrap">
+            <table>
+              <thead>
+                <tr>
+                  <th scope="col">Member</th>
+                  <th scope="col">Role</th>
+                  <th scope="col">Joined</th>
+                  <th scope="col">
+                    <span className="visually-hidden">Actions</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {list.map((m) => {
+                  const editable = manager && (role === 'owner' || m.role !== 'owner')
+                  return (
+                    <tr key={m.user_id}>
+                      <td>
+                        {m.username} {m.username === me?.username && <span className="muted">(you)</span>}
+                      </td>
+                      <td>
+                        {editable ? (
+                          <>
+                            <label className="visually-hidden" htmlFor={`role-${m.user_id}`}>
+                              Role of {m.username}
+                            </label>
+                            <select id={`role-${m.user_id}`} value={m.role} onChange={(e) => setRole.mutate({ username: m.username, role: e.target.value as Role })}>
+                              {(m.role === 'owner' ? ROLES : roles).map((r) => (
+                                <option key={r}>{r}</option>
+                              ))}
+                            </select>
+                          </>
+                        ) : (
+                          m.role
+                        )}
+                      </td>
+                      <td>{ago(m.joined_at)}</td>
+                      <td>
+                        {(editable || m.username === me?.username) && (
+                          <button
+                            type="button"
+                            className="danger small"
+                            onClick={() => confirm(m.username === me?.username ? `Leave ${org}?` : `Remove ${m.username} from ${org}?`) && remove.mutate(m.username)}
+                          >
+                            {m.username === me?.username ? 'Leave' : 'Remove'}
+                          </button>
+                        )}
+                      </td>
+                    </tr>
+                  )
+                })}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </QueryView>
+      {manager && (
+        <>
+          <h2>Invitations</h2>
+          {invited && <Notice kind="success">Invitation sent to {invited}. It is valid for 14 days.</Notice>}
+          <form onSubmit={submit} className="card">
+            <div className="grid2">
+              <Field label="Username or email" hint="An email invitation carries a link that whoever opens it signed in can claim.">
+                {(id, d) => <input id={id} required value={invite.who} onChange={(e) => setInvite({ ...invite, who: e.target.value })} aria-describedby={d} />}
+              </Field>
+              <Field label="Role">
+                {(id) => (
+                  <select id={id} value={invite.role} onChange={(e) => setInvite({ ...invite, role: e.target.value as Role })}>
+                    {roles.map((r) => (
+                      <option key={r}>{r}</option>
+                    ))}
+                  </select>
+                )}
+              </Field>
+            </div>
+            <FormError error={create.error} />
+            <button type="submit" disabled={create.isPending}>
+              {create.isPending ? 'Inviting…' : 'Invite'}
+            </button>
+          </form>
+          <QueryView q={invitations} what="Loading invitations">
+            {(list) =>
+              list.length === 0 ? (
+                <Empty>No open invitations.</Empty>
+              ) : (
+                <ul className="list">
+                  {list.map((i) => (
+                    <li key={i.id} className="row">
+                      <span>
+                        <strong>{i.username ?? i.email}</strong> as {i.role}, by {i.invited_by} <span className="muted">— expires {dateTime(i.expires_at)}</span>
+                      </span>
+                      <button type="button" className="secondary small" onClick={() => withdraw.mutate(i.id)}>
+                        Withdraw
+                      </button>
+                    </li>
+                  ))}
+                </ul>
+              )
+            }
+          </QueryView>
+        </>
+      )}
+    </section>
+  )
+}

@@ -1,0 +1,45 @@
+import { useState, type FormEvent } from 'react'
+import { useNavigate } from 'react-router'
+import { useQueryClient } from '@tanstack/react-query'
+import { api } from '../lib/api'
+import type { Org } from '../lib/types'
+import { Field, FormError } from '../components/ui'
+
+export default function NewTeam() {
+  const navigate = useNavigate()
+  const qc = useQueryClient()
+  const [name, setName] = useState('')
+  const [error, setError] = useState<unknown>(null)
+  const [busy, setBusy] = useState(false)
+  const submit = async (e: FormEvent) => {
+    e.preventDefault()
+    setBusy(true)
+    setError(null)
+    try {
+      const o = await api.post<Org>('/orgs', { name })
+      await qc.invalidateQueries({ queryKey: ['orgs'] })
+      navigate(`/orgs/${encodeURIComponent(o.name)}`)
+    } catch (err) {
+      setError(err)
+    } finally {
+      setBusy(false)
+    }
+  }
+  return (
+    <section className="card narrow">
+      <h1>Create a team</h1>
+      <p className="muted">A team owns repos, runs their builds and pays for them from its balance. You become its owner.</p>
+      <form onSubmit={submit}>
+        <Field label="Team name" hint="1–39 letters, digits or -; it is part of every git URL.">
+          {(id, d) => (
+            <input id={id} name="team" required pattern="[A-Za-z0-9]([A-Za-z0-9\-]{0,37}[A-Za-z0-9])?" value={name} onChange={(e) => setName(e.target.value)} aria-describedby={d} />
+          )}
+        </Field>
+        <FormError error={error} />
+        <button type="submit" disabled={busy}>
+          {busy ? 'Creating…' : 'Create team'}
+        </button>
+      </form>
+    </section>
+  )
+}

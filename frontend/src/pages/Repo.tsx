@@ -1,0 +1,180 @@
+import { useState, type FormEvent } from 'react'
+import { Link, useNavigate, useParams } from 'react-router'
+import { useQuery } from '@tanstack/react-query'
+import { api, seg } from '../lib/api'
+import { isFinal, type Build, type Page } from '../lib/types'
+import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
+import { CopyField, Empty, Field, FormError, QueryView, StatusBadge } from '../components/ui'
+import { ago, branchOf, shortSha, span } from '../lib/format'
+
+export function useBuilds(org: string, repo: string) {
+  return useQuery({
+    queryKey: ['builds', org, repo],
+    queryFn: () => api.get<Page<Build>>(`/repos/${seg(org)}/${seg(repo)}/builds?limit=50`),
+    // Live: every 2 s while a build is queued or running, else every 10 s (new pushes).
+    refetchInterval: (q) => (q.state.data?.items.some((b) => !isFinal(b.status)) ? 2000 : 10000),
+    refetchIntervalInBackground: false,
+  })
+}
+
+function FirstPush({ cloneUrl, branch }: { cloneUrl: string; branch: string }) {
+  const cmds = `git init -b ${branch}
+cat > .cnb.yml <<'YAML'
+${branch}:
+  push:
+    - stages:
+        - name: hello
+          script: echo "hello from Nimbus"
+YAML
+git add .cnb.yml && git commit -m "first build"
+git remote add origin ${cloneUrl}
+git push -u origin ${branch}`
+  return (
+    <Empty>
+      <h3>No builds yet</h3>
+      <p>Push a commit with a <code>.cnb.yml</code> and its pipelines run here. For a new, empty repo:</p>
+      <pre className="code" tabIndex={0} aria-label="First push commands">
+        {cmds}
+      </pre>
+      <p className="muted">When git asks for a password, give it a personal access token with the repo:write scope.</p>
+    </Empty>
+  )
+}
+
+function TriggerForm({ org, repo, branch }: { org: string; repo: string; branch: string }) {
+  const navigate = useNavigate()
+  const [open, setOpen] = useState(false)
+  const [form, setForm] = useState({ branch, event: 'web_trigger' })
+  const [env, setEnv] = useState<{ k: string; v: string }[]>([{ k: '', v: '' }])
+  const [error, setError] = useState<unknown>(null)
+  const [busy, setBusy] = useState(false)
+  const submit = async (e: FormEvent) => {
+    e.preventDefault()
+    setBusy(true)
+    setError(null)
+    try {
+      const vars = Object.fromEntries(env.filter((x) => x.k.trim()).map((x) => [x.k.trim(), x.v]))
+      const b = await api.post<Build>(`/repos/${seg(org)}/${seg(repo)}/builds`, { branch: form.branch, event: form.event, env: vars })
+      navigate(`${repoPath(org, repo)}/builds/${b.number}`)
+    } catch (err) {
+      setError(err)
+      setBusy(false)
+    }
+  }
+  if (!open)
+    return (
+      <button type="button" className="secondary" onClick={() => setOpen(true)} aria-expanded="false">
+        Run a build…
+      </button>
+    )
+  return (
+    <form onSubmit={submit} className="card" aria-labelledby="trigger-h">
+      <h2 id="trigger-h">Run a build</h2>
+      <div className="grid2">
+        <Field label="Branch">{(id) => <input id={id} required value={form.branch} onChange={(e) => setForm({ ...form, branch: e.target.value })} />}</Field>
+        <Field label="Event" hint="web_trigger, api_trigger, or web_trigger_… as your .cnb.yml declares.">
+          {(id, d) => <input id={id} required pattern="(web_trigger|api_trigger)(_.+)?" value={form.event} onChange={(e) => setForm({ ...form, event: e.target.value })} aria-describedby={d} />}
+        </Field>
+      </div>
+      <fieldset>
+        <legend>Environment variables</legend>
+        {env.map((row, i) => (
+          <div key={i} className="envrow">
+            <label className="visually-hidden" htmlFor={`env-k-${i}`}>
+              Name of variable {i + 1}
+            </label>
+            <input id={`env-k-${i}`} placeholder="NAME" pattern="[A-Za-z_][A-Za-z0-9_]*" value={row.k} onChange={(e) => setEnv(env.map((x, j) => (j === i ? { ...x, k: e.target.value } : x)))} />
+            <label className="visually-hidden" htmlFor={`env-v-${i}`}>
+              Value of variable {i + 1}
+            </label>
+            <input id={`env-v-${i}`} placeholder="value" value={row.v} onChange={(e) => setEnv(env.map((x, j) => (j === i ? { ...x, v: e.target.value } : x)))} />
+            <button type="button" className="secondary small" onClick={() => setEnv(env.filter((_, j) => j !== i))} aria-label={`Remove variable ${i + 1}`}>
+              ✕
+            </button>
+          </div>
+        ))}
+        <button type="button" className="link" onClick={() => setEnv([...env, { k: '', v: '' }])}>
+          ＋ Add a variable
+        </button>
+      </fieldset>
+      <FormError error={error} />
+      <div className="actions">
+        <button type="submit" disabled={busy}>
+          {busy ? 'Starting…' : 'Run'}
+        </button>
+        <button type="button" className="secondary" onClick={() => setOpen(false)}>
+          Cancel
+        </button>
+      </div>
+    </form>
+  )
+}
+
+export function BuildsTable({ builds, base }: { builds: Build[]; base: string }) {
+  return (
+    <div className="tablewrap">
+      <table className="builds" aria-label="Builds">
+        <thead>
+          <tr>
+            <th scope="col">Build</th>
+            <th scope="col">Status</th>
+            <th scope="col">Event</th>
+            <th scope="col">Branch / tag</th>
+            <th scope="col">Commit</th>
+            <th scope="col">By</th>
+            <th scope="col">Started</th>
+            <th scope="col">Duration</th>
+          </tr>
+        </thead>
+        <tbody>
+          {builds.map((b) => (
+            <tr key={b.id} data-build={b.number}>
+              <td>
+                <Link to={`${base}/builds/${b.number}`}>#{b.number}</Link>
+              </td>
+              <td>
+                <StatusBadge status={b.status} />
+              </td>
+              <td>{b.event}</td>
+              <td>{branchOf(b)}</td>
+              <td title={b.commit_message}>
+                <code>{shortSha(b.commit)}</code> <span className="msg">{b.commit_message.split('\n')[0]}</span>
+              </td>
+              <td>{b.triggered_by || '—'}</td>
+              <td>{ago(b.started_at ?? b.created_at)}</td>
+              <td>{span(b.started_at, b.finished_at)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  )
+}
+
+export default function Repo() {
+  const { org = '', repo = '' } = useParams()
+  const r = useRepo(org, repo)
+  const builds = useBuilds(org, repo)
+  return (
+    <section>
+      <RepoHeader org={org} repo={repo} />
+      {r.data && (
+        <div className="clone">
+          <span className="muted">Clone</span>
+          <CopyField value={r.data.clone_url} label="Clone URL" />
+          {r.data.permission !== 'read' && !r.data.archived && <TriggerForm org={r.data.org} repo={r.data.name} branch={r.data.default_branch} />}
+        </div>
+      )}
+      <h2>Builds</h2>
+      <QueryView q={builds} what="Loading builds">
+        {(page) =>
+          page.items.length === 0 ? (
+            r.data ? <FirstPush cloneUrl={r.data.clone_url} branch={r.data.default_branch} /> : <Empty>No builds yet.</Empty>
+          ) : (
+            <BuildsTable builds={page.items} base={repoPath(org, repo)} />
+          )
+        }
+      </QueryView>
+    </section>
+  )
+}

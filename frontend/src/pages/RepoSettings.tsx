@@ -1,0 +1,235 @@
+import { useEffect, useState, type FormEvent } from 'react'
+import { useNavigate, useParams } from 'react-router'
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
+import { api, listAll, seg } from '../lib/api'
+import type { Repo, Secret, Token } from '../lib/types'
+import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
+import { CopyField, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
+import { ago, dateTime } from '../lib/format'
+
+function General({ r }: { r: Repo }) {
+  const qc = useQueryClient()
+  const navigate = useNavigate()
+  const [form, setForm] = useState({ name: r.name, description: r.description, visibility: r.visibility, default_branch: r.default_branch, archived: r.archived })
+  useEffect(() => setForm({ name: r.name, description: r.description, visibility: r.visibility, default_branch: r.default_branch, archived: r.archived }), [r])
+  const save = useMutation({
+    mutationFn: () => {
+      const patch: Record<string, unknown> = {}
+      for (const k of Object.keys(form) as (keyof typeof form)[]) if (form[k] !== r[k]) patch[k] = form[k]
+      return api.patch<Repo>(`/repos/${seg(r.org)}/${seg(r.name)}`, patch)
+    },
+    onSuccess: (nr) => {
+      qc.invalidateQueries({ queryKey: ['repos', r.org] })
+      qc.setQueryData(['repo', r.org, nr.name], nr)
+      if (nr.name !== r.name) navigate(`${repoPath(nr.org, nr.name)}/settings`, { replace: true })
+    },
+  })
+  const changed = (Object.keys(form) as (keyof typeof form)[]).some((k) => form[k] !== r[k])
+  const submit = (e: FormEvent) => {
+    e.preventDefault()
+    save.mutate()
+  }
+  return (
+    <form onSubmit={submit} className="card" aria-labelledby="general-h">
+      <h2 id="general-h">General</h2>
+      <div className="grid2">
+        <Field label="Name">{(id) => <input id={id} required value={form.name} onChange={(e) => setForm({ ...form, name: e.target.value })} />}</Field>
+        <Field label="Default branch">{(id) => <input id={id} required value={form.default_branch} onChange={(e) => setForm({ ...form, default_branch: e.target.value })} />}</Field>
+        <Field label="Visibility">
+          {(id) => (
+            <select id={id} value={form.visibility} onChange={(e) => setForm({ ...form, visibility: e.target.value as Repo['visibility'] })}>
+              <option value="private">Private</option>
+              <option value="public">Public</option>
+            </select>
+          )}
+        </Field>
+        <Field label="Description">{(id) => <input id={id} maxLength={1000} value={form.description} onChange={(e) => setForm({ ...form, description: e.target.value })} />}</Field>
+      </div>
+      <label className="check">
+        <input type="checkbox" checked={form.archived} onChange={(e) => setForm({ ...form, archived: e.target.checked })} /> Archived (no builds run)
+      </label>
+      <FormError error={save.error} />
+      {save.isSuccess && !changed && <Notice kind="success">Saved.</Notice>}
+      <button type="submit" disabled={!changed || save.isPending}>
+        {save.isPending ? 'Saving…' : 'Save'}
+      </button>
+    </form>
+  )
+}
+
+function Secrets({ r }: { r: Repo }) {
+  const qc = useQueryClient()
+  const key = ['secrets', r.org, r.name]
+  const base = `/repos/${seg(r.org)}/${seg(r.name)}/secrets`
+  const list = useQuery({ queryKey: key, queryFn: () => listAll<Secret>(base) })
+  const [name, setName] = useState('')
+  const [value, setValue] = useState('')
+  const put = useMutation({
+    mutationFn: () => api.put(`${base}/${seg(name)}`, { value }),
+    onSuccess: () => {
+      setName('')
+      setValue('')
+      qc.invalidateQueries({ queryKey: key })
+    },
+  })
+  const del = useMutation({ mutationFn: (n: string) => api.del(`${base}/${seg(n)}`), onSuccess: () => qc.invalidateQueries({ queryKey: key }) })
+  const submit = (e: FormEvent) => {
+    e.preventDefault()
+    put.mutate()
+  }
+  return (
+    <section className="card" aria-labelledby="secrets-h">
+      <h2 id="secrets-h">Secrets</h2>
+      <p className="muted">Jobs get secrets as environment variables, masked in logs. Values are write-only: nobody can read them back.</p>
+      <FormError error={del.error} />
+      <QueryView q={list} what="Loading secrets">
+        {(items) =>
+          items.length === 0 ? (
+            <Empty>No secrets.</Empty>
+          ) : (
+            <ul className="list">
+              {items.map((s) => (
+                <li key={s.id} className="row">
+                  <span>
+                    <code>{s.name}</code> <span className="muted">updated {ago(s.updated_at)}</span>
+                  </span>
+                  <button type="button" className="danger small" onClick={() => confirm(`Delete the secret ${s.name}?`) && del.mutate(s.name)}>
+                    Delete
+                  </button>
+                </li>
+              ))}
+            </ul>
+          )
+        }
+      </QueryView>
+      <form onSubmit={submit}>
+        <div className="grid2">
+          <Field label="Secret name" hint="An environment variable name; not CNB_….">
+            {(id, d) => <input id={id} required pattern="[A-Za-z_][A-Za-z0-9_]*" maxLength={128} value={name} onChange={(e) => setName(e.target.value)} aria-describedby={d} />}
+          </Field>
+          <Field label="Value" hint="Replaces the value if the name exists.">
+            {(id, d) => <input id={id} type="password" autoComplete="off" required value={value} onChange={(e) => setValue(e.target.value)} aria-describedby={d} />}
+          </Field>
+        </div>
+        <FormError error={put.error} />
+        <button type="submit" disabled={put.isPending}>
+          Save secret
+        </button>
+      </form>
+    </section>
+  )
+}
+
+function DeployTokens({ r }: { r: Repo }) {
+  const qc = useQueryClient()
+  const key = ['deploy-tokens', r.org, r.name]
+  const base = `/repos/${seg(r.org)}/${seg(r.name)}/deploy-tokens`
+  const list = useQuery({ queryKey: key, queryFn: () => listAll<Token>(base) })
+  const [name, setName] = useState('')
+  const [created, setCreated] = useState<Token | null>(null)
+  const create = useMutation({
+    mutationFn: () => api.post<Token>(base, { name }),
+    onSuccess: (t) => {
+      setCreated(t)
+      setName('')
+      qc.invalidateQueries({ queryKey: key })
+    },
+  })
+  const revoke = useMutation({ mutationFn: (id: number) => api.del(`${base}/${id}`), onSuccess: () => qc.invalidateQueries({ queryKey: key }) })
+  const submit = (e: FormEvent) => {
+    e.preventDefault()
+    create.mutate()
+  }
+  return (
+    <section className="card" aria-labelledby="deploy-h">
+      <h2 id="deploy-h">Deploy tokens</h2>
+      <p className="muted">Read-only tokens of this repo and its registry, for inference services and other machines.</p>
+      {created?.token && (
+        <Notice kind="success">
+          <p>
+            <strong>Deploy token “{created.name}” created.</strong> Copy it now: it is shown only once.
+          </p>
+          <CopyField value={created.token} label="New deploy token" />
+        </Notice>
+      )}
+      <FormError error={revoke.error} />
+      <QueryView q={list} what="Loading deploy tokens">
+        {(items) =>
+          items.length === 0 ? (
+            <Empty>No deploy tokens.</Empty>
+          ) : (
+            <ul className="list">
+              {items.map((t) => (
+                <li key={t.id} className={`row ${t.revoked_at ? 'dim' : ''}`}>
+                  <span>
+                    <strong>{t.name}</strong> <code>{t.prefix}…</code> <span className="muted">created {dateTime(t.created_at)}, last used {ago(t.last_used_at)}</span>
+                  </span>
+                  {t.revoked_at ? (
+                    <span className="muted">revoked</span>
+                  ) : (
+                    <button type="button" className="danger small" onClick={() => confirm(`Revoke “${t.name}”?`) && revoke.mutate(t.id)}>
+                      Revoke
+                    </button>
+                  )}
+                </li>
+              ))}
+            </ul>
+          )
+        }
+      </QueryView>
+      <form onSubmit={submit} className="inline">
+        <Field label="Deploy token name">{(id) => <input id={id} required maxLength={100} value={name} onChange={(e) => setName(e.target.value)} />}</Field>
+        <FormError error={create.error} />
+        <button type="submit" disabled={create.isPending}>
+          Create deploy token
+        </button>
+      </form>
+    </section>
+  )
+}
+
+function Danger({ r }: { r: Repo }) {
+  const navigate = useNavigate()
+  const qc = useQueryClient()
+  const del = useMutation({
+    mutationFn: () => api.del(`/repos/${seg(r.org)}/${seg(r.name)}`),
+    onSuccess: () => {
+      qc.invalidateQueries({ queryKey: ['repos', r.org] })
+      navigate(`/orgs/${seg(r.org)}`)
+    },
+  })
+  return (
+    <section className="card danger-zone" aria-labelledby="danger-h">
+      <h2 id="danger-h">Delete the repo</h2>
+      <p>Removes its git data, builds' access, secrets and deploy tokens. This cannot be undone.</p>
+      <FormError error={del.error} />
+      <button type="button" className="danger" onClick={() => prompt(`Type ${r.name} to delete it`) === r.name && del.mutate()}>
+        Delete {r.full_name}
+      </button>
+    </section>
+  )
+}
+
+export default function RepoSettings() {
+  const { org = '', repo = '' } = useParams()
+  const r = useRepo(org, repo)
+  return (
+    <section>
+      <RepoHeader org={org} repo={repo} />
+      <h1 className="visually-hidden">Settings</h1>
+      {r.data &&
+        (r.data.permission !== 'admin' ? (
+          <p className="error" role="alert">
+            Only the team's admins and owners change a repo's settings.
+          </p>
+        ) : (
+          <>
+            <General r={r.data} />
+            <Secrets r={r.data} />
+            <DeployTokens r={r.data} />
+            <Danger r={r.data} />
+          </>
+        ))}
+    </section>
+  )
+}

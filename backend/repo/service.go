@@ -130,6 +130,17 @@ type Access struct {
 // not even read the repo gets 404 (private repos of other teams do not exist for them); a caller
 // who may read it but not do more gets 403, as does a token without the needed scope.
 func (s *Service) Resolve(ctx context.Context, p *auth.Principal, orgName, name string, need Level) (*Access, error) {
+	return s.resolve(ctx, p, orgName, name, need, auth.ScopeRepoRead, auth.ScopeRepoWrite)
+}
+
+// ResolveRegistry is Resolve for the repo's artifacts (OCI images, model files): the same
+// levels and answers, but a token needs registry:read to read and registry:write to write or
+// delete, instead of the repo scopes.
+func (s *Service) ResolveRegistry(ctx context.Context, p *auth.Principal, orgName, name string, need Level) (*Access, error) {
+	return s.resolve(ctx, p, orgName, name, need, auth.ScopeRegistryRead, auth.ScopeRegistryWrite)
+}
+
+func (s *Service) resolve(ctx context.Context, p *auth.Principal, orgName, name string, need Level, readScope, writeScope string) (*Access, error) {
 	notFound := api.NotFound("repo %s/%s not found", orgName, name)
 	o, err := s.orgs.ByName(ctx, orgName)
 	if err != nil {
@@ -154,9 +165,9 @@ func (s *Service) Resolve(ctx context.Context, p *auth.Principal, orgName, name 
 	if a.Level == None {
 		return nil, notFound
 	}
-	scope := auth.ScopeRepoRead
+	scope := readScope
 	if need >= Write {
-		scope = auth.ScopeRepoWrite
+		scope = writeScope
 	}
 	// Scopes bound credentials; an anonymous caller has none to check, only its level.
 	if p.Authenticated() && !p.Has(scope) {

@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/e2e/testenv"
+)
+
+// registryWorld is a nimbus-server with a team "conf" (owner "oci"), two private repos and a
+// personal access token with registry:write.
+type registryWorld struct {
+	base   string // http://127.0.0.1:PORT
+	host   string // 127.0.0.1:PORT, as registry clients name it
+	owner  *client
+	token  string
+	server *proc
+}
+
+// startRegistryWorld starts the server with extra environment (the storage backend) and makes
+// the team, its repos and the token.
+func startRegistryWorld(t *testing.T, env ...string) *registryWorld {
+	t.Helper()
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	w := &registryWorld{base: "http://" + addr, host: addr}
+	w.server = start(t, dir, append([]string{"NIMBUS_LISTEN=" + addr, "NIMBUS_BUILTIN_AGENT=false", "NIMBUS_LOG_LEVEL=warn"}, env...), "nimbus-server")
+	waitReady(t, w.base, w.server, 30*time.Second)
+	w.owner = newClient(t, w.base)
+	w.owner.signup("oci")
+	w.owner.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "conf"}, nil)
+	for _, r := range []string{"repo-a", "repo-b"} {
+		w.owner.must(201, "POST", "/api/v1/orgs/conf/repos", map[string]string{"name": r}, nil)
+	}
+	var tok struct {
+		Token string `json:"token"`
+	}
+	w.owner.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "oci", "scopes": []string{"registry:write"}}, &tok)
+	w.token = tok.Token
+	return w
+}
+
+// s3Env is the server environment of the S3 backend against the test MinIO, in a bucket of
+// its own.
+func s3Env(t *testing.T, presign bool) []string {
+	s3 := testenv.S3Server(t)
+	return []string{"NIMBUS_STORAGE=s3", "NIMBUS_S3_ENDPOINT=http://" + s3.Endpoint,
+		"NIMBUS_S3_BUCKET=" + s3.Bucket + "-" + strings.ToLower(strings.ReplaceAll(randomName(), "_", "")),
+		"NIMBUS_S3_ACCESS_KEY=" + s3.AccessKey, "NIMBUS_S3_SECRET_KEY=" + s3.SecretKey,
+		fmt.Sprintf("NIMBUS_S3_PRESIGN=%t", presign)}
+}
+
+func randomName() string { return fmt.Sprintf("%x", time.Now().UnixNano()) }
+
+// junit is what we read of the conformance suite's junit.xml.
+type junit struct {
+	Suites []struct {
+		Tests int `xml:"tests,attr"`
+		Cases []struct {
+			Name      string `xml:"name,attr"`
+			Classname string `xml:"classname,attr"`
+			Failure   *struct {
+				Message string `xml:"message,attr"`
+				Data    string `xml:",cdata"`
+			} `xml:"failure"`
+			Error *struct {
+				Message string `xml:"message,attr"`
+				Data    string `xml:",cdata"`
+			} `xml:"error"`
+			Skipped *struct {
+				Message string `xml:"message,attr"`
+			} `xml:"skipped"`
+		} `xml:"testcase"`
+	} `xml:"testsuite"`
+}
+
+// runConformance runs the official OCI distribution-spec conformance suite against the world
+// with every test enabled (the "dev" profile: upload cancel, digest headers, tag parameters;
+// plus sparse manifests, sha512 and subjects/referrers) and fails on any failed, erroneous or
+// skipped test, printing each.
+func runConformance(t *testing.T, w *registryWorld) {
+	t.Helper()
+	bin := testenv.OCIConformance(t)
+	results := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Dir = results
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + results,
+		"OCI_REGISTRY=" + w.host, "OCI_TLS=disabled", "OCI_VERSION=dev",
+		// {org}/{repo}/{name} and {org}/{repo}: both shapes, and mounts between two repos.
+		"OCI_REPO1=conf/repo-a/app", "OCI_REPO2=conf/repo-b",
+		"OCI_USERNAME=oci", "OCI_PASSWORD=" + w.token, "OCI_RESULTS_DIR=" + results,
+		"OCI_TEST_PULL=1", "OCI_TEST_PUSH=1", "OCI_TEST_CONTENT_DISCOVERY=1", "OCI_TEST_CONTENT_MANAGEMENT=1",
+		"OCI_DATA_SPARSE=true", "OCI_DATA_SHA512=true", "OCI_DATA_SUBJECT=true", "OCI_DATA_SUBJECT_MISSING=true",
+		"OCI_API_REFERRER=true", "OCI_API_BLOBS_UPLOAD_CANCEL=true", "OCI_API_BLOBS_MOUNT_ANONYMOUS=true",
+		"OCI_API_BLOBS_DIGEST_HEADER=true", "OCI_API_MANIFESTS_DIGEST_HEADER=true", "OCI_API_MANIFESTS_TAG_PARAM=true",
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	begin := time.Now()
+	runErr := cmd.Run()
+	raw, err := os.ReadFile(filepath.Join(results, "junit.xml"))
+	if err != nil {
+		t.Fatalf("conformance suite wrote no junit.xml (%v): %v\n%s", runErr, err, tail(out.String(), 4000))
+	}
+	var j junit
+	if err := xml.Unmarshal(raw, &j); err != nil {
+		t.Fatalf("junit.xml: %v", err)
+	}
+	var tests, failed, skipped int
+	for _, s := range j.Suites {
+		tests += s.Tests
+		for _, c := range s.Cases {
+			switch {
+			case c.Failure != nil:
+				failed++
+				t.Errorf("FAILED %s: %s\n%s", c.Name, c.Failure.Message, tail(c.Failure.Data, 3000))
+			case c.Error != nil:
+				failed++
+				t.Errorf("ERROR %s: %s\n%s", c.Name, c.Error.Message, tail(c.Error.Data, 3000))
+			case c.Skipped != nil:
+				skipped++
+				t.Errorf("SKIPPED %s: %s", c.Name, c.Skipped.Message)
+			}
+		}
+	}
+	if os.Getenv("NIMBUS_TEST_KEEP_CONFORMANCE") != "" {
+		os.CopyFS(os.Getenv("NIMBUS_TEST_KEEP_CONFORMANCE")+"/"+t.Name(), os.DirFS(results))
+		os.WriteFile(os.Getenv("NIMBUS_TEST_KEEP_CONFORMANCE")+"/"+t.Name()+"/stdout.txt", out.Bytes(), 0o644)
+	}
+	t.Logf("OCI conformance: %d tests, %d failed, %d skipped in %v", tests, failed, skipped, time.Since(begin).Round(time.Millisecond))
+	if tests < 500 {
+		t.Errorf("only %d conformance tests ran:\n%s\n%s", tests, tail(string(raw), 3000), tail(out.String(), 3000))
+	}
+	if runErr != nil && failed == 0 {
+		t.Errorf("conformance suite: %v\n%s", runErr, tail(out.String(), 4000))
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
+
+// The official conformance suite, every test enabled, on the local disk with SQLite.
+func TestRegistryConformanceLocal(t *testing.T) {
+	t.Parallel()
+	runConformance(t, startRegistryWorld(t))
+}
+
+// The same on S3 (MinIO) with PostgreSQL and Redis.
+func TestRegistryConformanceS3(t *testing.T) {
+	t.Parallel()
+	env := append(s3Env(t, false), "NIMBUS_DATABASE_URL="+storetest.PostgresURL(t), "NIMBUS_REDIS_URL="+testenv.RedisURL(t))
+	runConformance(t, startRegistryWorld(t, env...))
+}

@@ -1,4 +1,5 @@
 import { niceTicks, type ChartData } from '../lib/charts'
+import { coreHours } from '../lib/format'
 
 const COLORS = ['#3b82f6', '#f59e0b', '#10b981', '#ef4444', '#8b5cf6', '#64748b']
 
@@ -57,7 +58,7 @@ export function StackedBars({ data, title }: { data: ChartData; title: string })
           <ul className="legend">
             {data.series.map((s, si) => (
               <li key={s.key}>
-                <span className="swatch" style={{ background: COLORS[si % COLORS.length] }} aria-hidden="true" /> {s.key} <span className="muted">{s.total.toFixed(2)} core-h</span>
+                <span className="swatch" style={{ background: COLORS[si % COLORS.length] }} aria-hidden="true" /> {s.key} <span className="muted">{coreHours(Math.round(s.total * 3600))}</span>
               </li>
             ))}
           </ul>

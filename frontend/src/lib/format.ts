@@ -45,6 +45,7 @@ export function bytes(n: number): string {
 }
 
 export function coreHours(coreSeconds: number): string {
+  if (coreSeconds > 0 && coreSeconds < 36) return `${coreSeconds} core-s`
   const h = coreSeconds / 3600
   return `${h < 10 ? h.toFixed(2) : h.toFixed(1)} core-h`
 }

@@ -132,14 +132,16 @@ function Settings({ org, a }: { org: string; a: BillingAccount }) {
 
 function UsageCharts({ org, month }: { org: string; month: string }) {
   const [from, setFrom] = useState(`${month}-01`)
-  const [to, setTo] = useState(today())
+  // Empty: up to today in the billing time zone, which the server knows (it may be tomorrow here).
+  const [to, setTo] = useState('')
   const q = useQuery({
     queryKey: ['usage', org, from, to],
-    queryFn: () => listAll<Usage>(`/orgs/${seg(org)}/billing/usage?from=${from}&to=${to}`),
+    queryFn: () => listAll<Usage>(`/orgs/${seg(org)}/billing/usage?from=${from}${to ? `&to=${to}` : ''}`),
     refetchInterval: 30_000,
   })
-  const byClass = useMemo(() => (q.data ? shapeUsage(q.data, 'runner_class', from, to) : null), [q.data, from, to])
-  const byRepo = useMemo(() => (q.data ? shapeUsage(q.data, 'repo', from, to) : null), [q.data, from, to])
+  const end = useMemo(() => to || (q.data ?? []).reduce((m, r) => (r.date > m ? r.date : m), today()), [q.data, to])
+  const byClass = useMemo(() => (q.data ? shapeUsage(q.data, 'runner_class', from, end) : null), [q.data, from, end])
+  const byRepo = useMemo(() => (q.data ? shapeUsage(q.data, 'repo', from, end) : null), [q.data, from, end])
   const totals = useMemo(() => {
     const t = { core: 0, pipelines: 0 }
     for (const r of q.data ?? []) {
@@ -153,14 +155,16 @@ function UsageCharts({ org, month }: { org: string; month: string }) {
       <h2 id="usage-h">Usage</h2>
       <div className="inline">
         <Field label="From">{(id) => <input id={id} type="date" value={from} max={to} onChange={(e) => e.target.value && setFrom(e.target.value)} />}</Field>
-        <Field label="To">{(id) => <input id={id} type="date" value={to} min={from} onChange={(e) => e.target.value && setTo(e.target.value)} />}</Field>
+        <Field label="To" hint="Empty: today.">
+          {(id, d) => <input id={id} type="date" value={to} min={from} onChange={(e) => setTo(e.target.value)} aria-describedby={d} />}
+        </Field>
       </div>
       {q.isPending && <Loading what="Loading usage" />}
       {q.isError && <ErrorBox error={q.error} retry={() => q.refetch()} />}
       {q.data && byClass && byRepo && (
         <>
           <p data-testid="usage-total">
-            {totals.pipelines} pipelines, <strong>{coreHours(totals.core)}</strong> settled in this period.
+            {totals.pipelines} {totals.pipelines === 1 ? 'pipeline' : 'pipelines'}, <strong>{coreHours(totals.core)}</strong> settled in this period.
           </p>
           <div className="charts">
             <StackedBars data={byClass} title="Core-hours per day by runner class" />

@@ -11,8 +11,8 @@ export function useBuilds(org: string, repo: string) {
   return useQuery({
     queryKey: ['builds', org, repo],
     queryFn: () => api.get<Page<Build>>(`/repos/${seg(org)}/${seg(repo)}/builds?limit=50`),
-    // Live: every 2 s while a build is queued or running, else every 10 s (new pushes).
-    refetchInterval: (q) => (q.state.data?.items.some((b) => !isFinal(b.status)) ? 2000 : 10000),
+    // Live: every 2 s while a build is queued or running (or none exists yet: the first push), else every 10 s.
+    refetchInterval: (q) => (!q.state.data?.items.length || q.state.data.items.some((b) => !isFinal(b.status)) ? 2000 : 10000),
     refetchIntervalInBackground: false,
   })
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent"
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
@@ -32,6 +33,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
+	"github.com/nimbus-build/nimbus/backend/registry"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/scheduler"
 	"github.com/nimbus-build/nimbus/backend/secrets"
@@ -56,6 +58,9 @@ type App struct {
 	Billing   *billing.Service
 	Stripe    *billing.Stripe
 	Alerts    *billing.AlertSender
+	// Storage keeps artifact bytes: registry blobs (and model files).
+	Storage  storage.Store
+	Registry *registry.Handler
 	// RegistrationToken is what agents present to register (the built-in agent uses it too).
 	RegistrationToken string
 
@@ -173,6 +178,20 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		return nil, err
 	}
 
+	if a.Storage, err = storage.New(ctx, storage.Config{
+		Backend: cfg.Storage, LocalRoot: filepath.Join(cfg.DataDir, "artifacts"),
+		S3: storage.S3Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket, AccessKey: cfg.S3AccessKey,
+			SecretKey: cfg.S3SecretKey, Region: cfg.S3Region, Insecure: cfg.S3Insecure},
+	}, clk); err != nil {
+		return nil, err
+	}
+	if a.Registry, err = registry.New(registry.Config{
+		DB: a.DB, Store: a.Storage, Users: a.Auth, Repos: a.Repos, PublicURL: cfg.PublicURL, Key: key,
+		Presign: cfg.S3Presign, Clock: clk, Log: log,
+	}); err != nil {
+		return nil, err
+	}
+
 	authHandler := auth.NewHandler(a.Auth, log)
 	logHandler, err := logs.NewHandler(a.Logs, logs.HandlerConfig{
 		Authorize: a.authorizeJob,
@@ -188,6 +207,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		TrustedProxies: cfg.Proxies(),
 		Authenticate:   authHandler.Middleware,
 		Git:            gitHandler,
+		Registry:       a.Registry,
 		Modules: []server.Module{
 			authHandler,
 			org.NewHandler(a.Orgs, log),

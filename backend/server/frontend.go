@@ -18,12 +18,16 @@ const placeholderPage = `<!doctype html><html lang="en"><head><meta charset="utf
 <body><main><h1>Nimbus</h1><p>The server is running, but this binary was built without the dashboard.
 Run <code>make build</code> to embed it. The API is at <a href="/api/v1/version">/api/v1</a>.</p></main></body></html>`
 
-// noRoute answers unknown /api paths with the error envelope and everything else with the
-// dashboard: a real file when one exists, else index.html so client-side routes survive a reload.
+// noRoute hands git and registry paths to their handlers, answers unknown /api paths with the
+// error envelope and everything else with the dashboard: a real file when one exists, else index.html so client-side routes survive a reload.
 func (s *Server) noRoute(c *gin.Context) {
 	p := c.Request.URL.Path
 	if s.deps.Git != nil && isGitPath(p) {
 		s.deps.Git.ServeHTTP(c.Writer, c.Request)
+		return
+	}
+	if s.deps.Registry != nil && (p == "/v2" || strings.HasPrefix(p, "/v2/")) {
+		s.deps.Registry.ServeHTTP(c.Writer, c.Request)
 		return
 	}
 	if p == "/api" || strings.HasPrefix(p, "/api/") || (c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead) {

@@ -46,8 +46,11 @@ type Deps struct {
 	// its own address (which would defeat the per-IP login limit).
 	TrustedProxies []string
 	// Git serves /{org}/{repo}.git/… (smart HTTP); nil disables git hosting.
-	Git     http.Handler
-	Modules []Module
+	Git http.Handler
+	// Registry serves /v2 and everything under it (the OCI registry, which speaks OCI's error
+	// format and authenticates on its own); nil disables it.
+	Registry http.Handler
+	Modules  []Module
 }
 
 // Server is the HTTP server of one nimbus-server process.

@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,4 +167,143 @@ func TestRegistryConformanceS3(t *testing.T) {
 	t.Parallel()
 	env := append(s3Env(t, false), "NIMBUS_DATABASE_URL="+storetest.PostgresURL(t), "NIMBUS_REDIS_URL="+testenv.RedisURL(t))
 	runConformance(t, startRegistryWorld(t, env...))
+}
+
+// run runs a client command with env and fails the test on error; it returns the output.
+func run(t *testing.T, env []string, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// oras pushes a model file and an attached signature, then pulls both back and lists the
+// referrers, as a pipeline and an inference service would.
+func orasRoundTrip(t *testing.T, w *registryWorld, repo string) {
+	t.Helper()
+	oras := testenv.Oras(t)
+	home := t.TempDir()
+	env := []string{"HOME=" + home, "DOCKER_CONFIG=" + filepath.Join(home, ".docker")}
+	model := bytes.Repeat([]byte("weights-"), 3<<17) // 3 MiB
+	src := t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "model.bin"), model, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ref := w.host + "/" + repo + ":v1"
+	run(t, env, oras, "login", "--plain-http", "-u", "oci", "-p", w.token, w.host)
+	pushEnv := append(env, "PWD="+src)
+	cmd := exec.Command(oras, "push", "--plain-http", "--artifact-type", "application/vnd.nimbus.model", ref, "model.bin:application/octet-stream")
+	cmd.Dir, cmd.Env = src, append([]string{"PATH=" + os.Getenv("PATH")}, pushEnv...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("oras push: %v\n%s", err, out)
+	}
+	cmd = exec.Command(oras, "attach", "--plain-http", "--artifact-type", "application/vnd.nimbus.signature", ref, "model.bin:application/vnd.nimbus.sig")
+	cmd.Dir, cmd.Env = src, append([]string{"PATH=" + os.Getenv("PATH")}, pushEnv...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("oras attach: %v\n%s", err, out)
+	}
+	dst := t.TempDir()
+	run(t, env, oras, "pull", "--plain-http", "-o", dst, ref)
+	got, err := os.ReadFile(filepath.Join(dst, "model.bin"))
+	if err != nil || !bytes.Equal(got, model) {
+		t.Fatalf("oras pull: %d bytes, %v", len(got), err)
+	}
+	if out := run(t, env, oras, "discover", "--plain-http", "--format", "json", ref); !strings.Contains(out, "application/vnd.nimbus.signature") {
+		t.Fatalf("oras discover lacks the attached signature:\n%s", out)
+	}
+	if out := run(t, env, oras, "repo", "tags", "--plain-http", w.host+"/"+repo); strings.TrimSpace(out) != "v1" {
+		t.Fatalf("oras repo tags: %q", out)
+	}
+}
+
+// docker pushes the busybox test image through the Docker engine of e2e/testenv.sh (loopback
+// registries are insecure-allowed by default), removes it and pulls it back; then the repo goes
+// public and an anonymous engine pulls it.
+func dockerRoundTrip(t *testing.T, w *registryWorld, repo string) {
+	t.Helper()
+	host, image := testenv.DockerHost(t), testenv.Image(t)
+	cfg := t.TempDir()
+	env := []string{"DOCKER_HOST=" + host, "DOCKER_CONFIG=" + cfg, "HOME=" + cfg}
+	ref := w.host + "/" + repo + ":v1"
+	run(t, env, "docker", "tag", image, ref)
+	t.Cleanup(func() { exec.Command("docker", "-H", host, "rmi", "-f", ref).Run() })
+	cmd := exec.Command("docker", "login", "-u", "oci", "--password-stdin", w.host)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Stdin = strings.NewReader(w.token)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("docker login: %v\n%s", err, out)
+	}
+	run(t, env, "docker", "push", ref)
+	run(t, env, "docker", "rmi", ref)
+	run(t, env, "docker", "pull", ref)
+	if out := run(t, env, "docker", "run", "--rm", "--network", "none", ref, "echo", "pulled back"); !strings.Contains(out, "pulled back") {
+		t.Fatalf("docker run of the pulled image: %q", out)
+	}
+	// Anonymous: a private repo asks for credentials, a public one is pulled without.
+	run(t, env, "docker", "logout", w.host)
+	run(t, env, "docker", "rmi", ref)
+	cmd = exec.Command("docker", "pull", ref)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(strings.ToLower(string(out)), "unauthorized") &&
+		!strings.Contains(strings.ToLower(string(out)), "authentication required") {
+		t.Fatalf("anonymous pull of a private repo: %v\n%s", err, out)
+	}
+	org, name, _ := strings.Cut(repo, "/")
+	name, _, _ = strings.Cut(name, "/")
+	w.owner.must(200, "PATCH", "/api/v1/repos/"+org+"/"+name, map[string]string{"visibility": "public"}, nil)
+	run(t, env, "docker", "pull", ref)
+}
+
+// oras and Docker round-trip through the registry on the local disk.
+func TestRegistryClientsRoundTrip(t *testing.T) {
+	t.Parallel()
+	w := startRegistryWorld(t)
+	t.Run("oras", func(t *testing.T) { orasRoundTrip(t, w, "conf/repo-a/model") })
+	t.Run("docker", func(t *testing.T) { dockerRoundTrip(t, w, "conf/repo-b") })
+}
+
+// With NIMBUS_S3_PRESIGN, downloads are redirects to MinIO, which clients follow.
+func TestRegistryS3PresignedDownloads(t *testing.T) {
+	t.Parallel()
+	env := s3Env(t, true)
+	w := startRegistryWorld(t, env...)
+	t.Run("oras", func(t *testing.T) {
+		orasRoundTrip(t, w, "conf/repo-a")
+		// The blob GET itself is the redirect (HTTP Basic with the token, straight to /v2).
+		req, _ := http.NewRequest("GET", w.base+"/v2/conf/repo-a/manifests/v1", nil)
+		req.SetBasicAuth("oci", w.token)
+		req.Header.Set("Accept", "application/vnd.oci.image.manifest.v1+json")
+		var man struct {
+			Layers []struct{ Digest string } `json:"layers"`
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		json.NewDecoder(resp.Body).Decode(&man)
+		resp.Body.Close()
+		if len(man.Layers) != 1 {
+			t.Fatalf("manifest: %d %+v", resp.StatusCode, man)
+		}
+		req, _ = http.NewRequest("GET", w.base+"/v2/conf/repo-a/blobs/"+man.Layers[0].Digest, nil)
+		req.SetBasicAuth("oci", w.token)
+		noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		resp, err = noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		loc := resp.Header.Get("Location")
+		if resp.StatusCode != http.StatusTemporaryRedirect || !strings.HasPrefix(loc, "http://"+testenv.S3Server(t).Endpoint+"/") ||
+			!strings.Contains(loc, "X-Amz-Signature=") {
+			t.Fatalf("blob GET: %d Location %q", resp.StatusCode, loc)
+		}
+	})
+	t.Run("docker", func(t *testing.T) { dockerRoundTrip(t, w, "conf/repo-b/img") })
 }

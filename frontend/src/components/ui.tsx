@@ -130,3 +130,31 @@ export function Notice({ kind = 'info', children }: { kind?: 'info' | 'success' 
     </div>
   )
 }
+
+/** A form's submit handler with its busy and error states: the action runs once per submit. */
+export function useSubmit(action: () => Promise<unknown>) {
+  const [busy, setBusy] = useState(false)
+  const [error, setError] = useState<unknown>(null)
+  const submit = async (e?: { preventDefault(): void }) => {
+    e?.preventDefault()
+    setBusy(true)
+    setError(null)
+    try {
+      await action()
+    } catch (err) {
+      setError(err)
+    } finally {
+      setBusy(false)
+    }
+  }
+  return { submit, busy, error, setError }
+}
+
+/** The header cell of a table's actions column. */
+export function ActionsHeader() {
+  return (
+    <th scope="col">
+      <span className="visually-hidden">Actions</span>
+    </th>
+  )
+}

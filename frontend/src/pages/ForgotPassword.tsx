@@ -1,26 +1,15 @@
-import { useState, type FormEvent } from 'react'
+import { useState } from 'react'
 import { Link } from 'react-router'
 import { api } from '../lib/api'
-import { Field, FormError, Notice } from '../components/ui'
+import { Field, FormError, Notice, useSubmit } from '../components/ui'
 
 export default function ForgotPassword() {
   const [email, setEmail] = useState('')
   const [sent, setSent] = useState(false)
-  const [error, setError] = useState<unknown>(null)
-  const [busy, setBusy] = useState(false)
-  const submit = async (e: FormEvent) => {
-    e.preventDefault()
-    setBusy(true)
-    setError(null)
-    try {
-      await api.post('/auth/password-reset', { email })
-      setSent(true)
-    } catch (err) {
-      setError(err)
-    } finally {
-      setBusy(false)
-    }
-  }
+  const { submit, busy, error } = useSubmit(async () => {
+    await api.post('/auth/password-reset', { email })
+    setSent(true)
+  })
   return (
     <section className="card narrow">
       <h1>Reset your password</h1>

@@ -1,9 +1,9 @@
-import { useState, type FormEvent } from 'react'
+import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router'
 import { api } from '../lib/api'
 import type { Session } from '../lib/types'
 import { useSignedIn } from '../session'
-import { Field, FormError } from '../components/ui'
+import { Field, FormError, useSubmit } from '../components/ui'
 
 /** Only same-site paths are followed after sign-in. */
 export function safeNext(next: string | null): string {
@@ -16,22 +16,11 @@ export default function Login() {
   const signedIn = useSignedIn()
   const [login, setLogin] = useState('')
   const [password, setPassword] = useState('')
-  const [error, setError] = useState<unknown>(null)
-  const [busy, setBusy] = useState(false)
-  const submit = async (e: FormEvent) => {
-    e.preventDefault()
-    setBusy(true)
-    setError(null)
-    try {
-      const s = await api.post<Session>('/auth/login', { login, password })
-      signedIn(s.user, s.csrf_token)
-      navigate(safeNext(params.get('next')), { replace: true })
-    } catch (err) {
-      setError(err)
-    } finally {
-      setBusy(false)
-    }
-  }
+  const { submit, busy, error } = useSubmit(async () => {
+    const s = await api.post<Session>('/auth/login', { login, password })
+    signedIn(s.user, s.csrf_token)
+    navigate(safeNext(params.get('next')), { replace: true })
+  })
   return (
     <section className="card narrow">
       <h1>Sign in</h1>

@@ -5,7 +5,7 @@ import { api, listAll, seg } from '../lib/api'
 import { ROLES, type Invitation, type Member, type Role } from '../lib/types'
 import { useRole } from '../components/Layout'
 import { useUser } from '../session'
-import { Empty, Field, FormError, Notice, QueryView } from '../components/ui'
+import { ActionsHeader, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
 
 export default function Members() {
@@ -70,9 +70,7 @@ export default function Members() {
                   <th scope="col">Member</th>
                   <th scope="col">Role</th>
                   <th scope="col">Joined</th>
-                  <th scope="col">
-                    <span className="visually-hidden">Actions</span>
-                  </th>
+                  <ActionsHeader />
                 </tr>
               </thead>
               <tbody>

@@ -1,30 +1,19 @@
-import { useState, type FormEvent } from 'react'
+import { useState } from 'react'
 import { useNavigate } from 'react-router'
 import { useQueryClient } from '@tanstack/react-query'
 import { api } from '../lib/api'
 import type { Org } from '../lib/types'
-import { Field, FormError } from '../components/ui'
+import { Field, FormError, useSubmit } from '../components/ui'
 
 export default function NewTeam() {
   const navigate = useNavigate()
   const qc = useQueryClient()
   const [name, setName] = useState('')
-  const [error, setError] = useState<unknown>(null)
-  const [busy, setBusy] = useState(false)
-  const submit = async (e: FormEvent) => {
-    e.preventDefault()
-    setBusy(true)
-    setError(null)
-    try {
-      const o = await api.post<Org>('/orgs', { name })
-      await qc.invalidateQueries({ queryKey: ['orgs'] })
-      navigate(`/orgs/${encodeURIComponent(o.name)}`)
-    } catch (err) {
-      setError(err)
-    } finally {
-      setBusy(false)
-    }
-  }
+  const { submit, busy, error } = useSubmit(async () => {
+    const o = await api.post<Org>('/orgs', { name })
+    await qc.invalidateQueries({ queryKey: ['orgs'] })
+    navigate(`/orgs/${encodeURIComponent(o.name)}`)
+  })
   return (
     <section className="card narrow">
       <h1>Create a team</h1>

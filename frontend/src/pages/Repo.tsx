@@ -1,10 +1,10 @@
-import { useState, type FormEvent } from 'react'
+import { useState } from 'react'
 import { Link, useNavigate, useParams } from 'react-router'
 import { useQuery } from '@tanstack/react-query'
 import { api, seg } from '../lib/api'
 import { isFinal, type Build, type Page } from '../lib/types'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
-import { CopyField, Empty, Field, FormError, QueryView, StatusBadge } from '../components/ui'
+import { CopyField, Empty, Field, FormError, QueryView, StatusBadge, useSubmit } from '../components/ui'
 import { ago, branchOf, shortSha, span } from '../lib/format'
 
 export function useBuilds(org: string, repo: string) {
@@ -46,21 +46,11 @@ function TriggerForm({ org, repo, branch }: { org: string; repo: string; branch:
   const [open, setOpen] = useState(false)
   const [form, setForm] = useState({ branch, event: 'web_trigger' })
   const [env, setEnv] = useState<{ k: string; v: string }[]>([{ k: '', v: '' }])
-  const [error, setError] = useState<unknown>(null)
-  const [busy, setBusy] = useState(false)
-  const submit = async (e: FormEvent) => {
-    e.preventDefault()
-    setBusy(true)
-    setError(null)
-    try {
-      const vars = Object.fromEntries(env.filter((x) => x.k.trim()).map((x) => [x.k.trim(), x.v]))
-      const b = await api.post<Build>(`/repos/${seg(org)}/${seg(repo)}/builds`, { branch: form.branch, event: form.event, env: vars })
-      navigate(`${repoPath(org, repo)}/builds/${b.number}`)
-    } catch (err) {
-      setError(err)
-      setBusy(false)
-    }
-  }
+  const { submit, busy, error } = useSubmit(async () => {
+    const vars = Object.fromEntries(env.filter((x) => x.k.trim()).map((x) => [x.k.trim(), x.v]))
+    const b = await api.post<Build>(`/repos/${seg(org)}/${seg(repo)}/builds`, { branch: form.branch, event: form.event, env: vars })
+    navigate(`${repoPath(org, repo)}/builds/${b.number}`)
+  })
   if (!open)
     return (
       <button type="button" className="secondary" onClick={() => setOpen(true)} aria-expanded="false">

@@ -1,7 +1,7 @@
-import { useState, type FormEvent } from 'react'
+import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router'
 import { api } from '../lib/api'
-import { Field, FormError } from '../components/ui'
+import { Field, FormError, useSubmit } from '../components/ui'
 
 export default function ResetPassword() {
   const [params] = useSearchParams()
@@ -9,25 +9,11 @@ export default function ResetPassword() {
   const token = params.get('token') ?? ''
   const [password, setPassword] = useState('')
   const [confirm, setConfirm] = useState('')
-  const [error, setError] = useState<unknown>(null)
-  const [busy, setBusy] = useState(false)
-  const submit = async (e: FormEvent) => {
-    e.preventDefault()
-    if (password !== confirm) {
-      setError(new Error('The two passwords differ.'))
-      return
-    }
-    setBusy(true)
-    setError(null)
-    try {
-      await api.post('/auth/password-reset/confirm', { token, password })
-      navigate('/login?reset=done', { replace: true })
-    } catch (err) {
-      setError(err)
-    } finally {
-      setBusy(false)
-    }
-  }
+  const { submit, busy, error } = useSubmit(async () => {
+    if (password !== confirm) throw new Error('The two passwords differ.')
+    await api.post('/auth/password-reset/confirm', { token, password })
+    navigate('/login?reset=done', { replace: true })
+  })
   if (!token)
     return (
       <section className="card narrow">

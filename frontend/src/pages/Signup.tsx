@@ -1,9 +1,9 @@
-import { useState, type FormEvent } from 'react'
+import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router'
 import { ApiError, api } from '../lib/api'
 import type { Session } from '../lib/types'
 import { useSignedIn } from '../session'
-import { Field, FormError } from '../components/ui'
+import { Field, FormError, useSubmit } from '../components/ui'
 import { safeNext } from './Login'
 
 export default function Signup() {
@@ -11,23 +11,12 @@ export default function Signup() {
   const navigate = useNavigate()
   const signedIn = useSignedIn()
   const [form, setForm] = useState({ email: '', username: '', password: '' })
-  const [error, setError] = useState<unknown>(null)
-  const [busy, setBusy] = useState(false)
+  const { submit, busy, error } = useSubmit(async () => {
+    const s = await api.post<Session>('/auth/signup', form)
+    signedIn(s.user, s.csrf_token)
+    navigate(params.get('next') ? safeNext(params.get('next')) : '/new', { replace: true })
+  })
   const fieldError = (f: string) => (error instanceof ApiError && error.field === f ? error.message : undefined)
-  const submit = async (e: FormEvent) => {
-    e.preventDefault()
-    setBusy(true)
-    setError(null)
-    try {
-      const s = await api.post<Session>('/auth/signup', form)
-      signedIn(s.user, s.csrf_token)
-      navigate(params.get('next') ? safeNext(params.get('next')) : '/new', { replace: true })
-    } catch (err) {
-      setError(err)
-    } finally {
-      setBusy(false)
-    }
-  }
   const set = (k: keyof typeof form) => (e: { target: { value: string } }) => setForm({ ...form, [k]: e.target.value })
   return (
     <section className="card narrow">

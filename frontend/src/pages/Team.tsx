@@ -1,29 +1,19 @@
-import { useState, type FormEvent } from 'react'
+import { useState } from 'react'
 import { Link, useNavigate, useParams } from 'react-router'
 import { useQuery } from '@tanstack/react-query'
 import { api, listAll, seg } from '../lib/api'
 import type { Repo } from '../lib/types'
 import { useRole } from '../components/Layout'
-import { Empty, Field, FormError, QueryView } from '../components/ui'
+import { Empty, Field, FormError, QueryView, useSubmit } from '../components/ui'
 import { ago } from '../lib/format'
 
 function NewRepo({ org }: { org: string }) {
   const navigate = useNavigate()
   const [form, setForm] = useState({ name: '', visibility: 'private', default_branch: 'main', description: '' })
-  const [error, setError] = useState<unknown>(null)
-  const [busy, setBusy] = useState(false)
-  const submit = async (e: FormEvent) => {
-    e.preventDefault()
-    setBusy(true)
-    setError(null)
-    try {
-      const r = await api.post<Repo>(`/orgs/${seg(org)}/repos`, form)
-      navigate(`/${seg(r.org)}/${seg(r.name)}`)
-    } catch (err) {
-      setError(err)
-      setBusy(false)
-    }
-  }
+  const { submit, busy, error } = useSubmit(async () => {
+    const r = await api.post<Repo>(`/orgs/${seg(org)}/repos`, form)
+    navigate(`/${seg(r.org)}/${seg(r.name)}`)
+  })
   return (
     <form onSubmit={submit} className="card" aria-labelledby="newrepo-h">
       <h2 id="newrepo-h">New repo</h2>

@@ -3,7 +3,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { api, listAll } from '../lib/api'
 import type { Token } from '../lib/types'
 import { useUser } from '../session'
-import { CopyField, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
+import { ActionsHeader, CopyField, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
 
 const SCOPES: [string, string][] = [
@@ -95,9 +95,7 @@ export default function Tokens() {
                     <th scope="col">Scopes</th>
                     <th scope="col">Expires</th>
                     <th scope="col">Last used</th>
-                    <th scope="col">
-                      <span className="visually-hidden">Actions</span>
-                    </th>
+                    <ActionsHeader />
                   </tr>
                 </thead>
                 <tbody>

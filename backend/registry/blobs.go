@@ -131,7 +131,9 @@ func blobCreated(w http.ResponseWriter, req *request, d digest.Digest) {
 	w.WriteHeader(http.StatusCreated)
 }
 
-func uploadLocation(req *request, id string) string { return "/v2/" + req.name + "/blobs/uploads/" + id }
+func uploadLocation(req *request, id string) string {
+	return "/v2/" + req.name + "/blobs/uploads/" + id
+}
 
 // rangeOf is the Range header of an upload of size bytes: "0-<last byte>", and "0-0" for an
 // empty one (as the reference registry answers; clients read it as "start at 0").

@@ -158,3 +158,13 @@ export function ActionsHeader() {
     </th>
   )
 }
+
+/** A token's revoke button, or "revoked" once it is. */
+export function RevokeButton({ token, onRevoke }: { token: { name: string; revoked_at: string | null }; onRevoke: () => void }) {
+  if (token.revoked_at) return <span className="muted">revoked</span>
+  return (
+    <button type="button" className="danger small" onClick={() => confirm(`Revoke “${token.name}”?`) && onRevoke()}>
+      Revoke
+    </button>
+  )
+}

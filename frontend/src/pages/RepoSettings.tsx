@@ -4,7 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { api, listAll, seg } from '../lib/api'
 import type { Repo, Secret, Token } from '../lib/types'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
-import { CopyField, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
+import { CopyField, Empty, Field, FormError, Notice, QueryView, RevokeButton } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
 
 function General({ r }: { r: Repo }) {
@@ -164,13 +164,7 @@ function DeployTokens({ r }: { r: Repo }) {
                   <span>
                     <strong>{t.name}</strong> <code>{t.prefix}…</code> <span className="muted">created {dateTime(t.created_at)}, last used {ago(t.last_used_at)}</span>
                   </span>
-                  {t.revoked_at ? (
-                    <span className="muted">revoked</span>
-                  ) : (
-                    <button type="button" className="danger small" onClick={() => confirm(`Revoke “${t.name}”?`) && revoke.mutate(t.id)}>
-                      Revoke
-                    </button>
-                  )}
+                  <RevokeButton token={t} onRevoke={() => revoke.mutate(t.id)} />
                 </li>
               ))}
             </ul>

@@ -3,7 +3,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { api, listAll } from '../lib/api'
 import type { Token } from '../lib/types'
 import { useUser } from '../session'
-import { ActionsHeader, CopyField, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
+import { ActionsHeader, CopyField, Empty, Field, FormError, Notice, QueryView, RevokeButton } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
 
 const SCOPES: [string, string][] = [
@@ -109,13 +109,7 @@ export default function Tokens() {
                       <td>{t.expires_at ? dateTime(t.expires_at) : 'never'}</td>
                       <td>{ago(t.last_used_at)}</td>
                       <td>
-                        {t.revoked_at ? (
-                          <span className="muted">revoked</span>
-                        ) : (
-                          <button type="button" className="danger small" onClick={() => confirm(`Revoke “${t.name}”?`) && revoke.mutate(t.id)}>
-                            Revoke
-                          </button>
-                        )}
+                        <RevokeButton token={t} onRevoke={() => revoke.mutate(t.id)} />
                       </td>
                     </tr>
                   ))}

@@ -256,6 +256,12 @@ func TestDashboardJourneyInChromium(t *testing.T) {
 	b.do("narrow the viewport", 10*time.Second, chromedp.EmulateViewport(375, 800, chromedp.EmulateMobile), chromedp.Navigate(base+"/ml/trainer/builds/1"))
 	b.waitJS("the build page at 375 px", `!!document.querySelector('[data-job="epochs"]') && document.documentElement.scrollWidth <= 380`, 10*time.Second)
 	b.shot("build-375px")
+	b.do("open the log at 375 px", 10*time.Second, clickOn(`[data-job="epochs"]`))
+	b.waitJS("the log at 375 px", `document.querySelector('.logstate') && document.querySelector('.logstate').dataset.state === 'done' && document.documentElement.scrollWidth <= 380`, 10*time.Second)
+	b.shot("log-375px")
+	b.do("open billing at 375 px", 10*time.Second, chromedp.Navigate(base+"/orgs/ml/billing"))
+	b.waitJS("billing at 375 px", `!!document.querySelector('.chart svg rect') && document.documentElement.scrollWidth <= 380`, 10*time.Second)
+	b.shot("billing-375px")
 
 	t.Logf("dashboard journey took %v", time.Since(begin).Round(100*time.Millisecond))
 }

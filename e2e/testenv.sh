@@ -184,18 +184,27 @@ if [ -x "$STRIPE_MOCK" ]; then
 	log "stripe-mock on 127.0.0.1:$STRIPE_PORT"
 fi
 
-# --- MinIO (S3-compatible) ------------------------------------------------------------------
-# The S3 storage backend is tested against it. A failed install leaves the variables unset, so
-# those tests skip, or fail under CI=true. Its console is bound to loopback too.
-MINIO_VERSION=v0.0.0-20260212201848-7aac2a2c5b7c
+# --- Go-installed test peers ---------------------------------------------------------------
+# go_tool BINARY PACKAGE VERSION installs PACKAGE@VERSION into $(go env GOPATH)/bin unless BINARY
+# there is already that version. A failed install is logged; the peer's variables then stay
+# unset, so its tests skip, or fail under CI=true.
 GOBIN_DIR="$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin"
-MINIO="$GOBIN_DIR/minio"
-if [ ! -x "$MINIO" ] || ! go version -m "$MINIO" 2>/dev/null | grep -q "$MINIO_VERSION"; then
-	log "installing MinIO $MINIO_VERSION (a few minutes, once per machine)"
-	GOFLAGS= go install "github.com/minio/minio@$MINIO_VERSION" >"$TMP/minio-install.log" 2>&1 \
-		|| { tail -5 "$TMP/minio-install.log" >&2; log "MinIO could not be installed"; }
-fi
-if [ -x "$MINIO" ]; then
+go_tool() {
+	local bin="$GOBIN_DIR/$1" pkg=$2 version=$3
+	if [ -x "$bin" ] && [ "$(go version -m "$bin" 2>/dev/null | awk '$1 == "mod" { print $3 }')" = "$version" ]; then
+		return 0
+	fi
+	log "installing $1 $version"
+	GOFLAGS= go install "$pkg@$version" >"$TMP/$1-install.log" 2>&1 && return 0
+	tail -5 "$TMP/$1-install.log" >&2
+	log "$1 could not be installed"
+	return 1
+}
+
+# --- MinIO (S3-compatible) ------------------------------------------------------------------
+# The S3 storage backend is tested against it (the first install takes about 4 minutes on 2
+# cores). Its console is bound to loopback too.
+if go_tool minio github.com/minio/minio v0.0.0-20260212201848-7aac2a2c5b7c; then
 	MINIO_PORT=$(free_port)
 	MINIO_CONSOLE_PORT=$(free_port)
 	mkdir -p "$TMP/minio"
@@ -203,7 +212,7 @@ if [ -x "$MINIO" ]; then
 	NIMBUS_TEST_S3_SECRET_KEY=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	export NIMBUS_TEST_S3_SECRET_KEY
 	MINIO_ROOT_USER=$NIMBUS_TEST_S3_ACCESS_KEY MINIO_ROOT_PASSWORD=$NIMBUS_TEST_S3_SECRET_KEY MINIO_BROWSER=off \
-		MINIO_UPDATE=off MINIO_CI_CD=1 "$MINIO" server --quiet --address "127.0.0.1:$MINIO_PORT" \
+		MINIO_UPDATE=off MINIO_CI_CD=1 "$GOBIN_DIR/minio" server --quiet --address "127.0.0.1:$MINIO_PORT" \
 		--console-address "127.0.0.1:$MINIO_CONSOLE_PORT" "$TMP/minio" >"$TMP/minio.log" 2>&1 &
 	PIDS_TO_STOP+=("$!")
 	wait_for 60 MinIO bash -c "exec 3<>/dev/tcp/127.0.0.1/$MINIO_PORT" || { tail -5 "$TMP/minio.log" >&2; exit 1; }
@@ -215,22 +224,12 @@ fi
 
 # --- OCI conformance suite and oras ---------------------------------------------------------
 # The registry's end-to-end tests run the official conformance suite and round-trip with oras.
-OCI_CONFORMANCE_VERSION=v0.0.0-20260831232431-97274622c111
-ORAS_VERSION=v1.3.6
-OCI_CONFORMANCE="$GOBIN_DIR/conformance"
-if [ ! -x "$OCI_CONFORMANCE" ] || ! go version -m "$OCI_CONFORMANCE" 2>/dev/null | grep -q "$OCI_CONFORMANCE_VERSION"; then
-	log "installing the OCI conformance suite"
-	GOFLAGS= go install "github.com/opencontainers/distribution-spec/conformance@$OCI_CONFORMANCE_VERSION" >"$TMP/conformance-install.log" 2>&1 \
-		|| { tail -5 "$TMP/conformance-install.log" >&2; log "the OCI conformance suite could not be installed"; }
+if go_tool conformance github.com/opencontainers/distribution-spec/conformance v0.0.0-20260831232431-97274622c111; then
+	export NIMBUS_TEST_OCI_CONFORMANCE="$GOBIN_DIR/conformance"
 fi
-[ -x "$OCI_CONFORMANCE" ] && export NIMBUS_TEST_OCI_CONFORMANCE="$OCI_CONFORMANCE"
-ORAS="$GOBIN_DIR/oras"
-if [ ! -x "$ORAS" ] || ! go version -m "$ORAS" 2>/dev/null | grep -q "oras.land/oras.*$ORAS_VERSION"; then
-	log "installing oras $ORAS_VERSION"
-	GOFLAGS= go install "oras.land/oras/cmd/oras@$ORAS_VERSION" >"$TMP/oras-install.log" 2>&1 \
-		|| { tail -5 "$TMP/oras-install.log" >&2; log "oras could not be installed"; }
+if go_tool oras oras.land/oras/cmd/oras v1.3.6; then
+	export NIMBUS_TEST_ORAS="$GOBIN_DIR/oras"
 fi
-[ -x "$ORAS" ] && export NIMBUS_TEST_ORAS="$ORAS"
 
 # --- run ------------------------------------------------------------------------------------
 set +e

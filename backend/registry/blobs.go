@@ -43,26 +43,36 @@ func (h *Handler) repository(r *http.Request, req *request, create bool) (*Repos
 	return h.meta.repository(r.Context(), req.access.Repo.ID, req.image, create)
 }
 
-// getBlob is GET and HEAD /v2/<name>/blobs/<digest>, with Range support (resumed downloads),
-// or a redirect to a presigned URL when the store has them and Presign is on.
-func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, req *request) error {
+// linkedBlob returns the blob digest of the URL and the request's repository, or
+// BLOB_UNKNOWN when the blob is not linked there.
+func (h *Handler) linkedBlob(r *http.Request, req *request) (digest.Digest, *Repository, error) {
 	d, err := parseDigest(req.ref)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	repo, err := h.repository(r, req, false)
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	if repo == nil {
-		return errBlobUnknown(string(d))
+		return "", nil, errBlobUnknown(string(d))
 	}
 	link, err := h.meta.blob(r.Context(), repo.ID, string(d))
 	if err != nil {
-		return err
+		return "", nil, err
 	}
 	if link == nil {
-		return errBlobUnknown(string(d))
+		return "", nil, errBlobUnknown(string(d))
+	}
+	return d, repo, nil
+}
+
+// getBlob is GET and HEAD /v2/<name>/blobs/<digest>, with Range support (resumed downloads),
+// or a redirect to a presigned URL when the store has them and Presign is on.
+func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, req *request) error {
+	d, _, err := h.linkedBlob(r, req)
+	if err != nil {
+		return err
 	}
 	w.Header().Set("Docker-Content-Digest", string(d))
 	w.Header().Set("ETag", `"`+string(d)+`"`)
@@ -101,23 +111,16 @@ func (h *Handler) getBlob(w http.ResponseWriter, r *http.Request, req *request) 
 // deleteBlob is DELETE /v2/<name>/blobs/<digest>: the blob leaves this repository at once; its
 // bytes stay in the store, for other repositories and for the garbage collector to decide.
 func (h *Handler) deleteBlob(w http.ResponseWriter, r *http.Request, req *request) error {
-	d, err := parseDigest(req.ref)
+	d, repo, err := h.linkedBlob(r, req)
 	if err != nil {
 		return err
-	}
-	repo, err := h.repository(r, req, false)
-	if err != nil {
-		return err
-	}
-	if repo == nil {
-		return errBlobUnknown(string(d))
 	}
 	found, err := h.meta.unlinkBlob(r.Context(), repo.ID, string(d))
 	if err != nil {
 		return err
 	}
 	if !found {
-		return errBlobUnknown(string(d))
+		return errBlobUnknown(string(d)) // deleted meanwhile
 	}
 	w.Header().Set("Content-Length", "0")
 	w.WriteHeader(http.StatusAccepted)

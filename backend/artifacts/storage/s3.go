@@ -337,10 +337,7 @@ func (s *S3) Append(ctx context.Context, id string, offset int64, r io.Reader) (
 	if err != nil {
 		return 0, err
 	}
-	if offset != st.Size {
-		return 0, &OffsetError{Size: st.Size}
-	}
-	h, err := st.hasher()
+	h, err := st.next(offset)
 	if err != nil {
 		return 0, err
 	}

@@ -51,6 +51,14 @@ func (st *sessionState) hasher() (hash.Hash, error) {
 	return h, nil
 }
 
+// next checks that a chunk starts at the session's end and returns the running hash to feed it.
+func (st *sessionState) next(offset int64) (hash.Hash, error) {
+	if offset != st.Size {
+		return nil, &OffsetError{Size: st.Size}
+	}
+	return st.hasher()
+}
+
 func (st *sessionState) saveHash(h hash.Hash) error {
 	m, ok := h.(encoding.BinaryMarshaler)
 	if !ok {

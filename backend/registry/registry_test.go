@@ -355,6 +355,16 @@ func TestTokenEndpoint(t *testing.T) {
 	if r := w.do(job, "POST", "/v2/acme/pub/blobs/uploads/", nil); r.Status != 403 {
 		t.Fatalf("job token push to another repo: %d", r.Status)
 	}
+	// A Nimbus token as a bearer buys a registry token too; a registry token does not.
+	req, _ := http.NewRequest("GET", w.srv.URL+"/v2/token?scope=repository:acme/app:pull", nil)
+	req.Header.Set("Authorization", "Bearer "+w.creds["deploy"])
+	if res, err := w.srv.Client().Do(req); err != nil || res.StatusCode != 200 {
+		t.Fatalf("token for a bearer Nimbus token: %v %v", res, err)
+	}
+	req.Header.Set("Authorization", full)
+	if res, err := w.srv.Client().Do(req); err != nil || res.StatusCode != 401 {
+		t.Fatalf("token for a registry token: %v %v", res, err)
+	}
 	// Tampered and expired tokens are 401.
 	if r := w.do(full[:len(full)-4]+"AAAA", "GET", "/v2/acme/app/tags/list", nil); r.Status != 401 {
 		t.Fatalf("tampered token: %d", r.Status)

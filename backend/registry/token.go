@@ -143,8 +143,8 @@ type tokenResponse struct {
 }
 
 // serveToken is GET /v2/token: Docker's token protocol. The caller authenticates with HTTP
-// Basic (username + password, or any Nimbus token as the password) or not at all (public
-// pulls); each requested scope is granted the actions the caller may do now, possibly none —
+// Basic (username + password, or any Nimbus token as the password), a Nimbus token as a bearer,
+// or not at all (public pulls); each requested scope is granted the actions the caller may do now, possibly none —
 // the token endpoint narrows, it does not refuse.
 func (h *Handler) serveToken(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
@@ -162,8 +162,13 @@ func (h *Handler) serveToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	} else if r.Header.Get("Authorization") != "" {
-		h.fail(w, r, ociError(http.StatusBadRequest, CodeUnsupported, "the token endpoint takes HTTP Basic credentials or none"))
-		return
+		// A Nimbus token as a bearer (an identity token, in Docker's words).
+		c, err := h.authenticate(r, "")
+		if err != nil || c.bearer != nil {
+			h.fail(w, r, unauthorized("", "send HTTP Basic credentials or a Nimbus token"))
+			return
+		}
+		p = c.p
 	}
 	var granted []access
 	for _, param := range r.URL.Query()["scope"] {

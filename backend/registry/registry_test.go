@@ -312,6 +312,13 @@ func TestTokenEndpoint(t *testing.T) {
 	if s, _ := w.token("rita", "wrong password!", "repository:acme/app:pull"); s != 401 {
 		t.Fatalf("bad password: %d", s)
 	}
+	// Passwords are rate-limited as logins are: past the limit even the right one is 429.
+	for range 10 {
+		w.token("dave", "wrong password!", "")
+	}
+	if s, _ := w.token("dave", "a long enough passphrase xxxx", ""); s != 429 {
+		t.Fatalf("right password past the limit: %d", s)
+	}
 	_, ritaTok := w.token("rita", "a long enough passphrase xxxx", "repository:acme/app:pull,push")
 	if r := w.do(ritaTok, "GET", "/v2/acme/app/blobs/"+string(d), nil); r.Status != 200 {
 		t.Fatalf("reporter's token pull: %d %s", r.Status, r.Body)

@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
@@ -157,6 +159,18 @@ func (h *Handler) serveToken(w http.ResponseWriter, r *http.Request) {
 		ip, _, _ := net.SplitHostPort(r.RemoteAddr)
 		var err error
 		if p, err = h.users.AuthenticateBasic(r.Context(), user, pass, ip); err != nil {
+			var ae *api.Error
+			if errors.As(err, &ae) && ae.Code == api.CodeRateLimited {
+				if secs, ok := ae.Details["retry_after_seconds"].(int); ok {
+					w.Header().Set("Retry-After", strconv.Itoa(secs))
+				}
+				h.fail(w, r, ociError(http.StatusTooManyRequests, CodeTooManyRequests, "%s", ae.Message))
+				return
+			}
+			if !errors.As(err, &ae) {
+				h.fail(w, r, err)
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Basic realm="Nimbus"`)
 			writeJSON(w, r, http.StatusUnauthorized, errorBody{Errors: []errorEntry{{Code: CodeUnauthorized, Message: "invalid username, password or token"}}})
 			return

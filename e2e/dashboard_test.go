@@ -85,9 +85,11 @@ func (b *browser) shot(name string) {
 	}
 }
 
-// type_ focuses an input by CSS selector and types into it as a user would (React sees input events).
+// typeInto focuses an input by CSS selector and types into it as a user would (React sees input
+// events). Not chromedp.SendKeys: in v0.23 it reads the node's attributes without the node's lock,
+// a data race with the DOM events that -race reports.
 func typeInto(sel, text string) chromedp.Action[chromedp.Void] {
-	return chromedp.SendKeys(chromedp.CSS(sel), text)
+	return chromedp.Steps(chromedp.Focus(chromedp.CSS(sel), chromedp.NodeVisible), chromedp.KeyEvent(text))
 }
 
 func clickOn(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }

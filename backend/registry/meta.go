@@ -109,8 +109,16 @@ func (m *meta) putManifest(ctx context.Context, man *Manifest, refs, tags []stri
 		if err := tx.Select("id").Where("repository_id = ? AND digest = ?", man.RepositoryID, man.Digest).Take(&saved).Error; err != nil {
 			return err
 		}
+		rows := make([]ManifestRef, 0, len(refs))
+		seen := map[string]bool{}
 		for _, d := range refs {
-			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&ManifestRef{ManifestID: saved.ID, Digest: d}).Error; err != nil {
+			if !seen[d] {
+				seen[d] = true
+				rows = append(rows, ManifestRef{ManifestID: saved.ID, Digest: d})
+			}
+		}
+		if len(rows) > 0 {
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 500).Error; err != nil {
 				return err
 			}
 		}

@@ -2,14 +2,17 @@ package registry_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 	"github.com/nimbus-build/nimbus/backend/registry"
 )
 
@@ -217,5 +220,35 @@ func TestTagPagesAndDeletes(t *testing.T) {
 	}
 	if r := w.do("alice", "HEAD", "/v2/acme/app/blobs/"+string(cd), nil); r.Status != http.StatusNotFound {
 		t.Fatalf("deleted blob: %d", r.Status)
+	}
+}
+
+func TestGarbageCollectorQueries(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	blob, d := randomBlob()
+	w.push("alice", "acme/app", blob)
+	if ok, err := w.app.Registry.BlobReferenced(ctx, d); err != nil || !ok {
+		t.Fatalf("linked blob: %v %v", ok, err)
+	}
+	w.do("alice", "DELETE", "/v2/acme/app/blobs/"+string(d), nil)
+	if ok, err := w.app.Registry.BlobReferenced(ctx, d); err != nil || ok {
+		t.Fatalf("unlinked blob: %v %v", ok, err)
+	}
+	loc := w.do("alice", "POST", "/v2/acme/app/blobs/uploads/", nil).Header.Get("Location")
+	w.do("alice", "PATCH", loc, blob)
+	if n, err := w.app.Registry.ExpireUploads(ctx, w.clock.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("fresh upload expired: %d %v", n, err)
+	}
+	if n, err := w.app.Registry.ExpireUploads(ctx, w.clock.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("expire: %d %v", n, err)
+	}
+	if r := w.do("alice", "GET", loc, nil); r.Status != 404 {
+		t.Fatalf("expired upload: %d", r.Status)
+	}
+	left := 0
+	w.app.Storage.WalkUploads(ctx, func(storage.UploadInfo) error { left++; return nil })
+	if left != 0 {
+		t.Fatalf("%d storage sessions left", left)
 	}
 }

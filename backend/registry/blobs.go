@@ -127,6 +127,15 @@ func (h *Handler) deleteBlob(w http.ResponseWriter, r *http.Request, req *reques
 	return nil
 }
 
+// stored links a blob that just reached the store into the repository and answers 201.
+func (h *Handler) stored(w http.ResponseWriter, r *http.Request, req *request, repo *Repository, info storage.Info) error {
+	if err := h.meta.linkBlob(r.Context(), repo.ID, string(info.Digest), info.Size); err != nil {
+		return err
+	}
+	blobCreated(w, req, info.Digest)
+	return nil
+}
+
 func blobCreated(w http.ResponseWriter, req *request, d digest.Digest) {
 	w.Header().Set("Location", "/v2/"+req.name+"/blobs/"+string(d))
 	w.Header().Set("Docker-Content-Digest", string(d))
@@ -188,11 +197,7 @@ func (h *Handler) startUpload(w http.ResponseWriter, r *http.Request, req *reque
 		if err != nil {
 			return storageError(err, d)
 		}
-		if err := h.meta.linkBlob(ctx, repo.ID, string(d), info.Size); err != nil {
-			return err
-		}
-		blobCreated(w, req, d)
-		return nil
+		return h.stored(w, r, req, repo, info)
 	}
 	id, err := h.store.CreateUpload(ctx)
 	if err != nil {
@@ -376,11 +381,7 @@ func (h *Handler) finishUpload(w http.ResponseWriter, r *http.Request, req *requ
 	if err != nil {
 		return storageError(err, d)
 	}
-	if err := h.meta.linkBlob(ctx, repo.ID, string(d), info.Size); err != nil {
-		return err
-	}
-	blobCreated(w, req, d)
-	return nil
+	return h.stored(w, r, req, repo, info)
 }
 
 // cancelUpload is DELETE /v2/<name>/blobs/uploads/<id>.

@@ -1,0 +1,395 @@
+package app
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+)
+
+// The authorization matrix's table (the harness that runs it is authz_test.go): the world's
+// paths, the preps that fill a row's placeholders, and one row per route of the server.
+
+// Path prefixes of the world's orgs and repos.
+const (
+	mxA     = "/api/v1/orgs/" + mxOrgA
+	mxB     = "/api/v1/orgs/" + mxOrgB
+	mxAPriv = "/api/v1/repos/" + mxOrgA + "/" + mxPrivA
+	mxAPub  = "/api/v1/repos/" + mxOrgA + "/" + mxPubA
+	mxBPriv = "/api/v1/repos/" + mxOrgB + "/" + mxPrivB
+	mxARepo = "/api/v1/repos/" + mxOrgA + "/{repo}" // a fresh private repo of A
+)
+
+// Preps.
+
+func mxScratchOrg(w *mxWorld, c *mxCall)  { c.Vars["org"] = w.scratchOrg() }
+func mxScratchRepo(w *mxWorld, c *mxCall) { c.Vars["repo"] = w.scratchRepo() }
+
+// mxSelf names the caller (victim for callers without a person) in {self}.
+func mxSelf(w *mxWorld, c *mxCall) { c.Vars["self"] = mxUserOf(w, c).Name }
+
+// mxUserOf is the call's person, or victim when there is none (anonymous, deploy token).
+func mxUserOf(w *mxWorld, c *mxCall) *mxUser {
+	if c.P.User != nil {
+		return c.P.User
+	}
+	return w.users["victim"]
+}
+
+// mxUnique sets a body whose key is a fresh name, plus fixed pairs.
+func mxUnique(key, prefix string, pairs ...string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		b := map[string]string{key: w.unique(prefix)}
+		if key == "email" {
+			b[key] += "@example.com"
+		}
+		for i := 0; i+1 < len(pairs); i += 2 {
+			b[pairs[i]] = pairs[i+1]
+		}
+		c.Body = b
+	}
+}
+
+func mxFreshSession(w *mxWorld, c *mxCall) {
+	if c.P.Session {
+		c.Cookie, c.CSRF = w.freshSession(c.P.User)
+	}
+}
+
+func mxSignupBody(w *mxWorld, c *mxCall) {
+	n := w.unique("newbie")
+	c.Body = map[string]string{"username": n, "email": n + "@example.com", "password": mxPassword}
+}
+
+func mxResetBody(w *mxWorld, c *mxCall) {
+	c.Body = map[string]string{"token": w.resetToken(w.users["resetme"]), "password": mxPassword}
+}
+
+func mxOwnToken(w *mxWorld, c *mxCall) {
+	_, t, _ := w.tokenRow(w.token(mxUserOf(w, c), "repo:read"))
+	c.Vars["id"] = fmt.Sprint(t.ID)
+}
+
+func mxRootsToken(w *mxWorld, c *mxCall) {
+	_, t, _ := w.tokenRow(w.token(w.users["root"], "repo:read"))
+	c.Vars["id"] = fmt.Sprint(t.ID)
+}
+
+func mxOwnInvitation(w *mxWorld, c *mxCall) {
+	c.Vars["id"] = fmt.Sprint(w.invitationFor(mxUserOf(w, c)))
+}
+
+func mxVictimsInvitation(w *mxWorld, c *mxCall) {
+	c.Vars["id"] = fmt.Sprint(w.invitationFor(w.users["victim"]))
+}
+
+func mxInvitationOfA(w *mxWorld, c *mxCall) {
+	c.Vars["id"] = fmt.Sprint(w.invitation(w.orgA, w.users["owner"], ""))
+}
+
+func mxDoomedSecret(w *mxWorld, c *mxCall) {
+	c.Vars["name"] = w.unique("DOOMED_")
+	if err := w.app.Repos.PutSecret(w.ctx, w.privA, c.Vars["name"], "x"); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func mxDeployTokenOfA(w *mxWorld, c *mxCall) {
+	t, err := w.app.Repos.CreateDeployToken(w.ctx, w.privA, w.users["owner"].ID, "doomed", nil)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c.Vars["id"] = fmt.Sprint(t.ID)
+}
+
+// mxMatrix has at least one row for every route of the server (the test fails otherwise), so a
+// new route needs a new row.
+var mxMatrix = []mxRow{
+	// ---- operations and public documents
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/healthz"),
+	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/readyz"),
+	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/metrics"),
+	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/api/v1/version"),
+	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/api/v1/openapi.json"),
+
+	// ---- accounts: the entry points anyone may use
+	mx("201 | 201 201 201 201 201 | 201 | 201 201 | 201 201", "POST", "/api/v1/auth/signup").prep(mxSignupBody),
+	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "POST", "/api/v1/auth/login").
+		body(map[string]string{"login": "root", "password": mxPassword}),
+	mx("204 | 204 204 204 204 204 | 204 | 204 204 | 204 204", "POST", "/api/v1/auth/logout").prep(mxFreshSession),
+	mx("202 | 202 202 202 202 202 | 202 | 202 202 | 202 202", "POST", "/api/v1/auth/password-reset").
+		body(map[string]string{"email": "root@example.com"}),
+	mx("204 | 204 204 204 204 204 | 204 | 204 204 | 204 204", "POST", "/api/v1/auth/password-reset/confirm").prep(mxResetBody),
+
+	// ---- the caller's own account; tokens may not manage it
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("401 | 200 200 200 200 200 | 200 | 200 200 | 401 403", "GET", "/api/v1/user"),
+	mx("401 | 204 204 204 204 204 | 204 | 403 403 | 401 403", "PUT", "/api/v1/user/password").sessionOnly().
+		body(map[string]string{"current_password": mxPassword, "new_password": mxPassword}),
+	mx("401 | 200 200 200 200 200 | 200 | 403 403 | 401 403", "GET", "/api/v1/user/tokens").sessionOnly(),
+	mx("401 | 201 201 201 201 201 | 201 | 403 403 | 401 403", "POST", "/api/v1/user/tokens").sessionOnly().
+		body(map[string]any{"name": "ci", "scopes": []string{"repo:read"}}),
+	mx("401 | 204 204 204 204 204 | 204 | 403 403 | 401 403", "DELETE", "/api/v1/user/tokens/{id}").sessionOnly().
+		note("own token").prep(mxOwnToken),
+	mx("401 | 404 404 404 404 404 | 404 | 403 403 | 401 403", "DELETE", "/api/v1/user/tokens/{id}").sessionOnly().
+		note("someone else's token").prep(mxRootsToken),
+	mx("401 | 200 200 200 200 200 | 200 | 403 200 | 401 403", "GET", "/api/v1/user/orgs"),
+	mx("401 | 200 200 200 200 200 | 200 | 403 200 | 401 403", "GET", "/api/v1/user/invitations"),
+	mx("401 | 204 204 204 204 204 | 204 | 403 403 | 401 403", "POST", "/api/v1/user/invitations/{id}/accept").
+		note("own invitation").prep(mxOwnInvitation),
+	mx("401 | 204 204 204 204 204 | 204 | 403 403 | 401 403", "POST", "/api/v1/user/invitations/{id}/decline").
+		note("own invitation").prep(mxOwnInvitation),
+	mx("401 | 404 404 404 404 404 | 404 | 403 403 | 401 403", "POST", "/api/v1/invitations/accept").
+		note("a link token nobody was sent").body(map[string]string{"token": "not-a-real-invitation-token"}),
+	mx("401 | 404 404 404 404 404 | 404 | 403 403 | 401 403", "POST", "/api/v1/user/invitations/{id}/accept").
+		note("someone else's invitation").prep(mxVictimsInvitation),
+	mx("401 | 404 404 404 404 404 | 404 | 403 403 | 401 403", "POST", "/api/v1/user/invitations/{id}/decline").
+		note("someone else's invitation").prep(mxVictimsInvitation),
+
+	// ---- orgs ({org} is a fresh org with A's members, plus victim as reporter)
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("401 | 201 201 201 201 201 | 201 | 403 403 | 401 403", "POST", "/api/v1/orgs").prep(mxUnique("name", "team-")),
+	mx("401 | 200 200 200 200 200 | 404 | 403 200 | 404 404", "GET", mxA),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxB),
+	mx("401 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/orgs/"+mxGhostOrg),
+	mx("401 | 403 403 200 200 403 | 404 | 403 403 | 404 404", "PATCH", "/api/v1/orgs/{org}").note("rename").
+		prep(mxScratchOrg, mxUnique("name", "renamed-")),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "PATCH", mxB).body(map[string]string{"name": mxOrgB}),
+	mx("401 | 403 403 403 204 403 | 404 | 403 403 | 404 404", "DELETE", "/api/v1/orgs/{org}").prep(mxScratchOrg),
+	mx("401 | 403 403 403 409 403 | 404 | 403 403 | 404 404", "DELETE", mxA).note("repos remain"),
+	mx("401 | 200 200 200 200 200 | 404 | 403 200 | 404 404", "GET", mxA+"/members"),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxB+"/members"),
+	mx("401 | 403 403 204 204 403 | 404 | 403 403 | 404 404", "PUT", "/api/v1/orgs/{org}/members/victim").
+		body(map[string]string{"role": "developer"}).prep(mxScratchOrg),
+	mx("401 | 403 403 403 204 403 | 404 | 403 403 | 404 404", "PUT", "/api/v1/orgs/{org}/members/victim").
+		note("only owners grant owner").body(map[string]string{"role": "owner"}).prep(mxScratchOrg),
+	mx("401 | 403 403 403 409 403 | 404 | 403 403 | 404 404", "PUT", "/api/v1/orgs/{org}/members/owner").
+		note("only owners touch owners; one always remains").body(map[string]string{"role": "admin"}).prep(mxScratchOrg),
+	mx("401 | 403 403 204 204 403 | 404 | 403 403 | 404 404", "DELETE", "/api/v1/orgs/{org}/members/victim").prep(mxScratchOrg),
+	mx("401 | 403 403 403 409 403 | 404 | 403 403 | 404 404", "DELETE", "/api/v1/orgs/{org}/members/owner").
+		note("only owners remove owners; one always remains").prep(mxScratchOrg),
+	mx("401 | 204 204 204 409 204 | 404 | 403 403 | 404 404", "DELETE", "/api/v1/orgs/{org}/members/{self}").
+		note("leave; the last owner cannot").prep(mxScratchOrg, mxSelf),
+	mx("401 | 404 404 404 404 404 | 409 | 404 404 | 404 404", "DELETE", mxB+"/members/outsider").note("B's last owner"),
+	mx("401 | 403 403 200 200 403 | 404 | 403 200 | 404 404", "GET", mxA+"/invitations"),
+	mx("401 | 403 403 201 201 403 | 404 | 403 403 | 404 404", "POST", mxA+"/invitations").
+		prep(mxUnique("email", "invitee-", "role", "developer")),
+	mx("401 | 403 403 403 201 403 | 404 | 403 403 | 404 404", "POST", mxA+"/invitations").note("only owners invite owners").
+		prep(mxUnique("email", "invitee-", "role", "owner")),
+	mx("401 | 403 403 204 204 403 | 404 | 403 403 | 404 404", "DELETE", mxA+"/invitations/{id}").prep(mxInvitationOfA),
+	mx("401 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "DELETE", mxB+"/invitations/{id}").
+		note("A's invitation through B").prep(mxInvitationOfA),
+
+	// ---- repos ({repo} is a fresh private repo of A). Anonymous callers get what a
+	// non-member gets for private repos, 404 (package repo's Resolve: a private repo does not
+	// exist for whoever may not read it), and 401 for writes to public ones.
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("401 | 403 201 201 201 403 | 404 | 403 403 | 404 404", "POST", mxA+"/repos").
+		prep(mxUnique("name", "repo-", "visibility", "private")),
+	mx("401 | 404 404 404 404 404 | 201 | 404 404 | 404 404", "POST", mxB+"/repos").
+		prep(mxUnique("name", "repo-", "visibility", "private")),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxA+"/repos").note("non-members: public ones"),
+	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", mxB+"/repos").note("non-members: public ones"),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/orgs/"+mxGhostOrg+"/repos"),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/repos/"+mxOrgA+"/"+mxGhostRepo),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "PATCH", mxAPriv).body(map[string]any{"archived": false}),
+	mx("401 | 403 403 200 200 403 | 403 | 403 403 | 403 403", "PATCH", mxAPub).body(map[string]any{"archived": false}),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "PATCH", mxBPriv).body(map[string]any{"archived": false}),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 404 404", "PATCH", mxARepo).note("rename").
+		prep(mxScratchRepo, mxUnique("name", "renamed-repo-")),
+	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 404 404", "DELETE", mxARepo).prep(mxScratchRepo),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "GET", mxAPriv+"/secrets"),
+	mx("401 | 403 403 200 200 403 | 403 | 403 403 | 403 403", "GET", mxAPub+"/secrets"),
+	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "PUT", mxAPriv+"/secrets/"+mxSecretName).
+		body(map[string]string{"value": mxSecretValue}),
+	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/secrets/{name}").prep(mxDoomedSecret),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "GET", mxAPriv+"/deploy-tokens"),
+	mx("404 | 403 403 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/deploy-tokens").
+		body(map[string]string{"name": "inference"}),
+	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/deploy-tokens/{id}").prep(mxDeployTokenOfA),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "DELETE", mxBPriv+"/deploy-tokens/{id}").
+		note("A's deploy token through B").prep(mxDeployTokenOfA),
+
+	// ---- builds
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/builds"),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/builds"),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/builds"),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/builds/1"),
+	mx("404 | 404 404 404 404 404 | 404 | 403 404 | 404 404", "GET", mxAPriv+"/builds/999"),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/builds").
+		body(map[string]any{"branch": "main", "event": "web_trigger", "env": map[string]string{"FOO": "bar"}}),
+	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/builds").
+		body(map[string]any{"branch": "main", "event": "web_trigger"}),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/schedules"),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/schedules"),
+	mx("404 | 403 202 202 202 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/builds/{n}/cancel").prep(mxFreshBuild),
+	mx("401 | 403 202 202 202 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/builds/1/cancel"),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 403", "POST", mxBPriv+"/builds/1/cancel").note("B has no build #1"),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/builds/1/rerun"),
+	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/builds/1/rerun"),
+
+	// ---- job logs ({job} is a job of build #1, which the fixture's push made; the private
+	// repo's log holds a private marker). Read access to the job's repo, as for its builds; a
+	// job of a repo the caller may not see is a 404 like the repo. The stream rows complete the
+	// log first, so each stream sends it, then its end event, and returns.
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log").
+		note("a job of A's private repo").prep(mxJobLog(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log").
+		note("a job of A's public repo").prep(mxJobLog(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/jobs/"+mxGhostJob+"/log"),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log/stream").
+		note("a job of A's private repo").prep(mxJobLog(mxPrivA), mxCompleteLog),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log/stream").
+		note("a job of A's public repo").prep(mxJobLog(mxPubA), mxCompleteLog),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/jobs/"+mxGhostJob+"/log/stream"),
+
+	// ---- billing: members with the billing, admin or owner role, through billing:read (or
+	// billing:write for changes); other members 403, non-members 404 like every org route. The
+	// world has no Stripe key, so top-ups are 409 (disabled) for whoever may make them; credit
+	// grants are for platform admins only (none of these callers is one); the Stripe webhook
+	// takes no Nimbus credentials and refuses what Stripe did not sign.
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "GET", mxA+"/billing"),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxB+"/billing"),
+	mx("401 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/orgs/"+mxGhostOrg+"/billing"),
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "PUT", mxA+"/billing/settings").
+		body(map[string]any{"low_balance_threshold": "1.00", "spending_cap": nil}),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "PUT", mxB+"/billing/settings").body(map[string]any{}),
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "GET", mxA+"/billing/usage"),
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "GET", mxA+"/billing/ledger"),
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "GET", mxA+"/billing/notifications"),
+	mx("401 | 403 403 200 200 200 | 404 | 403 403 | 404 404", "GET", mxA+"/billing/statements/2026-06"),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxB+"/billing/statements/2026-06"),
+	mx("401 | 403 403 409 409 409 | 404 | 403 403 | 404 404", "POST", mxA+"/billing/topups").note("no Stripe key").
+		body(map[string]string{"amount": "100.00"}),
+	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "POST", "/api/v1/admin/orgs/"+mxOrgA+"/credits").
+		note("platform admins only").body(map[string]string{"amount": "10.00", "note": "matrix"}),
+	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/admin/agents").note("platform admins only"),
+	mx("400 | 400 400 400 400 400 | 400 | 400 400 | 400 400", "POST", "/api/v1/billing/stripe/webhook").
+		note("not signed by Stripe").body(map[string]any{"id": "evt_matrix", "type": "checkout.session.completed",
+		"data": map[string]any{"object": map[string]any{"id": "cs_matrix", "payment_status": "paid", "amount_total": 100000}}}),
+
+	// ---- the agent API (outside the user middleware): only agent credentials work there, so
+	// every user credential, and the job token, is 401. The agent token's own answer is .agent().
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/register").
+		note("needs the registration token").body(mxAgentRegistration("intruder")).agent(401),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/poll").
+		body(protocol.PollRequest{FreeCPUs: 64}).agent(200).prep(mxQueueWork),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").
+		agent(200).prep(mxOwnLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").
+		note("another agent's lease").agent(409).prep(mxOtherAgentsLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/events").
+		body(mxStarted).agent(204).prep(mxOwnLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/events").
+		note("another agent's lease").body(mxStarted).agent(409).prep(mxOtherAgentsLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/jobs/{job}/log?offset=0").
+		note("a job of another pipeline").body("log line\n").agent(404).prep(mxOwnLease, mxOtherAgentsJob),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/finish").
+		body(protocol.FinishRequest{Status: "failed", Reason: "matrix"}).agent(204).prep(mxFreshLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/finish").
+		note("another agent's lease").body(protocol.FinishRequest{Status: "failed"}).agent(409).prep(mxOtherAgentsLease),
+}
+
+var mxStarted = protocol.Event{Kind: protocol.EventPipelineStarted, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+
+// Preps of the build controls and the agent API.
+
+func mxFreshBuild(w *mxWorld, c *mxCall) { c.Vars["n"] = fmt.Sprint(w.manualBuild()) }
+
+// mxQueueWork queues a pipeline before the agent polls (a poll without work waits 30 s).
+func mxQueueWork(w *mxWorld, c *mxCall) {
+	if c.P.Agent {
+		w.manualBuild()
+	}
+}
+
+func mxOwnLease(w *mxWorld, c *mxCall) { c.Vars["lease"] = w.lease.ID }
+
+func mxOtherAgentsLease(w *mxWorld, c *mxCall) { c.Vars["lease"] = w.otherLease.ID }
+
+func mxOtherAgentsJob(w *mxWorld, c *mxCall) { c.Vars["job"] = fmt.Sprint(w.otherLease.Jobs[0].ID) }
+
+// mxFreshLease gives the agent a lease of its own to finish (everyone else gets the shared one).
+func mxFreshLease(w *mxWorld, c *mxCall) {
+	c.Vars["lease"] = w.lease.ID
+	if c.P.Agent {
+		w.manualBuild()
+		c.Vars["lease"] = w.pollLease(w.agentToken).ID
+	}
+}
+
+// mxGhostJob is a job id that no job has.
+const mxGhostJob = "987654321"
+
+// mxJobLog sets {job} to a job of build #1 of repoName (a repo of A), whose log it fills with a
+// line (idempotent: appends are by offset). The private repo's line carries a private marker,
+// so a log served to someone who may not read it fails the marker check.
+func mxJobLog(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		id := w.jobOfBuild1(repoName)
+		line := "building " + repoName + "\r\n"
+		if repoName == mxPrivA {
+			line = "building " + mxCommitA + "\r\n"
+		}
+		if _, err := w.app.Logs.Append(w.ctx, id, 0, []byte(line)); err != nil {
+			w.t.Fatal(err)
+		}
+		c.Vars["job"] = fmt.Sprint(id)
+	}
+}
+
+// mxCompleteLog marks {job}'s log complete, so a stream of it ends (with its end event)
+// instead of following the log until the client leaves.
+func mxCompleteLog(w *mxWorld, c *mxCall) {
+	id, err := strconv.ParseInt(c.Vars["job"], 10, 64)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.app.Logs.Complete(w.ctx, id); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// jobOfBuild1 returns the id of the first job of build #1 of repoName, a repo of A.
+func (w *mxWorld) jobOfBuild1(repoName string) int64 {
+	w.t.Helper()
+	var ids []int64
+	err := w.app.DB.Table("jobs").
+		Joins("JOIN pipelines ON pipelines.id = jobs.pipeline_id").
+		Joins("JOIN builds ON builds.id = pipelines.build_id").
+		Joins("JOIN repos ON repos.id = builds.repo_id").
+		Where("repos.org_id = ? AND repos.name = ? AND builds.number = 1", w.orgA.ID, repoName).
+		Order("jobs.id").Limit(1).Pluck("jobs.id", &ids).Error
+	if err != nil || len(ids) == 0 {
+		w.t.Fatalf("no job of build #1 of %s/%s: %v", mxOrgA, repoName, err)
+	}
+	return ids[0]
+}
+
+// mxGitMatrix is the git endpoint (smart HTTP, served by the same handler outside /api): the
+// ref advertisement that starts every clone (upload-pack) and push (receive-pack). Tokens go as
+// the HTTP Basic password, as git sends them; session principals send only their cookie, which
+// must count for nothing, so they expect the anon column.
+var mxGitMatrix = []mxRow{
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mxGit("401 | 200 200 200 200 200 | 404 | 403 200 | 200 200", mxOrgA, mxPrivA, "upload"),
+	mxGit("401 | 403 200 200 200 403 | 404 | 403 403 | 403 200", mxOrgA, mxPrivA, "receive"),
+	mxGit("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", mxOrgA, mxPubA, "upload"),
+	mxGit("401 | 403 200 200 200 403 | 403 | 403 403 | 403 403", mxOrgA, mxPubA, "receive"),
+	mxGit("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", mxOrgB, mxPrivB, "upload"),
+	mxGit("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", mxOrgB, mxPrivB, "receive"),
+	mxGit("401 | 404 404 404 404 404 | 404 | 404 404 | 404 404", mxOrgA, mxGhostRepo, "upload"),
+}
+
+func mxGit(want, org, repo, service string) mxRow {
+	return mxRow{Want: want, Method: "GET", Path: "/" + org + "/" + repo + ".git/info/refs?service=git-" + service + "-pack", Git: true}
+}

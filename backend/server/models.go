@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
@@ -23,5 +24,6 @@ func Models() []any {
 		&scheduler.Agent{},
 		&logs.JobLog{}, &logs.LogChunk{},
 		&registry.Repository{}, &registry.Blob{}, &registry.Manifest{}, &registry.ManifestRef{}, &registry.Tag{}, &registry.Upload{},
+		&artifacts.Package{}, &artifacts.Version{}, &artifacts.File{},
 	}
 }

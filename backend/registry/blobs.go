@@ -20,6 +20,7 @@ const signedURLTTL = 10 * time.Minute
 // storageError turns the store's errors into OCI answers.
 func storageError(err error, d digest.Digest) error {
 	var oe *storage.OffsetError
+	var tooBig *http.MaxBytesError
 	switch {
 	case errors.Is(err, storage.ErrDigestMismatch):
 		return errDigestInvalid("the content does not match digest %s", d)
@@ -29,6 +30,8 @@ func storageError(err error, d digest.Digest) error {
 		return errDigestInvalid("invalid digest %q", truncate(string(d), 150))
 	case errors.Is(err, storage.ErrNotFound):
 		return errBlobUnknown(string(d))
+	case errors.As(err, &tooBig):
+		return errQuota(tooBig.Limit)
 	case errors.Is(err, storage.ErrUploadNotFound):
 		return errUploadUnknown()
 	case errors.As(err, &oe):
@@ -129,8 +132,8 @@ func (h *Handler) deleteBlob(w http.ResponseWriter, r *http.Request, req *reques
 
 // stored links a blob that just reached the store into the repository and answers 201.
 func (h *Handler) stored(w http.ResponseWriter, r *http.Request, req *request, repo *Repository, info storage.Info) error {
-	if err := h.meta.linkBlob(r.Context(), repo.ID, string(info.Digest), info.Size); err != nil {
-		return err
+	if err := h.link(r.Context(), repo.ID, info.Digest, info.Size); err != nil {
+		return errBlobCollected(err)
 	}
 	blobCreated(w, req, info.Digest)
 	return nil
@@ -193,7 +196,11 @@ func (h *Handler) startUpload(w http.ResponseWriter, r *http.Request, req *reque
 		if err != nil {
 			return err
 		}
-		info, err := h.store.Put(ctx, d, r.ContentLength, r.Body)
+		body, err := h.capped(w, r, req, d, 0)
+		if err != nil {
+			return err
+		}
+		info, err := h.store.Put(ctx, d, r.ContentLength, body)
 		if err != nil {
 			return storageError(err, d)
 		}
@@ -257,7 +264,13 @@ func (h *Handler) mount(r *http.Request, req *request, repo *Repository, d diges
 			}
 			return false, err
 		}
-		return true, h.meta.linkBlob(r.Context(), repo.ID, string(d), link.Size)
+		if err := h.link(r.Context(), repo.ID, d, link.Size); err != nil {
+			if errors.Is(err, storage.ErrNotFound) {
+				continue // collected meanwhile: not mountable
+			}
+			return false, err
+		}
+		return true, nil
 	}
 	return false, nil
 }
@@ -313,8 +326,9 @@ func parseContentRange(v string) (start, end int64, ok bool) {
 }
 
 // appendChunk stores the request body at the end of the session: a Content-Range must start
-// exactly there (416, with where it ends, otherwise).
-func (h *Handler) appendChunk(r *http.Request, req *request) (int64, error) {
+// exactly there (416, with where it ends, otherwise). The team's quota caps it (d: the blob's
+// digest when the client said it).
+func (h *Handler) appendChunk(w http.ResponseWriter, r *http.Request, req *request, d digest.Digest) (int64, error) {
 	ctx := r.Context()
 	info, err := h.store.UploadInfo(ctx, req.ref)
 	if err != nil {
@@ -336,7 +350,11 @@ func (h *Handler) appendChunk(r *http.Request, req *request) (int64, error) {
 			return 0, ociError(http.StatusBadRequest, CodeSizeInvalid, "Content-Range %d-%d does not match Content-Length %d", start, end, r.ContentLength)
 		}
 	}
-	n, err := h.store.Append(ctx, req.ref, info.Size, r.Body)
+	body, err := h.capped(w, r, req, d, info.Size)
+	if err != nil {
+		return 0, err
+	}
+	n, err := h.store.Append(ctx, req.ref, info.Size, body)
 	if err != nil {
 		return 0, storageError(err, "")
 	}
@@ -349,7 +367,7 @@ func (h *Handler) patchUpload(w http.ResponseWriter, r *http.Request, req *reque
 	if _, err := h.session(r, req); err != nil {
 		return err
 	}
-	n, err := h.appendChunk(r, req)
+	n, err := h.appendChunk(w, r, req, "")
 	if err != nil {
 		return err
 	}
@@ -370,7 +388,7 @@ func (h *Handler) finishUpload(w http.ResponseWriter, r *http.Request, req *requ
 		return err
 	}
 	if r.ContentLength != 0 {
-		if _, err := h.appendChunk(r, req); err != nil {
+		if _, err := h.appendChunk(w, r, req, d); err != nil {
 			return err
 		}
 	}

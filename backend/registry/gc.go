@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 )
@@ -19,8 +20,15 @@ import (
 // and layers are linked blobs of its repository; registry_manifest_refs records them for
 // reports).
 func (h *Handler) BlobReferenced(ctx context.Context, d digest.Digest) (bool, error) {
+	return h.BlobReferencedIn(h.meta.db.WithContext(ctx), d)
+}
+
+// BlobReferencedIn is BlobReferenced through db: the collector asks inside the transaction that
+// holds the blob's lock, where a database with few connections (SQLite) must not be asked for
+// another one.
+func (h *Handler) BlobReferencedIn(db *gorm.DB, d digest.Digest) (bool, error) {
 	var n int64
-	err := h.meta.db.WithContext(ctx).Model(&Blob{}).Where("digest = ?", string(d)).Limit(1).Count(&n).Error
+	err := db.Model(&Blob{}).Where("digest = ?", string(d)).Limit(1).Count(&n).Error
 	if err != nil {
 		return false, fmt.Errorf("registry: blob references: %w", err)
 	}

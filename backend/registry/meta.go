@@ -42,8 +42,9 @@ func (m *meta) repository(ctx context.Context, repoID int64, name string, create
 	return &got, err
 }
 
-func (m *meta) linkBlob(ctx context.Context, repositoryID int64, d string, size int64) error {
-	return m.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).
+// linkBlob records blob d in the repository, through db (a transaction, or m.db with a context).
+func (m *meta) linkBlob(db *gorm.DB, repositoryID int64, d string, size int64) error {
+	return db.Clauses(clause.OnConflict{DoNothing: true}).
 		Create(&Blob{RepositoryID: repositoryID, Digest: d, Size: size, CreatedAt: m.clock.Now().UTC()}).Error
 }
 

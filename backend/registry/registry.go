@@ -42,6 +42,9 @@ type Config struct {
 	Key []byte
 	// Presign answers blob downloads with a redirect to a signed URL of the store (S3).
 	Presign bool
+	// Guard caps what each team stores and links blobs under the garbage collector's lock
+	// (package artifacts' Blobs); nil: no quotas, and no collector to fear.
+	Guard Guard
 	// TokenTTL is the lifetime of a registry token (default 5 minutes, as Docker Hub's).
 	TokenTTL time.Duration
 	Clock    clock.Clock // clock.Real when nil
@@ -58,6 +61,7 @@ type Handler struct {
 	realm    string
 	service  string
 	presign  bool
+	guard    Guard
 	tokenTTL time.Duration
 	clock    clock.Clock
 	log      *slog.Logger
@@ -76,7 +80,7 @@ func New(cfg Config) (*Handler, error) {
 	h := &Handler{
 		store: cfg.Store, users: cfg.Users, repos: cfg.Repos, key: tokenKey(cfg.Key),
 		realm: strings.TrimRight(cfg.PublicURL, "/") + "/v2/token", service: u.Host,
-		presign: cfg.Presign, tokenTTL: cfg.TokenTTL, clock: cfg.Clock, log: cfg.Log,
+		presign: cfg.Presign, guard: cfg.Guard, tokenTTL: cfg.TokenTTL, clock: cfg.Clock, log: cfg.Log,
 	}
 	if h.clock == nil {
 		h.clock = clock.Real{}

@@ -75,6 +75,10 @@ type Config struct {
 	S3Region    string
 	S3Insecure  bool // plain HTTP to the S3 endpoint
 	S3Presign   bool // redirect registry blob downloads to presigned S3 URLs
+	// StorageQuota caps each team's stored artifacts ("10GiB", bytes; "0" = no cap), GCInterval
+	// is how often unreferenced blobs are collected (0 = never).
+	StorageQuota string
+	GCInterval   time.Duration
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -121,6 +125,8 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.S3Region, "s3-region", "NIMBUS_S3_REGION", "", "S3 region; empty = the server's default")
 	s.Bool(&c.S3Insecure, "s3-insecure", "NIMBUS_S3_INSECURE", false, "talk plain HTTP to the S3 endpoint")
 	s.Bool(&c.S3Presign, "s3-presign", "NIMBUS_S3_PRESIGN", false, "redirect registry blob downloads to presigned S3 URLs (clients must reach the S3 endpoint)")
+	s.String(&c.StorageQuota, "storage-quota", "NIMBUS_STORAGE_QUOTA", "0", "storage cap per team for registry blobs and model files, e.g. 50GiB, 500MB or bytes; 0 = no cap")
+	s.Duration(&c.GCInterval, "gc-interval", "NIMBUS_GC_INTERVAL", time.Hour, "how often the leader replica removes unreferenced artifact blobs and stale uploads; 0 = never")
 	s.String(&c.LogFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&c.LogLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "NIMBUS_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
@@ -210,6 +216,12 @@ func (c *Config) Resolve(builtinAgent string) error {
 	}
 	if err := c.checkStorage(); err != nil {
 		return err
+	}
+	if _, err := c.Quota(); err != nil {
+		return err
+	}
+	if c.GCInterval < 0 {
+		return fmt.Errorf("invalid NIMBUS_GC_INTERVAL %s: 0 (never) or more", c.GCInterval)
 	}
 	if _, err := c.FreeCoreSeconds(); err != nil {
 		return err
@@ -359,4 +371,31 @@ func (c *Config) checkStorage() error {
 		c.S3Insecure = c.S3Insecure || u.Scheme == "http"
 	}
 	return nil
+}
+
+// sizeUnits are the suffixes StorageQuota takes, longest first so "GiB" is not read as "B".
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
+}
+
+// Quota is StorageQuota in bytes (0 = no cap): a whole number with an optional unit (KB, MB,
+// GB, TB powers of 1000; KiB, MiB, GiB, TiB powers of 1024; B).
+func (c *Config) Quota() (int64, error) {
+	s := strings.TrimSpace(c.StorageQuota)
+	mult := int64(1)
+	for _, u := range sizeUnits {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || (mult > 1 && n > (1<<62)/mult) {
+		return 0, fmt.Errorf("invalid NIMBUS_STORAGE_QUOTA %q: want bytes or a whole number with KB, MB, GB, TB, KiB, MiB, GiB or TiB; 0 = no cap", c.StorageQuota)
+	}
+	return n * mult, nil
 }

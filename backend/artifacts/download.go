@@ -1,0 +1,108 @@
+package artifacts
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/opencontainers/go-digest"
+
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
+	"github.com/nimbus-build/nimbus/backend/repo"
+)
+
+// signedURLTTL is how long a presigned download stays valid: long enough to start a big
+// download, short enough that a leaked URL is soon worthless.
+const signedURLTTL = 10 * time.Minute
+
+// download is GET and HEAD …/artifacts/{package}/{version}/{file}: the file's bytes, with
+// Range and If-Range (the ETag is the digest) for resumed downloads, or a redirect to a
+// presigned URL of the store when the operator enabled them. X-Artifact-Version says which
+// version "latest" was.
+func (h *Handler) download(c *gin.Context) {
+	a, err := h.access(c, repo.Read)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	ctx := c.Request.Context()
+	e, err := h.svc.Resolve(ctx, a.Repo.ID, c.Param("package"), c.Param("version"), c.Param("file"))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	d := digest.Digest(e.File.Digest)
+	hdr := c.Writer.Header()
+	hdr.Set("ETag", etag(e.File.Digest))
+	hdr.Set("X-Checksum-Sha256", d.Encoded())
+	if raw, err := hex.DecodeString(d.Encoded()); err == nil {
+		hdr.Set("Digest", "sha-256="+base64.StdEncoding.EncodeToString(raw))
+	}
+	hdr.Set("X-Artifact-Version", e.Version.Version)
+	hdr.Set("Content-Type", "application/octet-stream")
+	hdr.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": e.File.Name}))
+	hdr.Set("Accept-Ranges", "bytes")
+	// Always revalidate: "latest" moves, and a deleted file may come back with other bytes.
+	hdr.Set("Cache-Control", "private, no-cache")
+	if c.Request.Method == http.MethodHead {
+		hdr.Set("Content-Length", strconv.FormatInt(e.File.Size, 10))
+		c.Status(http.StatusOK)
+		return
+	}
+	if h.presign {
+		u, err := h.svc.store.SignedURL(ctx, d, signedURLTTL)
+		if err == nil {
+			c.Redirect(http.StatusTemporaryRedirect, u)
+			return
+		}
+		if !errors.Is(err, storage.ErrNotSupported) {
+			h.fail(c, err)
+			return
+		}
+	}
+	rc, _, err := h.svc.store.Open(ctx, d)
+	if err != nil {
+		// The database names a blob the store lacks: an operator's problem, not the client's.
+		h.fail(c, fmt.Errorf("artifacts: open %s of %s/%s/%s: %w", d, e.Package.Name, e.Version.Version, e.File.Name, err))
+		return
+	}
+	defer rc.Close()
+	storage.ServeContent(&rangeErrorWriter{ResponseWriter: c.Writer}, c.Request, e.File.CreatedAt, rc)
+}
+
+// rangeErrorWriter answers the 416 of http.ServeContent (a range past the end, or one it
+// cannot read) with the API's error envelope instead of its plain text, and drops that text.
+type rangeErrorWriter struct {
+	http.ResponseWriter
+	failed bool
+}
+
+// Unwrap lets storage.ServeContent reach the connection's ReadFrom.
+func (w *rangeErrorWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *rangeErrorWriter) WriteHeader(code int) {
+	if code != http.StatusRequestedRangeNotSatisfiable {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.failed = true
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.ResponseWriter.WriteHeader(code)
+	e := api.Errorf(code, api.CodeBadRequest, "the range is not within the file (%s)", w.Header().Get("Content-Range"))
+	json.NewEncoder(w.ResponseWriter).Encode(api.Envelope{Error: e})
+}
+
+func (w *rangeErrorWriter) Write(b []byte) (int, error) {
+	if w.failed {
+		return len(b), nil
+	}
+	return w.ResponseWriter.Write(b)
+}

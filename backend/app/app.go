@@ -21,6 +21,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent"
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
@@ -61,6 +62,11 @@ type App struct {
 	// Storage keeps artifact bytes: registry blobs (and model files).
 	Storage  storage.Store
 	Registry *registry.Handler
+	// Blobs counts and caps what each team stores; Files are the repos' model files; Collector
+	// removes the blobs nothing references.
+	Blobs     *artifacts.Blobs
+	Files     *artifacts.Service
+	Collector *artifacts.Collector
 	// RegistrationToken is what agents present to register (the built-in agent uses it too).
 	RegistrationToken string
 
@@ -185,12 +191,19 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	}, clk); err != nil {
 		return nil, err
 	}
+	quota, err := cfg.Quota()
+	if err != nil {
+		return nil, err
+	}
+	a.Blobs = artifacts.NewBlobs(a.DB, a.Storage, quota)
 	if a.Registry, err = registry.New(registry.Config{
 		DB: a.DB, Store: a.Storage, Users: a.Auth, Repos: a.Repos, PublicURL: cfg.PublicURL, Key: key,
-		Presign: cfg.S3Presign, Clock: clk, Log: log,
+		Presign: cfg.S3Presign, Guard: a.Blobs, Clock: clk, Log: log,
 	}); err != nil {
 		return nil, err
 	}
+	a.Files = artifacts.NewService(a.DB, a.Storage, a.Blobs, clk, log)
+	a.Collector = artifacts.NewCollector(a.DB, a.Storage, a.Registry, clk, log.With("component", "gc"), artifacts.CollectorConfig{})
 
 	authHandler := auth.NewHandler(a.Auth, log)
 	logHandler, err := logs.NewHandler(a.Logs, logs.HandlerConfig{
@@ -216,6 +229,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			scheduler.NewHandler(a.Scheduler, a.Builds, a.Repos, func() <-chan struct{} { return a.Server.Draining() }, log),
 			logHandler,
 			billing.NewHandler(a.Billing, a.Orgs, a.Stripe, billing.HandlerConfig{AllowPrivateWebhooks: cfg.AlertWebhookPrivate}, log),
+			artifacts.NewHandler(artifacts.HandlerConfig{Service: a.Files, Blobs: a.Blobs, Repos: a.Repos, Orgs: a.Orgs,
+				PublicURL: cfg.PublicURL, Presign: cfg.S3Presign, Log: log}),
 		},
 	})
 
@@ -279,6 +294,9 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	// Alert webhooks are network calls to teams' servers: their own loop, so a slow webhook
 	// never delays the scheduler's leader tick (each replica may run it; see billing.AlertSender).
 	go a.Alerts.Run(bgCtx, a.Config.SchedulerTick)
+	// Garbage collection walks the whole store: its own loop and its own lock, so it never
+	// delays the scheduler's tick.
+	go a.Collector.Run(bgCtx, a.Redis.Client, a.Config.GCInterval)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

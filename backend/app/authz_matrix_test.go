@@ -250,6 +250,32 @@ var mxMatrix = []mxRow{
 		note("a job of A's public repo").prep(mxJobLog(mxPubA), mxCompleteLog),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/jobs/"+mxGhostJob+"/log/stream"),
 
+	// ---- model files (generic artifacts): the registry's rules (package repo's
+	// ResolveRegistry), so registry:read reads and registry:write writes; pushes need developer
+	// (or the repo's own job token), deletes admin; deploy tokens only read. {v} is a fresh
+	// version; the read and delete rows publish it first (mxPublished).
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", mxAPriv+"/artifacts").prep(mxPublished(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 200 403 | 200 200", "GET", mxAPub+"/artifacts").prep(mxPublished(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/artifacts"),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", mxAPriv+"/artifacts/model").prep(mxPublished(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", mxAPriv+"/artifacts/model/{v}").prep(mxPublished(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", mxAPriv+"/artifacts/model/latest").note("the newest version").
+		prep(mxPublished(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", mxAPriv+"/artifacts/model/{v}/weights.bin").prep(mxPublished(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 200 403 | 200 200", "GET", mxAPub+"/artifacts/model/{v}/weights.bin").prep(mxPublished(mxPubA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "HEAD", mxAPriv+"/artifacts/model/{v}/weights.bin").prep(mxPublished(mxPrivA)),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 201", "PUT", mxAPriv+"/artifacts/model/{v}/weights.bin").
+		body(mxWeights).prep(mxFreshVersion),
+	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "PUT", mxAPub+"/artifacts/model/{v}/weights.bin").
+		body(mxWeights).prep(mxFreshVersion),
+	mx("404 | 404 404 404 404 404 | 201 | 404 404 | 404 404", "PUT", mxBPriv+"/artifacts/model/{v}/weights.bin").
+		body(mxWeights).prep(mxFreshVersion),
+	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/artifacts/model/{v}/weights.bin").prep(mxPublished(mxPrivA)),
+	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/artifacts/model/{v}").prep(mxPublished(mxPrivA)),
+	mx("401 | 200 200 200 200 200 | 404 | 200 200 | 404 404", "GET", mxA+"/storage"),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxB+"/storage"),
+
 	// ---- billing: members with the billing, admin or owner role, through billing:read (or
 	// billing:write for changes); other members 403, non-members 404 like every org route. The
 	// world has no Stripe key, so top-ups are 409 (disabled) for whoever may make them; credit
@@ -297,6 +323,31 @@ var mxMatrix = []mxRow{
 		body(protocol.FinishRequest{Status: "failed", Reason: "matrix"}).agent(204).prep(mxFreshLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/finish").
 		note("another agent's lease").body(protocol.FinishRequest{Status: "failed"}).agent(409).prep(mxOtherAgentsLease),
+}
+
+// Preps of the model-file routes.
+
+// mxWeights is the body of every file the rows publish.
+const mxWeights = "model weights"
+
+func mxFreshVersion(w *mxWorld, c *mxCall) { c.Vars["v"] = w.unique("v") }
+
+// mxPublished publishes model/{v}/weights.bin in repoName (a repo of A) as A's owner, with a
+// fresh {v}.
+func mxPublished(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		c.Vars["v"] = w.unique("v")
+		w.publish(repoName, c.Vars["v"])
+	}
+}
+
+// publish puts model/{version}/weights.bin into repoName of A as A's owner.
+func (w *mxWorld) publish(repoName, version string) {
+	w.t.Helper()
+	path := "/api/v1/repos/" + mxOrgA + "/" + repoName + "/artifacts/model/" + version + "/weights.bin"
+	if r := w.do(w.byName["owner-token"], "PUT", path, mxWeights); r.Status != 201 && r.Status != 200 {
+		w.t.Fatalf("publish %s: %d %s", path, r.Status, r.Body)
+	}
 }
 
 var mxStarted = protocol.Event{Kind: protocol.EventPipelineStarted, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}

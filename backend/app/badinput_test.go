@@ -31,12 +31,13 @@ type mxBadEndpoint struct {
 }
 
 type mxBad struct {
-	Name  string
-	Path  string // overrides the endpoint's path
-	Body  any
-	Want  int
-	As    string                                   // principal name (default "owner")
-	Setup func(w *mxWorld, vars map[string]string) // runs before the endpoint's snapshot
+	Name   string
+	Path   string // overrides the endpoint's path
+	Body   any
+	Want   int
+	As     string                                   // principal name (default "owner")
+	Setup  func(w *mxWorld, vars map[string]string) // runs before the endpoint's snapshot
+	Header map[string]string                        // request headers (a checksum, …)
 }
 
 var mxLong = func(n int) string { return strings.Repeat("a", n) }
@@ -67,7 +68,7 @@ func mxSetScratchOrg(w *mxWorld, v map[string]string)  { v["org"] = w.scratchOrg
 func mxSetScratchRepo(w *mxWorld, v map[string]string) { v["repo"] = w.scratchRepo() }
 
 // mxBadEndpoints lists every write endpoint with its bad inputs.
-var mxBadEndpoints = slices.Concat(mxBadUserEndpoints, mxBadAgentEndpoints, mxBadBillingEndpoints)
+var mxBadEndpoints = slices.Concat(mxBadUserEndpoints, mxBadAgentEndpoints, mxBadBillingEndpoints, mxBadArtifactEndpoints)
 
 var mxBadUserEndpoints = []mxBadEndpoint{
 	{Method: "POST", Path: "/api/v1/auth/signup", JSON: true,
@@ -534,7 +535,7 @@ func mxRunBadInput(t *testing.T, w *mxWorld, e mxBadEndpoint) {
 		if p == nil {
 			t.Fatalf("no principal %q", as)
 		}
-		calls = append(calls, prepared{c, p, mxReq{Method: e.Method, Path: mxExpandAll(path, vars), Body: body}})
+		calls = append(calls, prepared{c, p, mxReq{Method: e.Method, Path: mxExpandAll(path, vars), Body: body, Header: c.Header}})
 	}
 	if len(calls) == 0 {
 		t.Fatal("no cases")

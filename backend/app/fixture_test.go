@@ -204,8 +204,10 @@ func (l *mxLog) String() string {
 func newMXWorld(t *testing.T, databaseURL string) *mxWorld {
 	t.Helper()
 	// A Stripe webhook secret (but no Stripe key): the webhook checks signatures for real, and
-	// top-ups answer that they are disabled.
-	args := []string{"--data-dir", t.TempDir(), "--builtin-agent", "false", "--stripe-webhook-secret", mxStripeWebhookSecret}
+	// top-ups answer that they are disabled. A storage quota per team, so uploads past it are
+	// tested.
+	args := []string{"--data-dir", t.TempDir(), "--builtin-agent", "false", "--stripe-webhook-secret", mxStripeWebhookSecret,
+		"--storage-quota", "1MiB"}
 	dialect := "sqlite"
 	if databaseURL != "" {
 		args = append(args, "--database-url", databaseURL)

@@ -38,8 +38,9 @@ func commands() map[string]command {
 			fmt.Fprintf(e.stdout, "nimbus %s\n", version)
 			return 0
 		}},
-		"lint": lintCommand(),
-		"plan": planCommand(),
+		"lint":     lintCommand(),
+		"plan":     planCommand(),
+		"artifact": artifactCommand(),
 	}
 }
 

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nimbus-build/nimbus/agent/envflag"
+)
+
+func artifactCommand() command {
+	return command{summary: "push and pull model files of a repo (push|pull)", run: runArtifact}
+}
+
+const artifactUsage = `Usage: nimbus artifact push [flags] ORG/REPO PACKAGE VERSION FILE...
+       nimbus artifact pull [flags] ORG/REPO PACKAGE VERSION [FILE...]
+
+push publishes each FILE (under its base name) as a file of PACKAGE at VERSION, sending its
+sha256 so the server keeps it only if every byte arrived. Published files never change: pushing
+the same bytes again is a no-op, other bytes are refused. Inside a pipeline the job token
+(CNB_TOKEN) and the server (CNB_WEB_ENDPOINT) are used when --token and --server are not given,
+and the version records the pipeline, build and commit.
+
+pull downloads the files of PACKAGE at VERSION (every file, or the FILEs named) into --dir.
+VERSION may be "latest". An interrupted download resumes where it stopped — in the same run
+(after a cut connection) and in the next one (from the partial file left in --dir) — and every
+file is checked against its sha256 before it takes its name; a file already there with the right
+sha256 is not downloaded again.`
+
+// artifactClient talks to one server's model-file API.
+type artifactClient struct {
+	server, token string
+	http          *http.Client
+	stderr        io.Writer
+	every         time.Duration // progress lines when stderr is not a terminal
+	retries       int           // attempts of a download after the first
+	backoff       time.Duration // before a retry, times the attempt
+	stall         time.Duration // a download that receives nothing this long is cut and retried
+}
+
+func runArtifact(ctx context.Context, e env, args []string) int {
+	if len(args) == 0 || (args[0] != "push" && args[0] != "pull") {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+			fmt.Fprintln(e.stdout, artifactUsage)
+			return 0
+		}
+		fmt.Fprintln(e.stderr, artifactUsage)
+		return 2
+	}
+	verb := args[0]
+	c := &artifactClient{stderr: e.stderr, every: 2 * time.Second, stall: time.Minute}
+	dir := "."
+	fs := envflag.New("artifact "+verb, artifactUsage)
+	fs.String(&c.server, "server", "NIMBUS_SERVER", "", "the Nimbus server's URL (default: CNB_WEB_ENDPOINT inside a pipeline)")
+	fs.String(&c.token, "token", "NIMBUS_TOKEN", "", "a personal, deploy or job token (default: CNB_TOKEN inside a pipeline)")
+	fs.Int(&c.retries, "retries", "NIMBUS_ARTIFACT_RETRIES", 5, "attempts after a failed transfer (a cut connection, a 5xx); downloads resume")
+	fs.Duration(&c.backoff, "retry-wait", "NIMBUS_ARTIFACT_RETRY_WAIT", time.Second, "pause before a retry, times the attempt's number")
+	if verb == "pull" {
+		fs.String(&dir, "dir", "", ".", "where the files go")
+	}
+	if err := fs.Parse(args[1:], e.getenv, e.stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(e.stderr, "nimbus:", err)
+		return 2
+	}
+	if c.server == "" {
+		c.server = e.getenv("CNB_WEB_ENDPOINT")
+	}
+	if c.token == "" {
+		c.token = e.getenv("CNB_TOKEN")
+	}
+	rest := fs.Args()
+	need := 4
+	if verb == "pull" {
+		need = 3
+	}
+	switch {
+	case c.server == "":
+		fmt.Fprintln(e.stderr, "nimbus artifact: --server (NIMBUS_SERVER) is required")
+		return 2
+	case len(rest) < need || strings.Count(rest[0], "/") != 1:
+		fmt.Fprintln(e.stderr, artifactUsage)
+		return 2
+	}
+	c.server = strings.TrimRight(c.server, "/")
+	c.http = &http.Client{CheckRedirect: dropIfRange}
+	var err error
+	if verb == "push" {
+		err = c.push(ctx, e.stdout, rest[0], rest[1], rest[2], rest[3:])
+	} else {
+		err = c.pull(ctx, e.stdout, rest[0], rest[1], rest[2], rest[3:], dir)
+	}
+	if err != nil {
+		fmt.Fprintln(e.stderr, "nimbus artifact "+verb+":", err)
+		return 1
+	}
+	return 0
+}
+
+// dropIfRange follows redirects (a presigned S3 URL) without If-Range: the redirect's object is
+// named by the file's digest, so the bytes cannot change there, and S3's own ETag would never
+// match ours (the rest would come whole instead of from the range).
+func dropIfRange(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	req.Header.Del("If-Range")
+	return nil
+}
+
+// versionURL is the API URL of a version ("latest" too) of a package of repo ("org/name").
+func (c *artifactClient) versionURL(repo, pkg, version string) string {
+	org, name, _ := strings.Cut(repo, "/")
+	return c.server + "/api/v1/repos/" + url.PathEscape(org) + "/" + url.PathEscape(name) + "/artifacts/" +
+		url.PathEscape(pkg) + "/" + url.PathEscape(version)
+}
+
+func (c *artifactClient) request(ctx context.Context, method, u string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// apiError reads the API's error envelope of a failed response.
+func apiError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var env struct {
+		Error struct{ Code, Message string }
+	}
+	if json.Unmarshal(b, &env) == nil && env.Error.Message != "" {
+		return fmt.Errorf("%s: %s (%s)", resp.Status, env.Error.Message, env.Error.Code)
+	}
+	return fmt.Errorf("%s", resp.Status)
+}
+
+// fileSum hashes a file: its sha256 in hex and its size.
+func fileSum(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.CopyBuffer(h, f, make([]byte, 1<<20))
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// push publishes each file, retrying an upload that failed on the way (network, 5xx).
+func (c *artifactClient) push(ctx context.Context, out io.Writer, repo, pkg, version string, files []string) error {
+	for _, path := range files {
+		sum, size, err := fileSum(path)
+		if err != nil {
+			return err
+		}
+		u := c.versionURL(repo, pkg, version) + "/" + url.PathEscape(filepath.Base(path))
+		var res struct {
+			DownloadURL string `json:"download_url"`
+		}
+		for attempt := 0; ; attempt++ {
+			status, err := c.upload(ctx, u, path, sum, size, &res)
+			if err == nil {
+				verb := "published"
+				if status == http.StatusOK {
+					verb = "already published"
+				}
+				fmt.Fprintf(out, "%s %s sha256:%s %d bytes\n", verb, res.DownloadURL, sum, size)
+				break
+			}
+			var perm permanent
+			if errors.As(err, &perm) || attempt >= c.retries || ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			fmt.Fprintf(c.stderr, "%s: %v; trying again\n", filepath.Base(path), err)
+			if err := sleep(ctx, c.backoff*time.Duration(attempt+1)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// permanent marks an answer that another attempt would not change (a 4xx).
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+func (c *artifactClient) upload(ctx context.Context, u, path, sum string, size int64, res any) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, permanent{err}
+	}
+	defer f.Close()
+	p := newProgress(c.stderr, filepath.Base(path), size, 0, c.every)
+	req, err := c.request(ctx, http.MethodPut, u, counter{f, p})
+	if err != nil {
+		return 0, permanent{err}
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/octet-stream")
+	req.Header.Set("X-Checksum-Sha256", sum)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	p.finish()
+	switch {
+	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
+		return resp.StatusCode, json.NewDecoder(resp.Body).Decode(res)
+	case resp.StatusCode >= 500:
+		return 0, apiError(resp)
+	}
+	return 0, permanent{apiError(resp)}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nimbus-build/nimbus/backend/app"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/config"
+	"github.com/nimbus-build/nimbus/backend/repo"
+)
+
+// artifactServer is a whole Nimbus server (SQLite, local storage) with team ml, its private
+// repo models, a developer token and the repo's deploy token.
+type artifactServer struct {
+	url, push, deploy string
+}
+
+func startArtifactServer(t *testing.T) artifactServer {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	env := map[string]string{"NIMBUS_DATA_DIR": t.TempDir(), "NIMBUS_BUILTIN_AGENT": "false",
+		"NIMBUS_PUBLIC_URL": "http://" + srv.Listener.Addr().String()}
+	cfg, _, err := config.Load("nimbus-server", nil, func(k string) string { return env[k] }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.New(context.Background(), cfg, slog.New(slog.DiscardHandler), app.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	srv.Config.Handler = a.Server.Handler()
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	u, err := a.Auth.Signup(ctx, "ada", "ada@example.com", "a long enough passphrase")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := a.Orgs.Create(ctx, u, "ml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := a.Repos.Create(ctx, o, "models", repo.Private, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	push, _, err := a.Auth.CreateToken(ctx, u, "cli", []string{auth.ScopeRegistryWrite}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dt, err := a.Repos.CreateDeployToken(ctx, r, u.ID, "inference", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return artifactServer{url: srv.URL, push: push, deploy: dt.Token}
+}
+
+// cutProxy forwards to the server and breaks the first cuts downloads after `after` bytes of
+// their body; it records the Range header of every download.
+type cutProxy struct {
+	*httptest.Server
+	mu     sync.Mutex
+	cuts   int
+	after  int64
+	ranges []string
+}
+
+func newCutProxy(t *testing.T, target string, cuts int, after int64) *cutProxy {
+	u, _ := url.Parse(target)
+	p := &cutProxy{cuts: cuts, after: after}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = nil
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.Method != http.MethodGet || !strings.HasSuffix(resp.Request.URL.Path, ".bin") {
+			return nil
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.ranges = append(p.ranges, resp.Request.Header.Get("Range"))
+		if p.cuts > 0 {
+			p.cuts--
+			resp.Body = &cutBody{r: resp.Body, left: p.after}
+		}
+		return nil
+	}
+	rp.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) { panic(http.ErrAbortHandler) }
+	p.Server = httptest.NewServer(rp)
+	t.Cleanup(p.Close)
+	return p
+}
+
+func (p *cutProxy) seen() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.ranges...)
+}
+
+// cutBody fails after left bytes, as a connection that drops mid-body.
+type cutBody struct {
+	r    io.ReadCloser
+	left int64
+}
+
+func (c *cutBody) Read(b []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, errors.New("connection cut by the test")
+	}
+	if int64(len(b)) > c.left {
+		b = b[:c.left]
+	}
+	n, err := c.r.Read(b)
+	c.left -= int64(n)
+	return n, err
+}
+
+func (c *cutBody) Close() error { return c.r.Close() }
+
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestArtifactPushAndPull(t *testing.T) {
+	s := startArtifactServer(t)
+	src := t.TempDir()
+	weights := make([]byte, 3<<20)
+	rand.Read(weights)
+	wPath := writeFile(t, src, "weights.bin", weights)
+	cPath := writeFile(t, src, "config.json", []byte(`{"dim": 768}`))
+	pushEnv := map[string]string{"NIMBUS_SERVER": s.url, "NIMBUS_TOKEN": s.push}
+	code, out, errOut := runCLI([]string{"artifact", "push", "ml/models", "bert", "v1", wPath, cPath}, pushEnv)
+	if code != 0 || strings.Count(out, "published ") != 2 || !strings.Contains(errOut, "weights.bin: 100%") {
+		t.Fatalf("push: %d\n%s\n%s", code, out, errOut)
+	}
+	if code, out, _ = runCLI([]string{"artifact", "push", "ml/models", "bert", "v1", wPath}, pushEnv); code != 0 || !strings.Contains(out, "already published") {
+		t.Fatalf("push again: %d %s", code, out)
+	}
+	other := writeFile(t, t.TempDir(), "weights.bin", []byte("other bytes"))
+	if code, _, errOut = runCLI([]string{"artifact", "push", "ml/models", "bert", "v1", other}, pushEnv); code != 1 || !strings.Contains(errOut, "409") {
+		t.Fatalf("push of other bytes under a published name: %d %s", code, errOut)
+	}
+	// In a pipeline the job's variables stand in for the flags.
+	if code, _, errOut = runCLI([]string{"artifact", "push", "ml/models", "bert", "v2", cPath}, map[string]string{"CNB_WEB_ENDPOINT": s.url, "CNB_TOKEN": s.push}); code != 0 {
+		t.Fatalf("push with the pipeline's variables: %d %s", code, errOut)
+	}
+
+	pullEnv := map[string]string{"NIMBUS_SERVER": s.url, "NIMBUS_TOKEN": s.deploy}
+	dst := t.TempDir()
+	if code, out, errOut = runCLI([]string{"artifact", "pull", "--dir", dst, "ml/models", "bert", "v1"}, pullEnv); code != 0 {
+		t.Fatalf("pull: %d %s %s", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "weights.bin")); !bytes.Equal(got, weights) {
+		t.Fatal("pulled weights differ")
+	}
+	if code, _, errOut = runCLI([]string{"artifact", "pull", "--dir", dst, "ml/models", "bert", "v1", "weights.bin"}, pullEnv); code != 0 || !strings.Contains(errOut, "up to date") {
+		t.Fatalf("pull of a file that is there: %d %s", code, errOut)
+	}
+	if code, out, _ = runCLI([]string{"artifact", "pull", "--dir", dst, "ml/models", "bert", "latest"}, pullEnv); code != 0 || !strings.Contains(out, "bert v2") {
+		t.Fatalf("pull latest: %d %s", code, out)
+	}
+	if code, _, errOut = runCLI([]string{"artifact", "pull", "--dir", dst, "ml/models", "bert", "v1", "nope.bin"}, pullEnv); code != 1 {
+		t.Fatalf("pull of a missing file: %d %s", code, errOut)
+	}
+	if code, _, errOut = runCLI([]string{"artifact", "push", "ml/models", "bert", "v3", cPath}, pullEnv); code != 1 || !strings.Contains(errOut, "403") {
+		t.Fatalf("push with the deploy token: %d %s", code, errOut)
+	}
+	if code, _, _ = runCLI([]string{"artifact", "pull", "ml/models"}, pullEnv); code != 2 {
+		t.Fatalf("pull without a package: %d", code)
+	}
+}
+
+// A download cut mid-body resumes from the bytes it has, in the same run and in the next; a
+// partial file of other bytes is caught by the digest check and downloaded again.
+func TestArtifactPullResumes(t *testing.T) {
+	s := startArtifactServer(t)
+	data := make([]byte, 4<<20)
+	rand.Read(data)
+	src := writeFile(t, t.TempDir(), "model.bin", data)
+	if code, _, errOut := runCLI([]string{"artifact", "push", "ml/models", "m", "v1", src}, map[string]string{"NIMBUS_SERVER": s.url, "NIMBUS_TOKEN": s.push}); code != 0 {
+		t.Fatal(errOut)
+	}
+	sum := sha256.Sum256(data)
+	part := "." + "model.bin." + hex.EncodeToString(sum[:])[:12] + ".part"
+
+	t.Run("cut connections, one run", func(t *testing.T) {
+		p := newCutProxy(t, s.url, 2, 1<<20)
+		dst := t.TempDir()
+		code, _, errOut := runCLIFast([]string{"artifact", "pull", "--dir", dst, "ml/models", "m", "v1"}, p.URL, s.deploy)
+		if code != 0 {
+			t.Fatalf("pull: %d %s", code, errOut)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dst, "model.bin")); !bytes.Equal(got, data) {
+			t.Fatal("the resumed download differs")
+		}
+		if r := p.seen(); len(r) != 3 || r[0] != "" || r[1] != "bytes=1048576-" || r[2] != "bytes=2097152-" {
+			t.Fatalf("ranges asked: %q", r)
+		}
+		if _, err := os.Stat(filepath.Join(dst, part)); !os.IsNotExist(err) {
+			t.Error("the partial file stayed behind")
+		}
+	})
+	t.Run("the next run resumes the partial file", func(t *testing.T) {
+		p := newCutProxy(t, s.url, 0, 0)
+		dst := t.TempDir()
+		writeFile(t, dst, part, data[:3<<20])
+		if code, _, errOut := runCLIFast([]string{"artifact", "pull", "--dir", dst, "ml/models", "m", "v1"}, p.URL, s.deploy); code != 0 {
+			t.Fatalf("pull: %d %s", code, errOut)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dst, "model.bin")); !bytes.Equal(got, data) {
+			t.Fatal("the resumed download differs")
+		}
+		if r := p.seen(); len(r) != 1 || r[0] != "bytes=3145728-" {
+			t.Fatalf("ranges asked: %q", r)
+		}
+	})
+	t.Run("a partial file of other bytes", func(t *testing.T) {
+		p := newCutProxy(t, s.url, 0, 0)
+		dst := t.TempDir()
+		writeFile(t, dst, part, bytes.Repeat([]byte{7}, 1<<20))
+		code, _, errOut := runCLIFast([]string{"artifact", "pull", "--dir", dst, "ml/models", "m", "v1"}, p.URL, s.deploy)
+		if code != 0 || !strings.Contains(errOut, "partial file is deleted") {
+			t.Fatalf("pull: %d %s", code, errOut)
+		}
+		if got, _ := os.ReadFile(filepath.Join(dst, "model.bin")); !bytes.Equal(got, data) {
+			t.Fatal("the download differs")
+		}
+		if r := p.seen(); len(r) != 2 || r[0] != "bytes=1048576-" || r[1] != "" {
+			t.Fatalf("ranges asked: %q", r)
+		}
+	})
+	t.Run("bytes that never match", func(t *testing.T) {
+		// A proxy that flips a byte of every download: the file never takes its name.
+		u, _ := url.Parse(s.url)
+		rp := httputil.NewSingleHostReverseProxy(u)
+		rp.ModifyResponse = func(resp *http.Response) error {
+			if strings.HasSuffix(resp.Request.URL.Path, ".bin") {
+				resp.Body = flipBody{resp.Body}
+			}
+			return nil
+		}
+		bad := httptest.NewServer(rp)
+		defer bad.Close()
+		dst := t.TempDir()
+		code, _, errOut := runCLIFast([]string{"artifact", "pull", "--dir", dst, "ml/models", "m", "v1"}, bad.URL, s.deploy)
+		if code != 1 || !strings.Contains(errOut, "not "+hex.EncodeToString(sum[:])) {
+			t.Fatalf("pull: %d %s", code, errOut)
+		}
+		if entries, _ := os.ReadDir(dst); len(entries) != 0 {
+			t.Fatalf("files left: %v", entries)
+		}
+	})
+}
+
+// flipBody inverts the first byte it passes.
+type flipBody struct{ io.ReadCloser }
+
+func (f flipBody) Read(b []byte) (int, error) {
+	n, err := f.ReadCloser.Read(b)
+	if n > 0 {
+		b[0] ^= 0xff
+	}
+	return n, err
+}
+
+// runCLIFast runs the CLI against server with short retry pauses.
+func runCLIFast(args []string, server, token string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	e := env{stdin: strings.NewReader(""), stdout: &stdout, stderr: &stderr,
+		getenv: func(k string) string {
+			return map[string]string{"NIMBUS_SERVER": server, "NIMBUS_TOKEN": token, "NIMBUS_ARTIFACT_RETRY_WAIT": "10ms"}[k]
+		}}
+	code := run(context.Background(), e, args)
+	return code, stdout.String(), stderr.String()
+}

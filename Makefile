@@ -23,7 +23,8 @@ build: frontend binaries
 binaries:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus-server ./backend/cmd/nimbus-server
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus-agent ./agent/cmd/nimbus-agent
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus ./backend/cmd/nimbus
+	# The CLI is static (no cgo): pipelines copy it into any image, busybox included.
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus ./backend/cmd/nimbus
 
 frontend: frontend/node_modules/.installed
 	cd frontend && npm run --silent build

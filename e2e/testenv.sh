@@ -17,6 +17,8 @@
 #                                                     _SECRET_KEY, _BUCKET
 # - the OCI distribution-spec conformance suite and oras (`go install`ed once)
 #                                                   -> NIMBUS_TEST_OCI_CONFORMANCE, NIMBUS_TEST_ORAS
+# - the reference registry (CNCF distribution v3, `go install`ed once; the benchmarks start it)
+#                                                   -> NIMBUS_TEST_REFERENCE_REGISTRY
 #
 # Missing Debian packages (postgresql, redis-server, docker.io, busybox-static, git, chromium) are
 # installed with apt when running as root. Everything binds to 127.0.0.1 only.
@@ -229,6 +231,13 @@ if go_tool conformance github.com/opencontainers/distribution-spec/conformance v
 fi
 if go_tool oras oras.land/oras/cmd/oras v1.3.6; then
 	export NIMBUS_TEST_ORAS="$GOBIN_DIR/oras"
+fi
+
+# --- the reference registry -----------------------------------------------------------------
+# CNCF distribution, the registry the benchmarks compare Nimbus's with (push and pull of a 1 GiB
+# blob with oras). v3.1.2 builds with Go 1.26. The benchmark starts it itself, on loopback.
+if go_tool registry github.com/distribution/distribution/v3/cmd/registry v3.1.2; then
+	export NIMBUS_TEST_REFERENCE_REGISTRY="$GOBIN_DIR/registry"
 fi
 
 # --- run ------------------------------------------------------------------------------------

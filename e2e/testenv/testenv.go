@@ -25,6 +25,8 @@ const (
 	// Clients the registry is tested with, installed by e2e/testenv.sh.
 	EnvOCIConformance = "NIMBUS_TEST_OCI_CONFORMANCE" // the distribution-spec conformance binary
 	EnvOras           = "NIMBUS_TEST_ORAS"            // the oras CLI
+	// The reference registry (CNCF distribution v3's registry binary) the benchmarks compare with.
+	EnvReferenceRegistry = "NIMBUS_TEST_REFERENCE_REGISTRY"
 )
 
 // Require returns the value of the variable, or stops the test: Fatal under CI=true, Skip
@@ -85,3 +87,8 @@ func OCIConformance(t testing.TB) string {
 
 // Oras is the path of the oras CLI.
 func Oras(t testing.TB) string { return Require(t, EnvOras, "oras") }
+
+// ReferenceRegistry is the path of the reference registry's binary (CNCF distribution).
+func ReferenceRegistry(t testing.TB) string {
+	return Require(t, EnvReferenceRegistry, "The reference registry (distribution)")
+}

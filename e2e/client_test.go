@@ -15,14 +15,14 @@ import (
 
 // client talks to the API as a browser would: cookie jar and CSRF header, or a bearer token.
 type client struct {
-	t     *testing.T
+	t     testing.TB
 	base  string
 	http  *http.Client
 	csrf  string
 	token string
 }
 
-func newClient(t *testing.T, base string) *client {
+func newClient(t testing.TB, base string) *client {
 	jar, _ := cookiejar.New(nil)
 	return &client{t: t, base: base, http: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
 }

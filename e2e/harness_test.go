@@ -59,7 +59,7 @@ func TestMain(m *testing.M) {
 
 func bin(name string) string { return filepath.Join(binDir, name) }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -108,7 +108,7 @@ func collect(r io.Reader, l *lines, wg *sync.WaitGroup) {
 
 // start runs a binary in dir with exactly env (plus PATH and HOME) and stops it when the test
 // ends.
-func start(t *testing.T, dir string, env []string, name string, args ...string) *proc {
+func start(t testing.TB, dir string, env []string, name string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin(name), args...)
 	cmd.Dir = dir
@@ -159,7 +159,7 @@ func (p *proc) stop(t *testing.T, within time.Duration) (error, time.Duration) {
 }
 
 // waitReady polls GET base/readyz until 200 or the deadline; it returns the time it took.
-func waitReady(t *testing.T, base string, p *proc, within time.Duration) time.Duration {
+func waitReady(t testing.TB, base string, p *proc, within time.Duration) time.Duration {
 	t.Helper()
 	begin := time.Now()
 	client := &http.Client{Timeout: 2 * time.Second}

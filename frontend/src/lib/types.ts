@@ -175,3 +175,36 @@ export const FINAL: ReadonlySet<Status> = new Set(['success', 'failed', 'cancell
 export const isFinal = (s: Status) => FINAL.has(s)
 export const BILLING_ROLES: ReadonlySet<string> = new Set(['billing', 'admin', 'owner'])
 export const ROLES: Role[] = ['reporter', 'billing', 'developer', 'admin', 'owner']
+export interface ArtifactPackage {
+  name: string
+  version_count: number
+  latest: string
+  created_at: string
+  updated_at: string
+}
+export interface ArtifactFile {
+  package: string
+  version: string
+  name: string
+  size: number
+  digest: string
+  created_at: string
+  download_url: string
+}
+export interface ArtifactVersion {
+  package: string
+  version: string
+  file_count: number
+  size: number
+  /** The build whose pipeline published it; null when a person did. */
+  build: { number: number; pipeline_id: number; commit: string } | null
+  pushed_by: string
+  created_at: string
+  files?: ArtifactFile[]
+}
+export interface StorageUsage {
+  used_bytes: number
+  registry_bytes: number
+  file_bytes: number
+  quota_bytes: number
+}

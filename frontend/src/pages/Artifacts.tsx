@@ -1,35 +1,236 @@
-import { useParams } from 'react-router'
-import { RepoHeader, useRepo } from '../components/RepoHeader'
-import { CopyField, Empty } from '../components/ui'
+import { Link, useParams, useSearchParams } from 'react-router'
+import { useQuery } from '@tanstack/react-query'
+import { api, seg } from '../lib/api'
+import type { ArtifactPackage, ArtifactVersion, Page, StorageUsage } from '../lib/types'
+import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
+import { CopyField, Empty, QueryView } from '../components/ui'
+import { ago, bytes, shortSha } from '../lib/format'
+import { fileCommands, registryCommands, versionCommand } from '../lib/artifacts'
 
-// The registry's JSON listing (packages → versions → files) is not in the API yet, so this page
-// cannot list what was pushed; it gives the commands that pull from the repo's OCI registry
-// (/v2/, which takes a deploy or personal token, not the browser session).
+// The repo's artifacts: model files (packages → versions → files, with the build and commit
+// that produced each version and the commands that download them) and the OCI registry's pull
+// commands. The selected package and version live in the URL (?package=&version=), so a link
+// opens the same view.
 export default function Artifacts() {
   const { org = '', repo = '' } = useParams()
+  const [params] = useSearchParams()
+  const pkg = params.get('package')
+  const version = params.get('version')
   const r = useRepo(org, repo)
-  const host = r.data ? new URL(r.data.clone_url).host : location.host
-  const plain = r.data?.clone_url.startsWith('http:') ? ' --plain-http' : ''
-  const name = `${host}/${org.toLowerCase()}/${repo.toLowerCase()}`
+  const here = `${repoPath(org, repo)}/artifacts`
   return (
     <section>
       <RepoHeader org={org} repo={repo} />
       <h1>Artifacts</h1>
-      <Empty>
-        <p>Listing artifacts here needs the registry's API, which this server does not offer yet.</p>
-      </Empty>
-      {r.data && (
-        <div className="card">
-          <h2>Pull from the registry</h2>
-          <p className="muted">
-            Images and artifacts of this repo live at <code>{name}/NAME:TAG</code>. Authenticate with a deploy token (Settings → Deploy tokens) or a personal token with
-            registry:read.
-          </p>
-          <CopyField label="docker login" value={`docker login ${host} -u deploy -p "$NIMBUS_DEPLOY_TOKEN"`} />
-          <CopyField label="docker pull" value={`docker pull ${name}/NAME:TAG`} />
-          <CopyField label="oras pull" value={`oras pull${plain} -u deploy -p "$NIMBUS_DEPLOY_TOKEN" ${name}/NAME:TAG`} />
+      <StorageLine org={org} />
+      <nav aria-label="Artifact path" className="crumbs">
+        <Link to={here}>Model files</Link>
+        {pkg && (
+          <>
+            {' / '}
+            <Link to={`${here}?package=${seg(pkg)}`}>{pkg}</Link>
+          </>
+        )}
+        {pkg && version && <> / {version}</>}
+      </nav>
+      {!pkg && <Packages org={org} repo={repo} here={here} />}
+      {pkg && !version && <Versions org={org} repo={repo} pkg={pkg} here={here} />}
+      {pkg && version && r.data && <Files org={org} repo={repo} pkg={pkg} version={version} server={new URL(r.data.clone_url).origin} />}
+      {r.data && <RegistryCard cloneUrl={r.data.clone_url} org={org} repo={repo} />}
+    </section>
+  )
+}
+
+/** The team's storage against its quota; members only (others get nothing, quietly). */
+function StorageLine({ org }: { org: string }) {
+  const q = useQuery({ queryKey: ['storage', org], queryFn: () => api.get<StorageUsage>(`/orgs/${seg(org)}/storage`), retry: false })
+  if (!q.data) return null
+  const u = q.data
+  return (
+    <p className="muted" data-testid="storage">
+      Team storage: {bytes(u.used_bytes)}
+      {u.quota_bytes > 0 ? ` of ${bytes(u.quota_bytes)}` : ' (no quota)'} — registry {bytes(u.registry_bytes)}, model files {bytes(u.file_bytes)}
+    </p>
+  )
+}
+
+function Packages({ org, repo, here }: { org: string; repo: string; here: string }) {
+  const q = useQuery({
+    queryKey: ['artifact-packages', org, repo],
+    queryFn: () => api.get<Page<ArtifactPackage>>(`/repos/${seg(org)}/${seg(repo)}/artifacts?limit=100`),
+  })
+  return (
+    <QueryView q={q} what="Loading the packages">
+      {(page) =>
+        page.items.length === 0 ? (
+          <Empty>
+            <h3>No model files yet</h3>
+            <p>
+              A pipeline publishes one with its job token: <code>nimbus artifact push {`${org}/${repo}`} PACKAGE VERSION FILE…</code> (or <code>PUT</code> the file to{' '}
+              <code>/api/v1/repos/{`${org}/${repo}`}/artifacts/PACKAGE/VERSION/FILE</code> with <code>X-Checksum-Sha256</code>).
+            </p>
+          </Empty>
+        ) : (
+          <div className="tablewrap">
+            <table aria-label="Packages">
+              <thead>
+                <tr>
+                  <th scope="col">Package</th>
+                  <th scope="col">Versions</th>
+                  <th scope="col">Latest</th>
+                  <th scope="col">Updated</th>
+                </tr>
+              </thead>
+              <tbody>
+                {page.items.map((p) => (
+                  <tr key={p.name} data-package={p.name}>
+                    <td>
+                      <Link to={`${here}?package=${seg(p.name)}`}>{p.name}</Link>
+                    </td>
+                    <td>{p.version_count}</td>
+                    <td>
+                      <Link to={`${here}?package=${seg(p.name)}&version=${seg(p.latest)}`}>{p.latest}</Link>
+                    </td>
+                    <td>{ago(p.updated_at)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )
+      }
+    </QueryView>
+  )
+}
+
+/** Who produced a version: the build (linked) and its commit, or the person. */
+function Producer({ org, repo, v }: { org: string; repo: string; v: ArtifactVersion }) {
+  if (!v.build) return <>{v.pushed_by || '—'}</>
+  return (
+    <>
+      <Link to={`${repoPath(org, repo)}/builds/${v.build.number}`}>build #{v.build.number}</Link> at{' '}
+      <code title={v.build.commit}>{shortSha(v.build.commit)}</code>
+    </>
+  )
+}
+
+function Versions({ org, repo, pkg, here }: { org: string; repo: string; pkg: string; here: string }) {
+  const q = useQuery({
+    queryKey: ['artifact-versions', org, repo, pkg],
+    queryFn: () => api.get<Page<ArtifactVersion>>(`/repos/${seg(org)}/${seg(repo)}/artifacts/${seg(pkg)}?limit=100`),
+  })
+  return (
+    <QueryView q={q} what="Loading the versions">
+      {(page) => (
+        <div className="tablewrap">
+          <table aria-label={`Versions of ${pkg}`}>
+            <thead>
+              <tr>
+                <th scope="col">Version</th>
+                <th scope="col">Files</th>
+                <th scope="col">Size</th>
+                <th scope="col">Produced by</th>
+                <th scope="col">Pushed by</th>
+                <th scope="col">Published</th>
+              </tr>
+            </thead>
+            <tbody>
+              {page.items.map((v) => (
+                <tr key={v.version} data-version={v.version}>
+                  <td>
+                    <Link to={`${here}?package=${seg(pkg)}&version=${seg(v.version)}`}>{v.version}</Link>
+                  </td>
+                  <td>{v.file_count}</td>
+                  <td>{bytes(v.size)}</td>
+                  <td>
+                    <Producer org={org} repo={repo} v={v} />
+                  </td>
+                  <td>{v.pushed_by || '—'}</td>
+                  <td>{ago(v.created_at)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
         </div>
       )}
-    </section>
+    </QueryView>
+  )
+}
+
+function Files({ org, repo, pkg, version, server }: { org: string; repo: string; pkg: string; version: string; server: string }) {
+  const q = useQuery({
+    queryKey: ['artifact-version', org, repo, pkg, version],
+    queryFn: () => api.get<ArtifactVersion>(`/repos/${seg(org)}/${seg(repo)}/artifacts/${seg(pkg)}/${seg(version)}`),
+  })
+  const slug = `${org}/${repo}`
+  return (
+    <QueryView q={q} what="Loading the files">
+      {(v) => (
+        <>
+          <p>
+            <strong>
+              {pkg} {v.version}
+            </strong>{' '}
+            — {v.file_count} file{v.file_count === 1 ? '' : 's'}, {bytes(v.size)}, produced by <Producer org={org} repo={repo} v={v} />
+            {v.build && v.pushed_by && <> (run by {v.pushed_by})</>}, {ago(v.created_at)}
+          </p>
+          <div className="tablewrap">
+            <table aria-label={`Files of ${pkg} ${v.version}`}>
+              <thead>
+                <tr>
+                  <th scope="col">File</th>
+                  <th scope="col">Size</th>
+                  <th scope="col">sha256</th>
+                </tr>
+              </thead>
+              <tbody>
+                {(v.files ?? []).map((f) => (
+                  <tr key={f.name} data-file={f.name}>
+                    <td>{f.name}</td>
+                    <td>{bytes(f.size)}</td>
+                    <td>
+                      <code title={f.digest}>{f.digest.replace(/^sha256:/, '').slice(0, 16)}…</code>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+          <div className="card" data-testid="download">
+            <h2>Download</h2>
+            <p className="muted">
+              With a deploy token of this repo (Settings → Deploy tokens) in <code>$NIMBUS_DEPLOY_TOKEN</code>. Downloads resume where a cut connection left them; check the sha256
+              before use.
+            </p>
+            <CopyField label="nimbus artifact pull (every file)" value={versionCommand(server, slug, pkg, v.version)} />
+            {(v.files ?? []).map((f) => {
+              const c = fileCommands(server, slug, f)
+              return (
+                <div key={f.name} data-download={f.name}>
+                  <h3>{f.name}</h3>
+                  <CopyField label={`curl ${f.name}`} value={c.curl} />
+                  <CopyField label={`check ${f.name}`} value={c.verify} />
+                </div>
+              )
+            })}
+          </div>
+        </>
+      )}
+    </QueryView>
+  )
+}
+
+function RegistryCard({ cloneUrl, org, repo }: { cloneUrl: string; org: string; repo: string }) {
+  const c = registryCommands(cloneUrl, org, repo)
+  return (
+    <div className="card">
+      <h2>Images and OCI artifacts</h2>
+      <p className="muted">
+        The repo's OCI registry holds images and artifacts at <code>{c.name}/NAME:TAG</code>; authenticate with a deploy token or a personal token with registry:read.
+      </p>
+      <CopyField label="docker login" value={c.login} />
+      <CopyField label="docker pull" value={c.docker} />
+      <CopyField label="oras pull" value={c.oras} />
+    </div>
   )
 }

@@ -97,7 +97,8 @@ func clickOn(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(
 // Issue 8's journey in a real headless Chromium against the real server (PostgreSQL, Redis),
 // a real nimbus-agent with the Docker executor and the real git client: sign up → create a team
 // → create a repo → make a token → push → watch the build list pick the build up, the log
-// stream in live and the build go green → see the usage on the billing page → the agents page.
+// stream in live and the build go green → see the usage on the billing page → the agents page
+// → find a model file and its download command on the artifacts page.
 // Screenshots of every step go to e2e/screenshots/ (git-ignored).
 func TestDashboardJourneyInChromium(t *testing.T) {
 	chromiumPath := chromium(t)
@@ -264,6 +265,29 @@ func TestDashboardJourneyInChromium(t *testing.T) {
 	b.do("open billing at 375 px", 10*time.Second, chromedp.Navigate(base+"/orgs/ml/billing"))
 	b.waitJS("billing at 375 px", `!!document.querySelector('.chart svg rect') && document.documentElement.scrollWidth <= 380`, 10*time.Second)
 	b.shot("billing-375px")
+
+	// Artifacts: a model file published to the repo (through the API, from the page's own
+	// session: the journey's pipeline has no network), then found in the dashboard with the
+	// build's link, its digest and the commands that download it.
+	b.do("back to a desktop viewport", 10*time.Second, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(base+"/ml/trainer/artifacts"))
+	status, err := chromedp.Run(ctx, chromedp.Evaluate[int](`(async () => {
+		const u = await (await fetch('/api/v1/user')).json()
+		const r = await fetch('/api/v1/repos/ml/trainer/artifacts/sentiment/v1/model.safetensors',
+			{method: 'PUT', headers: {'X-CSRF-Token': u.csrf_token}, body: new Uint8Array(1 << 20).fill(7)})
+		return r.status
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil || status != 201 {
+		t.Fatalf("publish a model file: %d %v", status, err)
+	}
+	b.do("reload the artifacts", 10*time.Second, chromedp.Reload())
+	b.waitJS("the package", `!!document.querySelector('[data-package="sentiment"] a')`, 10*time.Second)
+	b.do("open the package", 10*time.Second, clickOn(`[data-package="sentiment"] a`))
+	b.waitJS("its versions", `!!document.querySelector('[data-version="v1"] a')`, 10*time.Second)
+	b.do("open the version", 10*time.Second, clickOn(`[data-version="v1"] a`))
+	b.waitJS("the file and its download command", `(document.querySelector('[data-file="model.safetensors"]') || {}).innerText?.includes('1.0 MiB') &&
+		[...document.querySelectorAll('[data-download="model.safetensors"] input')].some(i => i.value.startsWith('curl -fL -C - ') &&
+			i.value.endsWith('/api/v1/repos/ml/trainer/artifacts/sentiment/v1/model.safetensors'))`, 10*time.Second)
+	b.shot("artifacts")
 
 	t.Logf("dashboard journey took %v", time.Since(begin).Round(100*time.Millisecond))
 }

@@ -2,15 +2,12 @@ package scheduler
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/store"
 	"gorm.io/gorm"
 )
@@ -180,31 +177,6 @@ func (s *Service) CancelBuild(ctx context.Context, buildID int64, reason string)
 	return nil
 }
 
-// leader holds a Redis lock so that one replica at a time runs the background loops.
-type leader struct {
-	rdb   redis.UniversalClient
-	key   string
-	token string
-	ttl   time.Duration
-}
-
-var extendScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) and 1 or 0
-`)
-
-func newLeader(rdb redis.UniversalClient, key string, ttl time.Duration) *leader {
-	b := make([]byte, 12)
-	rand.Read(b)
-	return &leader{rdb: rdb, key: key, token: hex.EncodeToString(b), ttl: ttl}
-}
-
-// hold takes or extends the lock and reports whether this replica leads.
-func (l *leader) hold(ctx context.Context) bool {
-	n, err := extendScript.Run(ctx, l.rdb, []string{l.key}, l.token, l.ttl.Milliseconds()).Int()
-	return err == nil && n == 1
-}
-
 // Run drives the background work until ctx ends: relaying work notifications, and — on the one
 // replica holding the leader lock — reaping, reconciling and firing schedules every tick.
 func (s *Service) Run(ctx context.Context, tick time.Duration) {
@@ -212,11 +184,11 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 		tick = 5 * time.Second
 	}
 	go s.listen(ctx)
-	lead := newLeader(s.rdb, "nimbus:leader:scheduler", 3*tick)
+	lead := redisconn.NewLeader(s.rdb, "nimbus:leader:scheduler", 3*tick)
 	t := time.NewTicker(tick)
 	defer t.Stop()
 	for {
-		if lead.hold(ctx) {
+		if lead.Hold(ctx) {
 			if _, err := s.Reap(ctx); err != nil {
 				s.log.ErrorContext(ctx, "reaper", "err", err)
 			}

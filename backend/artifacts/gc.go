@@ -2,8 +2,6 @@ package artifacts
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
@@ -195,16 +194,15 @@ func (c *Collector) referenced(tx *gorm.DB, d digest.Digest) (bool, error) {
 	return c.registry.BlobReferencedIn(tx, d)
 }
 
-// Run collects every interval until ctx ends, on one replica at a time: whoever takes the
-// Redis key for the interval runs that round. A round that outlasts the interval may overlap
-// the next one elsewhere, which is harmless (collections are safe together).
+// Run collects every interval until ctx ends, on one replica at a time (the holder of a Redis
+// lock, which it keeps while it runs; another replica takes over within three intervals of its
+// end). It is its own loop, not a step of the scheduler's tick: a collection walks the whole
+// store and may take minutes.
 func (c *Collector) Run(ctx context.Context, rdb redis.UniversalClient, interval time.Duration) {
 	if interval <= 0 {
 		return
 	}
-	b := make([]byte, 12)
-	rand.Read(b)
-	token := hex.EncodeToString(b)
+	lead := redisconn.NewLeader(rdb, "nimbus:leader:artifacts-gc", 3*interval)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -213,8 +211,7 @@ func (c *Collector) Run(ctx context.Context, rdb redis.UniversalClient, interval
 			return
 		case <-t.C:
 		}
-		ok, err := rdb.SetNX(ctx, "nimbus:leader:artifacts-gc", token, interval).Result()
-		if err != nil || !ok {
+		if !lead.Hold(ctx) {
 			continue
 		}
 		begin := time.Now()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -215,5 +216,47 @@ func (w *world) checkEveryReferenceHasItsBytes() {
 		if _, err := w.app.Storage.Stat(context.Background(), digest.Digest(d)); err != nil {
 			w.t.Errorf("registry blob %s lost its bytes: %v", d, err)
 		}
+	}
+}
+
+// lockedBuffer is a log sink for several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) count(s string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.buf.String(), s)
+}
+
+// Three replicas' collectors share one Redis: each interval one of them collects, not all.
+func TestCollectorRunsOnOneReplicaAtATime(t *testing.T) {
+	w := newWorld(t, false, nil)
+	var logs lockedBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	const interval = 200 * time.Millisecond
+	for range 3 {
+		c := artifacts.NewCollector(w.app.DB, w.app.Storage, w.app.Registry, clock.Real{}, slog.New(slog.NewTextHandler(&logs, nil)),
+			artifacts.CollectorConfig{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Run(ctx, w.app.Redis.Client, interval)
+		}()
+	}
+	time.Sleep(10*interval + interval/2)
+	cancel()
+	wg.Wait()
+	if n := logs.count("garbage collection done"); n < 7 || n > 11 {
+		t.Fatalf("%d collections in 10 intervals by 3 replicas, want about 10:\n%s", n, logs.buf.String())
 	}
 }

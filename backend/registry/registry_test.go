@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,11 +17,10 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/nimbus-build/nimbus/backend/app"
+	"github.com/nimbus-build/nimbus/backend/app/apptest"
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 	"github.com/nimbus-build/nimbus/backend/auth"
-	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
-	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/registry"
 	"github.com/nimbus-build/nimbus/backend/repo"
@@ -42,105 +40,33 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	env := map[string]string{"NIMBUS_DATA_DIR": t.TempDir(), "NIMBUS_BUILTIN_AGENT": "false",
-		"NIMBUS_PUBLIC_URL": "http://" + srv.Listener.Addr().String()}
-	cfg, _, err := config.Load("nimbus-server", nil, func(k string) string { return env[k] }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	w := &world{t: t, clock: clock.NewFake(time.Now()), creds: map[string]string{}}
-	w.app, err = app.New(context.Background(), cfg, slog.New(slog.DiscardHandler), app.Options{Clock: w.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.app.Close() })
-	srv.Config.Handler = w.app.Server.Handler()
-	srv.Start()
-	t.Cleanup(srv.Close)
-	w.srv = srv
-
-	ctx := context.Background()
+	s := apptest.Start(t, nil, app.Options{Clock: w.clock})
+	w.app, w.srv = s.App, s.HTTP
 	users := map[string]*auth.User{}
 	for _, name := range []string{"alice", "dave", "rita", "bob"} {
-		u, err := w.app.Auth.Signup(ctx, name, name+"@example.com", "a long enough passphrase "+strings.Repeat("x", len(name)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		users[name] = u
+		users[name] = s.Signup(t, name)
 	}
-	acme := w.mustOrg(users["alice"], "acme")
-	other := w.mustOrg(users["bob"], "other")
-	for name, role := range map[string]org.Role{"dave": org.Developer, "rita": org.Reporter} {
-		m := org.Member{OrgID: acme.ID, UserID: users[name].ID, Role: role, CreatedAt: time.Now()}
-		if err := w.app.DB.Create(&m).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	appRepo := w.mustRepo(acme, "app", repo.Private)
-	w.mustRepo(acme, "pub", repo.Public)
-	old := w.mustRepo(acme, "old", repo.Private)
+	acme := s.Org(t, users["alice"], "acme")
+	other := s.Org(t, users["bob"], "other")
+	s.Member(t, acme, users["dave"], org.Developer)
+	s.Member(t, acme, users["rita"], org.Reporter)
+	appRepo := s.Repo(t, acme, "app", repo.Private)
+	s.Repo(t, acme, "pub", repo.Public)
+	old := s.Repo(t, acme, "old", repo.Private)
 	archived := true
-	if err := w.app.Repos.Update(ctx, old, repo.Patch{Archived: &archived}); err != nil {
+	if err := w.app.Repos.Update(context.Background(), old, repo.Patch{Archived: &archived}); err != nil {
 		t.Fatal(err)
 	}
-	w.mustRepo(other, "secret", repo.Private)
-	token := func(u string, scopes ...string) string {
-		raw, _, err := w.app.Auth.CreateToken(ctx, users[u], "t", scopes, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return raw
+	s.Repo(t, other, "secret", repo.Private)
+	for _, u := range []string{"alice", "dave", "rita", "bob"} {
+		w.creds[u] = s.Token(t, users[u], auth.ScopeRegistryWrite)
 	}
-	w.creds["alice"] = token("alice", auth.ScopeRegistryWrite)
-	w.creds["dave"] = token("dave", auth.ScopeRegistryWrite)
-	w.creds["rita"] = token("rita", auth.ScopeRegistryWrite)
-	w.creds["bob"] = token("bob", auth.ScopeRegistryWrite)
-	w.creds["readonly"] = token("alice", auth.ScopeRegistryRead)
-	w.creds["reposcope"] = token("alice", auth.ScopeRepoWrite)
-	dt, err := w.app.Repos.CreateDeployToken(ctx, appRepo, users["alice"].ID, "inference", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.creds["deploy"] = dt.Token
-	w.creds["job"] = w.jobToken(appRepo, users["dave"].ID)
+	w.creds["readonly"] = s.Token(t, users["alice"], auth.ScopeRegistryRead)
+	w.creds["reposcope"] = s.Token(t, users["alice"], auth.ScopeRepoWrite)
+	w.creds["deploy"] = s.DeployToken(t, appRepo, users["alice"])
+	w.creds["job"] = s.JobToken(t, appRepo, users["dave"].ID, 1, "")
 	return w
-}
-
-func (w *world) mustOrg(u *auth.User, name string) *org.Org {
-	o, err := w.app.Orgs.Create(context.Background(), u, name)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return o
-}
-
-func (w *world) mustRepo(o *org.Org, name, visibility string) *repo.Repo {
-	r, err := w.app.Repos.Create(context.Background(), o, name, visibility, "", "")
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return r
-}
-
-// jobToken makes a running pipeline of the repo and returns its CNB_TOKEN.
-func (w *world) jobToken(r *repo.Repo, by int64) string {
-	raw, err := auth.NewToken(auth.PrefixJob)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	b := build.Build{RepoID: r.ID, Number: 1, Event: "push", Branch: "main", TriggeredBy: &by, Status: build.StatusRunning,
-		CreatedAt: now, UpdatedAt: now}
-	if err := w.app.DB.Create(&b).Error; err != nil {
-		w.t.Fatal(err)
-	}
-	p := build.Pipeline{BuildID: b.ID, Key: "p", Name: "p", Status: build.StatusRunning, RunnerTag: "cnb:arch:amd64", CPUs: 1,
-		Plan: "{}", OrgID: r.OrgID, RepoID: r.ID, CreatedAt: now, UpdatedAt: now, JobTokenHash: auth.HashToken(raw)}
-	if err := w.app.DB.Create(&p).Error; err != nil {
-		w.t.Fatal(err)
-	}
-	return raw
 }
 
 type resp struct {

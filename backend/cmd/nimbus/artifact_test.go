@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -20,8 +19,8 @@ import (
 	"testing"
 
 	"github.com/nimbus-build/nimbus/backend/app"
+	"github.com/nimbus-build/nimbus/backend/app/apptest"
 	"github.com/nimbus-build/nimbus/backend/auth"
-	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -33,43 +32,10 @@ type artifactServer struct {
 
 func startArtifactServer(t *testing.T) artifactServer {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(nil)
-	env := map[string]string{"NIMBUS_DATA_DIR": t.TempDir(), "NIMBUS_BUILTIN_AGENT": "false",
-		"NIMBUS_PUBLIC_URL": "http://" + srv.Listener.Addr().String()}
-	cfg, _, err := config.Load("nimbus-server", nil, func(k string) string { return env[k] }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.New(context.Background(), cfg, slog.New(slog.DiscardHandler), app.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	srv.Config.Handler = a.Server.Handler()
-	srv.Start()
-	t.Cleanup(srv.Close)
-	ctx := context.Background()
-	u, err := a.Auth.Signup(ctx, "ada", "ada@example.com", "a long enough passphrase")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := a.Orgs.Create(ctx, u, "ml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := a.Repos.Create(ctx, o, "models", repo.Private, "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	push, _, err := a.Auth.CreateToken(ctx, u, "cli", []string{auth.ScopeRegistryWrite}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dt, err := a.Repos.CreateDeployToken(ctx, r, u.ID, "inference", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return artifactServer{url: srv.URL, push: push, deploy: dt.Token}
+	s := apptest.Start(t, nil, app.Options{})
+	u := s.Signup(t, "ada")
+	r := s.Repo(t, s.Org(t, u, "ml"), "models", repo.Private)
+	return artifactServer{url: s.URL, push: s.Token(t, u, auth.ScopeRegistryWrite), deploy: s.DeployToken(t, r, u)}
 }
 
 // cutProxy forwards to the server and breaks the first cuts downloads after `after` bytes of

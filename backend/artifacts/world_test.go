@@ -15,9 +15,6 @@ import (
 	"github.com/nimbus-build/nimbus/backend/app"
 	"github.com/nimbus-build/nimbus/backend/app/apptest"
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
-	"github.com/nimbus-build/nimbus/backend/auth"
-	"github.com/nimbus-build/nimbus/backend/org"
-	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
 
@@ -49,31 +46,8 @@ func newWorld(t *testing.T, postgres bool, env map[string]string) *world {
 		all[k] = v
 	}
 	s := apptest.Start(t, all, app.Options{})
-	w := &world{t: t, app: s.App, srv: s.HTTP, creds: map[string]string{}, buildNumber: 7,
-		commit: "0123456789abcdef0123456789abcdef01234567"}
-	users := map[string]*auth.User{}
-	for _, name := range []string{"alice", "dave", "rita", "bob"} {
-		users[name] = s.Signup(t, name)
-	}
-	acme := s.Org(t, users["alice"], "acme")
-	other := s.Org(t, users["bob"], "other")
-	s.Member(t, acme, users["dave"], org.Developer)
-	s.Member(t, acme, users["rita"], org.Reporter)
-	models := s.Repo(t, acme, "models", repo.Private)
-	s.Repo(t, acme, "pub", repo.Public)
-	old := s.Repo(t, acme, "old", repo.Private)
-	archived := true
-	if err := w.app.Repos.Update(context.Background(), old, repo.Patch{Archived: &archived}); err != nil {
-		t.Fatal(err)
-	}
-	s.Repo(t, other, "secret", repo.Private)
-	for _, u := range []string{"alice", "dave", "rita", "bob"} {
-		w.creds[u] = s.Token(t, users[u], auth.ScopeRegistryWrite)
-	}
-	w.creds["readonly"] = s.Token(t, users["alice"], auth.ScopeRegistryRead)
-	w.creds["reposcope"] = s.Token(t, users["alice"], auth.ScopeRepoWrite)
-	w.creds["deploy"] = s.DeployToken(t, models, users["alice"])
-	w.creds["job"] = s.JobToken(t, models, users["dave"].ID, w.buildNumber, w.commit)
+	w := &world{t: t, app: s.App, srv: s.HTTP, buildNumber: 7, commit: "0123456789abcdef0123456789abcdef01234567"}
+	w.creds = s.Cast(t, "models", w.buildNumber, w.commit).Creds
 	return w
 }
 

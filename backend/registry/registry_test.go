@@ -19,11 +19,8 @@ import (
 	"github.com/nimbus-build/nimbus/backend/app"
 	"github.com/nimbus-build/nimbus/backend/app/apptest"
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
-	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/clock"
-	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/registry"
-	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
 // world is a whole Nimbus app (SQLite, embedded Redis, local storage) behind a real HTTP
@@ -43,29 +40,7 @@ func newWorld(t *testing.T) *world {
 	w := &world{t: t, clock: clock.NewFake(time.Now()), creds: map[string]string{}}
 	s := apptest.Start(t, nil, app.Options{Clock: w.clock})
 	w.app, w.srv = s.App, s.HTTP
-	users := map[string]*auth.User{}
-	for _, name := range []string{"alice", "dave", "rita", "bob"} {
-		users[name] = s.Signup(t, name)
-	}
-	acme := s.Org(t, users["alice"], "acme")
-	other := s.Org(t, users["bob"], "other")
-	s.Member(t, acme, users["dave"], org.Developer)
-	s.Member(t, acme, users["rita"], org.Reporter)
-	appRepo := s.Repo(t, acme, "app", repo.Private)
-	s.Repo(t, acme, "pub", repo.Public)
-	old := s.Repo(t, acme, "old", repo.Private)
-	archived := true
-	if err := w.app.Repos.Update(context.Background(), old, repo.Patch{Archived: &archived}); err != nil {
-		t.Fatal(err)
-	}
-	s.Repo(t, other, "secret", repo.Private)
-	for _, u := range []string{"alice", "dave", "rita", "bob"} {
-		w.creds[u] = s.Token(t, users[u], auth.ScopeRegistryWrite)
-	}
-	w.creds["readonly"] = s.Token(t, users["alice"], auth.ScopeRegistryRead)
-	w.creds["reposcope"] = s.Token(t, users["alice"], auth.ScopeRepoWrite)
-	w.creds["deploy"] = s.DeployToken(t, appRepo, users["alice"])
-	w.creds["job"] = s.JobToken(t, appRepo, users["dave"].ID, 1, "")
+	w.creds = s.Cast(t, "app", 1, "").Creds
 	return w
 }
 

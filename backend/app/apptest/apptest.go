@@ -137,3 +137,44 @@ func (s *Server) JobToken(t testing.TB, r *repo.Repo, by, n int64, commit string
 	}
 	return raw
 }
+
+// Cast is the people, places and credentials the registry's and the model files' tests start
+// from: team acme (owner alice, developer dave, reporter rita) with a private repo named by the
+// test, the public repo pub and the archived repo old; team other (owner bob) with the private
+// repo secret. Creds has a token per kind of caller: alice, dave, rita and bob (registry:write),
+// readonly (alice's, registry:read), reposcope (alice's, repo:write), deploy (the private repo's
+// deploy token) and job (the CNB_TOKEN of a running build of the private repo, run by dave).
+type Cast struct {
+	Users   map[string]*auth.User
+	Private *repo.Repo
+	Creds   map[string]string
+}
+
+// Cast creates the cast; the job token's build has number n and commit.
+func (s *Server) Cast(t testing.TB, private string, n int64, commit string) Cast {
+	t.Helper()
+	c := Cast{Users: map[string]*auth.User{}, Creds: map[string]string{}}
+	for _, name := range []string{"alice", "dave", "rita", "bob"} {
+		c.Users[name] = s.Signup(t, name)
+	}
+	acme := s.Org(t, c.Users["alice"], "acme")
+	other := s.Org(t, c.Users["bob"], "other")
+	s.Member(t, acme, c.Users["dave"], org.Developer)
+	s.Member(t, acme, c.Users["rita"], org.Reporter)
+	c.Private = s.Repo(t, acme, private, repo.Private)
+	s.Repo(t, acme, "pub", repo.Public)
+	old := s.Repo(t, acme, "old", repo.Private)
+	archived := true
+	if err := s.App.Repos.Update(context.Background(), old, repo.Patch{Archived: &archived}); err != nil {
+		t.Fatal(err)
+	}
+	s.Repo(t, other, "secret", repo.Private)
+	for _, u := range []string{"alice", "dave", "rita", "bob"} {
+		c.Creds[u] = s.Token(t, c.Users[u], auth.ScopeRegistryWrite)
+	}
+	c.Creds["readonly"] = s.Token(t, c.Users["alice"], auth.ScopeRegistryRead)
+	c.Creds["reposcope"] = s.Token(t, c.Users["alice"], auth.ScopeRepoWrite)
+	c.Creds["deploy"] = s.DeployToken(t, c.Private, c.Users["alice"])
+	c.Creds["job"] = s.JobToken(t, c.Private, c.Users["dave"].ID, n, commit)
+	return c
+}

@@ -40,6 +40,11 @@ func Open(ctx context.Context, databaseURL, dataDir string) (*gorm.DB, error) {
 		// found" for every ordinary miss.
 		Logger:  logger.Discard,
 		NowFunc: func() time.Time { return time.Now().UTC() },
+		// No model has hooks or associations, so every Create/Update/Delete is one statement
+		// and atomic on its own; gorm's default BEGIN/COMMIT around each would triple the
+		// round trips on hot paths such as the scheduler's claim. Multi-statement work uses
+		// store.Tx explicitly.
+		SkipDefaultTransaction: true,
 	}
 	var (
 		db  *gorm.DB

@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -256,23 +258,52 @@ func TestRefusedRegistrationIsAnError(t *testing.T) {
 func TestRunsLeasesConcurrentlyWithinCapacity(t *testing.T) {
 	srv := fakeserver.New(t)
 	cfg := agentConfig(t, srv) // 2 cores, so 2 one-core pipelines at a time
-	for _, id := range []string{"l1", "l2", "l3"} {
-		srv.Enqueue(shellLease(id, 1, "sleep 1"))
+	marks := t.TempDir()
+	ids := []string{"l1", "l2", "l3"}
+	for _, id := range ids {
+		// Each job writes when it ran; overlap is judged from those times, not from how long
+		// the whole test took, which a loaded machine stretches.
+		srv.Enqueue(shellLease(id, 1, fmt.Sprintf("date +%%s%%N > %[1]s/%[2]s.start; sleep 2; date +%%s%%N > %[1]s/%[2]s.end", marks, id)))
 	}
-	begin := time.Now()
 	_, stop := start(t, cfg)
-	for _, id := range []string{"l1", "l2", "l3"} {
-		if f := srv.WaitFinished(t, id, 20*time.Second).Finish; f.Status != "success" {
+	for _, id := range ids {
+		if f := srv.WaitFinished(t, id, 30*time.Second).Finish; f.Status != "success" {
 			t.Fatalf("%s: %+v", id, f)
 		}
 	}
-	took := time.Since(begin)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	// Two at once, then the third: about 2 s, where one at a time would take 3.
-	if took < 2*time.Second || took > 2900*time.Millisecond {
-		t.Fatalf("three 1 s pipelines on 2 cores took %v", took)
+	type span struct{ start, end int64 }
+	spans := make([]span, len(ids))
+	for i, id := range ids {
+		for j, f := range []*int64{&spans[i].start, &spans[i].end} {
+			raw, err := os.ReadFile(filepath.Join(marks, id+[]string{".start", ".end"}[j]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *f, err = strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	overlapped := false
+	for i := range spans {
+		running := 0 // pipelines running at the moment spans[i] started
+		for j := range spans {
+			if spans[j].start <= spans[i].start && spans[i].start < spans[j].end {
+				running++
+			}
+			if i != j && spans[j].start < spans[i].end && spans[i].start < spans[j].end {
+				overlapped = true
+			}
+		}
+		if running > 2 {
+			t.Fatalf("three one-core pipelines ran at once on 2 cores: %+v", spans)
+		}
+	}
+	if !overlapped {
+		t.Fatalf("the pipelines ran one at a time with a free core: %+v", spans)
 	}
 	for _, p := range srv.Polls() {
 		if len(p.Running) >= 2 || p.FreeCPUs != 2-len(p.Running) {
@@ -288,7 +319,9 @@ func TestGPUsAreAnnouncedAndReservedPerLease(t *testing.T) {
 	cfg.DetectGPUs = func(context.Context) ([]protocol.GPU, error) {
 		return []protocol.GPU{{Index: 0, Name: "NVIDIA L40", MemoryMiB: 46068}, {Index: 1, Name: "NVIDIA L40", MemoryMiB: 46068}}, nil
 	}
-	l := shellLease("gpu", 16, `echo "cuda=$CUDA_VISIBLE_DEVICES"; sleep 1`)
+	// The job runs until the test has seen a poll made while it ran.
+	release := filepath.Join(t.TempDir(), "release")
+	l := shellLease("gpu", 16, `echo "cuda=$CUDA_VISIBLE_DEVICES"; while [ ! -e `+release+` ]; do sleep 0.1; done`)
 	l.GPUs = []string{"1"}
 	srv.Enqueue(l)
 	a, stop := start(t, cfg)
@@ -300,6 +333,9 @@ func TestGPUsAreAnnouncedAndReservedPerLease(t *testing.T) {
 	during := polls[len(polls)-1]
 	if !slices.Equal(during.FreeGPUs, []string{"0"}) || during.FreeCPUs != 16 || !slices.Equal(during.Running, []string{"gpu"}) {
 		t.Fatalf("poll during the GPU lease: %+v", during)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	rec = srv.WaitFinished(t, "gpu", 10*time.Second)
 	if err := stop(); err != nil {

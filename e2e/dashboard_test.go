@@ -17,8 +17,8 @@ import (
 	"github.com/nimbus-build/nimbus/e2e/testenv"
 )
 
-// dashboardCI: one pipeline whose job prints coloured lines for a few seconds, so the page can
-// be seen streaming its log before the build ends.
+// dashboardCI: one pipeline whose job prints coloured lines for 16 seconds, so the page can be
+// seen streaming its log before the build ends even when a loaded machine is slow to get there.
 const dashboardCI = `main:
   push:
     - name: train
@@ -30,7 +30,7 @@ const dashboardCI = `main:
             - name: epochs
               script: |
                 echo "starting training"
-                for i in 1 2 3 4 5 6 7 8; do printf '\033[32mepoch %s ok\033[0m\n' $i; sleep 0.5; done
+                for i in $(seq 1 16); do printf '\033[32mepoch %s ok\033[0m\n' $i; sleep 1; done
                 echo "training done"
 `
 

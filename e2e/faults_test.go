@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/url"
 	"os"
@@ -126,18 +128,40 @@ func running(b buildJSON) bool {
 	return len(b.Pipelines) > 0 && b.Pipelines[0].Status == "running"
 }
 
-// containers lists the containers a Nimbus agent started on the test engine.
-func (w *world) containers() int {
+// containers counts the containers the agent with work dir dir started on the test engine. Other
+// packages' tests share the engine, so counting every Nimbus container would see theirs.
+func (w *world) containers(dir string) int {
+	raw, err := os.ReadFile(filepath.Join(dir, "agent-id"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0 // not started yet: nothing of it can run
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
 	cli, err := docker.NewClientWithOpts(docker.WithHost(w.docker), docker.WithAPIVersionNegotiation())
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	defer cli.Close()
-	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("label", "nimbus.agent"))})
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", "nimbus.agent="+strings.TrimSpace(string(raw))))})
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	return len(list)
+}
+
+// waitContainer waits until the agent with work dir dir has a job container: "running" is set
+// when the lease is handed out, before the clone and the container create.
+func (w *world) waitContainer(dir string) {
+	w.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for w.containers(dir) == 0 {
+		if time.Now().After(deadline) {
+			w.t.Fatal("no job container 30 s after the pipeline started running")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
@@ -149,10 +173,7 @@ func TestAgentKilledMidJob(t *testing.T) {
 	ag, dir := w.agent("")
 	n := w.push("echo working; sleep 300")
 	w.waitFor(n, 60*time.Second, "running", running)
-	time.Sleep(time.Second) // the job's container is up
-	if w.containers() == 0 {
-		t.Fatal("no job container while the job runs")
-	}
+	w.waitContainer(dir)
 	ag.cmd.Process.Kill()
 	<-ag.done
 	ag.done <- nil
@@ -164,12 +185,12 @@ func TestAgentKilledMidJob(t *testing.T) {
 		t.Fatalf("after kill -9: %+v reason %q", b.Status, b.Pipelines[0].Reason)
 	}
 	t.Logf("agent_lost %v after kill -9", time.Since(killed).Round(time.Second))
-	if w.containers() == 0 {
+	if w.containers(dir) == 0 {
 		t.Fatal("the orphaned container vanished before the restart: the cleanup was not tested")
 	}
 	w.agent(dir) // same work dir: same agent id
 	deadline := time.Now().Add(20 * time.Second)
-	for w.containers() != 0 {
+	for w.containers(dir) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the restarted agent left the orphaned container behind")
 		}
@@ -230,18 +251,15 @@ func TestRedisFlushAllRequeues(t *testing.T) {
 // Cancel reaches the agent at its next renewal and the containers are gone within seconds.
 func TestCancelStopsContainers(t *testing.T) {
 	w := newWorld(t)
-	w.agent("")
+	_, dir := w.agent("")
 	n := w.push("echo working; sleep 300")
 	w.waitFor(n, 60*time.Second, "running", running)
-	time.Sleep(time.Second)
-	if w.containers() == 0 {
-		t.Fatal("no job container while the job runs")
-	}
+	w.waitContainer(dir)
 	w.api.must(202, "POST", "/api/v1/repos/ml/trainer/builds/"+itoa(n)+"/cancel", nil, nil)
 	cancelled := time.Now()
 	// Renewals come every 10 s (the server's heartbeat interval); then 5 s to be gone.
 	deadline := cancelled.Add(15 * time.Second)
-	for w.containers() != 0 {
+	for w.containers(dir) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("containers still there 15 s after the cancel")
 		}

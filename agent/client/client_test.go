@@ -89,15 +89,15 @@ func TestRetryClassifier(t *testing.T) {
 
 func TestRetryGivesUpOnPersistentFailure(t *testing.T) {
 	c, n := scripted(t, 503)
-	c.retry.GiveUpAfter = 100 * time.Millisecond
+	c.retry.GiveUpAfter = time.Second // room for several 5 ms-capped retries on a loaded machine
 	start := time.Now()
 	_, err := c.Renew(context.Background(), "l1")
 	var api *APIError
 	if !errors.As(err, &api) || api.Status != 503 || n.Load() < 3 {
 		t.Fatalf("err = %v after %d attempts", err, n.Load())
 	}
-	if took := time.Since(start); took > time.Second {
-		t.Fatalf("gave up after %v, want about 100ms", took)
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("gave up after %v, want about 1 s (not the minute of the default policy)", took)
 	}
 }
 

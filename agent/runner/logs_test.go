@@ -89,8 +89,9 @@ func TestALogOutageDoesNotHoldThePipelineUp(t *testing.T) {
 		t.Fatalf("result %+v, logs %v", res, rec.Logs)
 	}
 	// Each job waits 10 flush intervals for its log, the run 30 more: 5 s at 100 ms, not the
-	// client's minute of retries per append.
-	if want := 50 * h.srv.Intervals.LogFlushInterval.Std(); took > want+2*time.Second {
+	// client's minute of retries per append. The bound leaves a loaded machine room and still
+	// fails that minute.
+	if want := 50 * h.srv.Intervals.LogFlushInterval.Std(); took > want+15*time.Second {
 		t.Fatalf("took %v, want at most about %v", took, want)
 	}
 	if st, _ := status(t, rec, jobID(0, 1)); st != StatusSuccess {

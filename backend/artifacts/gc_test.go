@@ -256,7 +256,9 @@ func TestCollectorRunsOnOneReplicaAtATime(t *testing.T) {
 	time.Sleep(10*interval + interval/2)
 	cancel()
 	wg.Wait()
-	if n := logs.count("garbage collection done"); n < 7 || n > 11 {
-		t.Fatalf("%d collections in 10 intervals by 3 replicas, want about 10:\n%s", n, logs.buf.String())
+	// About 10; three replicas without the lock would make about 30. The lower bound is loose
+	// on purpose: a ticker drops the ticks a loaded machine misses.
+	if n := logs.count("garbage collection done"); n < 2 || n > 11 {
+		t.Fatalf("%d collections in 10 intervals by 3 replicas, want at most one per interval:\n%s", n, logs.buf.String())
 	}
 }

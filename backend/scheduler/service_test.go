@@ -363,22 +363,24 @@ func TestLongPollWakesOnWorkAndReleasesOnDrain(t *testing.T) {
 	f := newFixture(t, db, Config{PollTimeout: 10 * time.Second})
 	a := f.agent("a", 8)
 	got := make(chan *protocol.Lease, 1)
-	start := time.Now()
 	go func() {
 		l, _ := f.sched.Poll(context.Background(), a, protocol.PollRequest{FreeCPUs: 8}, noDrain())
 		got <- l
 	}()
 	time.Sleep(100 * time.Millisecond)
 	f.push("main", oneJob)
+	// Timed from the push (git and the build's creation are not the wake's business), and well
+	// inside the 10 s poll timeout that an unwoken poll would wait out.
+	start := time.Now()
 	select {
 	case l := <-got:
 		if l == nil {
 			t.Fatal("woke without a lease")
 		}
-		if waited := time.Since(start); waited > 3*time.Second {
+		if waited := time.Since(start); waited > 5*time.Second {
 			t.Fatalf("lease after %v", waited)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(8 * time.Second):
 		t.Fatal("the waiting poll was not woken by new work")
 	}
 	drain := make(chan struct{})

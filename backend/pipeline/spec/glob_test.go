@@ -97,7 +97,7 @@ func TestGlobPathologicalIsFast(t *testing.T) {
 	if !g3.Match(strings.Repeat("ab", 150) + "c") {
 		t.Fatal("should match")
 	}
-	if d := time.Since(start); d > 2*time.Second {
+	if d := time.Since(start); d > 10*time.Second { // backtracking would take minutes; the bound leaves -race on a loaded machine room
 		t.Fatalf("matching took %s", d)
 	}
 }

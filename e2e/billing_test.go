@@ -93,7 +93,9 @@ func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
 	var before billingJSON
 	w.alice.must(200, "GET", "/api/v1/orgs/ml/billing", nil, &before)
 	n = w.pushOn("{ tags: cnb:arch:amd64, cpus: 4 }", "sleep 12")
-	b = w.waitFor(n, 90*time.Second, "success", func(b buildJSON) bool { return b.Status == "success" || b.Status == "failed" || b.Status == "terminated" })
+	b = w.waitFor(n, 90*time.Second, "success", func(b buildJSON) bool {
+		return b.Status == "success" || b.Status == "failed" || b.Status == "terminated"
+	})
 	if b.Status != "success" {
 		t.Fatalf("CPU build: %+v", b)
 	}

@@ -275,17 +275,20 @@ func TestRunsLeasesConcurrentlyWithinCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	type span struct{ start, end int64 }
+	stamp := func(name string) int64 {
+		raw, err := os.ReadFile(filepath.Join(marks, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ns
+	}
 	spans := make([]span, len(ids))
 	for i, id := range ids {
-		for j, f := range []*int64{&spans[i].start, &spans[i].end} {
-			raw, err := os.ReadFile(filepath.Join(marks, id+[]string{".start", ".end"}[j]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if *f, err = strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err != nil {
-				t.Fatal(err)
-			}
-		}
+		spans[i] = span{stamp(id + ".start"), stamp(id + ".end")}
 	}
 	overlapped := false
 	for i := range spans {

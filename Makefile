@@ -49,6 +49,7 @@ go-test:
 # -fuzzminimizetime bounds how long one new input may be minimised, so the run stays short.
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./backend/pipeline/spec
+	$(GO) test -run='^$$' -fuzz='^FuzzFastParse$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./backend/pipeline/spec
 
 # bench prints the figures the issues set targets for (see each benchmark's doc comment): .cnb.yml
 # compile time, dispatch rate and enqueue-to-lease latency, log ingest, agent overhead, the billing

@@ -124,7 +124,18 @@ func parserError(msg string) bool {
 }
 
 // parseYAML parses one file. It returns nil when the file does not parse; the error is in d.
+//
+// Most files take parseFast's short way; anything it does not know, and every error, goes through
+// yaml.v3.
 func parseYAML(file string, src []byte, b *budget, d *diags) *node {
+	if n, ok := parseFast(file, normalize(src), b); ok {
+		return n
+	}
+	return parseSlow(file, src, b, d)
+}
+
+// parseSlow parses one file with yaml.v3 and converts its nodes.
+func parseSlow(file string, src []byte, b *budget, d *diags) *node {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(normalize(src), &doc); err != nil {
 		pos := Pos{File: file}

@@ -1,0 +1,1112 @@
+package spec
+
+import (
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+// fastParser reads the block-style YAML that .cnb.yml files are written in straight into nodes,
+// skipping yaml.v3's scanner, event and yaml.Node layers, which cost more than half of a compile.
+//
+// It knows a deliberate subset of YAML: block maps and lists (compact and indentless too), plain
+// one-line scalars, one-line quoted scalars, literal block scalars (|, |-, |+), one-line flow lists
+// and maps, comments, anchors, aliases, merge keys and local tags such as !reference. On anything
+// else — folded scalars, multi-line plain or quoted scalars or flow collections, tabs, directives,
+// several documents, complex keys, duplicate keys, a bad merge, an unknown alias — and on every
+// error, it gives up, and parseYAML hands the file to yaml.v3, which also writes every error
+// message. The result of a file it accepts must be exactly what yaml.v3 and the converter make of
+// it, down to tags and positions; TestFastParseMatchesYAMLv3 and FuzzFastParse check that.
+type fastParser struct {
+	src   string
+	file  string
+	ascii bool // columns are byte offsets; otherwise they count runes, as yaml.v3 does
+
+	i      int // read offset
+	line   int // 1-based line of i
+	lineAt int // offset of that line's first byte
+	ind    int // indentation of the content line i stands on, -1 at the end
+
+	bad     bool // gave up
+	atStart bool // before the first content line, where "---" may open the document
+	depth   int
+	cost    int // what the converter would take from the budget for the same tree
+	limit   int // what is left of the budget
+
+	anchors map[string]*anchored
+	slab    []node
+}
+
+type anchored struct {
+	n     *node
+	cost  int
+	ready bool // false while the anchored value is still being parsed
+}
+
+// maxFastDepth bounds recursion; deeper files go to yaml.v3, which has its own limit.
+const maxFastDepth = 500
+
+// parseFast returns the file's tree, or ok=false when the file is outside the subset or wrong.
+func parseFast(file string, src []byte, b *budget) (*node, bool) {
+	p := &fastParser{src: string(src), file: file, line: 1, limit: b.left}
+	if !p.checkChars() {
+		return nil, false
+	}
+	n := p.document()
+	if p.bad || p.cost > b.left {
+		return nil, false
+	}
+	b.left -= p.cost
+	return n, true
+}
+
+// checkChars gives up on what yaml.v3 treats specially or refuses: tabs, control characters, the
+// Unicode line breaks, a byte order mark inside the text and invalid UTF-8.
+func (p *fastParser) checkChars() bool {
+	p.ascii = true
+	s := p.src
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 && c != '\n' || c == 0x7f {
+				return false
+			}
+			i++
+			continue
+		}
+		p.ascii = false
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return false
+		}
+		if r < 0xA0 || r > 0xD7FF && r < 0xE000 || r == 0xFEFF || r == 0xFFFE || r == 0xFFFF || r == 0x2028 || r == 0x2029 {
+			return false
+		}
+		i += size
+	}
+	return true
+}
+
+func (p *fastParser) fail() { p.bad = true }
+
+func (p *fastParser) peek() byte {
+	if p.i < len(p.src) {
+		return p.src[p.i]
+	}
+	return 0
+}
+
+func (p *fastParser) peekAt(off int) byte {
+	if p.i+off < len(p.src) {
+		return p.src[p.i+off]
+	}
+	return 0
+}
+
+// col is the 0-based column of offset i on the current line.
+func (p *fastParser) col(i int) int {
+	if p.ascii {
+		return i - p.lineAt
+	}
+	return utf8.RuneCountInString(p.src[p.lineAt:i])
+}
+
+func (p *fastParser) posAt(i int) Pos { return Pos{File: p.file, Line: p.line, Column: p.col(i) + 1} }
+
+func (p *fastParser) newNode(n node) *node {
+	if len(p.slab) == cap(p.slab) {
+		p.slab = make([]node, 0, 256)
+	}
+	p.slab = append(p.slab, n)
+	p.cost++
+	return &p.slab[len(p.slab)-1]
+}
+
+func (p *fastParser) null(pos Pos) *node {
+	return p.newNode(node{kind: nScalar, tag: "!!null", pos: pos})
+}
+
+func (p *fastParser) skipSpaces() {
+	for p.i < len(p.src) && p.src[p.i] == ' ' {
+		p.i++
+	}
+}
+
+// blank is true at the end of a line's content: white space to the line end or to a comment.
+func (p *fastParser) blank() bool {
+	p.skipSpaces()
+	switch p.peek() {
+	case 0, '\n':
+		return true
+	case '#':
+		// A comment needs white space before it: "a#b" is text.
+		return p.i == p.lineAt || p.src[p.i-1] == ' '
+	}
+	return false
+}
+
+// nextLine moves past the rest of the current line and any blank or comment lines to the first
+// content character of the next content line, and sets ind to its indentation (-1 at the end).
+func (p *fastParser) nextLine() {
+	if nl := strings.IndexByte(p.src[p.i:], '\n'); nl >= 0 {
+		p.i += nl + 1
+	} else {
+		p.i = len(p.src)
+	}
+	p.line++
+	p.lineAt = p.i
+	p.skipBlankLines()
+}
+
+// skipBlankLines is nextLine's second half: i is at the start of a line.
+func (p *fastParser) skipBlankLines() {
+	for {
+		p.skipSpaces()
+		if p.i >= len(p.src) {
+			p.ind = -1
+			return
+		}
+		switch p.src[p.i] {
+		case '\n':
+			p.i++
+		case '#':
+			if nl := strings.IndexByte(p.src[p.i:], '\n'); nl >= 0 {
+				p.i += nl + 1
+			} else {
+				p.i = len(p.src)
+				p.ind = -1
+				return
+			}
+		default:
+			p.ind = p.i - p.lineAt
+			if p.ind == 0 && !p.atStart && p.marker() {
+				p.fail() // a second document, or the end of this one: yaml.v3's business
+			}
+			return
+		}
+		p.line++
+		p.lineAt = p.i
+	}
+}
+
+// endLine checks that nothing but a comment follows on the line, then moves to the next one.
+func (p *fastParser) endLine() {
+	if !p.blank() {
+		p.fail()
+		return
+	}
+	p.nextLine()
+}
+
+// marker reports whether a document marker (--- or ...) starts at i.
+func (p *fastParser) marker() bool {
+	rest := p.src[p.i:]
+	if !strings.HasPrefix(rest, "---") && !strings.HasPrefix(rest, "...") {
+		return false
+	}
+	return len(rest) == 3 || rest[3] == ' ' || rest[3] == '\n'
+}
+
+func (p *fastParser) document() *node {
+	p.atStart = true
+	p.skipBlankLines()
+	p.atStart = false
+	if p.ind == 0 && p.marker() {
+		if p.src[p.i] == '.' {
+			p.fail()
+			return nil
+		}
+		p.i += 3
+		if !p.blank() {
+			p.fail()
+			return nil
+		}
+		p.nextLine()
+		if p.ind < 0 {
+			p.fail() // an empty document after the marker: rare, and placed differently
+			return nil
+		}
+	}
+	if p.ind < 0 {
+		return p.newNodeFree(node{kind: nScalar, tag: "!!null", pos: Pos{File: p.file, Line: 1, Column: 1}})
+	}
+	if p.peek() == '%' {
+		p.fail()
+		return nil
+	}
+	n := p.block(-1)
+	if p.ind != -1 {
+		// Another document, a marker, or text that is not indented as it should be.
+		p.fail()
+	}
+	return n
+}
+
+// newNodeFree makes a node the converter does not count (the empty document's null).
+func (p *fastParser) newNodeFree(n node) *node {
+	nn := p.newNode(n)
+	p.cost--
+	return nn
+}
+
+// isEntry reports whether i is at a block list entry: "-" then a space or the line end.
+func (p *fastParser) isEntry() bool {
+	if p.peek() != '-' {
+		return false
+	}
+	c := p.peekAt(1)
+	return c == ' ' || c == '\n' || c == 0
+}
+
+// block parses the value that starts a content line indented more than parent.
+func (p *fastParser) block(parent int) *node {
+	if p.isEntry() {
+		return p.seq(p.ind)
+	}
+	return p.inline(parent, true, false)
+}
+
+// seq parses a block list whose dashes stand in column ind.
+func (p *fastParser) seq(ind int) *node {
+	if p.enter() {
+		return nil
+	}
+	defer p.leave()
+	n := p.newNode(node{kind: nSeq, tag: "!!seq", pos: p.posAt(p.i)})
+	for {
+		p.i++ // the dash
+		var item *node
+		if dashEnd := p.posAt(p.i); p.blank() {
+			p.nextLine()
+			if p.ind > ind {
+				item = p.block(ind)
+			} else {
+				item = p.null(dashEnd)
+			}
+		} else {
+			item = p.inline(ind, true, false)
+		}
+		if p.bad {
+			return nil
+		}
+		n.items = append(n.items, item)
+		if p.ind == ind && p.isEntry() {
+			continue
+		}
+		if p.ind > ind {
+			p.fail()
+			return nil
+		}
+		return n
+	}
+}
+
+func (p *fastParser) enter() bool {
+	p.depth++
+	if p.depth > maxFastDepth {
+		p.fail()
+	}
+	return p.bad
+}
+
+func (p *fastParser) leave() { p.depth-- }
+
+// inline parses a value that starts at i in the middle of a line: after "key: " or "- ", or at
+// the start of a content line. parent is the indentation the value must exceed to continue on
+// later lines. compact allows a map or list to start here ("- key: v", "- - x"); mapValue allows
+// a list at the parent's own indentation to follow on the next lines ("key:\n- x").
+func (p *fastParser) inline(parent int, compact, mapValue bool) *node {
+	start := p.i
+	var anchor, tag string
+	for p.peek() == '&' || p.peek() == '!' {
+		if p.peek() == '&' {
+			if anchor != "" {
+				p.fail()
+				return nil
+			}
+			anchor = p.name()
+		} else {
+			if tag != "" {
+				p.fail()
+				return nil
+			}
+			tag = p.tag()
+		}
+		if p.bad || anchor == "" && tag == "" {
+			p.fail()
+			return nil
+		}
+		if c := p.peek(); c != ' ' && c != '\n' && c != 0 {
+			p.fail()
+			return nil
+		}
+		p.skipSpaces()
+	}
+	if anchor == "" && tag == "" {
+		return p.plainValue(parent, compact, mapValue)
+	}
+	// The value of an anchor or a tag is reported where the anchor or tag stands.
+	pos := p.posAt(start)
+	var a *anchored
+	if anchor != "" {
+		a = &anchored{}
+		p.anchors0()[anchor] = a
+	}
+	before := p.cost
+	var n *node
+	if p.blank() {
+		p.nextLine()
+		if c := p.peek(); p.ind >= 0 && (c == '&' || c == '!' || c == '*') {
+			p.fail() // a second anchor or tag, or an alias, for the same value
+			return nil
+		}
+		switch {
+		case p.ind > parent:
+			n = p.block(parent)
+		case mapValue && p.ind == parent && p.isEntry():
+			n = p.seq(parent)
+		default:
+			n = p.null(pos)
+		}
+	} else {
+		if p.peek() == '*' || p.keyAhead() {
+			// "&a *b" is refused by yaml.v3; "&a key: v" anchors the key, not the map.
+			p.fail()
+			return nil
+		}
+		n = p.plainValue(parent, false, false)
+	}
+	if p.bad {
+		return nil
+	}
+	n.pos = pos
+	if tag != "" {
+		n.tag = tag
+	}
+	if a != nil {
+		a.n, a.cost, a.ready = n, p.cost-before, true
+	}
+	return n
+}
+
+func (p *fastParser) anchors0() map[string]*anchored {
+	if p.anchors == nil {
+		p.anchors = map[string]*anchored{}
+	}
+	return p.anchors
+}
+
+// name reads an anchor or alias name after its & or *: letters, digits, _ and -, as yaml.v3
+// wants them, followed by a blank or the end of a flow entry. It returns "" (and gives up)
+// otherwise.
+func (p *fastParser) name() string {
+	p.i++
+	start := p.i
+	for p.i < len(p.src) {
+		c := p.src[p.i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			p.i++
+			continue
+		}
+		break
+	}
+	switch p.peek() {
+	case ' ', '\n', 0, ',', ']', '}':
+		if p.i > start {
+			return p.src[start:p.i]
+		}
+	}
+	p.fail()
+	return ""
+}
+
+// tag reads a local tag such as !reference; other tags are left to yaml.v3.
+func (p *fastParser) tag() string {
+	start := p.i
+	p.i++
+	for p.i < len(p.src) {
+		c := p.src[p.i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
+			p.i++
+			continue
+		}
+		break
+	}
+	if p.i == start+1 {
+		p.fail()
+		return ""
+	}
+	return p.src[start:p.i]
+}
+
+// keyAhead reports whether a map key starts at i: a one-line plain or quoted scalar followed by
+// ": " or ":" at the line end.
+func (p *fastParser) keyAhead() bool {
+	end, ok := p.scanKey()
+	return ok && end >= 0
+}
+
+// scanKey finds the colon of a key that starts at i; end is -1 when i does not start one.
+func (p *fastParser) scanKey() (colon int, ok bool) {
+	s := p.src
+	i := p.i
+	switch c := p.peek(); c {
+	case '\'', '"':
+		j := p.quotedEnd(i)
+		if j < 0 {
+			return -1, false
+		}
+		for j < len(s) && s[j] == ' ' {
+			j++
+		}
+		if j < len(s) && s[j] == ':' && (j+1 == len(s) || s[j+1] == ' ' || s[j+1] == '\n') {
+			if j-i > 1000 {
+				return -1, false // too long for a simple key
+			}
+			return j, true
+		}
+		return -1, true
+	case 0, '\n', '[', ']', '{', '}', ',', '#', '&', '*', '!', '|', '>', '%', '@', '`':
+		return -1, true
+	case '-', '?', ':':
+		if n := p.peekAt(1); n == ' ' || n == '\n' || n == 0 {
+			return -1, true
+		}
+	}
+	for j := i; j < len(s); j++ {
+		switch s[j] {
+		case '\n':
+			return -1, true
+		case '#':
+			if s[j-1] == ' ' {
+				return -1, true
+			}
+		case ':':
+			if j+1 == len(s) || s[j+1] == ' ' || s[j+1] == '\n' {
+				if j-i > 1000 {
+					// yaml.v3 refuses simple keys of over 1,024 characters.
+					return -1, false
+				}
+				return j, true
+			}
+		}
+	}
+	return -1, true
+}
+
+// quotedEnd returns the offset after the closing quote of a one-line quoted scalar at i, or -1.
+func (p *fastParser) quotedEnd(i int) int {
+	s := p.src
+	q := s[i]
+	for j := i + 1; j < len(s); j++ {
+		switch s[j] {
+		case '\n':
+			return -1
+		case '\\':
+			if q == '"' {
+				j++
+				if j < len(s) && s[j] == '\n' {
+					return -1
+				}
+			}
+		case q:
+			if q == '\'' && j+1 < len(s) && s[j+1] == '\'' {
+				j++
+				continue
+			}
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// plainValue parses an untagged value at i: a map or list that starts here (when compact), an
+// alias, a flow collection, a block scalar, or a one-line scalar.
+func (p *fastParser) plainValue(parent int, compact, mapValue bool) *node {
+	switch p.peek() {
+	case '*':
+		return p.alias()
+	case '[', '{':
+		pos := p.posAt(p.i)
+		n := p.flow()
+		if p.bad {
+			return nil
+		}
+		n.pos = pos
+		p.endLine()
+		return n
+	case '|':
+		return p.literal(parent)
+	}
+	if p.isEntry() {
+		if !compact {
+			p.fail()
+			return nil
+		}
+		return p.seq(p.col(p.i))
+	}
+	colon, ok := p.scanKey()
+	if !ok {
+		p.fail()
+		return nil
+	}
+	if colon >= 0 {
+		if !compact {
+			p.fail()
+			return nil
+		}
+		return p.mapping(p.col(p.i))
+	}
+	n := p.scalar(false)
+	if p.bad {
+		return nil
+	}
+	p.endLine()
+	return n
+}
+
+// alias copies the anchored value, as the converter does for each use.
+func (p *fastParser) alias() *node {
+	pos := p.posAt(p.i)
+	name := p.name()
+	a := p.anchors[name]
+	if a == nil || !a.ready || name == "" {
+		p.fail()
+		return nil
+	}
+	n := p.use(a, pos)
+	p.endLine()
+	return n
+}
+
+// use copies an anchored value for an alias at pos. The converter counts the alias node and then
+// converts the whole anchored value again, aliases inside it included.
+func (p *fastParser) use(a *anchored, pos Pos) *node {
+	if p.cost+1+a.cost > p.limit {
+		// Past the budget ("billion laughs"): the slow path reports it; copying would not end.
+		p.fail()
+		return p.null(pos)
+	}
+	before := p.cost
+	n := p.clone(a.n)
+	n.pos = pos
+	p.cost = before + 1 + a.cost
+	return n
+}
+
+// clone deep-copies a tree; newNode counts every copy, which alias corrects for.
+func (p *fastParser) clone(n *node) *node {
+	c := p.newNode(*n)
+	if n.pairs != nil {
+		c.pairs = make([]pair, len(n.pairs))
+		for i, pr := range n.pairs {
+			c.pairs[i] = pair{key: p.clone(pr.key), val: p.clone(pr.val)}
+		}
+	}
+	if n.items != nil {
+		c.items = make([]*node, len(n.items))
+		for i, it := range n.items {
+			c.items[i] = p.clone(it)
+		}
+	}
+	return c
+}
+
+// key reads a block map key at i whose colon scanKey found.
+func (p *fastParser) key(colon int) *node {
+	if c := p.peek(); c == '\'' || c == '"' {
+		return p.scalar(false)
+	}
+	pos := p.posAt(p.i)
+	v := strings.TrimRight(p.src[p.i:colon], " ")
+	return p.newNode(node{kind: nScalar, tag: plainTag(v), value: v, pos: pos})
+}
+
+// scalar reads a one-line plain or quoted scalar at i; in flow context plain ones also end at
+// flow indicators.
+func (p *fastParser) scalar(flow bool) *node {
+	pos := p.posAt(p.i)
+	switch p.peek() {
+	case '\'', '"':
+		v, ok := p.quoted()
+		if !ok {
+			p.fail()
+			return nil
+		}
+		return p.newNode(node{kind: nScalar, tag: "!!str", value: v, pos: pos})
+	}
+	s := p.src
+	start := p.i
+	switch c := p.peek(); c {
+	case 0, '\n', '[', ']', '{', '}', ',', '#', '&', '*', '!', '|', '>', '%', '@', '`', '\'', '"':
+		p.fail()
+		return nil
+	case '?', ':':
+		// yaml.v3 lets these start a plain scalar only in block context, and only before text.
+		if n := p.peekAt(1); flow || n == ' ' || n == '\n' || n == 0 {
+			p.fail()
+			return nil
+		}
+	case '-':
+		if n := p.peekAt(1); n == ' ' || n == '\n' || n == 0 {
+			p.fail()
+			return nil
+		}
+	}
+	end := start
+	j := start
+loop:
+	for ; j < len(s); j++ {
+		switch c := s[j]; c {
+		case '\n':
+			break loop
+		case ' ':
+			continue
+		case '#':
+			if s[j-1] == ' ' {
+				break loop
+			}
+		case ':':
+			if j+1 == len(s) || s[j+1] == ' ' || s[j+1] == '\n' {
+				if flow {
+					break loop // a flow map's key ends here
+				}
+				// A key where a value was expected ("a: b: c"): yaml.v3 refuses it.
+				p.fail()
+				return nil
+			}
+		case ',', '?', '[', ']', '{', '}':
+			if flow {
+				break loop
+			}
+		}
+		end = j + 1
+	}
+	p.i = end
+	v := s[start:end]
+	return p.newNode(node{kind: nScalar, tag: plainTag(v), value: v, pos: pos})
+}
+
+// plainTag resolves a plain scalar's tag as yaml.v3 does; most values start with a letter that
+// rules out everything but a string, so the resolver is asked only about the rest.
+func plainTag(v string) string {
+	if v == "<<" {
+		return "!!merge"
+	}
+	if v != "" && strings.IndexByte("+-0123456789yYnNtTfFoO~.", v[0]) < 0 {
+		return "!!str"
+	}
+	y := yaml.Node{Kind: yaml.ScalarNode, Value: v}
+	return y.ShortTag()
+}
+
+// quoted reads a one-line quoted scalar at i.
+func (p *fastParser) quoted() (string, bool) {
+	end := p.quotedEnd(p.i)
+	if end < 0 {
+		return "", false
+	}
+	raw := p.src[p.i+1 : end-1]
+	q := p.src[p.i]
+	p.i = end
+	if q == '\'' {
+		if !strings.Contains(raw, "''") {
+			return raw, true
+		}
+		return strings.ReplaceAll(raw, "''", "'"), true
+	}
+	if !strings.Contains(raw, `\`) {
+		return raw, true
+	}
+	var b strings.Builder
+	for k := 0; k < len(raw); k++ {
+		c := raw[k]
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		k++
+		switch raw[k] {
+		case '0':
+			b.WriteByte(0)
+		case 'a':
+			b.WriteByte('\a')
+		case 'b':
+			b.WriteByte('\b')
+		case 't':
+			b.WriteByte('\t')
+		case 'n':
+			b.WriteByte('\n')
+		case 'v':
+			b.WriteByte('\v')
+		case 'f':
+			b.WriteByte('\f')
+		case 'r':
+			b.WriteByte('\r')
+		case 'e':
+			b.WriteByte(0x1b)
+		case ' ', '"', '\'', '\\':
+			b.WriteByte(raw[k])
+		case 'N':
+			b.WriteString("\u0085")
+		case '_':
+			b.WriteString("\u00a0")
+		case 'L':
+			b.WriteString("\u2028")
+		case 'P':
+			b.WriteString("\u2029")
+		case 'x', 'u', 'U':
+			n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[raw[k]]
+			if k+1+n > len(raw) {
+				return "", false
+			}
+			v, err := strconv.ParseUint(raw[k+1:k+1+n], 16, 32)
+			if err != nil || v >= 0xD800 && v <= 0xDFFF || v > 0x10FFFF {
+				return "", false
+			}
+			b.WriteRune(rune(v))
+			k += n
+		default:
+			return "", false
+		}
+	}
+	return b.String(), true
+}
+
+// flow parses a one-line flow list or map at i.
+func (p *fastParser) flow() *node {
+	if p.enter() {
+		return nil
+	}
+	defer p.leave()
+	pos := p.posAt(p.i)
+	open := p.src[p.i]
+	p.i++
+	var n *node
+	closer := byte(']')
+	if open == '[' {
+		n = p.newNode(node{kind: nSeq, tag: "!!seq", pos: pos})
+	} else {
+		n = p.newNode(node{kind: nMap, tag: "!!map", pos: pos})
+		closer = '}'
+	}
+	var merged []pair
+	p.skipSpaces()
+	if p.peek() == closer {
+		p.i++
+		n.items = []*node{}
+		if open == '{' {
+			n.items = nil
+			n.pairs = []pair{}
+		}
+		return n
+	}
+	for {
+		if open == '[' {
+			it := p.flowNode()
+			if p.bad {
+				return nil
+			}
+			n.items = append(n.items, it)
+		} else {
+			if c := p.peek(); c == '*' || c == '[' || c == '{' {
+				p.fail()
+				return nil
+			}
+			keyAt := p.i
+			k := p.flowNode()
+			if p.bad || p.peek() != ':' || p.i-keyAt > 1000 {
+				p.fail()
+				return nil
+			}
+			p.i++
+			if c := p.peek(); c != ' ' {
+				p.fail()
+				return nil
+			}
+			p.skipSpaces()
+			v := p.flowNode()
+			if p.bad {
+				return nil
+			}
+			if k.tag == "!!merge" {
+				p.cost-- // the converter does not convert a merge key
+				ms, ok := mergeSources(v)
+				if !ok {
+					p.fail()
+					return nil
+				}
+				merged = append(merged, ms...)
+			} else if !p.addPair(n, pair{key: k, val: v}) {
+				return nil
+			}
+		}
+		p.skipSpaces()
+		switch p.peek() {
+		case ',':
+			p.i++
+			p.skipSpaces()
+			if c := p.peek(); c == ']' || c == '}' || c == ',' {
+				p.fail()
+				return nil
+			}
+			continue
+		case closer:
+			p.i++
+			if len(merged) > 0 {
+				n.pairs = mergePairs(n.pairs, merged)
+			}
+			if n.kind == nSeq && n.items == nil {
+				n.items = []*node{}
+			}
+			if n.kind == nMap && n.pairs == nil {
+				n.pairs = []pair{}
+			}
+			return n
+		}
+		p.fail()
+		return nil
+	}
+}
+
+// flowNode parses one entry of a flow collection.
+func (p *fastParser) flowNode() *node {
+	switch p.peek() {
+	case '[', '{':
+		return p.flow()
+	case '*':
+		pos := p.posAt(p.i)
+		name := p.name()
+		a := p.anchors[name]
+		if a == nil || !a.ready || name == "" {
+			p.fail()
+			return nil
+		}
+		return p.use(a, pos)
+	}
+	return p.scalar(true)
+}
+
+// addPair appends a key unless the map has it already, in which case the converter would report
+// a duplicate: that is left to the slow path.
+func (p *fastParser) addPair(n *node, pr pair) bool {
+	if indexKey(n.pairs, pr.key.value) >= 0 {
+		p.fail()
+		return false
+	}
+	n.pairs = append(n.pairs, pr)
+	return true
+}
+
+// mapping parses a block map whose keys stand in column ind; the first key is at i.
+func (p *fastParser) mapping(ind int) *node {
+	if p.enter() {
+		return nil
+	}
+	defer p.leave()
+	n := p.newNode(node{kind: nMap, tag: "!!map", pos: p.posAt(p.i)})
+	var merged []pair
+	var index map[string]int
+	for {
+		colon, ok := p.scanKey()
+		if !ok || colon < 0 {
+			p.fail()
+			return nil
+		}
+		k := p.key(colon)
+		if p.bad {
+			return nil
+		}
+		merge := k.tag == "!!merge"
+		if merge {
+			p.cost-- // the converter does not convert a merge key
+		}
+		p.i = colon + 1
+		var v *node
+		if colonEnd := p.posAt(p.i); p.blank() {
+			p.nextLine()
+			switch {
+			case p.ind > ind:
+				v = p.block(ind)
+			case p.ind == ind && p.isEntry():
+				v = p.seq(ind)
+			default:
+				v = p.null(colonEnd)
+			}
+		} else {
+			v = p.inline(ind, false, true)
+		}
+		if p.bad {
+			return nil
+		}
+		if merge {
+			ms, ok := mergeSources(v)
+			if !ok {
+				p.fail()
+				return nil
+			}
+			merged = append(merged, ms...)
+		} else {
+			if index != nil {
+				if _, dup := index[k.value]; dup {
+					p.fail()
+					return nil
+				}
+				index[k.value] = len(n.pairs)
+				n.pairs = append(n.pairs, pair{key: k, val: v})
+			} else if !p.addPair(n, pair{key: k, val: v}) {
+				return nil
+			}
+			if index == nil && len(n.pairs) > 16 {
+				index = make(map[string]int, 32)
+				for i, pr := range n.pairs {
+					index[pr.key.value] = i
+				}
+			}
+		}
+		if p.ind == ind && !p.isEntry() {
+			continue
+		}
+		if p.ind > ind || p.ind == ind {
+			p.fail()
+			return nil
+		}
+		if len(merged) > 0 {
+			n.pairs = mergePairs(n.pairs, merged)
+		}
+		if n.pairs == nil {
+			n.pairs = []pair{}
+		}
+		return n
+	}
+}
+
+// literal parses a literal block scalar whose | is at i, the way libyaml's scanner does: the
+// indentation is that of the first non-blank line (at least parent+1), blank lines inside count,
+// and the chomping indicator decides what happens to the final line breaks.
+func (p *fastParser) literal(parent int) *node {
+	pos := p.posAt(p.i)
+	p.i++
+	chomp := byte(0)
+	if c := p.peek(); c == '-' || c == '+' {
+		chomp = c
+		p.i++
+	}
+	if c := p.peek(); c != ' ' && c != '\n' && c != 0 || parent < 0 {
+		// An indentation indicator or an odd header: yaml.v3's business.
+		p.fail()
+		return nil
+	}
+	if !p.blank() {
+		p.fail()
+		return nil
+	}
+	s := p.src
+	if nl := strings.IndexByte(s[p.i:], '\n'); nl >= 0 {
+		p.i += nl + 1
+		p.line++
+		p.lineAt = p.i
+	} else {
+		p.i = len(s)
+	}
+	indent := 0 // not known yet
+	lead, trail := 0, 0
+	// breaks eats indentation and blank lines up to the next content line.
+	breaks := func() {
+		maxInd := 0
+		for {
+			for p.i < len(s) && s[p.i] == ' ' && (indent == 0 || p.i-p.lineAt < indent) {
+				p.i++
+			}
+			maxInd = max(maxInd, p.i-p.lineAt)
+			if p.i >= len(s) || s[p.i] != '\n' {
+				break
+			}
+			trail++
+			p.i++
+			p.line++
+			p.lineAt = p.i
+		}
+		if indent == 0 {
+			indent = max(maxInd, parent+1, 1)
+			if c := p.i - p.lineAt; p.i < len(s) && c < indent && c > parent {
+				// Blank lines indented deeper than the first text: left to yaml.v3.
+				p.fail()
+			}
+		}
+	}
+	breaks()
+	var b strings.Builder
+	for !p.bad && p.i < len(s) && p.i-p.lineAt == indent {
+		for k := 0; k < lead+trail; k++ {
+			b.WriteByte('\n')
+		}
+		lead, trail = 0, 0
+		le := strings.IndexByte(s[p.i:], '\n')
+		if le < 0 {
+			b.WriteString(s[p.i:])
+			p.i = len(s)
+			break
+		}
+		b.WriteString(s[p.i : p.i+le])
+		lead = 1
+		p.i += le + 1
+		p.line++
+		p.lineAt = p.i
+		breaks()
+	}
+	if p.bad {
+		return nil
+	}
+	switch chomp {
+	case 0:
+		if lead > 0 {
+			b.WriteByte('\n')
+		}
+	case '+':
+		b.WriteString(strings.Repeat("\n", lead+trail))
+	}
+	n := p.newNode(node{kind: nScalar, tag: "!!str", value: b.String(), pos: pos})
+	// i is at the end, or at the first character of a line indented less than the text.
+	if p.i < len(s) {
+		p.skipBlankLines()
+	} else {
+		p.ind = -1
+	}
+	return n
+}
+
+// mergeSources returns the pairs a merge key's value brings, as converter.mergeSources does, or
+// false where the converter would report an error.
+func mergeSources(v *node) ([]pair, bool) {
+	switch v.kind {
+	case nMap:
+		return v.pairs, true
+	case nSeq:
+		var out []pair
+		for _, it := range v.items {
+			if it.kind != nMap {
+				return nil, false
+			}
+			out = append(out, it.pairs...)
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// mergePairs puts merged pairs the map does not set itself before its own, the first of several
+// merged maps winning.
+func mergePairs(own, merged []pair) []pair {
+	var out []pair
+	added := map[string]bool{}
+	for _, pr := range merged {
+		if indexKey(own, pr.key.value) < 0 && !added[pr.key.value] {
+			added[pr.key.value] = true
+			out = append(out, pr)
+		}
+	}
+	return append(out, own...)
+}

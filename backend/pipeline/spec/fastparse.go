@@ -827,12 +827,15 @@ func (p *fastParser) flow() *node {
 				return nil
 			}
 			p.skipSpaces()
+			merge := k.tag == "!!merge"
+			if merge {
+				p.cost-- // the converter does not convert a merge key
+			}
 			v := p.flowNode()
 			if p.bad {
 				return nil
 			}
-			if k.tag == "!!merge" {
-				p.cost-- // the converter does not convert a merge key
+			if merge {
 				ms, ok := mergeSources(v)
 				if !ok {
 					p.fail()

@@ -101,12 +101,45 @@ var fastSeeds = []string{
 
 func TestFastParseMatchesYAMLv3(t *testing.T) {
 	accepted := 0
-	for i, s := range fastSeeds {
-		if fastMatches(t, fmt.Sprintf("seed%d", i), []byte(s)) {
+	cases := append(append([]string(nil), fastSeeds...), fastEdgeCases...)
+	for i, s := range cases {
+		if fastMatches(t, fmt.Sprintf("case%d", i), []byte(s)) {
 			accepted++
 		}
 	}
-	t.Logf("fast parser took %d of %d seeds", accepted, len(fastSeeds))
+	t.Logf("fast parser took %d of %d cases", accepted, len(cases))
+}
+
+// At a budget of exactly what a file costs, the fast parser still takes it and leaves what the
+// converter leaves; one less, and it gives the file to yaml.v3, which reports the excess.
+func TestFastParseBudgetEdge(t *testing.T) {
+	for _, doc := range []string{
+		"a: &a [1, 2, 3]\nb: &b [*a, *a]\nc: [*b, *b, {<<: {x: *a}}]\n",
+		"a: &a {x: 1}\nb:\n  <<: *a\n  y: *a\nc: *a\n",
+		"a: &a\n  - 1\n  - &b {z: 2}\nb: [*a, *b]\n",
+		"- &a 1\n- *a\n- *a\n",
+	} {
+		b := &budget{left: maxNodes}
+		if _, ok := parseFast("f", []byte(doc), b); !ok {
+			t.Fatalf("refused %q", doc)
+		}
+		cost := maxNodes - b.left
+		for _, left := range []int{cost, cost - 1} {
+			fb, sb := &budget{left: left}, &budget{left: left}
+			_, ok := parseFast("f", []byte(doc), fb)
+			var d diags
+			parseSlow("f", []byte(doc), sb, &d)
+			if ok != (left == cost) {
+				t.Errorf("%q with %d left of a cost of %d: fast parser took it: %v", doc, left, cost, ok)
+			}
+			if ok && fb.left != sb.left {
+				t.Errorf("%q: fast parser left %d, the converter %d", doc, fb.left, sb.left)
+			}
+			if !ok && len(d.list) == 0 {
+				t.Errorf("%q with %d left: yaml.v3's path reports no excess", doc, left)
+			}
+		}
+	}
 }
 
 // The files people write take the fast way, and it agrees with yaml.v3 on each of them.
@@ -143,7 +176,7 @@ func TestFastParseTakesRealFiles(t *testing.T) {
 
 // FuzzFastParse: on any input the fast parser either gives up or agrees with yaml.v3.
 func FuzzFastParse(f *testing.F) {
-	for _, s := range fastSeeds {
+	for _, s := range append(append([]string(nil), fastSeeds...), fastEdgeCases...) {
 		f.Add([]byte(s))
 	}
 	f.Add(genJobs(1, 2, 3))

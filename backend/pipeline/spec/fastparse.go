@@ -792,7 +792,7 @@ func (p *fastParser) flow() *node {
 		n = p.newNode(node{kind: nMap, tag: "!!map", pos: pos})
 		closer = '}'
 	}
-	var merged []pair
+	mb := mapBuilder{p: p, n: n}
 	p.skipSpaces()
 	if p.peek() == closer {
 		p.i++
@@ -827,22 +827,9 @@ func (p *fastParser) flow() *node {
 				return nil
 			}
 			p.skipSpaces()
-			merge := k.tag == "!!merge"
-			if merge {
-				p.cost-- // the converter does not convert a merge key
-			}
+			mb.mergeKey(k)
 			v := p.flowNode()
-			if p.bad {
-				return nil
-			}
-			if merge {
-				ms, ok := mergeSources(v)
-				if !ok {
-					p.fail()
-					return nil
-				}
-				merged = append(merged, ms...)
-			} else if !p.addPair(n, pair{key: k, val: v}) {
+			if p.bad || !mb.add(k, v) {
 				return nil
 			}
 		}
@@ -858,14 +845,11 @@ func (p *fastParser) flow() *node {
 			continue
 		case closer:
 			p.i++
-			if len(merged) > 0 {
-				n.pairs = mergePairs(n.pairs, merged)
-			}
 			if n.kind == nSeq && n.items == nil {
 				n.items = []*node{}
 			}
-			if n.kind == nMap && n.pairs == nil {
-				n.pairs = []pair{}
+			if n.kind == nMap {
+				mb.finish()
 			}
 			return n
 		}
@@ -892,26 +876,13 @@ func (p *fastParser) flowNode() *node {
 	return p.scalar(true)
 }
 
-// addPair appends a key unless the map has it already, in which case the converter would report
-// a duplicate: that is left to the slow path.
-func (p *fastParser) addPair(n *node, pr pair) bool {
-	if indexKey(n.pairs, pr.key.value) >= 0 {
-		p.fail()
-		return false
-	}
-	n.pairs = append(n.pairs, pr)
-	return true
-}
-
 // mapping parses a block map whose keys stand in column ind; the first key is at i.
 func (p *fastParser) mapping(ind int) *node {
 	if p.enter() {
 		return nil
 	}
 	defer p.leave()
-	n := p.newNode(node{kind: nMap, tag: "!!map", pos: p.posAt(p.i)})
-	var merged []pair
-	var index map[string]int
+	mb := mapBuilder{p: p, n: p.newNode(node{kind: nMap, tag: "!!map", pos: p.posAt(p.i)})}
 	for {
 		colon, ok := p.scanKey()
 		if !ok || colon < 0 {
@@ -922,10 +893,7 @@ func (p *fastParser) mapping(ind int) *node {
 		if p.bad {
 			return nil
 		}
-		merge := k.tag == "!!merge"
-		if merge {
-			p.cost-- // the converter does not convert a merge key
-		}
+		mb.mergeKey(k)
 		p.i = colon + 1
 		var v *node
 		if colonEnd := p.posAt(p.i); p.blank() {
@@ -941,48 +909,76 @@ func (p *fastParser) mapping(ind int) *node {
 		} else {
 			v = p.inline(ind, false, true)
 		}
-		if p.bad {
+		if p.bad || !mb.add(k, v) {
 			return nil
-		}
-		if merge {
-			ms, ok := mergeSources(v)
-			if !ok {
-				p.fail()
-				return nil
-			}
-			merged = append(merged, ms...)
-		} else {
-			if index != nil {
-				if _, dup := index[k.value]; dup {
-					p.fail()
-					return nil
-				}
-				index[k.value] = len(n.pairs)
-				n.pairs = append(n.pairs, pair{key: k, val: v})
-			} else if !p.addPair(n, pair{key: k, val: v}) {
-				return nil
-			}
-			if index == nil && len(n.pairs) > 16 {
-				index = make(map[string]int, 32)
-				for i, pr := range n.pairs {
-					index[pr.key.value] = i
-				}
-			}
 		}
 		if p.ind == ind && !p.isEntry() {
 			continue
 		}
-		if p.ind > ind || p.ind == ind {
+		if p.ind >= ind {
 			p.fail()
 			return nil
 		}
-		if len(merged) > 0 {
-			n.pairs = mergePairs(n.pairs, merged)
+		mb.finish()
+		return mb.n
+	}
+}
+
+// mapBuilder adds the pairs of a block or flow map as the converter does: merge keys collect
+// their maps' pairs, which go first unless the map sets the key itself; a duplicate key, or a
+// merge of something other than maps, is an error the converter reports, so the parser gives up.
+type mapBuilder struct {
+	p      *fastParser
+	n      *node
+	merged []pair
+	index  map[string]int // built once a map is large enough for scans to cost
+}
+
+// mergeKey takes a merge key off the cost before its value is parsed: the converter does not
+// convert the key, and the value may need every node of the budget.
+func (mb *mapBuilder) mergeKey(k *node) {
+	if k.tag == "!!merge" {
+		mb.p.cost--
+	}
+}
+
+func (mb *mapBuilder) add(k, v *node) bool {
+	n := mb.n
+	if k.tag == "!!merge" {
+		ms, ok := mergeSources(v)
+		if !ok {
+			mb.p.fail()
+			return false
 		}
-		if n.pairs == nil {
-			n.pairs = []pair{}
+		mb.merged = append(mb.merged, ms...)
+		return true
+	}
+	if mb.index != nil {
+		if _, dup := mb.index[k.value]; dup {
+			mb.p.fail()
+			return false
 		}
-		return n
+		mb.index[k.value] = len(n.pairs)
+	} else if indexKey(n.pairs, k.value) >= 0 {
+		mb.p.fail()
+		return false
+	}
+	n.pairs = append(n.pairs, pair{key: k, val: v})
+	if mb.index == nil && len(n.pairs) > 16 {
+		mb.index = make(map[string]int, 32)
+		for i, pr := range n.pairs {
+			mb.index[pr.key.value] = i
+		}
+	}
+	return true
+}
+
+func (mb *mapBuilder) finish() {
+	if len(mb.merged) > 0 {
+		mb.n.pairs = mergePairs(mb.n.pairs, mb.merged)
+	}
+	if mb.n.pairs == nil {
+		mb.n.pairs = []pair{}
 	}
 }
 

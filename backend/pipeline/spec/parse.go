@@ -269,18 +269,9 @@ func (c *converter) mapping(y *yaml.Node) *node {
 			index[key.value] = len(n.pairs) - 1
 		}
 	}
-	if len(merged) == 0 {
-		return n
+	if len(merged) > 0 {
+		n.pairs = mergePairs(n.pairs, merged)
 	}
-	var out []pair
-	added := map[string]bool{}
-	for _, p := range merged {
-		if find(p.key.value) < 0 && !added[p.key.value] {
-			added[p.key.value] = true
-			out = append(out, p)
-		}
-	}
-	n.pairs = append(out, n.pairs...)
 	return n
 }
 

@@ -47,7 +47,7 @@ const maxFastDepth = 500
 
 // parseFast returns the file's tree, or ok=false when the file is outside the subset or wrong.
 func parseFast(file string, src []byte, b *budget) (*node, bool) {
-	p := &fastParser{src: string(src), file: file, line: 1, limit: b.left}
+	p := &fastParser{src: string(src), file: file, line: 1, limit: b.left, anchors: map[string]*anchored{}}
 	if !p.checkChars() {
 		return nil, false
 	}
@@ -227,7 +227,9 @@ func (p *fastParser) document() *node {
 		}
 	}
 	if p.ind < 0 {
-		return p.newNodeFree(node{kind: nScalar, tag: "!!null", pos: Pos{File: p.file, Line: 1, Column: 1}})
+		n := p.null(Pos{File: p.file, Line: 1, Column: 1})
+		p.cost-- // parseSlow makes this null itself, without the converter counting it
+		return n
 	}
 	if p.peek() == '%' {
 		p.fail()
@@ -239,13 +241,6 @@ func (p *fastParser) document() *node {
 		p.fail()
 	}
 	return n
-}
-
-// newNodeFree makes a node the converter does not count (the empty document's null).
-func (p *fastParser) newNodeFree(n node) *node {
-	nn := p.newNode(n)
-	p.cost--
-	return nn
 }
 
 // isEntry reports whether i is at a block list entry: "-" then a space or the line end.
@@ -349,7 +344,7 @@ func (p *fastParser) inline(parent int, compact, mapValue bool) *node {
 	var a *anchored
 	if anchor != "" {
 		a = &anchored{}
-		p.anchors0()[anchor] = a
+		p.anchors[anchor] = a
 	}
 	before := p.cost
 	var n *node
@@ -368,7 +363,7 @@ func (p *fastParser) inline(parent int, compact, mapValue bool) *node {
 			n = p.null(pos)
 		}
 	} else {
-		if p.peek() == '*' || p.keyAhead() {
+		if colon, ok := p.scanKey(); p.peek() == '*' || ok && colon >= 0 {
 			// "&a *b" is refused by yaml.v3; "&a key: v" anchors the key, not the map.
 			p.fail()
 			return nil
@@ -388,26 +383,17 @@ func (p *fastParser) inline(parent int, compact, mapValue bool) *node {
 	return n
 }
 
-func (p *fastParser) anchors0() map[string]*anchored {
-	if p.anchors == nil {
-		p.anchors = map[string]*anchored{}
-	}
-	return p.anchors
-}
-
-// keyAhead reports whether a map key starts at i: a one-line plain or quoted scalar followed by
-// ": " or ":" at the line end.
-func (p *fastParser) keyAhead() bool {
-	end, ok := p.scanKey()
-	return ok && end >= 0
-}
-
 // plainValue parses an untagged value at i: a map or list that starts here (when compact), an
 // alias, a flow collection, a block scalar, or a one-line scalar.
 func (p *fastParser) plainValue(parent int, compact, mapValue bool) *node {
 	switch p.peek() {
 	case '*':
-		return p.alias()
+		n := p.alias()
+		if p.bad {
+			return nil
+		}
+		p.endLine()
+		return n
 	case '[', '{':
 		pos := p.posAt(p.i)
 		n := p.flow()
@@ -447,7 +433,9 @@ func (p *fastParser) plainValue(parent int, compact, mapValue bool) *node {
 	return n
 }
 
-// alias copies the anchored value, as the converter does for each use.
+// alias reads an alias at i and copies the anchored value, as the converter does for each use.
+// The converter counts the alias node and then converts the whole anchored value again, aliases
+// inside it included.
 func (p *fastParser) alias() *node {
 	pos := p.posAt(p.i)
 	name := p.name()
@@ -456,18 +444,10 @@ func (p *fastParser) alias() *node {
 		p.fail()
 		return nil
 	}
-	n := p.use(a, pos)
-	p.endLine()
-	return n
-}
-
-// use copies an anchored value for an alias at pos. The converter counts the alias node and then
-// converts the whole anchored value again, aliases inside it included.
-func (p *fastParser) use(a *anchored, pos Pos) *node {
 	if p.cost+1+a.cost > p.limit {
 		// Past the budget ("billion laughs"): the slow path reports it; copying would not end.
 		p.fail()
-		return p.null(pos)
+		return nil
 	}
 	before := p.cost
 	n := p.clone(a.n)

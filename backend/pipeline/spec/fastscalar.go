@@ -17,14 +17,7 @@ import (
 func (p *fastParser) name() string {
 	p.i++
 	start := p.i
-	for p.i < len(p.src) {
-		c := p.src[p.i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
-			p.i++
-			continue
-		}
-		break
-	}
+	p.skipNameChars()
 	switch p.peek() {
 	case ' ', '\n', 0, ',', ']', '}':
 		if p.i > start {
@@ -35,18 +28,23 @@ func (p *fastParser) name() string {
 	return ""
 }
 
-// tag reads a local tag such as !reference; other tags are left to yaml.v3.
-func (p *fastParser) tag() string {
-	start := p.i
-	p.i++
+// skipNameChars moves past letters, digits, _ and -: what anchor names and local tags are made of.
+func (p *fastParser) skipNameChars() {
 	for p.i < len(p.src) {
 		c := p.src[p.i]
 		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
 			p.i++
 			continue
 		}
-		break
+		return
 	}
+}
+
+// tag reads a local tag such as !reference; other tags are left to yaml.v3.
+func (p *fastParser) tag() string {
+	start := p.i
+	p.i++
+	p.skipNameChars()
 	if p.i == start+1 {
 		p.fail()
 		return ""
@@ -58,8 +56,8 @@ func (p *fastParser) tag() string {
 func (p *fastParser) scanKey() (colon int, ok bool) {
 	s := p.src
 	i := p.i
-	switch c := p.peek(); c {
-	case '\'', '"':
+	switch c := p.peek(); {
+	case c == '\'' || c == '"':
 		j := p.quotedEnd(i)
 		if j < 0 {
 			return -1, false
@@ -74,9 +72,9 @@ func (p *fastParser) scanKey() (colon int, ok bool) {
 			return j, true
 		}
 		return -1, true
-	case 0, '\n', '[', ']', '{', '}', ',', '#', '&', '*', '!', '|', '>', '%', '@', '`':
+	case notPlainStart(c):
 		return -1, true
-	case '-', '?', ':':
+	case c == '-' || c == '?' || c == ':':
 		if n := p.peekAt(1); n == ' ' || n == '\n' || n == 0 {
 			return -1, true
 		}
@@ -138,6 +136,16 @@ func (p *fastParser) key(colon int) *node {
 	return p.newNode(node{kind: nScalar, tag: plainTag(v), value: v, pos: pos})
 }
 
+// notPlainStart reports whether c (0 at the end) cannot start a plain scalar: yaml.v3 reads it as
+// an indicator or refuses it. '-', '?' and ':' depend on what follows; callers check those.
+func notPlainStart(c byte) bool {
+	switch c {
+	case 0, '\n', '[', ']', '{', '}', ',', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`':
+		return true
+	}
+	return false
+}
+
 // scalar reads a one-line plain or quoted scalar at i; in flow context plain ones also end at
 // flow indicators.
 func (p *fastParser) scalar(flow bool) *node {
@@ -153,10 +161,11 @@ func (p *fastParser) scalar(flow bool) *node {
 	}
 	s := p.src
 	start := p.i
-	switch c := p.peek(); c {
-	case 0, '\n', '[', ']', '{', '}', ',', '#', '&', '*', '!', '|', '>', '%', '@', '`', '\'', '"':
+	if notPlainStart(p.peek()) {
 		p.fail()
 		return nil
+	}
+	switch p.peek() {
 	case '?', ':':
 		// yaml.v3 lets these start a plain scalar only in block context, and only before text.
 		if n := p.peekAt(1); flow || n == ' ' || n == '\n' || n == 0 {
@@ -272,7 +281,12 @@ func (p *fastParser) quoted() (string, bool) {
 		case 'P':
 			b.WriteString("\u2029")
 		case 'x', 'u', 'U':
-			n := map[byte]int{'x': 2, 'u': 4, 'U': 8}[raw[k]]
+			n := 2 // \xXX
+			if raw[k] == 'u' {
+				n = 4
+			} else if raw[k] == 'U' {
+				n = 8
+			}
 			if k+1+n > len(raw) {
 				return "", false
 			}
@@ -308,16 +322,7 @@ func (p *fastParser) flow() *node {
 	}
 	mb := mapBuilder{p: p, n: n}
 	p.skipSpaces()
-	if p.peek() == closer {
-		p.i++
-		n.items = []*node{}
-		if open == '{' {
-			n.items = nil
-			n.pairs = []pair{}
-		}
-		return n
-	}
-	for {
+	for p.peek() != closer {
 		if open == '[' {
 			it := p.flowNode()
 			if p.bad {
@@ -356,20 +361,20 @@ func (p *fastParser) flow() *node {
 				p.fail()
 				return nil
 			}
-			continue
 		case closer:
-			p.i++
-			if n.kind == nSeq && n.items == nil {
-				n.items = []*node{}
-			}
-			if n.kind == nMap {
-				mb.finish()
-			}
-			return n
+		default:
+			p.fail()
+			return nil
 		}
-		p.fail()
-		return nil
 	}
+	p.i++
+	if n.kind == nSeq && n.items == nil {
+		n.items = []*node{} // as the converter makes them
+	}
+	if n.kind == nMap {
+		mb.finish()
+	}
+	return n
 }
 
 // flowNode parses one entry of a flow collection.
@@ -378,14 +383,7 @@ func (p *fastParser) flowNode() *node {
 	case '[', '{':
 		return p.flow()
 	case '*':
-		pos := p.posAt(p.i)
-		name := p.name()
-		a := p.anchors[name]
-		if a == nil || !a.ready || name == "" {
-			p.fail()
-			return nil
-		}
-		return p.use(a, pos)
+		return p.alias()
 	}
 	return p.scalar(true)
 }

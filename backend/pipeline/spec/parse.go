@@ -123,19 +123,9 @@ func parserError(msg string) bool {
 	return false
 }
 
-// parseYAML parses one file. It returns nil when the file does not parse; the error is in d.
-//
-// Most files take parseFast's short way; anything it does not know, and every error, goes through
-// yaml.v3.
+// parseYAML parses one file with yaml.v3 and converts its nodes. It returns nil when the file
+// does not parse; the error is in d.
 func parseYAML(file string, src []byte, b *budget, d *diags) *node {
-	if n, ok := parseFast(file, normalize(src), b); ok {
-		return n
-	}
-	return parseSlow(file, src, b, d)
-}
-
-// parseSlow parses one file with yaml.v3 and converts its nodes.
-func parseSlow(file string, src []byte, b *budget, d *diags) *node {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(normalize(src), &doc); err != nil {
 		pos := Pos{File: file}
@@ -310,4 +300,18 @@ func (c *converter) mergeSources(v *yaml.Node) []pair {
 		out = append(out, m.pairs...)
 	}
 	return out
+}
+
+// mergePairs puts the pairs of merged maps before a map's own pairs, dropping every merged key
+// the map sets itself and every later repeat of a merged key (the first merged map wins).
+func mergePairs(own, merged []pair) []pair {
+	var out []pair
+	added := map[string]bool{}
+	for _, pr := range merged {
+		if indexKey(own, pr.key.value) < 0 && !added[pr.key.value] {
+			added[pr.key.value] = true
+			out = append(out, pr)
+		}
+	}
+	return append(out, own...)
 }

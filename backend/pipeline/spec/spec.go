@@ -8,9 +8,7 @@
 //
 // The flow, one file per step (README.md draws it):
 //
-//	parse.go     YAML → position-carrying nodes; anchors, aliases, merge keys, CRLF
-//	fastparse.go the short way for the YAML people write (fastscalar.go: its leaves); anything
-//	             else goes to yaml.v3
+//	parse.go     YAML (yaml.v3) → position-carrying nodes; anchors, aliases, merge keys, CRLF
 //	include.go   include (local, remote, inline config; 50 files) merged, then !reference
 //	decode.go    nodes → declarations: branch keys, events, pipelines, stages, jobs
 //	values.go    leaf values: strings, durations, images, env, locks, volumes

@@ -1,6 +1,10 @@
-package server
+package app
 
 import (
+	"testing"
+
+	"gorm.io/gorm"
+
 	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
@@ -10,11 +14,13 @@ import (
 	"github.com/nimbus-build/nimbus/backend/registry"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/scheduler"
+	"github.com/nimbus-build/nimbus/backend/store"
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
 
-// Models lists every gorm model of every domain. The schema test checks each against the
-// migrated schema of both dialects, so a domain that adds a model adds it here too.
-func Models() []any {
+// models lists every gorm model of every domain; a domain that adds a model adds it here, and
+// the test below checks each against the migrated schema of both dialects.
+func models() []any {
 	return []any{
 		&auth.User{}, &auth.Session{}, &auth.AccessToken{}, &auth.PasswordReset{},
 		&org.Org{}, &org.Member{}, &org.Invitation{},
@@ -26,4 +32,15 @@ func Models() []any {
 		&registry.Repository{}, &registry.Blob{}, &registry.Manifest{}, &registry.ManifestRef{}, &registry.Tag{}, &registry.Upload{},
 		&artifacts.Package{}, &artifacts.Version{}, &artifacts.File{},
 	}
+}
+
+// TestModelsMatchMigratedSchema is the guard between gorm models and the SQL migrations: every
+// model's table and columns exist with the right kind and nullability on both dialects, and no
+// migrated table or column lacks a model. store's own tests prove the check fails on drift.
+func TestModelsMatchMigratedSchema(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		if err := store.CheckSchema(db, models()...); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

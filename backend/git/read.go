@@ -2,6 +2,7 @@ package git
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -48,32 +49,18 @@ func checkPath(file string) error {
 // file over MaxFileSize is ErrTooLarge and is never read. A symbolic link is returned as its
 // target text, not followed.
 func ReadFile(ctx context.Context, repoPath, commit, file string) ([]byte, error) {
-	if err := checkRev(commit); err != nil {
-		return nil, err
-	}
-	if err := checkPath(file); err != nil {
-		return nil, err
-	}
-	// One lookup answers both "is there such a commit" and "what is at that path".
-	objs, err := lookup(ctx, repoPath, commit+"^{commit}", commit+"^{commit}:"+file)
+	return withReader(ctx, repoPath, func(r *Reader) ([]byte, error) { return r.ReadFile(commit, file) })
+}
+
+// withReader runs one question on a Reader of its own.
+func withReader[T any](ctx context.Context, repoPath string, ask func(*Reader) (T, error)) (T, error) {
+	r, err := OpenReader(ctx, repoPath)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	switch blob := objs[1]; {
-	case objs[0].typ == "":
-		return nil, fmt.Errorf("%w: %q in %s", ErrUnknownRevision, commit, repoPath)
-	case blob.typ == "":
-		return nil, fmt.Errorf("%w: %s at %s", ErrNotExist, file, objs[0].sha)
-	case blob.typ != "blob":
-		return nil, fmt.Errorf("git: %s at %s is a %s, not a file", file, objs[0].sha, blob.typ)
-	case blob.size > MaxFileSize:
-		return nil, fmt.Errorf("%w: %s at %s is %d bytes, the limit is %d", ErrTooLarge, file, objs[0].sha, blob.size, MaxFileSize)
-	}
-	data, err := run(ctx, repoPath, nil, "cat-file", "blob", objs[1].sha)
-	if err != nil {
-		return nil, fmt.Errorf("git: read %s at %s: %w", file, objs[0].sha, err)
-	}
-	return data, nil
+	out, err := ask(r)
+	return out, errors.Join(err, r.Close())
 }
 
 // ChangedFiles lists the paths that differ between the commits oldSHA and newSHA (renames
@@ -84,6 +71,14 @@ func ReadFile(ctx context.Context, repoPath, commit, file string) ([]byte, error
 // new commit counts as changed: rules like "run when src/** changed" then fire on a new branch
 // rather than silently skip it. For a deleted ref (newSHA is zero) the answer is nil.
 func ChangedFiles(ctx context.Context, repoPath, oldSHA, newSHA string, limit int) ([]string, error) {
+	return changedFiles(ctx, repoPath, oldSHA, newSHA, limit, func(revs ...string) ([]string, error) {
+		return resolveCommits(ctx, repoPath, revs...)
+	})
+}
+
+// changedFiles is ChangedFiles with the way revisions are resolved to commits passed in (a
+// process of its own, or a Reader's).
+func changedFiles(ctx context.Context, repoPath, oldSHA, newSHA string, limit int, resolve func(...string) ([]string, error)) ([]string, error) {
 	if limit <= 0 {
 		return nil, fmt.Errorf("%w: limit %d", ErrInvalid, limit)
 	}
@@ -92,13 +87,13 @@ func ChangedFiles(ctx context.Context, repoPath, oldSHA, newSHA string, limit in
 	}
 	var args []string
 	if IsZeroSHA(oldSHA) {
-		shas, err := resolveCommits(ctx, repoPath, newSHA)
+		shas, err := resolve(newSHA)
 		if err != nil {
 			return nil, err
 		}
 		args = []string{"ls-tree", "-r", "-z", "--name-only", "--full-tree", shas[0]}
 	} else {
-		shas, err := resolveCommits(ctx, repoPath, oldSHA, newSHA)
+		shas, err := resolve(oldSHA, newSHA)
 		if err != nil {
 			return nil, err
 		}
@@ -116,6 +111,13 @@ func ChangedFiles(ctx context.Context, repoPath, oldSHA, newSHA string, limit in
 // For a created ref every commit reachable from newSHA counts, up to max: the pushed branch's
 // fork point is not known here.
 func NewCommits(ctx context.Context, repoPath, oldSHA, newSHA string, max int) (int, error) {
+	return newCommits(ctx, repoPath, oldSHA, newSHA, max, func(revs ...string) ([]string, error) {
+		return resolveCommits(ctx, repoPath, revs...)
+	})
+}
+
+// newCommits is NewCommits with the way revisions are resolved passed in.
+func newCommits(ctx context.Context, repoPath, oldSHA, newSHA string, max int, resolve func(...string) ([]string, error)) (int, error) {
 	if max <= 0 {
 		return 0, fmt.Errorf("%w: max %d", ErrInvalid, max)
 	}
@@ -124,13 +126,13 @@ func NewCommits(ctx context.Context, repoPath, oldSHA, newSHA string, max int) (
 	}
 	args := []string{"rev-list", "--count", "--max-count=" + strconv.Itoa(max)}
 	if IsZeroSHA(oldSHA) {
-		shas, err := resolveCommits(ctx, repoPath, newSHA)
+		shas, err := resolve(newSHA)
 		if err != nil {
 			return 0, err
 		}
 		args = append(args, shas[0])
 	} else {
-		shas, err := resolveCommits(ctx, repoPath, oldSHA, newSHA)
+		shas, err := resolve(oldSHA, newSHA)
 		if err != nil {
 			return 0, err
 		}
@@ -147,12 +149,16 @@ func NewCommits(ctx context.Context, repoPath, oldSHA, newSHA string, max int) (
 	return n, nil
 }
 
-// Commit describes the commit sha (a SHA or any revision that names a commit).
+// Commit describes the commit sha (a SHA or any revision that names a commit); see
+// Reader.Commit.
 func Commit(ctx context.Context, repoPath, sha string) (CommitInfo, error) {
-	shas, err := resolveCommits(ctx, repoPath, sha)
-	if err != nil {
-		return CommitInfo{}, err
-	}
+	return withReader(ctx, repoPath, func(r *Reader) (CommitInfo, error) { return r.Commit(sha) })
+}
+
+// logCommit describes the commit with the full SHA sha through `git log`, which re-encodes a
+// message written in another encoding to UTF-8.
+func logCommit(ctx context.Context, repoPath, sha string) (CommitInfo, error) {
+	shas := []string{sha}
 	// NUL separates the fields; the message goes last because only it may hold anything.
 	const format = "--format=%H%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B"
 	out, err := run(ctx, repoPath, nil, "log", "-1", "--no-color", "--no-decorate", format, shas[0], "--")
@@ -163,7 +169,7 @@ func Commit(ctx context.Context, repoPath, sha string) (CommitInfo, error) {
 	if len(f) != 8 {
 		return CommitInfo{}, fmt.Errorf("git: commit %s in %s: unexpected log output %q", shas[0], repoPath, out)
 	}
-	// git re-encodes messages to UTF-8, but a commit that lies about its encoding can still
+	// git re-encodes the message to UTF-8, but a commit that lies about its encoding can still
 	// carry invalid bytes; the database and JSON want valid text.
 	for i := range f {
 		if !utf8.ValidString(f[i]) {

@@ -142,7 +142,6 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	if err != nil {
 		return nil, err
 	}
-	a.Builds = build.NewService(a.DB, a.Repos, clk, cfg.PublicURL, spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage}, log)
 	if a.RegistrationToken, err = secrets.LoadToken(cfg.DataDir, "agent-registration.token", cfg.RegistrationToken); err != nil {
 		return nil, err
 	}
@@ -156,10 +155,15 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		return nil, err
 	}
 	a.Alerts = billing.NewAlertSender(a.DB, clk, log, billing.AlertSenderConfig{AllowPrivate: cfg.AlertWebhookPrivate})
-	a.Scheduler = scheduler.NewService(a.DB, a.Redis.Client, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
+	// The intake (the scheduler's Redis queues) comes first: the build service enqueues into it,
+	// and the scheduler, which drives builds through build.Lifecycle, dispatches from it.
+	intake := scheduler.NewIntake(a.Redis.Client, nil)
+	a.Builds = build.NewService(build.Config{DB: a.DB, Repos: a.Repos, Users: a.Auth, Queue: intake, Logs: a.Logs, Clock: clk,
+		Log: log, PublicURL: cfg.PublicURL, Spec: spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage}})
+	a.Scheduler = scheduler.NewService(a.DB, intake, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
 	})
-	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Scheduler.ResolveJobToken)
+	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Builds.ResolveJobToken)
 
 	// The git handler's scratch space is per process: a crashed process's leftovers are
 	// removed by the next handler that starts in it, so replicas must never share one.
@@ -202,7 +206,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	}); err != nil {
 		return nil, err
 	}
-	a.Files = artifacts.NewService(a.DB, a.Storage, a.Blobs, clk, log)
+	a.Files = artifacts.NewService(a.DB, a.Storage, a.Blobs, a.Builds, clk, log)
 	a.Collector = artifacts.NewCollector(a.DB, a.Storage, a.Registry, clk, log.With("component", "gc"), artifacts.CollectorConfig{})
 
 	authHandler := auth.NewHandler(a.Auth, log)
@@ -225,8 +229,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			authHandler,
 			org.NewHandler(a.Orgs, log),
 			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
-			build.NewHandler(a.Builds, a.Repos, log),
-			scheduler.NewHandler(a.Scheduler, a.Builds, a.Repos, func() <-chan struct{} { return a.Server.Draining() }, log),
+			build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: a.Billing, Log: log}),
+			scheduler.NewHandler(a.Scheduler, func() <-chan struct{} { return a.Server.Draining() }, log),
 			logHandler,
 			billing.NewHandler(a.Billing, a.Orgs, a.Stripe, billing.HandlerConfig{AllowPrivateWebhooks: cfg.AlertWebhookPrivate}, log),
 			artifacts.NewHandler(artifacts.HandlerConfig{Service: a.Files, Blobs: a.Blobs, Repos: a.Repos, Orgs: a.Orgs,

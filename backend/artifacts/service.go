@@ -27,16 +27,23 @@ const MaxFilesPerVersion = 1000
 
 // Service holds the logic of the generic files.
 type Service struct {
-	db    *gorm.DB
-	store storage.Store
-	blobs *Blobs
-	clock clock.Clock
-	log   *slog.Logger
+	db     *gorm.DB
+	store  storage.Store
+	blobs  *Blobs
+	builds Builds
+	clock  clock.Clock
+	log    *slog.Logger
 }
 
 // NewService returns the files service.
-func NewService(db *gorm.DB, st storage.Store, blobs *Blobs, clk clock.Clock, log *slog.Logger) *Service {
-	return &Service{db: db, store: st, blobs: blobs, clock: clk, log: log}
+func NewService(db *gorm.DB, st storage.Store, blobs *Blobs, builds Builds, clk clock.Clock, log *slog.Logger) *Service {
+	return &Service{db: db, store: st, blobs: blobs, builds: builds, clock: clk, log: log}
+}
+
+// Builds finds the build a pipeline belongs to (package build): the provenance of what a
+// pipeline publishes.
+type Builds interface {
+	ProducerOf(ctx context.Context, pipelineID int64) (build.Producer, error)
 }
 
 // Upload is one file upload.
@@ -65,15 +72,11 @@ func (s *Service) producerOf(ctx context.Context, p *auth.Principal) (producer, 
 	if p.Kind != auth.KindJob || p.PipelineID == 0 {
 		return pr, nil
 	}
-	var pl build.Pipeline
-	if err := s.db.WithContext(ctx).Select("id", "build_id").Take(&pl, p.PipelineID).Error; err != nil {
-		return pr, fmt.Errorf("artifacts: the job token's pipeline: %w", err)
-	}
-	var b build.Build
-	if err := s.db.WithContext(ctx).Select("id", "number", "commit_sha").Take(&b, pl.BuildID).Error; err != nil {
+	b, err := s.builds.ProducerOf(ctx, p.PipelineID)
+	if err != nil {
 		return pr, fmt.Errorf("artifacts: the job token's build: %w", err)
 	}
-	pr.PipelineID, pr.BuildID, pr.BuildNumber, pr.Commit = &pl.ID, &b.ID, &b.Number, b.CommitSHA
+	pr.PipelineID, pr.BuildID, pr.BuildNumber, pr.Commit = &b.PipelineID, &b.BuildID, &b.BuildNumber, b.CommitSHA
 	return pr, nil
 }
 

@@ -357,6 +357,22 @@ func (s *Service) UserByID(ctx context.Context, id int64) (*User, error) {
 	return &u, err
 }
 
+// Usernames maps user ids to usernames, in one query; ids of deleted users are absent.
+func (s *Service) Usernames(ctx context.Context, ids []int64) (map[int64]string, error) {
+	var rows []struct {
+		ID       int64
+		Username string
+	}
+	if err := s.db.WithContext(ctx).Model(&User{}).Select("id, username").Where("id IN ?", ids).Scan(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make(map[int64]string, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.Username
+	}
+	return out, nil
+}
+
 // SetAdmin grants or revokes the platform-admin flag (used by `nimbus-server admin`).
 func (s *Service) SetAdmin(ctx context.Context, username string, admin bool) error {
 	res := s.db.WithContext(ctx).Model(&User{}).Where("lower(username) = lower(?)", username).Update("is_admin", admin)

@@ -38,6 +38,8 @@ type fixture struct {
 	access *repo.Access
 	work   string // a working clone
 	bare   string
+	clock  *clock.Fake
+	log    *slog.Logger
 }
 
 func newFixture(t *testing.T, db *gorm.DB) *fixture {
@@ -54,7 +56,8 @@ func newFixture(t *testing.T, db *gorm.DB) *fixture {
 	orgs := org.NewService(db, users, clk, mail.Log{Logger: log}, "http://nimbus.test", log)
 	box, _ := secrets.NewBox(make([]byte, 32))
 	repos := repo.NewService(db, orgs, box, clk, t.TempDir(), log)
-	f := &fixture{t: t, db: db, repos: repos, builds: build.NewService(db, repos, clk, "http://nimbus.test", spec.Options{}, log)}
+	f := &fixture{t: t, db: db, repos: repos, clock: clk, log: log,
+		builds: build.NewService(build.Config{DB: db, Repos: repos, Users: users, Clock: clk, Log: log, PublicURL: "http://nimbus.test", Spec: spec.Options{}})}
 	if f.user, err = users.Signup(ctx, "alice", "alice@example.com", "a long enough passphrase"); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +220,7 @@ func TestNewBranchEventsIfModifyAndSchedules(t *testing.T) {
 		if strings.Join(events, ",") != "push,branch.create" {
 			t.Fatalf("events %v", events)
 		}
-		ss, _ := f.builds.Schedules(ctx, f.access.Repo.ID)
+		ss, _ := f.builds.RepoSchedules(ctx, f.access.Repo.ID)
 		if len(ss) != 1 || ss[0].Branch != "dev/exp" || ss[0].Event != "schedule" || ss[0].Cron != "0 2 * * *" || ss[0].UserID != f.user.ID {
 			t.Fatalf("schedules %+v", ss)
 		}
@@ -235,7 +238,7 @@ func TestNewBranchEventsIfModifyAndSchedules(t *testing.T) {
 		head := f.git("rev-parse", "HEAD")
 		f.commit("no schedule", map[string]string{".cnb.yml": strings.Replace(twoPipelines, "schedule:", "web_trigger_x:", 1)})
 		f.push("refs/heads/dev/exp", head, "dev/exp")
-		if ss, _ := f.builds.Schedules(ctx, f.access.Repo.ID); len(ss) != 0 {
+		if ss, _ := f.builds.RepoSchedules(ctx, f.access.Repo.ID); len(ss) != 0 {
 			t.Fatalf("schedule kept after removal: %+v", ss)
 		}
 	})
@@ -261,7 +264,7 @@ func TestTagPushAndBranchDelete(t *testing.T) {
 		if len(bs) != 1 || bs[0].Event != "branch.delete" || bs[0].Branch != "dev/gone" {
 			t.Fatalf("branch.delete: %+v", bs)
 		}
-		if ss, _ := f.builds.Schedules(context.Background(), f.access.Repo.ID); len(ss) != 0 {
+		if ss, _ := f.builds.RepoSchedules(context.Background(), f.access.Repo.ID); len(ss) != 0 {
 			t.Fatalf("deleted branch keeps schedules: %+v", ss)
 		}
 	})

@@ -42,7 +42,9 @@ func TestPipelineCostInTheBuildAPI(t *testing.T) {
 		if err := db.Create(&running).Error; err != nil {
 			t.Fatal(err)
 		}
-		detail, err := f.builds.Describe(context.Background(), b.RepoID, b.Number)
+		h := build.NewHandler(build.HandlerConfig{Service: f.builds, Repos: f.repos, Log: f.log,
+			Meter: billing.NewService(db, f.clock, f.log, billing.DefaultConfig())})
+		detail, err := h.Describe(context.Background(), b.RepoID, b.Number)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +62,7 @@ func TestPipelineCostInTheBuildAPI(t *testing.T) {
 		if err := db.Create(&settled).Error; err != nil {
 			t.Fatal(err)
 		}
-		detail, err = f.builds.Describe(context.Background(), b.RepoID, b.Number)
+		detail, err = h.Describe(context.Background(), b.RepoID, b.Number)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,14 +2,12 @@ package build
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
@@ -17,27 +15,53 @@ import (
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
-// Handler serves the build routes.
+// Handler serves the build routes: the builds of a repo, one build with its tree, a manual
+// trigger, cancel, rerun, and the repo's schedules.
 type Handler struct {
 	svc   *Service
 	repos *repo.Service
+	why   Explainer
+	meter Meter
 	log   *slog.Logger
 }
 
+// Explainer says why each queued pipeline waits (the scheduler); the API shows it as the
+// pipeline's reason.
+type Explainer interface {
+	Explain(ctx context.Context, ps []Pipeline) map[int64]string
+}
+
+// Meter says what pipelines used and cost up to a time (billing); a pipeline it does not answer
+// for cost nothing.
+type Meter interface {
+	PipelineUsage(ctx context.Context, until map[int64]time.Time) (map[int64]billing.PipelineUsage, error)
+}
+
+// HandlerConfig is what the build routes are made of. Explain and Meter may be nil: queued
+// pipelines then give no reason and cost shows as zero.
+type HandlerConfig struct {
+	Service *Service
+	Repos   *repo.Service
+	Explain Explainer
+	Meter   Meter
+	Log     *slog.Logger
+}
+
 // NewHandler returns the build HTTP handler.
-func NewHandler(svc *Service, repos *repo.Service, log *slog.Logger) *Handler {
-	return &Handler{svc: svc, repos: repos, log: log}
+func NewHandler(cfg HandlerConfig) *Handler {
+	return &Handler{svc: cfg.Service, repos: cfg.Repos, why: cfg.Explain, meter: cfg.Meter, log: cfg.Log}
 }
 
 // Routes implements server.Module.
 func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
-	v1.GET("/repos/:org/:repo/builds", h.list)
-	v1.POST("/repos/:org/:repo/builds", h.trigger)
-	v1.GET("/repos/:org/:repo/builds/:number", h.get)
-	v1.GET("/repos/:org/:repo/schedules", h.schedules)
+	rs := api.NewRoutes(v1, h.log)
+	rs.GET("/repos/:org/:repo/builds", h.list)
+	rs.POST("/repos/:org/:repo/builds", h.trigger)
+	rs.GET("/repos/:org/:repo/builds/:number", h.get)
+	rs.POST("/repos/:org/:repo/builds/:number/cancel", h.cancel)
+	rs.POST("/repos/:org/:repo/builds/:number/rerun", h.rerun)
+	rs.GET("/repos/:org/:repo/schedules", h.schedules)
 }
-
-func (h *Handler) fail(c *gin.Context, err error) { api.Fail(c, h.log, err) }
 
 // JobJSON, StageJSON, PipelineJSON and JSON are the build tree as the API shows it.
 type JobJSON struct {
@@ -100,64 +124,50 @@ type JSON struct {
 	Error         *ErrorJSON     `json:"error,omitempty"`
 }
 
-func (h *Handler) list(c *gin.Context) {
+func (h *Handler) list(c *gin.Context) error {
 	a, err := repo.Load(c, h.repos, repo.Read)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	page, err := api.ParsePage(c)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	bs, err := h.svc.List(c.Request.Context(), a.Repo.ID, page)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	out, err := h.svc.describe(c.Request.Context(), bs, false)
+	out, err := h.describe(c.Request.Context(), bs, false)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusOK, api.NewList(page, out, func(j JSON) int64 { return j.Number }))
+	return api.JSON(c, http.StatusOK, api.NewList(page, out, func(j JSON) int64 { return j.Number }))
 }
 
-func (h *Handler) get(c *gin.Context) {
+func (h *Handler) get(c *gin.Context) error {
 	a, err := repo.Load(c, h.repos, repo.Read)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	n, err := strconv.ParseInt(c.Param("number"), 10, 64)
 	if err != nil {
-		h.fail(c, api.NotFound("build not found"))
-		return
+		return api.NotFound("build not found")
 	}
-	b, err := h.svc.Get(c.Request.Context(), a.Repo.ID, n)
+	out, err := h.Describe(c.Request.Context(), a.Repo.ID, n)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	out, err := h.svc.describe(c.Request.Context(), []Build{*b}, true)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, out[0])
+	return api.JSON(c, http.StatusOK, out)
 }
 
-func (h *Handler) trigger(c *gin.Context) {
+func (h *Handler) trigger(c *gin.Context) error {
 	if auth.From(c).Kind == auth.KindJob {
 		// A pipeline starting pipelines through the API could loop forever.
-		h.fail(c, api.Forbidden("a pipeline's job token cannot start builds"))
-		return
+		return api.Forbidden("a pipeline's job token cannot start builds")
 	}
 	a, err := repo.Load(c, h.repos, repo.Write)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	var req struct {
 		Branch string            `json:"branch"`
@@ -165,20 +175,65 @@ func (h *Handler) trigger(c *gin.Context) {
 		Env    map[string]string `json:"env"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	b, err := h.svc.Manual(c.Request.Context(), a, auth.From(c).User, req.Branch, req.Event, req.Env)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	out, err := h.svc.describe(c.Request.Context(), []Build{*b}, true)
+	out, err := h.describe(c.Request.Context(), []Build{*b}, true)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusCreated, out[0])
+	return api.JSON(c, http.StatusCreated, out[0])
+}
+
+// buildOf authorizes a change to the route's build (cancel, rerun) and loads it.
+func (h *Handler) buildOf(c *gin.Context) (*repo.Access, *Build, error) {
+	if auth.From(c).Kind == auth.KindJob {
+		return nil, nil, api.Forbidden("a pipeline's job token cannot cancel or re-run builds")
+	}
+	a, err := repo.Load(c, h.repos, repo.Write)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := strconv.ParseInt(c.Param("number"), 10, 64)
+	if err != nil || n <= 0 {
+		return nil, nil, api.NotFound("build not found")
+	}
+	b, err := h.svc.Get(c.Request.Context(), a.Repo.ID, n)
+	return a, b, err
+}
+
+func (h *Handler) cancel(c *gin.Context) error {
+	a, b, err := h.buildOf(c)
+	if err != nil {
+		return err
+	}
+	if err := h.svc.Cancel(c.Request.Context(), b.ID, ReasonCancelled); err != nil {
+		return err
+	}
+	out, err := h.Describe(c.Request.Context(), a.Repo.ID, b.Number)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusAccepted, out)
+}
+
+func (h *Handler) rerun(c *gin.Context) error {
+	a, b, err := h.buildOf(c)
+	if err != nil {
+		return err
+	}
+	nb, err := h.svc.Rerun(c.Request.Context(), a, auth.From(c).User, b)
+	if err != nil {
+		return err
+	}
+	out, err := h.Describe(c.Request.Context(), a.Repo.ID, nb.Number)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusCreated, out)
 }
 
 // ScheduleJSON is a registered schedule.
@@ -190,108 +245,50 @@ type ScheduleJSON struct {
 	LastFiredAt *time.Time `json:"last_fired_at"`
 }
 
-func (h *Handler) schedules(c *gin.Context) {
+func (h *Handler) schedules(c *gin.Context) error {
 	a, err := repo.Load(c, h.repos, repo.Read)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	page, err := api.ParsePage(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	ss, err := h.svc.Schedules(c.Request.Context(), a.Repo.ID)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out := make([]ScheduleJSON, 0, len(ss))
-	for _, s := range ss {
-		out = append(out, ScheduleJSON{ID: s.ID, Branch: s.Branch, Event: s.Event, Cron: s.Cron, LastFiredAt: s.LastFiredAt})
-	}
-	c.JSON(http.StatusOK, api.Paginate(page, out, func(s ScheduleJSON) int64 { return s.ID }))
-}
-
-// List returns a page of the repo's builds, newest first (the cursor is the build number).
-func (s *Service) List(ctx context.Context, repoID int64, page api.Page) ([]Build, error) {
-	q := s.db.WithContext(ctx).Where("repo_id = ?", repoID)
-	if page.After > 0 {
-		q = q.Where("number < ?", page.After)
-	}
-	var out []Build
-	err := q.Order("number DESC").Limit(page.Limit + 1).Find(&out).Error
-	return out, err
-}
-
-// Get returns build number n of the repo.
-func (s *Service) Get(ctx context.Context, repoID, n int64) (*Build, error) {
-	var b Build
-	err := s.db.WithContext(ctx).Where("repo_id = ? AND number = ?", repoID, n).Take(&b).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("build #%d not found", n)
-	}
-	return &b, err
+	return api.ListAll(c, func() ([]ScheduleJSON, error) {
+		ss, err := h.svc.RepoSchedules(c.Request.Context(), a.Repo.ID)
+		out := make([]ScheduleJSON, 0, len(ss))
+		for _, s := range ss {
+			out = append(out, ScheduleJSON{ID: s.ID, Branch: s.Branch, Event: s.Event, Cron: s.Cron, LastFiredAt: s.LastFiredAt})
+		}
+		return out, err
+	}, func(s ScheduleJSON) int64 { return s.ID })
 }
 
 // describe turns builds into their JSON, with a constant number of queries whatever the count;
 // deep adds stages and jobs.
-func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, error) {
-	db := s.db.WithContext(ctx)
-	now := s.clock.Now().UTC()
-	ids := make([]int64, 0, len(bs))
-	userIDs := []int64{}
-	for _, b := range bs {
-		ids = append(ids, b.ID)
-		if b.TriggeredBy != nil {
-			userIDs = append(userIDs, *b.TriggeredBy)
-		}
+func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, error) {
+	t, err := h.svc.tree(ctx, bs, deep)
+	if err != nil {
+		return nil, err
 	}
-	var users []auth.User
-	if len(userIDs) > 0 {
-		if err := db.Where("id IN ?", userIDs).Find(&users).Error; err != nil {
+	ps := t.pipelines
+	now := h.svc.clock.Now().UTC()
+	usage := map[int64]billing.PipelineUsage{}
+	if h.meter != nil && len(ps) > 0 {
+		until := make(map[int64]time.Time, len(ps))
+		for _, p := range ps {
+			until[p.ID] = now
+			if p.FinishedAt != nil {
+				until[p.ID] = *p.FinishedAt // ended, settlement pending: it ran until then
+			}
+		}
+		if usage, err = h.meter.PipelineUsage(ctx, until); err != nil {
 			return nil, err
-		}
-	}
-	names := map[int64]string{}
-	for _, u := range users {
-		names[u.ID] = u.Username
-	}
-	var ps []Pipeline
-	if len(ids) > 0 {
-		if err := db.Omit("plan").Where("build_id IN ?", ids).Order("build_id, position").Find(&ps).Error; err != nil {
-			return nil, err
-		}
-	}
-	pids := make([]int64, 0, len(ps))
-	for _, p := range ps {
-		pids = append(pids, p.ID)
-	}
-	costOf := map[int64]billing.PipelineBilling{}
-	if len(pids) > 0 {
-		var pbs []billing.PipelineBilling
-		if err := db.Where("pipeline_id IN ?", pids).Find(&pbs).Error; err != nil {
-			return nil, err
-		}
-		for _, pb := range pbs {
-			costOf[pb.PipelineID] = pb
 		}
 	}
 	stagesOf := map[int64][]StageJSON{}
-	if deep && len(ps) > 0 {
-		var stages []Stage
-		if err := db.Where("pipeline_id IN ?", pids).Order("pipeline_id, position").Find(&stages).Error; err != nil {
-			return nil, err
-		}
-		var jobs []Job
-		if err := db.Where("pipeline_id IN ?", pids).Order("stage_id, position").Find(&jobs).Error; err != nil {
-			return nil, err
-		}
+	if deep {
 		jobsOf := map[int64][]JobJSON{}
-		for _, j := range jobs {
+		for _, j := range t.jobs {
 			jobsOf[j.StageID] = append(jobsOf[j.StageID], JobJSON{ID: j.ID, Name: j.Name, Status: j.Status, ExitCode: j.ExitCode})
 		}
-		for _, st := range stages {
+		for _, st := range t.stages {
 			js := jobsOf[st.ID]
 			if js == nil {
 				js = []JobJSON{}
@@ -299,7 +296,7 @@ func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 			stagesOf[st.PipelineID] = append(stagesOf[st.PipelineID], StageJSON{Name: st.Name, Kind: st.Kind, Status: st.Status, Parallel: st.Parallel, Jobs: js})
 		}
 	}
-	if s.Explain != nil {
+	if h.why != nil {
 		var queued []Pipeline
 		for _, p := range ps {
 			if p.Status == StatusQueued && p.Reason == "" {
@@ -307,7 +304,7 @@ func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 			}
 		}
 		if len(queued) > 0 {
-			why := s.Explain(ctx, queued)
+			why := h.why.Explain(ctx, queued)
 			for i := range ps {
 				if r, ok := why[ps[i].ID]; ok {
 					ps[i].Reason = r
@@ -319,13 +316,8 @@ func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 	for _, p := range ps {
 		pj := PipelineJSON{ID: p.ID, Key: p.Key, Name: p.Name, Status: p.Status, Reason: p.Reason, RunnerTag: p.RunnerTag,
 			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt, Cost: billing.Amount(0).Display()}
-		if pb, ok := costOf[p.ID]; ok {
-			end := now
-			if p.FinishedAt != nil {
-				end = *p.FinishedAt // ended, settlement pending: it ran until then
-			}
-			cs, cost := pb.SoFar(end)
-			pj.CoreSeconds, pj.Cost = cs, cost.Display()
+		if u, ok := usage[p.ID]; ok {
+			pj.CoreSeconds, pj.Cost = u.CoreSeconds, u.Cost.Display()
 		}
 		if deep {
 			pj.Stages = stagesOf[p.ID]
@@ -344,7 +336,7 @@ func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 			j.Branch = b.Tag // CNB_BRANCH is the tag name for tag events
 		}
 		if b.TriggeredBy != nil {
-			j.TriggeredBy = names[*b.TriggeredBy]
+			j.TriggeredBy = t.usernames[*b.TriggeredBy]
 		}
 		if j.Pipelines == nil {
 			j.Pipelines = []PipelineJSON{}
@@ -358,30 +350,14 @@ func (s *Service) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 }
 
 // Describe returns build number n of the repo as the API shows it, stages and jobs included.
-func (s *Service) Describe(ctx context.Context, repoID, n int64) (JSON, error) {
-	b, err := s.Get(ctx, repoID, n)
+func (h *Handler) Describe(ctx context.Context, repoID, n int64) (JSON, error) {
+	b, err := h.svc.Get(ctx, repoID, n)
 	if err != nil {
 		return JSON{}, err
 	}
-	out, err := s.describe(ctx, []Build{*b}, true)
+	out, err := h.describe(ctx, []Build{*b}, true)
 	if err != nil {
 		return JSON{}, err
 	}
 	return out[0], nil
-}
-
-// JobRepo names the org and repo a job belongs to, for authorizing access to its log.
-func (s *Service) JobRepo(ctx context.Context, jobID int64) (orgName, repoName string, err error) {
-	var row struct {
-		OrgName  string
-		RepoName string
-	}
-	err = s.db.WithContext(ctx).Table("jobs").Select("orgs.name AS org_name, repos.name AS repo_name").
-		Joins("JOIN pipelines ON pipelines.id = jobs.pipeline_id").Joins("JOIN builds ON builds.id = pipelines.build_id").
-		Joins("JOIN repos ON repos.id = builds.repo_id").Joins("JOIN orgs ON orgs.id = repos.org_id").
-		Where("jobs.id = ?", jobID).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return "", "", api.NotFound("job %d not found", jobID)
-	}
-	return row.OrgName, row.RepoName, err
 }

@@ -1,12 +1,16 @@
-// Package build owns builds and their tree — build → pipelines → stages → jobs — and the
-// triggers that create them: a git push (push, branch.create, branch.delete, tag_push), a manual
-// web_trigger/api_trigger from the API, and the schedules a .cnb.yml declares (registered here on
-// every push; fired by the scheduler).
+// Package build owns builds and their tree — build → pipelines → stages → jobs — from the trigger
+// that creates them to the last status change: a git push (push, branch.create, commit.add,
+// branch.delete, tag_push), a manual web_trigger/api_trigger from the API, a schedule the
+// .cnb.yml declares (registered here on every push, fired by the scheduler), and a rerun; then
+// the claim by an agent, job events, stage settling, the pipeline's end, cancel and the reaping
+// of a lost agent's work. No other package writes these rows: the scheduler drives the lease
+// path through the Lifecycle interface (lifecycle.go), and every move is one conditional UPDATE
+// fenced by the pipeline's status and lease id. README.md draws the flow.
 //
-// A trigger reads .cnb.yml at the commit, plans it with package spec and stores one build per
-// event with its pipelines queued. A file that does not parse becomes a failed build carrying the
-// error's file, line and column — never a silent drop — and a push that matches no pipeline
-// creates nothing.
+// A trigger reads .cnb.yml at the commit once per ref update, plans it with package spec for
+// every event the update fires and stores one build per event with its pipelines queued. A file
+// that does not parse becomes a failed build carrying the error's file, line and column — never
+// a silent drop — and a push that matches no pipeline creates nothing.
 package build
 
 import "time"
@@ -20,6 +24,14 @@ const (
 	StatusCancelled  = "cancelled"
 	StatusTerminated = "terminated"
 	StatusSkipped    = "skipped"
+)
+
+// Reasons a pipeline ended, or stops, other than by its own jobs.
+const (
+	ReasonAgentLost           = "agent_lost"
+	ReasonCancelled           = "cancelled"
+	ReasonInsufficientBalance = "insufficient_balance"
+	ReasonSpendingCap         = "spending_cap_reached"
 )
 
 // Stage kinds: failStages run when the normal flow failed, endStages always (see the Plan).

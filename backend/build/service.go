@@ -29,39 +29,114 @@ const ConfigFile = ".cnb.yml"
 // MaxChangedFiles is how many changed paths ifModify considers (CNB's limit).
 const MaxChangedFiles = 300
 
-// Service creates and reads builds.
+// Service creates builds and makes every change of their status.
 type Service struct {
 	db        *gorm.DB
 	repos     *repo.Service
+	users     Users
+	queue     Queue
+	logs      Logs
 	clock     clock.Clock
 	log       *slog.Logger
 	publicURL string
 	opts      spec.Options
-	// Enqueue is told about every new queued pipeline (the scheduler puts it on its queue).
-	// nil until the scheduler exists: the database alone is the truth, and its reconciler
-	// picks up queued pipelines either way.
-	Enqueue func(ctx context.Context, p *Pipeline)
-	// Explain says why each queued pipeline waits (the scheduler sets it); the API shows it as
-	// the pipeline's reason.
-	Explain func(ctx context.Context, ps []Pipeline) map[int64]string
 }
 
-// NewService returns the build service. opts configures the .cnb.yml engine (runner classes,
-// time zone); its Files field is set per build.
-func NewService(db *gorm.DB, repos *repo.Service, clk clock.Clock, publicURL string, opts spec.Options, log *slog.Logger) *Service {
-	return &Service{db: db, repos: repos, clock: clk, log: log, publicURL: publicURL, opts: opts}
+// Users finds the people builds name (package auth).
+type Users interface {
+	UserByID(ctx context.Context, id int64) (*auth.User, error)
+	Usernames(ctx context.Context, ids []int64) (map[int64]string, error)
 }
 
-// gitFiles reads included files of the repo at the commit being built.
+// Queue is told about every pipeline that becomes queued: the scheduler puts it on its Redis
+// queue. The database alone is the truth; a pipeline the queue missed (Redis down, a crash
+// between the commit and the call) is found by the scheduler's reconciler.
+type Queue interface {
+	Enqueue(ctx context.Context, p *Pipeline) error
+}
+
+// Logs is told when a job's log is complete, because the job reached a final status on whatever
+// path (agent report, cancel, reaper): its readers stop waiting for more (package logs).
+type Logs interface {
+	Complete(ctx context.Context, jobID int64) error
+}
+
+// Config is what the build service is made of. Queue and Logs may be nil (tests of the trigger
+// alone): nothing is enqueued, no log is told it is complete.
+type Config struct {
+	DB        *gorm.DB
+	Repos     *repo.Service
+	Users     Users
+	Queue     Queue
+	Logs      Logs
+	Clock     clock.Clock
+	Log       *slog.Logger
+	PublicURL string
+	// Spec configures the .cnb.yml engine (runner classes, time zone, default image); its File
+	// and Files fields are set per build.
+	Spec spec.Options
+}
+
+// NewService returns the build service.
+func NewService(cfg Config) *Service {
+	return &Service{db: cfg.DB, repos: cfg.Repos, users: cfg.Users, queue: cfg.Queue, logs: cfg.Logs, clock: cfg.Clock,
+		log: cfg.Log, publicURL: cfg.PublicURL, opts: cfg.Spec}
+}
+
+// gitFiles serves the included files of the commit being built from the trigger's Reader, each
+// read once however often the engine asks for it.
 type gitFiles struct {
-	ctx    context.Context
-	path   string
+	rd     *git.Reader
 	commit string
+	read   map[string]fileRead
 }
 
-func (g gitFiles) ReadFile(name string) ([]byte, error) {
-	return git.ReadFile(g.ctx, g.path, g.commit, name)
+type fileRead struct {
+	data []byte
+	err  error
 }
+
+func (g *gitFiles) ReadFile(name string) ([]byte, error) {
+	if r, ok := g.read[name]; ok {
+		return r.data, r.err
+	}
+	data, err := g.rd.ReadFile(g.commit, name)
+	g.read[name] = fileRead{data, err}
+	return data, err
+}
+
+// compiled is one commit's .cnb.yml, parsed once for every event a ref update fires and for
+// its schedules.
+type compiled struct {
+	commit string
+	info   git.CommitInfo
+	cfg    *spec.Config // nil: the commit has no .cnb.yml
+}
+
+// compile reads .cnb.yml and its includes at commit, and the commit, through rd, and parses the
+// file. A broken file is not an error here: its diagnostics are in cfg, and each event turns
+// them into a failed build.
+func (s *Service) compile(rd *git.Reader, commit string) (*compiled, error) {
+	src, err := rd.ReadFile(commit, ConfigFile)
+	if errors.Is(err, git.ErrNotExist) {
+		return &compiled{commit: commit}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s at %s: %w", ConfigFile, commit, err)
+	}
+	info, err := rd.Commit(commit)
+	if err != nil {
+		return nil, err
+	}
+	opts := s.opts
+	opts.File = ConfigFile
+	opts.Files = &gitFiles{rd: rd, commit: commit, read: map[string]fileRead{}}
+	cfg, _ := spec.Parse(src, opts)
+	return &compiled{commit: commit, info: info, cfg: cfg}, nil
+}
+
+// broken reports whether the file is there and does not parse.
+func (c *compiled) broken() bool { return c.cfg != nil && c.cfg.Diagnostics().HasErrors() }
 
 // request is one event to plan and store.
 type request struct {
@@ -71,45 +146,37 @@ type request struct {
 	event    string
 	branch   string // branch of the event; for tag events the tag goes in tag
 	tag      string
-	commit   string
 	before   string
 	trigger  spec.Trigger // Event, Branch/Tag, Changed, IsNewBranch filled by the caller
 	extraEnv map[string]string
 }
 
-// create reads .cnb.yml at the request's commit, plans it and stores the build. It returns nil
-// and no error when the file is absent or no pipeline matches; a broken file becomes a failed
+// create plans the compiled file for one event and stores the build. It returns nil and no
+// error when the commit has no .cnb.yml or no pipeline matches; a broken file becomes a failed
 // build.
-func (s *Service) create(ctx context.Context, rq request) (*Build, error) {
-	path := s.repos.Path(rq.repo)
-	src, err := git.ReadFile(ctx, path, rq.commit, ConfigFile)
-	if errors.Is(err, git.ErrNotExist) {
+func (s *Service) create(ctx context.Context, c *compiled, rq request) (*Build, error) {
+	if c.cfg == nil {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s at %s: %w", ConfigFile, rq.commit, err)
-	}
-	info, err := git.Commit(ctx, path, rq.commit)
-	if err != nil {
-		return nil, err
-	}
-	opts := s.opts
-	opts.File = ConfigFile
-	opts.Files = gitFiles{ctx: ctx, path: path, commit: rq.commit}
 	t := rq.trigger
 	t.DefaultBranch = rq.repo.DefaultBranch
-	t.Vars = s.builtinVars(rq, info)
+	t.Vars = s.builtinVars(rq, c)
 	for k, v := range rq.extraEnv {
 		if _, builtin := t.Vars[k]; !builtin {
 			t.Vars[k] = v
 		}
 	}
-	set, diags, planErr := spec.Compile(src, t, opts)
-	b := &Build{RepoID: rq.repo.ID, Event: rq.event, Branch: rq.branch, Tag: rq.tag, CommitSHA: rq.commit,
-		CommitMessage: info.Message, Status: StatusQueued}
+	b := &Build{RepoID: rq.repo.ID, Event: rq.event, Branch: rq.branch, Tag: rq.tag, CommitSHA: c.commit,
+		CommitMessage: c.info.Message, Status: StatusQueued}
 	if rq.user != nil {
 		id := rq.user.ID
 		b.TriggeredBy = &id
+	}
+	diags := c.cfg.Diagnostics()
+	planErr := diags.Err()
+	var set *protocol.PlanSet
+	if planErr == nil {
+		set, diags, planErr = c.cfg.Plan(t)
 	}
 	if planErr != nil {
 		var ve *spec.ValidationError
@@ -146,7 +213,8 @@ func (s *Service) create(ctx context.Context, rq request) (*Build, error) {
 
 // builtinVars are the CNB_* variables known when the build is created. The agent adds the ones
 // that exist only at run time (CNB_BUILD_ID, CNB_TOKEN, …).
-func (s *Service) builtinVars(rq request, info git.CommitInfo) map[string]string {
+func (s *Service) builtinVars(rq request, c *compiled) map[string]string {
+	info := c.info
 	slug := rq.org.Name + "/" + rq.repo.Name
 	host := s.publicURL
 	if u, err := url.Parse(s.publicURL); err == nil {
@@ -167,9 +235,9 @@ func (s *Service) builtinVars(rq request, info git.CommitInfo) map[string]string
 		"CNB_REPO_ID":              strconv.FormatInt(rq.repo.ID, 10),
 		"CNB_REPO_URL_HTTPS":       s.publicURL + "/" + slug,
 		"CNB_DEFAULT_BRANCH":       rq.repo.DefaultBranch,
-		"CNB_COMMIT":               rq.commit,
-		"CNB_COMMIT_SHORT":         rq.commit[:min(8, len(rq.commit))],
-		"CNB_BRANCH_SHA":           rq.commit,
+		"CNB_COMMIT":               c.commit,
+		"CNB_COMMIT_SHORT":         c.commit[:min(8, len(c.commit))],
+		"CNB_BRANCH_SHA":           c.commit,
 		"CNB_COMMIT_MESSAGE":       info.Message,
 		"CNB_COMMIT_MESSAGE_TITLE": info.Title,
 		"CNB_COMMITTER":            info.CommitterName,
@@ -223,14 +291,22 @@ func (s *Service) store(ctx context.Context, b *Build, orgID int64, plans []prot
 	if err != nil {
 		return err
 	}
-	if s.Enqueue != nil {
-		for _, p := range created {
-			if p.Status == StatusQueued {
-				s.Enqueue(ctx, p)
-			}
+	for _, p := range created {
+		if p.Status == StatusQueued {
+			s.enqueue(ctx, p)
 		}
 	}
 	return nil
+}
+
+// enqueue tells the queue about a pipeline the database already says is queued.
+func (s *Service) enqueue(ctx context.Context, p *Pipeline) {
+	if s.queue == nil {
+		return
+	}
+	if err := s.queue.Enqueue(ctx, p); err != nil {
+		s.log.WarnContext(ctx, "enqueue failed; the reconciler will retry", "pipeline", p.ID, "err", err)
+	}
 }
 
 func createPipeline(tx *gorm.DB, b *Build, orgID int64, pos int, plan *protocol.Plan, now time.Time) (*Pipeline, error) {

@@ -15,11 +15,11 @@ func Terminal(status string) bool {
 	return false
 }
 
-// RefreshStatus recomputes a build's status from its pipelines inside tx: queued while all wait,
+// refreshStatus recomputes a build's status from its pipelines inside tx: queued while all wait,
 // running once one runs, and when all are final: failed if one failed, else terminated if one
 // was terminated, else cancelled if one was cancelled, else success (skipped pipelines count as
 // success). It only ever moves a build forward.
-func RefreshStatus(tx *gorm.DB, buildID int64, now time.Time) error {
+func refreshStatus(tx *gorm.DB, buildID int64, now time.Time) error {
 	var statuses []string
 	if err := tx.Model(&Pipeline{}).Where("build_id = ?", buildID).Pluck("status", &statuses).Error; err != nil {
 		return err
@@ -53,4 +53,28 @@ func RefreshStatus(tx *gorm.DB, buildID int64, now time.Time) error {
 	}
 	return q.Where("status IN ?", []string{StatusQueued, StatusRunning}).
 		Updates(map[string]any{"status": next, "finished_at": now, "updated_at": now}).Error
+}
+
+// settleStage finishes a stage once none of its jobs is queued or running: failed if one failed,
+// else cancelled if one was cancelled, else success.
+func settleStage(tx *gorm.DB, stageID int64, now time.Time) error {
+	var statuses []string
+	if err := tx.Model(&Job{}).Where("stage_id = ?", stageID).Pluck("status", &statuses).Error; err != nil {
+		return err
+	}
+	final := StatusSuccess
+	for _, st := range statuses {
+		switch st {
+		case StatusQueued, StatusRunning:
+			return nil
+		case StatusFailed:
+			final = StatusFailed
+		case StatusCancelled:
+			if final != StatusFailed {
+				final = StatusCancelled
+			}
+		}
+	}
+	return tx.Model(&Stage{}).Where("id = ? AND status IN ?", stageID, []string{StatusQueued, StatusRunning}).
+		Updates(map[string]any{"status": final, "finished_at": now}).Error
 }

@@ -25,7 +25,7 @@ func (s *Service) Register(ctx context.Context, registrationToken string, req pr
 	if len(req.Tags) == 0 || req.CPUs < 1 || req.Concurrency < 1 || len(req.Name) > 200 {
 		return nil, api.Invalid("", "an agent needs tags, cpus ≥ 1, concurrency ≥ 1 and a name of at most 200 characters")
 	}
-	if len(s.classesFor(req.Tags)) == 0 {
+	if len(s.in.classes.servedBy(req.Tags)) == 0 {
 		return nil, api.Invalid("tags", "none of the tags %v names a runner class", req.Tags)
 	}
 	token, err := auth.NewToken(auth.PrefixAgent)
@@ -126,24 +126,14 @@ func (s *Service) Agents(ctx context.Context) ([]AgentInfo, error) {
 	if err := s.db.WithContext(ctx).Order("created_at, id").Find(&agents).Error; err != nil {
 		return nil, err
 	}
-	var held []struct {
-		AgentPipeline
-		AgentID string
-	}
-	err := s.db.WithContext(ctx).Table("pipelines").
-		Select("pipelines.id, pipelines.name, pipelines.runner_tag, pipelines.cpus, pipelines.started_at, pipelines.agent_id, "+
-			"builds.number AS build_number, repos.name AS repo, orgs.name AS org").
-		Joins("JOIN builds ON builds.id = pipelines.build_id").
-		Joins("JOIN repos ON repos.id = pipelines.repo_id").
-		Joins("JOIN orgs ON orgs.id = pipelines.org_id").
-		Where("pipelines.status = ? AND pipelines.agent_id <> ''", "running").
-		Order("pipelines.id").Scan(&held).Error
+	held, err := s.builds.Held(ctx)
 	if err != nil {
 		return nil, err
 	}
 	byAgent := map[string][]AgentPipeline{}
 	for _, h := range held {
-		byAgent[h.AgentID] = append(byAgent[h.AgentID], h.AgentPipeline)
+		byAgent[h.AgentID] = append(byAgent[h.AgentID], AgentPipeline{ID: h.ID, Name: h.Name, RunnerTag: h.RunnerTag, CPUs: h.CPUs,
+			Org: h.Org, Repo: h.Repo, BuildNumber: h.BuildNumber, StartedAt: h.StartedAt})
 	}
 	online := s.onlineSince()
 	out := make([]AgentInfo, 0, len(agents))

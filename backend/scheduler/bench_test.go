@@ -48,10 +48,12 @@ func newBenchWorld(b *testing.B, teams, agents int, cfg Config) *benchWorld {
 	orgs := org.NewService(db, users, clk, mail.Log{Logger: log}, "", log)
 	box, _ := secrets.NewBox(make([]byte, 32))
 	repos := repo.NewService(db, orgs, box, clk, b.TempDir(), log)
-	builds := build.NewService(db, repos, clk, "http://nimbus.test", spec.Options{}, log)
+	intake := NewIntake(rdb, nil)
+	builds := build.NewService(build.Config{DB: db, Repos: repos, Users: users, Queue: intake, Clock: clk, Log: log,
+		PublicURL: "http://nimbus.test", Spec: spec.Options{}})
 	cfg.RegistrationToken = "reg"
 	cfg.PublicURL = "http://nimbus.test"
-	w := &benchWorld{db: db, sched: NewService(db, rdb, builds, repos, nil, nil, clk, log, cfg)}
+	w := &benchWorld{db: db, sched: NewService(db, intake, builds, repos, nil, nil, clk, log, cfg)}
 	u, err := users.Signup(ctx, "bench", "bench@example.com", "a long enough passphrase")
 	if err != nil {
 		b.Fatal(err)

@@ -5,16 +5,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 )
 
 // FireSchedules fires every schedule that is due. Each fire time produces exactly one build even
-// with several replicas — the replica whose conditional update of last_fired_at wins fires it —
-// and after downtime a schedule fires once for the latest missed time, not once per miss.
+// with several replicas — build fires it for the replica whose conditional update of
+// last_fired_at wins — and after downtime a schedule fires once for the latest missed time, not
+// once per miss.
 func (s *Service) FireSchedules(ctx context.Context) (int, error) {
-	var all []build.Schedule
-	if err := s.db.WithContext(ctx).Find(&all).Error; err != nil {
+	all, err := s.builds.Schedules(ctx)
+	if err != nil {
 		return 0, fmt.Errorf("scheduler: schedules: %w", err)
 	}
 	now := s.clock.Now().UTC()
@@ -29,20 +29,13 @@ func (s *Service) FireSchedules(ctx context.Context) (int, error) {
 		if !ok {
 			continue
 		}
-		q := s.db.WithContext(ctx).Model(&build.Schedule{}).Where("id = ?", sc.ID)
-		if sc.LastFiredAt == nil {
-			q = q.Where("last_fired_at IS NULL")
-		} else {
-			q = q.Where("last_fired_at = ?", *sc.LastFiredAt)
+		b, won, err := s.builds.FireSchedule(ctx, sc, due)
+		if !won && err != nil {
+			return fired, err
 		}
-		res := q.Update("last_fired_at", due)
-		if res.Error != nil {
-			return fired, res.Error
-		}
-		if res.RowsAffected == 0 {
+		if !won {
 			continue // another replica fired it
 		}
-		b, err := s.builds.FireSchedule(ctx, sc)
 		if err != nil {
 			s.log.ErrorContext(ctx, "schedule fire failed", "schedule", sc.ID, "err", err)
 			continue

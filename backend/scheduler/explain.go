@@ -29,7 +29,7 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 	}
 	info := map[string]*classInfo{}
 	for _, a := range agents {
-		for _, c := range s.classesFor(a.tags()) {
+		for _, c := range s.in.classes.servedBy(a.tags()) {
 			ci := info[c]
 			if ci == nil {
 				ci = &classInfo{}
@@ -37,6 +37,19 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 			}
 			ci.agents++
 			ci.maxCPUs = max(ci.maxCPUs, a.CPUs)
+		}
+	}
+	running := map[string]map[int64]int{} // class → team → running pipelines, read once if a cap needs it
+	if len(s.cfg.Caps) > 0 {
+		counts, err := s.builds.RunningCounts(ctx)
+		if err != nil {
+			return out
+		}
+		for _, c := range counts {
+			if running[c.RunnerTag] == nil {
+				running[c.RunnerTag] = map[int64]int{}
+			}
+			running[c.RunnerTag][c.OrgID] = c.N
 		}
 	}
 	for _, p := range ps {
@@ -47,7 +60,7 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 		case ci.maxCPUs < p.CPUs:
 			out[p.ID] = fmt.Sprintf("no online agent of %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
 		default:
-			out[p.ID] = s.waiting(ctx, p)
+			out[p.ID] = s.waiting(ctx, p, running[p.RunnerTag][p.OrgID])
 		}
 		if s.bill != nil {
 			// Money comes first: a pipeline its account cannot pay for would fail at dispatch.
@@ -63,11 +76,11 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 	return out
 }
 
-func (s *Service) waiting(ctx context.Context, p build.Pipeline) string {
+// waiting says where a pipeline that some agent could run stands: its team at its cap (running
+// of its class run now), or its place in the queue.
+func (s *Service) waiting(ctx context.Context, p build.Pipeline, running int) string {
 	if limit := s.cfg.Caps[p.RunnerTag]; limit > 0 {
-		var running int64
-		s.db.WithContext(ctx).Model(&build.Pipeline{}).Where("org_id = ? AND runner_tag = ? AND status = ?", p.OrgID, p.RunnerTag, build.StatusRunning).Count(&running)
-		if running >= int64(limit) {
+		if running >= limit {
 			return fmt.Sprintf("team concurrency cap reached: %d of %d pipelines running on %s", running, limit, p.RunnerTag)
 		}
 	}

@@ -2,19 +2,15 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
-	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -30,8 +26,6 @@ type Config struct {
 	Depth             int           // 50: backfill depth in a team's queue
 	// Caps limits pipelines per team per class (class canonical tag → cap); 0 or absent = none.
 	Caps map[string]int
-	// Classes are the runner classes (spec.DefaultRunnerClasses() when nil).
-	Classes []spec.RunnerClass
 	// Location is the time zone of cron schedules (UTC+8 when nil).
 	Location *time.Location
 }
@@ -39,7 +33,6 @@ type Config struct {
 // LogSink stores job logs (package logs).
 type LogSink interface {
 	Append(ctx context.Context, jobID, offset int64, data []byte) (int64, error)
-	Complete(ctx context.Context, jobID int64) error
 }
 
 // Billing freezes, ticks and settles what pipelines cost (package billing).
@@ -47,27 +40,27 @@ type Billing interface {
 	Start(ctx context.Context, r billing.Run, at time.Time) error
 	Tick(ctx context.Context) ([]int64, error)
 	Settle(ctx context.Context, pipelineID int64, end time.Time) error
+	SettleEnded(ctx context.Context) (int, error)
 	CanStart(ctx context.Context, r billing.Run) error
 }
 
 // Service is the scheduler.
 type Service struct {
-	db     *gorm.DB
-	bill   Billing
-	rdb    redis.UniversalClient
+	db     *gorm.DB // the agents table; build's tables are reached through builds
+	in     *Intake
 	queue  *Queue
-	builds *build.Service
+	builds build.Lifecycle
 	repos  *repo.Service
 	logs   LogSink
+	bill   Billing
 	clock  clock.Clock
 	log    *slog.Logger
 	cfg    Config
-	wake   *wakeup
 }
 
-// NewService returns the scheduler and hooks it into the build service, so every queued pipeline
-// is enqueued and every queued pipeline shown by the API says why it waits.
-func NewService(db *gorm.DB, rdb redis.UniversalClient, builds *build.Service, repos *repo.Service, logs LogSink, bill Billing, clk clock.Clock, log *slog.Logger, cfg Config) *Service {
+// NewService returns the scheduler over the intake that the build service enqueues into.
+// logs and bill may be nil (tests): log uploads are then refused and nothing is billed.
+func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, repos *repo.Service, logs LogSink, bill Billing, clk clock.Clock, log *slog.Logger, cfg Config) *Service {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 30 * time.Second
 	}
@@ -86,136 +79,21 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, builds *build.Service, r
 	if cfg.Depth <= 0 {
 		cfg.Depth = 50
 	}
-	if cfg.Classes == nil {
-		cfg.Classes = spec.DefaultRunnerClasses()
-	}
 	if cfg.Location == nil {
 		cfg.Location = time.FixedZone("UTC+8", 8*3600)
 	}
-	s := &Service{db: db, bill: bill, rdb: rdb, queue: NewQueue(rdb), builds: builds, repos: repos, logs: logs, clock: clk, log: log, cfg: cfg, wake: newWakeup()}
-	builds.Enqueue = func(ctx context.Context, p *build.Pipeline) {
-		if err := s.Enqueue(ctx, p); err != nil {
-			// The reconciler puts it in the queue later; the database already says queued.
-			log.WarnContext(ctx, "enqueue failed; the reconciler will retry", "pipeline", p.ID, "err", err)
-		}
-	}
-	builds.Explain = s.Explain
-	return s
+	return &Service{db: db, in: in, queue: in.queue, builds: builds, repos: repos, logs: logs, bill: bill, clock: clk, log: log, cfg: cfg}
 }
 
 // Queue exposes the Redis queue (benchmarks and tests).
 func (s *Service) Queue() *Queue { return s.queue }
 
-// class returns the runner class of a canonical tag.
-func (s *Service) class(tag string) (spec.RunnerClass, bool) {
-	for _, c := range s.cfg.Classes {
-		if len(c.Tags) > 0 && c.Tags[0] == tag {
-			return c, true
-		}
-	}
-	return spec.RunnerClass{}, false
-}
-
-// gpusOf is how many GPU slots a pipeline of the class takes.
-func (s *Service) gpusOf(tag string) int {
-	if c, ok := s.class(tag); ok && c.GPU != "" {
-		return 1
-	}
-	return 0
-}
-
-// classesFor returns the canonical tags of the classes an agent with these tags serves: every
-// class one of whose tags the agent advertises (an L40 host serves …:gpu and …:gpu:L40).
-func (s *Service) classesFor(tags []string) []string {
-	has := map[string]bool{}
-	for _, t := range tags {
-		has[t] = true
-	}
-	var out []string
-	for _, c := range s.cfg.Classes {
-		for _, t := range c.Tags {
-			if has[t] {
-				out = append(out, c.Tags[0])
-				break
-			}
-		}
-	}
-	return out
-}
-
-// Enqueue puts a queued pipeline on its class's queue and wakes agents waiting for that class.
-func (s *Service) Enqueue(ctx context.Context, p *build.Pipeline) error {
-	at := p.CreatedAt
-	if p.QueuedAt != nil {
-		at = *p.QueuedAt
-	}
-	if _, err := s.queue.Enqueue(ctx, Entry{PipelineID: p.ID, OrgID: p.OrgID, Class: p.RunnerTag, CPUs: p.CPUs,
-		GPUs: s.gpusOf(p.RunnerTag), Enqueued: at}); err != nil {
-		return err
-	}
-	s.notify(ctx, p.RunnerTag)
-	return nil
-}
+// Enqueue puts a queued pipeline on its queue (the intake's Enqueue; benchmarks and tests).
+func (s *Service) Enqueue(ctx context.Context, p *build.Pipeline) error { return s.in.Enqueue(ctx, p) }
 
 // rules returns the dispatch rules of a class.
 func (s *Service) rules(class string) Rules {
 	return Rules{Depth: s.cfg.Depth, StarveAfter: s.cfg.StarveAfter, Cap: s.cfg.Caps[class]}
 }
 
-// wakeup lets long-polls sleep until work may be there: a channel per class, closed (and
-// replaced) when that class gets work. Other replicas learn of work through Redis pub/sub.
-type wakeup struct {
-	mu sync.Mutex
-	ch map[string]chan struct{}
-}
-
-func newWakeup() *wakeup { return &wakeup{ch: map[string]chan struct{}{}} }
-
-func (w *wakeup) wait(class string) <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	c, ok := w.ch[class]
-	if !ok {
-		c = make(chan struct{})
-		w.ch[class] = c
-	}
-	return c
-}
-
-func (w *wakeup) fire(class string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if c, ok := w.ch[class]; ok {
-		close(c)
-		delete(w.ch, class)
-	}
-}
-
-const workChannel = "nimbus:work"
-
-func (s *Service) notify(ctx context.Context, class string) {
-	s.wake.fire(class)
-	s.rdb.Publish(ctx, workChannel, class)
-}
-
-// listen relays other replicas' work notifications to local long-polls until ctx ends.
-func (s *Service) listen(ctx context.Context) {
-	sub := s.rdb.Subscribe(ctx, workChannel)
-	defer sub.Close()
-	ch := sub.Channel()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m, ok := <-ch:
-			if !ok {
-				return
-			}
-			s.wake.fire(m.Payload)
-		}
-	}
-}
-
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-var errLeaseLost = fmt.Errorf("lease lost")

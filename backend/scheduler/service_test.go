@@ -61,6 +61,7 @@ type fixture struct {
 	rdb    redis.UniversalClient
 	clock  *clock.Fake
 	sched  *Service
+	intake *Intake
 	builds *build.Service
 	repos  *repo.Service
 	user   *auth.User
@@ -79,14 +80,16 @@ func newFixture(t *testing.T, db *gorm.DB, cfg Config) *fixture {
 	orgs := org.NewService(db, users, f.clock, mail.Log{Logger: f.log}, "", f.log)
 	box, _ := secrets.NewBox(make([]byte, 32))
 	f.repos = repo.NewService(db, orgs, box, f.clock, t.TempDir(), f.log)
-	f.builds = build.NewService(db, f.repos, f.clock, "http://nimbus.test", spec.Options{}, f.log)
+	f.intake = NewIntake(f.rdb, nil)
+	f.builds = build.NewService(build.Config{DB: db, Repos: f.repos, Users: users, Queue: f.intake, Clock: f.clock, Log: f.log,
+		PublicURL: "http://nimbus.test", Spec: spec.Options{}})
 	if cfg.RegistrationToken == "" {
 		cfg.RegistrationToken = "reg-secret"
 	}
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://nimbus.test"
 	}
-	f.sched = NewService(db, f.rdb, f.builds, f.repos, nil, nil, f.clock, f.log, cfg)
+	f.sched = NewService(db, f.intake, f.builds, f.repos, nil, nil, f.clock, f.log, cfg)
 	var err error
 	if f.user, err = users.Signup(ctx, "alice", "alice@example.com", "a long enough passphrase"); err != nil {
 		t.Fatal(err)
@@ -199,7 +202,7 @@ func TestLeaseLifecycle(t *testing.T) {
 			t.Fatalf("after lease: %s build %s", p.Status, f.buildStatus(bs[0].ID))
 		}
 		// The job token works while the pipeline runs, for its repo only.
-		pr, err := f.sched.ResolveJobToken(ctx, l.JobToken)
+		pr, err := f.builds.ResolveJobToken(ctx, l.JobToken)
 		if err != nil || pr.RepoID != f.repoID || pr.Kind != auth.KindJob || pr.User == nil || pr.User.ID != f.user.ID {
 			t.Fatalf("job token: %+v %v", pr, err)
 		}
@@ -234,7 +237,7 @@ func TestLeaseLifecycle(t *testing.T) {
 		if p.Status != build.StatusSuccess || f.buildStatus(bs[0].ID) != build.StatusSuccess || stages[0].Status != build.StatusSuccess {
 			t.Fatalf("after finish: pipeline %s build %s stage %s", p.Status, f.buildStatus(bs[0].ID), stages[0].Status)
 		}
-		if _, err := f.sched.ResolveJobToken(ctx, l.JobToken); err == nil {
+		if _, err := f.builds.ResolveJobToken(ctx, l.JobToken); err == nil {
 			t.Fatal("job token valid after the pipeline finished")
 		}
 		if _, err := f.sched.Renew(ctx, a, l.ID); !errors.Is(err, ErrLeaseLost) {
@@ -279,7 +282,7 @@ func TestExpiredLeaseRequeuesOrFailsAndFencesTheOldAgent(t *testing.T) {
 			t.Fatalf("reap: %d %v", n, err)
 		}
 		p := f.pipeline(second.PipelineID)
-		if p.Status != build.StatusFailed || p.Reason != ReasonAgentLost {
+		if p.Status != build.StatusFailed || p.Reason != build.ReasonAgentLost {
 			t.Fatalf("status %s reason %q", p.Status, p.Reason)
 		}
 		if again := f.poll(a, 8); again != nil {
@@ -293,7 +296,7 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
 		ctx := context.Background()
 		queued := f.push("main", oneJob)[0]
-		if err := f.sched.CancelBuild(ctx, queued.ID, ReasonCancelled); err != nil {
+		if err := f.builds.Cancel(ctx, queued.ID, build.ReasonCancelled); err != nil {
 			t.Fatal(err)
 		}
 		if f.buildStatus(queued.ID) != build.StatusCancelled {
@@ -305,7 +308,7 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 		}
 		running := f.push("main", oneJob)[0]
 		l := f.poll(a, 8)
-		if err := f.sched.CancelBuild(ctx, running.ID, ReasonCancelled); err != nil {
+		if err := f.builds.Cancel(ctx, running.ID, build.ReasonCancelled); err != nil {
 			t.Fatal(err)
 		}
 		r, err := f.sched.Renew(ctx, a, l.ID)
@@ -320,7 +323,7 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 		// not handed out again.
 		lost := f.push("main", oneJob)[0]
 		l = f.poll(a, 8)
-		f.sched.CancelBuild(ctx, lost.ID, ReasonCancelled)
+		f.builds.Cancel(ctx, lost.ID, build.ReasonCancelled)
 		f.clock.Advance(time.Minute)
 		f.sched.Reap(ctx)
 		if p := f.pipeline(l.PipelineID); p.Status != build.StatusCancelled {
@@ -459,7 +462,7 @@ func TestCronFiresOncePerTimeAcrossReplicas(t *testing.T) {
       stages: [ { name: train, script: python train.py } ]
 `)
 		// A second replica on the same database and Redis.
-		other := NewService(db, f.rdb, f.builds, f.repos, nil, nil, f.clock, f.log, Config{RegistrationToken: "x"})
+		other := NewService(db, NewIntake(f.rdb, nil), f.builds, f.repos, nil, nil, f.clock, f.log, Config{RegistrationToken: "x"})
 		count := func() int64 {
 			var n int64
 			db.Model(&build.Build{}).Where("event = ?", "schedule").Count(&n)

@@ -1,0 +1,64 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// PipelineUsage is what one pipeline has used and costs so far: its settled figures once it is
+// settled.
+type PipelineUsage struct {
+	CoreSeconds int64
+	Cost        Amount
+}
+
+// PipelineUsage answers, for each pipeline in until, what it used up to that time (its end, or
+// now while it runs). A pipeline that never started (no billing record) is absent: it cost
+// nothing. The build API shows these figures beside each pipeline.
+func (s *Service) PipelineUsage(ctx context.Context, until map[int64]time.Time) (map[int64]PipelineUsage, error) {
+	out := make(map[int64]PipelineUsage, len(until))
+	if len(until) == 0 {
+		return out, nil
+	}
+	ids := make([]int64, 0, len(until))
+	for id := range until {
+		ids = append(ids, id)
+	}
+	var pbs []PipelineBilling
+	if err := s.db.WithContext(ctx).Where("pipeline_id IN ?", ids).Find(&pbs).Error; err != nil {
+		return nil, fmt.Errorf("billing: pipeline usage: %w", err)
+	}
+	for i := range pbs {
+		cs, cost := pbs[i].SoFar(until[pbs[i].PipelineID])
+		out[pbs[i].PipelineID] = PipelineUsage{CoreSeconds: cs, Cost: cost}
+	}
+	return out, nil
+}
+
+// SettleEnded settles the pipelines that ended while their settlement failed: a pipeline is
+// settled when it ends, and the tick calls this to retry what did not go through. It reads the
+// end time from the pipelines table (package build's; read, never written here) and returns how
+// many it settled.
+func (s *Service) SettleEnded(ctx context.Context) (int, error) {
+	var ended []struct {
+		ID         int64
+		FinishedAt *time.Time
+	}
+	if err := s.db.WithContext(ctx).Table("pipelines").Select("pipelines.id, pipelines.finished_at").
+		Joins("JOIN pipeline_billing ON pipeline_billing.pipeline_id = pipelines.id").
+		Where("NOT pipeline_billing.settled AND pipelines.finished_at IS NOT NULL").Limit(500).Scan(&ended).Error; err != nil {
+		return 0, fmt.Errorf("billing: ended pipelines: %w", err)
+	}
+	var errs []error
+	n := 0
+	for _, p := range ended {
+		if err := s.Settle(ctx, p.ID, *p.FinishedAt); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}

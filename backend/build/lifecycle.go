@@ -1,0 +1,421 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/store"
+)
+
+// Lifecycle is what the scheduler asks of builds: the lease path (claim, renew, events, finish)
+// and its background work (reap, reconcile, billing stops, cron). *Service implements it;
+// backend/app passes it to the scheduler, which never touches build's tables itself.
+//
+// Every method that moves a pipeline is one conditional UPDATE on its status and, once it is
+// leased, its lease id: a late, repeated or fenced-off call changes nothing and says so
+// (ErrLeaseLost, or false). Methods may be called concurrently from any number of replicas.
+type Lifecycle interface {
+	// Claim moves a queued pipeline to running under the lease l, and its build with it. It
+	// returns nil and no error when the pipeline was not queued any more (cancelled, or another
+	// agent won).
+	Claim(ctx context.Context, pipelineID int64, l Lease) (*Pipeline, error)
+	// Requeue puts a running pipeline that no user code touched back in the queue (its lease
+	// expired before a job started, or billing could not start it), queued since queuedAt, and
+	// tells the queue. It reports whether it did.
+	Requeue(ctx context.Context, p *Pipeline, queuedAt time.Time) (bool, error)
+	// End moves a running pipeline to a final status with a reason, closes its unfinished jobs
+	// and stages and rolls the build up. It reports whether this call ended it; a pipeline this
+	// lease already ended is false and no error, one another lease holds is ErrLeaseLost.
+	End(ctx context.Context, p *Pipeline, status, reason string) (bool, error)
+	// Renew extends the agent's lease until the given time and returns its pipeline, whose
+	// CancelRequested and Reason say whether it must stop.
+	Renew(ctx context.Context, agentID, leaseID string, until time.Time) (*Pipeline, error)
+	// Event records a job's start or end under the agent's lease.
+	Event(ctx context.Context, agentID, leaseID string, ev protocol.Event) error
+	// Finish ends the agent's pipeline as the agent reports, unless billing or a user stopped it
+	// (then their reason wins). It returns the pipeline and whether this call ended it.
+	Finish(ctx context.Context, agentID, leaseID string, req protocol.FinishRequest) (*Pipeline, bool, error)
+	// CheckJob says whether jobID belongs to the pipeline the agent's lease holds (log uploads).
+	CheckJob(ctx context.Context, agentID, leaseID string, jobID int64) error
+	// RunInfo is what an agent needs to know of a claimed pipeline beyond its Plan.
+	RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error)
+	// Reap handles up to 500 running pipelines whose lease expired before now: it ends or
+	// re-queues each and returns them.
+	Reap(ctx context.Context, now time.Time) ([]Reaped, error)
+	// RequestStop asks the agent of a running pipeline to stop it, with a reason, at its next
+	// renew.
+	RequestStop(ctx context.Context, pipelineID int64, reason string) error
+	// Queued lists every queued pipeline (id, team, class, cores, queue time).
+	Queued(ctx context.Context) ([]Pipeline, error)
+	// RunningCounts counts running pipelines per runner class and team.
+	RunningCounts(ctx context.Context) ([]RunningCount, error)
+	// Held lists the running pipelines held by agents, with their build, team and repo.
+	Held(ctx context.Context) ([]Held, error)
+	// Schedules lists every registered schedule; FireSchedule fires one at its due time, once
+	// across replicas.
+	Schedules(ctx context.Context) ([]Schedule, error)
+	FireSchedule(ctx context.Context, sc *Schedule, due time.Time) (*Build, bool, error)
+}
+
+var _ Lifecycle = (*Service)(nil)
+
+// ErrLeaseLost answers a call about a lease the server no longer honours (HTTP 409): the
+// agent must stop that pipeline.
+var ErrLeaseLost = &api.Error{Status: 409, Code: protocol.ErrCodeLeaseLost, Message: "the lease is no longer valid: stop this pipeline"}
+
+// Lease is what a claim records on the pipeline: who holds it, until when, and the hash of the
+// job token its jobs authenticate with.
+type Lease struct {
+	ID           string
+	AgentID      string
+	ExpiresAt    time.Time
+	JobTokenHash string
+}
+
+// Claim implements Lifecycle. One statement claims the pipeline and returns it: the claim is the
+// conditional UPDATE itself, so two agents can never both win.
+func (s *Service) Claim(ctx context.Context, pipelineID int64, l Lease) (*Pipeline, error) {
+	now := s.clock.Now().UTC()
+	var rows []Pipeline
+	res := s.db.WithContext(ctx).Model(&rows).Clauses(clause.Returning{}).
+		Where("id = ? AND status = ?", pipelineID, StatusQueued).Updates(map[string]any{
+		"status": StatusRunning, "lease_id": l.ID, "agent_id": l.AgentID, "lease_expires_at": l.ExpiresAt,
+		"started_at": now, "updated_at": now, "job_token_hash": l.JobTokenHash, "user_started": false,
+		"cancel_requested": false, "reason": "",
+	})
+	if res.Error != nil || len(rows) == 0 {
+		return nil, res.Error
+	}
+	p := rows[0]
+	// The build follows its first running pipeline. Outside the claim on purpose: if this fails
+	// the next status change of the build recomputes it from its pipelines.
+	if err := s.db.WithContext(ctx).Model(&Build{}).Where("id = ? AND status = ?", p.BuildID, StatusQueued).
+		Updates(map[string]any{"status": StatusRunning, "started_at": now, "updated_at": now}).Error; err != nil {
+		s.log.WarnContext(ctx, "build status after lease", "build", p.BuildID, "err", err)
+	}
+	return &p, nil
+}
+
+// Requeue implements Lifecycle.
+func (s *Service) Requeue(ctx context.Context, p *Pipeline, queuedAt time.Time) (bool, error) {
+	now := s.clock.Now().UTC()
+	res := s.db.WithContext(ctx).Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND status = ?", p.ID, p.LeaseID, StatusRunning).
+		Updates(map[string]any{"status": StatusQueued, "lease_id": "", "agent_id": "", "lease_expires_at": nil,
+			"started_at": nil, "job_token_hash": "", "queued_at": queuedAt, "updated_at": now})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return false, res.Error
+	}
+	p.Status, p.QueuedAt, p.LeaseID, p.AgentID, p.StartedAt = StatusQueued, &queuedAt, "", "", nil
+	s.enqueue(ctx, p)
+	return true, nil
+}
+
+// End implements Lifecycle.
+func (s *Service) End(ctx context.Context, p *Pipeline, status, reason string) (bool, error) {
+	now := s.clock.Now().UTC()
+	leaseID := p.LeaseID
+	ended := false
+	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		res := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND status = ?", p.ID, leaseID, StatusRunning).
+			Updates(map[string]any{"status": status, "reason": reason, "finished_at": now, "updated_at": now,
+				"lease_expires_at": nil, "job_token_hash": ""})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		ended = true
+		leftover := StatusSkipped
+		if status == StatusCancelled || status == StatusTerminated {
+			leftover = StatusCancelled
+		}
+		running := StatusCancelled
+		if status == StatusFailed {
+			running = StatusFailed
+		}
+		if err := tx.Model(&Job{}).Where("pipeline_id = ? AND status = ?", p.ID, StatusRunning).
+			Updates(map[string]any{"status": running, "finished_at": now}).Error; err != nil {
+			return err
+		}
+		if err := tx.Model(&Job{}).Where("pipeline_id = ? AND status = ?", p.ID, StatusQueued).
+			Updates(map[string]any{"status": leftover}).Error; err != nil {
+			return err
+		}
+		var stageIDs []int64
+		if err := tx.Model(&Stage{}).Where("pipeline_id = ?", p.ID).Pluck("id", &stageIDs).Error; err != nil {
+			return err
+		}
+		for _, id := range stageIDs {
+			if err := settleStage(tx, id, now); err != nil {
+				return err
+			}
+		}
+		return refreshStatus(tx, p.BuildID, now)
+	})
+	if err != nil {
+		return false, err
+	}
+	if !ended {
+		var cur Pipeline
+		if err := s.db.WithContext(ctx).Omit("plan").Take(&cur, p.ID).Error; err == nil && cur.LeaseID == leaseID && Terminal(cur.Status) {
+			return false, nil
+		}
+		return false, ErrLeaseLost
+	}
+	p.Status, p.Reason, p.FinishedAt = status, reason, &now
+	if s.logs != nil {
+		var jobIDs []int64
+		s.db.WithContext(ctx).Model(&Job{}).Where("pipeline_id = ?", p.ID).Pluck("id", &jobIDs)
+		for _, id := range jobIDs {
+			s.logs.Complete(ctx, id)
+		}
+	}
+	return true, nil
+}
+
+// pipelineOfLease loads the pipeline a lease holds, or ErrLeaseLost.
+func (s *Service) pipelineOfLease(ctx context.Context, agentID, leaseID string) (*Pipeline, error) {
+	var p Pipeline
+	err := s.db.WithContext(ctx).Omit("plan").Where("lease_id = ? AND agent_id = ?", leaseID, agentID).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, ErrLeaseLost
+	}
+	return &p, err
+}
+
+// Renew implements Lifecycle.
+func (s *Service) Renew(ctx context.Context, agentID, leaseID string, until time.Time) (*Pipeline, error) {
+	res := s.db.WithContext(ctx).Model(&Pipeline{}).
+		Where("lease_id = ? AND agent_id = ? AND status = ?", leaseID, agentID, StatusRunning).
+		Updates(map[string]any{"lease_expires_at": until})
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return nil, ErrLeaseLost
+	}
+	return s.pipelineOfLease(ctx, agentID, leaseID)
+}
+
+// Event implements Lifecycle. Job moves are conditional on the job's current status, so a
+// repeated event changes nothing.
+func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protocol.Event) error {
+	p, err := s.pipelineOfLease(ctx, agentID, leaseID)
+	if err != nil {
+		return err
+	}
+	if p.Status != StatusRunning {
+		return ErrLeaseLost
+	}
+	now := s.clock.Now().UTC()
+	var finishedJob int64
+	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		switch ev.Kind {
+		case protocol.EventPipelineStarted:
+			return nil
+		case protocol.EventJobStarted:
+			// From here on user code may have run: an expired lease now fails the pipeline.
+			if err := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ?", p.ID, leaseID).Update("user_started", true).Error; err != nil {
+				return err
+			}
+			var j Job
+			if err := tx.Where("id = ? AND pipeline_id = ?", ev.JobID, p.ID).Take(&j).Error; err != nil {
+				return api.NotFound("job %d is not part of this pipeline", ev.JobID)
+			}
+			if err := tx.Model(&Job{}).Where("id = ? AND status = ?", j.ID, StatusQueued).
+				Updates(map[string]any{"status": StatusRunning, "started_at": now}).Error; err != nil {
+				return err
+			}
+			return tx.Model(&Stage{}).Where("id = ? AND status = ?", j.StageID, StatusQueued).
+				Updates(map[string]any{"status": StatusRunning, "started_at": now}).Error
+		case protocol.EventJobFinished:
+			if !Terminal(ev.Status) {
+				return api.Invalid("status", "job_finished needs a final status, not %q", ev.Status)
+			}
+			var j Job
+			if err := tx.Where("id = ? AND pipeline_id = ?", ev.JobID, p.ID).Take(&j).Error; err != nil {
+				return api.NotFound("job %d is not part of this pipeline", ev.JobID)
+			}
+			if err := tx.Model(&Job{}).Where("id = ? AND status IN ?", j.ID, []string{StatusQueued, StatusRunning}).
+				Updates(map[string]any{"status": ev.Status, "exit_code": ev.ExitCode, "finished_at": now}).Error; err != nil {
+				return err
+			}
+			finishedJob = j.ID
+			return settleStage(tx, j.StageID, now)
+		default:
+			return api.Invalid("kind", "unknown event kind %q", ev.Kind)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	// After the commit: the log service writes in its own transaction, and streams waiting on
+	// the log learn it is complete.
+	if finishedJob != 0 && s.logs != nil {
+		return s.logs.Complete(ctx, finishedJob)
+	}
+	return nil
+}
+
+// Finish implements Lifecycle. Repeating it is harmless; a lease that is gone gets ErrLeaseLost.
+func (s *Service) Finish(ctx context.Context, agentID, leaseID string, req protocol.FinishRequest) (*Pipeline, bool, error) {
+	switch req.Status {
+	case StatusSuccess, StatusFailed, StatusCancelled:
+	default:
+		return nil, false, api.Invalid("status", "a pipeline finishes success, failed or cancelled, not %q", req.Status)
+	}
+	p, err := s.pipelineOfLease(ctx, agentID, leaseID)
+	if err != nil {
+		return nil, false, err
+	}
+	if Terminal(p.Status) {
+		return p, false, nil // a retried finish
+	}
+	status, reason := req.Status, req.Reason
+	if p.CancelRequested && p.Reason != "" {
+		// Billing or the API stopped it: its reason wins over the agent's view.
+		status, reason = stoppedStatus(p.Reason), p.Reason
+	}
+	ended, err := s.End(ctx, p, status, reason)
+	return p, ended, err
+}
+
+// stoppedStatus is the final status of a pipeline stopped for reason: terminated when its
+// account could not pay, cancelled otherwise.
+func stoppedStatus(reason string) string {
+	if reason == ReasonInsufficientBalance {
+		return StatusTerminated
+	}
+	return StatusCancelled
+}
+
+// CheckJob implements Lifecycle.
+func (s *Service) CheckJob(ctx context.Context, agentID, leaseID string, jobID int64) error {
+	p, err := s.pipelineOfLease(ctx, agentID, leaseID)
+	if err != nil {
+		return err
+	}
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&Job{}).Where("id = ? AND pipeline_id = ?", jobID, p.ID).Count(&n).Error; err != nil {
+		return err
+	}
+	if n == 0 {
+		return api.NotFound("job %d is not part of this pipeline", jobID)
+	}
+	return nil
+}
+
+// Reaped is a pipeline Reap handled: Requeued when it went back to the queue, else it ended.
+type Reaped struct {
+	Pipeline
+	Requeued bool
+}
+
+// Reap implements Lifecycle. A pipeline whose user code may have run fails with reason
+// agent_lost — user code is never re-run on its own —, one that had not started any job goes
+// back to the queue, and one a user or billing stopped while its agent was gone ends as they
+// asked.
+func (s *Service) Reap(ctx context.Context, now time.Time) ([]Reaped, error) {
+	var expired []Pipeline
+	if err := s.db.WithContext(ctx).Omit("plan").Where("status = ? AND lease_expires_at < ?", StatusRunning, now).
+		Limit(500).Find(&expired).Error; err != nil {
+		return nil, err
+	}
+	var out []Reaped
+	for i := range expired {
+		p := &expired[i]
+		var done bool
+		var err error
+		switch {
+		case p.CancelRequested:
+			done, err = s.End(ctx, p, stoppedStatus(p.Reason), p.Reason)
+		case p.UserStarted:
+			done, err = s.End(ctx, p, StatusFailed, ReasonAgentLost)
+		default:
+			if done, err = s.Requeue(ctx, p, now); err == nil && done {
+				out = append(out, Reaped{Pipeline: *p, Requeued: true})
+				continue
+			}
+		}
+		if err != nil && !errors.Is(err, ErrLeaseLost) {
+			return out, err
+		}
+		if done {
+			out = append(out, Reaped{Pipeline: *p})
+		}
+	}
+	return out, nil
+}
+
+// RequestStop implements Lifecycle.
+func (s *Service) RequestStop(ctx context.Context, pipelineID int64, reason string) error {
+	return s.db.WithContext(ctx).Model(&Pipeline{}).Where("id = ? AND status = ?", pipelineID, StatusRunning).
+		Updates(map[string]any{"cancel_requested": true, "reason": reason}).Error
+}
+
+// Cancel cancels a build: queued pipelines end at once; running ones are told to stop at their
+// agent's next renew and end when it reports (or when their lease expires).
+func (s *Service) Cancel(ctx context.Context, buildID int64, reason string) error {
+	now := s.clock.Now().UTC()
+	var cancelledJobs []int64
+	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		if err := tx.Model(&Pipeline{}).Where("build_id = ? AND status = ?", buildID, StatusQueued).
+			Updates(map[string]any{"status": StatusCancelled, "reason": reason, "finished_at": now, "updated_at": now}).Error; err != nil {
+			return err
+		}
+		var ids []int64
+		if err := tx.Model(&Pipeline{}).Where("build_id = ? AND status = ?", buildID, StatusCancelled).Pluck("id", &ids).Error; err != nil {
+			return err
+		}
+		if len(ids) > 0 {
+			if err := tx.Model(&Job{}).Where("pipeline_id IN ? AND status = ?", ids, StatusQueued).
+				Pluck("id", &cancelledJobs).Error; err != nil {
+				return err
+			}
+			if err := tx.Model(&Job{}).Where("pipeline_id IN ? AND status = ?", ids, StatusQueued).
+				Update("status", StatusCancelled).Error; err != nil {
+				return err
+			}
+			if err := tx.Model(&Stage{}).Where("pipeline_id IN ? AND status = ?", ids, StatusQueued).
+				Update("status", StatusCancelled).Error; err != nil {
+				return err
+			}
+		}
+		if err := tx.Model(&Pipeline{}).Where("build_id = ? AND status = ?", buildID, StatusRunning).
+			Updates(map[string]any{"cancel_requested": true, "reason": reason}).Error; err != nil {
+			return err
+		}
+		return refreshStatus(tx, buildID, now)
+	})
+	if err != nil {
+		return err
+	}
+	// Jobs that never ran have complete (empty) logs: their streams end.
+	if s.logs != nil {
+		for _, id := range cancelledJobs {
+			s.logs.Complete(ctx, id)
+		}
+	}
+	return nil
+}
+
+// FireSchedule implements Lifecycle: the replica whose conditional update of last_fired_at
+// wins fires the schedule's build; the others get false.
+func (s *Service) FireSchedule(ctx context.Context, sc *Schedule, due time.Time) (*Build, bool, error) {
+	q := s.db.WithContext(ctx).Model(&Schedule{}).Where("id = ?", sc.ID)
+	if sc.LastFiredAt == nil {
+		q = q.Where("last_fired_at IS NULL")
+	} else {
+		q = q.Where("last_fired_at = ?", *sc.LastFiredAt)
+	}
+	res := q.Update("last_fired_at", due)
+	if res.Error != nil || res.RowsAffected == 0 {
+		return nil, false, res.Error
+	}
+	b, err := s.fire(ctx, sc)
+	return b, true, err
+}

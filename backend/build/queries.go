@@ -1,0 +1,247 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+)
+
+// RunInfo is what an agent needs to know of a claimed pipeline beyond its Plan: its build, the
+// repo to clone, and the ids of its jobs.
+type RunInfo struct {
+	BuildID     int64
+	BuildNumber int64
+	CommitSHA   string
+	OrgName     string
+	RepoName    string
+	Jobs        []protocol.JobRef
+}
+
+// RunInfo implements Lifecycle, in two queries whatever the pipeline: dispatch speed is bounded
+// by these round trips.
+func (s *Service) RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error) {
+	var b struct {
+		ID        int64
+		Number    int64
+		CommitSHA string
+		RepoName  string
+		OrgName   string
+	}
+	if err := s.db.WithContext(ctx).Table("builds").
+		Select("builds.id, builds.number, builds.commit_sha, repos.name AS repo_name, orgs.name AS org_name").
+		Joins("JOIN repos ON repos.id = builds.repo_id").Joins("JOIN orgs ON orgs.id = repos.org_id").
+		Where("builds.id = ?", p.BuildID).Take(&b).Error; err != nil {
+		return nil, err
+	}
+	var jobs []struct {
+		ID            int64
+		Position      int
+		StagePosition int
+	}
+	if err := s.db.WithContext(ctx).Table("jobs").Select("jobs.id, jobs.position, stages.position AS stage_position").
+		Joins("JOIN stages ON stages.id = jobs.stage_id").Where("jobs.pipeline_id = ?", p.ID).
+		Order("stages.position, jobs.position").Scan(&jobs).Error; err != nil {
+		return nil, err
+	}
+	refs := make([]protocol.JobRef, 0, len(jobs))
+	for _, j := range jobs {
+		refs = append(refs, protocol.JobRef{Stage: j.StagePosition, Job: j.Position, ID: j.ID})
+	}
+	return &RunInfo{BuildID: b.ID, BuildNumber: b.Number, CommitSHA: b.CommitSHA, OrgName: b.OrgName, RepoName: b.RepoName, Jobs: refs}, nil
+}
+
+// Queued implements Lifecycle.
+func (s *Service) Queued(ctx context.Context) ([]Pipeline, error) {
+	var out []Pipeline
+	err := s.db.WithContext(ctx).Select("id, org_id, runner_tag, cpus, queued_at, created_at").
+		Where("status = ?", StatusQueued).Find(&out).Error
+	return out, err
+}
+
+// RunningCount is how many pipelines of one team run on one runner class.
+type RunningCount struct {
+	RunnerTag string
+	OrgID     int64
+	N         int
+}
+
+// RunningCounts implements Lifecycle.
+func (s *Service) RunningCounts(ctx context.Context) ([]RunningCount, error) {
+	var out []RunningCount
+	err := s.db.WithContext(ctx).Model(&Pipeline{}).Select("runner_tag, org_id, count(*) AS n").
+		Where("status = ?", StatusRunning).Group("runner_tag, org_id").Scan(&out).Error
+	return out, err
+}
+
+// Held is a running pipeline an agent holds a lease on.
+type Held struct {
+	ID          int64
+	Name        string
+	RunnerTag   string
+	CPUs        int
+	StartedAt   *time.Time
+	AgentID     string
+	BuildNumber int64
+	Org         string
+	Repo        string
+}
+
+// Held implements Lifecycle.
+func (s *Service) Held(ctx context.Context) ([]Held, error) {
+	var out []Held
+	err := s.db.WithContext(ctx).Table("pipelines").
+		Select("pipelines.id, pipelines.name, pipelines.runner_tag, pipelines.cpus, pipelines.started_at, pipelines.agent_id, "+
+			"builds.number AS build_number, repos.name AS repo, orgs.name AS org").
+		Joins("JOIN builds ON builds.id = pipelines.build_id").
+		Joins("JOIN repos ON repos.id = pipelines.repo_id").
+		Joins("JOIN orgs ON orgs.id = pipelines.org_id").
+		Where("pipelines.status = ? AND pipelines.agent_id <> ''", StatusRunning).
+		Order("pipelines.id").Scan(&out).Error
+	return out, err
+}
+
+// Schedules implements Lifecycle.
+func (s *Service) Schedules(ctx context.Context) ([]Schedule, error) {
+	var out []Schedule
+	err := s.db.WithContext(ctx).Order("id").Find(&out).Error
+	return out, err
+}
+
+// RepoSchedules lists the repo's registered schedules.
+func (s *Service) RepoSchedules(ctx context.Context, repoID int64) ([]Schedule, error) {
+	var out []Schedule
+	err := s.db.WithContext(ctx).Where("repo_id = ?", repoID).Order("id").Find(&out).Error
+	return out, err
+}
+
+// ResolveJobToken authenticates a pipeline's CNB_TOKEN: valid only while the pipeline runs,
+// scoped to its repo (clone, push, registry), acting for the user who triggered the build.
+func (s *Service) ResolveJobToken(ctx context.Context, token string) (*auth.Principal, error) {
+	bad := api.Unauthenticated("the job token is invalid or its pipeline has finished")
+	var p Pipeline
+	err := s.db.WithContext(ctx).Omit("plan").Where("job_token_hash = ? AND status = ?", auth.HashToken(token), StatusRunning).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, bad
+	}
+	if err != nil {
+		return nil, err
+	}
+	var b Build
+	if err := s.db.WithContext(ctx).Take(&b, p.BuildID).Error; err != nil {
+		return nil, err
+	}
+	pr := &auth.Principal{Kind: auth.KindJob, RepoID: p.RepoID, PipelineID: p.ID,
+		Scopes: auth.Scopes{auth.ScopeRepoWrite, auth.ScopeRegistryWrite}}
+	if b.TriggeredBy != nil {
+		if u, err := s.users.UserByID(ctx, *b.TriggeredBy); err == nil {
+			pr.User = u
+		}
+	}
+	return pr, nil
+}
+
+// Producer is the build a pipeline belongs to, as a published artifact records it.
+type Producer struct {
+	PipelineID, BuildID, BuildNumber int64
+	CommitSHA                        string
+}
+
+// ProducerOf returns the build and commit of a pipeline.
+func (s *Service) ProducerOf(ctx context.Context, pipelineID int64) (Producer, error) {
+	var row Producer
+	err := s.db.WithContext(ctx).Table("pipelines").
+		Select("pipelines.id AS pipeline_id, builds.id AS build_id, builds.number AS build_number, builds.commit_sha").
+		Joins("JOIN builds ON builds.id = pipelines.build_id").Where("pipelines.id = ?", pipelineID).Take(&row).Error
+	return row, err
+}
+
+// List returns a page of the repo's builds, newest first (the cursor is the build number).
+func (s *Service) List(ctx context.Context, repoID int64, page api.Page) ([]Build, error) {
+	q := s.db.WithContext(ctx).Where("repo_id = ?", repoID)
+	if page.After > 0 {
+		q = q.Where("number < ?", page.After)
+	}
+	var out []Build
+	err := q.Order("number DESC").Limit(page.Limit + 1).Find(&out).Error
+	return out, err
+}
+
+// Get returns build number n of the repo.
+func (s *Service) Get(ctx context.Context, repoID, n int64) (*Build, error) {
+	var b Build
+	err := s.db.WithContext(ctx).Where("repo_id = ? AND number = ?", repoID, n).Take(&b).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, api.NotFound("build #%d not found", n)
+	}
+	return &b, err
+}
+
+// JobRepo names the org and repo a job belongs to, for authorizing access to its log.
+func (s *Service) JobRepo(ctx context.Context, jobID int64) (orgName, repoName string, err error) {
+	var row struct {
+		OrgName  string
+		RepoName string
+	}
+	err = s.db.WithContext(ctx).Table("jobs").Select("orgs.name AS org_name, repos.name AS repo_name").
+		Joins("JOIN pipelines ON pipelines.id = jobs.pipeline_id").Joins("JOIN builds ON builds.id = pipelines.build_id").
+		Joins("JOIN repos ON repos.id = builds.repo_id").Joins("JOIN orgs ON orgs.id = repos.org_id").
+		Where("jobs.id = ?", jobID).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return "", "", api.NotFound("job %d not found", jobID)
+	}
+	return row.OrgName, row.RepoName, err
+}
+
+// tree is the pipelines of some builds with their stages and jobs (deep) and the names of who
+// triggered them: what the API shows of builds, read in a constant number of queries.
+type tree struct {
+	pipelines []Pipeline
+	stages    []Stage
+	jobs      []Job
+	usernames map[int64]string
+}
+
+func (s *Service) tree(ctx context.Context, bs []Build, deep bool) (*tree, error) {
+	db := s.db.WithContext(ctx)
+	t := &tree{usernames: map[int64]string{}}
+	ids := make([]int64, 0, len(bs))
+	userIDs := []int64{}
+	for _, b := range bs {
+		ids = append(ids, b.ID)
+		if b.TriggeredBy != nil {
+			userIDs = append(userIDs, *b.TriggeredBy)
+		}
+	}
+	if len(userIDs) > 0 {
+		names, err := s.users.Usernames(ctx, userIDs)
+		if err != nil {
+			return nil, err
+		}
+		t.usernames = names
+	}
+	if len(ids) > 0 {
+		if err := db.Omit("plan").Where("build_id IN ?", ids).Order("build_id, position").Find(&t.pipelines).Error; err != nil {
+			return nil, err
+		}
+	}
+	if !deep || len(t.pipelines) == 0 {
+		return t, nil
+	}
+	pids := make([]int64, 0, len(t.pipelines))
+	for _, p := range t.pipelines {
+		pids = append(pids, p.ID)
+	}
+	if err := db.Where("pipeline_id IN ?", pids).Order("pipeline_id, position").Find(&t.stages).Error; err != nil {
+		return nil, err
+	}
+	if err := db.Where("pipeline_id IN ?", pids).Order("stage_id, position").Find(&t.jobs).Error; err != nil {
+		return nil, err
+	}
+	return t, nil
+}

@@ -66,7 +66,7 @@ bench:
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkRegistry1GiB$$' -benchtime=1x ./e2e
 
 frontend-test: frontend/node_modules/.installed
-	cd frontend && npm test --silent
+	cd frontend && npm run --silent check:api && npm test --silent
 
 clean:
 	rm -rf bin frontend/node_modules

@@ -1,5 +1,6 @@
 import { useQuery, useQueryClient } from '@tanstack/react-query'
-import { ApiError, api, setCsrf } from './lib/api'
+import { ApiError, setCsrf } from './lib/api'
+import { endpoints } from './lib/endpoints'
 import type { User } from './lib/types'
 
 export const USER_KEY = ['user']
@@ -7,7 +8,7 @@ export const USER_KEY = ['user']
 /** The signed-in user, or null; keeps the CSRF token of the session. */
 export async function fetchUser(): Promise<User | null> {
   try {
-    const u = await api.get<User>('/user')
+    const u = await endpoints.user.get()
     setCsrf(u.csrf_token)
     return u
   } catch (e) {

@@ -1,13 +1,13 @@
 import { Suspense } from 'react'
 import { Link, NavLink, Navigate, Outlet, useLocation, useNavigate, useParams } from 'react-router'
 import { useQuery, useQueryClient } from '@tanstack/react-query'
-import { api, listAll } from '../lib/api'
-import { BILLING_ROLES, type Org } from '../lib/types'
+import { endpoints } from '../lib/endpoints'
+import { BILLING_ROLES } from '../lib/types'
 import { USER_KEY, useUser } from '../session'
 import { ErrorBox, Loading } from './ui'
 
 export function useOrgs() {
-  return useQuery({ queryKey: ['orgs'], queryFn: () => listAll<Org>('/user/orgs') })
+  return useQuery({ queryKey: ['orgs'], queryFn: () => endpoints.user.orgs() })
 }
 
 /** The current team's role, from the user's team list. */
@@ -60,7 +60,7 @@ export function Layout() {
   if (!user.data) return <Navigate to={`/login?next=${encodeURIComponent(loc.pathname + loc.search + loc.hash)}`} replace />
   const logout = async () => {
     try {
-      await api.post('/auth/logout')
+      await endpoints.auth.logout()
     } finally {
       qc.clear()
       qc.setQueryData(USER_KEY, null)
@@ -124,7 +124,7 @@ export function AuthLayout() {
 }
 
 function ServerVersion() {
-  const v = useQuery({ queryKey: ['version'], queryFn: () => api.get<{ version: string }>('/version'), staleTime: Infinity })
+  const v = useQuery({ queryKey: ['version'], queryFn: () => endpoints.version(), staleTime: Infinity })
   return (
     <p className="muted small-print" data-testid="server-status">
       {v.isPending ? 'Connecting to the server…' : v.isError ? 'The server is unreachable.' : `Server version ${v.data.version}`}

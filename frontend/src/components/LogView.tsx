@@ -1,5 +1,6 @@
 import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react'
 import { markMatches, parseAnsi, plainText, spanProps } from '../lib/ansi'
+import { endpoints } from '../lib/endpoints'
 import { LogBuffer } from '../lib/logbuffer'
 import { atBottom, rowTop, scrollTopFor, totalHeight, visibleRange, type Viewport } from '../lib/virtual'
 
@@ -36,7 +37,7 @@ export function useJobLog(jobId: number) {
     const ctrl = new AbortController()
     ;(async () => {
       try {
-        const res = await fetch(`/api/v1/jobs/${jobId}/log`, { signal: ctrl.signal, credentials: 'same-origin' })
+        const res = await fetch(endpoints.jobs.logUrl(jobId), { signal: ctrl.signal, credentials: 'same-origin' })
         if (!res.ok) {
           let msg = `The server answered ${res.status}.`
           try {
@@ -72,7 +73,7 @@ export function useJobLog(jobId: number) {
           return
         }
         setState('live')
-        es = new EventSource(`/api/v1/jobs/${jobId}/log/stream?offset=${bytes}`)
+        es = new EventSource(endpoints.jobs.logStreamUrl(jobId, bytes))
         es.onmessage = (ev) => {
           b.append(ev.data)
           const off = Number(ev.lastEventId)
@@ -313,7 +314,7 @@ export function LogView({ jobId, title }: { jobId: number; title?: string }) {
         <label className="check">
           <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} /> Follow
         </label>
-        <a className="button secondary small" href={`/api/v1/jobs/${jobId}/log`} download={`job-${jobId}.log`}>
+        <a className="button secondary small" href={endpoints.jobs.logUrl(jobId)} download={`job-${jobId}.log`}>
           Raw log
         </a>
         <span className="muted logstate" data-state={state} role="status">

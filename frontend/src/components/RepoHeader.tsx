@@ -1,11 +1,11 @@
 import { NavLink, Link } from 'react-router'
 import { useQuery } from '@tanstack/react-query'
-import { api, seg } from '../lib/api'
-import type { Repo } from '../lib/types'
+import { seg } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
 import { ErrorBox, Loading } from './ui'
 
 export function useRepo(org: string, repo: string) {
-  return useQuery({ queryKey: ['repo', org, repo], queryFn: () => api.get<Repo>(`/repos/${seg(org)}/${seg(repo)}`) })
+  return useQuery({ queryKey: ['repo', org, repo], queryFn: () => endpoints.repos.get(org, repo) })
 }
 
 export const repoPath = (org: string, repo: string) => `/${seg(org)}/${seg(repo)}`

@@ -1,7 +1,7 @@
 import { useState } from 'react'
 import { Link, useSearchParams } from 'react-router'
 import { useQueryClient } from '@tanstack/react-query'
-import { api } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
 import { FormError, Notice } from '../components/ui'
 
 export default function AcceptInvitation() {
@@ -14,7 +14,7 @@ export default function AcceptInvitation() {
     setState('busy')
     setError(null)
     try {
-      await api.post('/invitations/accept', { token })
+      await endpoints.user.invitations.acceptLink({ token })
       await qc.invalidateQueries({ queryKey: ['orgs'] })
       setState('done')
     } catch (e) {

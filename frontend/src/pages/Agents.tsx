@@ -1,14 +1,14 @@
 import { Link } from 'react-router'
 import { useQuery } from '@tanstack/react-query'
-import { listAll, seg } from '../lib/api'
-import type { AgentInfo } from '../lib/types'
+import { seg } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
 import { useUser } from '../session'
 import { Empty, QueryView } from '../components/ui'
 import { ago, bytes } from '../lib/format'
 
 export default function Agents() {
   const user = useUser()
-  const q = useQuery({ queryKey: ['agents'], queryFn: () => listAll<AgentInfo>('/admin/agents'), refetchInterval: 5000, enabled: !!user.data?.is_admin })
+  const q = useQuery({ queryKey: ['agents'], queryFn: () => endpoints.admin.agents(), refetchInterval: 5000, enabled: !!user.data?.is_admin })
   if (!user.data?.is_admin)
     return (
       <section>

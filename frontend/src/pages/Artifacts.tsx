@@ -1,7 +1,8 @@
 import { Link, useParams, useSearchParams } from 'react-router'
 import { useQuery } from '@tanstack/react-query'
-import { api, seg } from '../lib/api'
-import type { ArtifactPackage, ArtifactVersion, Page, StorageUsage } from '../lib/types'
+import { seg } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
+import type { ArtifactVersion } from '../lib/types'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, QueryView } from '../components/ui'
 import { ago, bytes, shortSha } from '../lib/format'
@@ -43,7 +44,7 @@ export default function Artifacts() {
 
 /** The team's storage against its quota; members only (others get nothing, quietly). */
 function StorageLine({ org }: { org: string }) {
-  const q = useQuery({ queryKey: ['storage', org], queryFn: () => api.get<StorageUsage>(`/orgs/${seg(org)}/storage`), retry: false })
+  const q = useQuery({ queryKey: ['storage', org], queryFn: () => endpoints.orgs.storage(org), retry: false })
   if (!q.data) return null
   const u = q.data
   return (
@@ -57,7 +58,7 @@ function StorageLine({ org }: { org: string }) {
 function Packages({ org, repo, here }: { org: string; repo: string; here: string }) {
   const q = useQuery({
     queryKey: ['artifact-packages', org, repo],
-    queryFn: () => api.get<Page<ArtifactPackage>>(`/repos/${seg(org)}/${seg(repo)}/artifacts?limit=100`),
+    queryFn: () => endpoints.repos.artifacts.packages(org, repo),
   })
   return (
     <QueryView q={q} what="Loading the packages">
@@ -67,7 +68,7 @@ function Packages({ org, repo, here }: { org: string; repo: string; here: string
             <h3>No model files yet</h3>
             <p>
               A pipeline publishes one with its job token: <code>nimbus artifact push {`${org}/${repo}`} PACKAGE VERSION FILE…</code> (or <code>PUT</code> the file to{' '}
-              <code>/api/v1/repos/{`${org}/${repo}`}/artifacts/PACKAGE/VERSION/FILE</code> with <code>X-Checksum-Sha256</code>).
+              <code>{endpoints.repos.artifacts.fileUrl(org, repo, 'PACKAGE', 'VERSION', 'FILE')}</code> with <code>X-Checksum-Sha256</code>).
             </p>
           </Empty>
         ) : (
@@ -117,7 +118,7 @@ function Producer({ org, repo, v }: { org: string; repo: string; v: ArtifactVers
 function Versions({ org, repo, pkg, here }: { org: string; repo: string; pkg: string; here: string }) {
   const q = useQuery({
     queryKey: ['artifact-versions', org, repo, pkg],
-    queryFn: () => api.get<Page<ArtifactVersion>>(`/repos/${seg(org)}/${seg(repo)}/artifacts/${seg(pkg)}?limit=100`),
+    queryFn: () => endpoints.repos.artifacts.versions(org, repo, pkg),
   })
   return (
     <QueryView q={q} what="Loading the versions">
@@ -160,7 +161,7 @@ function Versions({ org, repo, pkg, here }: { org: string; repo: string; pkg: st
 function Files({ org, repo, pkg, version, server }: { org: string; repo: string; pkg: string; version: string; server: string }) {
   const q = useQuery({
     queryKey: ['artifact-version', org, repo, pkg, version],
-    queryFn: () => api.get<ArtifactVersion>(`/repos/${seg(org)}/${seg(repo)}/artifacts/${seg(pkg)}/${seg(version)}`),
+    queryFn: () => endpoints.repos.artifacts.version(org, repo, pkg, version),
   })
   const slug = `${org}/${repo}`
   return (

@@ -1,8 +1,8 @@
 import { useEffect, useMemo, useState, type FormEvent } from 'react'
 import { useParams, useSearchParams } from 'react-router'
 import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
-import { api, listAll, seg } from '../lib/api'
-import type { BillingAccount, BillingNotification, LedgerEntry, Page, Usage } from '../lib/types'
+import { endpoints } from '../lib/endpoints'
+import type { BillingAccount } from '../lib/types'
 import { shapeUsage } from '../lib/charts'
 import { StackedBars } from '../components/StackedBars'
 import { Empty, ErrorBox, Field, FormError, Loading, Notice, QueryView } from '../components/ui'
@@ -60,7 +60,7 @@ function Summary({ a }: { a: BillingAccount }) {
 function TopUp({ org, a }: { org: string; a: BillingAccount }) {
   const [amount, setAmount] = useState('')
   const go = useMutation({
-    mutationFn: () => api.post<{ checkout_url: string }>(`/orgs/${seg(org)}/billing/topups`, { amount }),
+    mutationFn: () => endpoints.billing.topup(org, { amount }),
     onSuccess: (t) => window.location.assign(t.checkout_url),
   })
   const submit = (e: FormEvent) => {
@@ -96,7 +96,7 @@ function Settings({ org, a }: { org: string; a: BillingAccount }) {
   useEffect(() => setF(init()), [a]) // eslint-disable-line react-hooks/exhaustive-deps
   const save = useMutation({
     mutationFn: () =>
-      api.put<BillingAccount>(`/orgs/${seg(org)}/billing/settings`, {
+      endpoints.billing.putSettings(org, {
         spending_cap: f.cap.trim() === '' ? null : f.cap.trim(),
         low_balance_threshold: f.low.trim() === '' ? null : f.low.trim(),
         alert_webhook_url: f.hook.trim(),
@@ -136,7 +136,7 @@ function UsageCharts({ org, month }: { org: string; month: string }) {
   const [to, setTo] = useState('')
   const q = useQuery({
     queryKey: ['usage', org, from, to],
-    queryFn: () => listAll<Usage>(`/orgs/${seg(org)}/billing/usage?from=${from}${to ? `&to=${to}` : ''}`),
+    queryFn: () => endpoints.billing.usage(org, from, to),
     refetchInterval: 30_000,
   })
   const end = useMemo(() => to || (q.data ?? []).reduce((m, r) => (r.date > m ? r.date : m), today()), [q.data, to])
@@ -179,7 +179,7 @@ function UsageCharts({ org, month }: { org: string; month: string }) {
 function Ledger({ org, currency }: { org: string; currency: string }) {
   const q = useInfiniteQuery({
     queryKey: ['ledger', org],
-    queryFn: ({ pageParam }) => api.get<Page<LedgerEntry>>(`/orgs/${seg(org)}/billing/ledger?limit=25${pageParam ? `&cursor=${encodeURIComponent(pageParam)}` : ''}`),
+    queryFn: ({ pageParam }) => endpoints.billing.ledger(org, pageParam),
     initialPageParam: '',
     getNextPageParam: (p) => p.next_cursor,
   })
@@ -246,7 +246,7 @@ function Statements({ org, month }: { org: string; month: string }) {
       <h2 id="stmt-h">Statements</h2>
       <div className="inline">
         <Field label="Month">{(id) => <input id={id} type="month" value={m} onChange={(e) => setM(e.target.value)} />}</Field>
-        <a className="button secondary" href={`/api/v1/orgs/${seg(org)}/billing/statements/${m}`} download={`${org}-${m}.csv`}>
+        <a className="button secondary" href={endpoints.billing.statementUrl(org, m)} download={`${org}-${m}.csv`}>
           Download CSV
         </a>
       </div>
@@ -255,7 +255,7 @@ function Statements({ org, month }: { org: string; month: string }) {
 }
 
 function Notifications({ org }: { org: string }) {
-  const q = useQuery({ queryKey: ['billing-notifications', org], queryFn: () => api.get<Page<BillingNotification>>(`/orgs/${seg(org)}/billing/notifications?limit=10`) })
+  const q = useQuery({ queryKey: ['billing-notifications', org], queryFn: () => endpoints.billing.notifications(org) })
   return (
     <section aria-labelledby="alerts-h">
       <h2 id="alerts-h">Recent alerts</h2>
@@ -289,7 +289,7 @@ export default function Billing() {
   const topup = params.get('topup')
   const q = useQuery({
     queryKey: ['billing', org],
-    queryFn: () => api.get<BillingAccount>(`/orgs/${seg(org)}/billing`),
+    queryFn: () => endpoints.billing.get(org),
     // After a payment Stripe's webhook credits the balance within moments: poll for a while.
     refetchInterval: topup === 'success' ? 3000 : 30_000,
   })

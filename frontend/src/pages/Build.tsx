@@ -1,7 +1,7 @@
 import { useState } from 'react'
 import { Link, useNavigate, useParams } from 'react-router'
 import { useQuery, useQueryClient } from '@tanstack/react-query'
-import { api, seg } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
 import { isFinal, type Build as BuildT } from '../lib/types'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { PipelineCard } from '../components/PipelineGraph'
@@ -11,7 +11,7 @@ import { branchOf, dateTime, shortSha, span } from '../lib/format'
 export function useBuild(org: string, repo: string, number: string) {
   return useQuery({
     queryKey: ['build', org, repo, number],
-    queryFn: () => api.get<BuildT>(`/repos/${seg(org)}/${seg(repo)}/builds/${seg(number)}`),
+    queryFn: () => endpoints.repos.builds.get(org, repo, number),
     refetchInterval: (q) => (q.state.data && isFinal(q.state.data.status) ? false : 2000),
   })
 }
@@ -21,12 +21,11 @@ function Controls({ b, org, repo }: { b: BuildT; org: string; repo: string }) {
   const navigate = useNavigate()
   const [error, setError] = useState<unknown>(null)
   const [busy, setBusy] = useState('')
-  const path = `/repos/${seg(org)}/${seg(repo)}/builds/${b.number}`
   const cancel = async () => {
     setBusy('cancel')
     setError(null)
     try {
-      const nb = await api.post<BuildT>(path + '/cancel')
+      const nb = await endpoints.repos.builds.cancel(org, repo, b.number)
       qc.setQueryData(['build', org, repo, String(b.number)], nb)
     } catch (e) {
       setError(e)
@@ -38,7 +37,7 @@ function Controls({ b, org, repo }: { b: BuildT; org: string; repo: string }) {
     setBusy('rerun')
     setError(null)
     try {
-      const nb = await api.post<BuildT>(path + '/rerun')
+      const nb = await endpoints.repos.builds.rerun(org, repo, b.number)
       qc.invalidateQueries({ queryKey: ['builds', org, repo] })
       navigate(`${repoPath(org, repo)}/builds/${nb.number}`)
     } catch (e) {

@@ -1,13 +1,13 @@
 import { useState } from 'react'
 import { Link } from 'react-router'
-import { api } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
 import { Field, FormError, Notice, useSubmit } from '../components/ui'
 
 export default function ForgotPassword() {
   const [email, setEmail] = useState('')
   const [sent, setSent] = useState(false)
   const { submit, busy, error } = useSubmit(async () => {
-    await api.post('/auth/password-reset', { email })
+    await endpoints.auth.requestPasswordReset({ email })
     setSent(true)
   })
   return (

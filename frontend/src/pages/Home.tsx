@@ -1,16 +1,15 @@
 import { Link } from 'react-router'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
-import { api, listAll } from '../lib/api'
-import type { Invitation } from '../lib/types'
+import { endpoints } from '../lib/endpoints'
 import { useOrgs } from '../components/Layout'
 import { Empty, FormError, QueryView } from '../components/ui'
 import { ago } from '../lib/format'
 
 export function MyInvitations() {
   const qc = useQueryClient()
-  const q = useQuery({ queryKey: ['my-invitations'], queryFn: () => listAll<Invitation>('/user/invitations') })
+  const q = useQuery({ queryKey: ['my-invitations'], queryFn: () => endpoints.user.invitations.list() })
   const act = useMutation({
-    mutationFn: ({ id, what }: { id: number; what: 'accept' | 'decline' }) => api.post(`/user/invitations/${id}/${what}`),
+    mutationFn: ({ id, what }: { id: number; what: 'accept' | 'decline' }) => endpoints.user.invitations[what](id),
     onSuccess: () => {
       qc.invalidateQueries({ queryKey: ['my-invitations'] })
       qc.invalidateQueries({ queryKey: ['orgs'] })

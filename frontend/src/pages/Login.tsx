@@ -1,7 +1,6 @@
 import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router'
-import { api } from '../lib/api'
-import type { Session } from '../lib/types'
+import { endpoints } from '../lib/endpoints'
 import { useSignedIn } from '../session'
 import { Field, FormError, useSubmit } from '../components/ui'
 
@@ -17,7 +16,7 @@ export default function Login() {
   const [login, setLogin] = useState('')
   const [password, setPassword] = useState('')
   const { submit, busy, error } = useSubmit(async () => {
-    const s = await api.post<Session>('/auth/login', { login, password })
+    const s = await endpoints.auth.login({ login, password })
     signedIn(s.user, s.csrf_token)
     navigate(safeNext(params.get('next')), { replace: true })
   })

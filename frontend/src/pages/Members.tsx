@@ -1,8 +1,8 @@
 import { useState, type FormEvent } from 'react'
 import { useNavigate, useParams } from 'react-router'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
-import { api, listAll, seg } from '../lib/api'
-import { ROLES, type Invitation, type Member, type Role } from '../lib/types'
+import { endpoints } from '../lib/endpoints'
+import { ROLES, type Role } from '../lib/types'
 import { useRole } from '../components/Layout'
 import { useUser } from '../session'
 import { ActionsHeader, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
@@ -15,10 +15,10 @@ export default function Members() {
   const me = useUser().data
   const role = useRole(org)
   const manager = role === 'admin' || role === 'owner'
-  const members = useQuery({ queryKey: ['members', org], queryFn: () => listAll<Member>(`/orgs/${seg(org)}/members`) })
+  const members = useQuery({ queryKey: ['members', org], queryFn: () => endpoints.orgs.members.list(org) })
   const invitations = useQuery({
     queryKey: ['invitations', org],
-    queryFn: () => listAll<Invitation>(`/orgs/${seg(org)}/invitations`),
+    queryFn: () => endpoints.orgs.invitations.list(org),
     enabled: manager,
   })
   const refresh = () => {
@@ -26,11 +26,11 @@ export default function Members() {
     qc.invalidateQueries({ queryKey: ['invitations', org] })
   }
   const setRole = useMutation({
-    mutationFn: ({ username, role }: { username: string; role: Role }) => api.put(`/orgs/${seg(org)}/members/${seg(username)}`, { role }),
+    mutationFn: ({ username, role }: { username: string; role: Role }) => endpoints.orgs.members.setRole(org, username, { role }),
     onSettled: refresh,
   })
   const remove = useMutation({
-    mutationFn: (username: string) => api.del(`/orgs/${seg(org)}/members/${seg(username)}`),
+    mutationFn: (username: string) => endpoints.orgs.members.remove(org, username),
     onSuccess: (_, username) => {
       if (username === me?.username) {
         qc.invalidateQueries({ queryKey: ['orgs'] })
@@ -38,13 +38,13 @@ export default function Members() {
       } else refresh()
     },
   })
-  const withdraw = useMutation({ mutationFn: (id: number) => api.del(`/orgs/${seg(org)}/invitations/${id}`), onSuccess: refresh })
+  const withdraw = useMutation({ mutationFn: (id: number) => endpoints.orgs.invitations.withdraw(org, id), onSuccess: refresh })
   const [invite, setInvite] = useState({ who: '', role: 'developer' as Role })
   const [invited, setInvited] = useState('')
   const create = useMutation({
     mutationFn: () => {
       const body = invite.who.includes('@') ? { email: invite.who, role: invite.role } : { username: invite.who, role: invite.role }
-      return api.post<Invitation>(`/orgs/${seg(org)}/invitations`, body)
+      return endpoints.orgs.invitations.create(org, body)
     },
     onSuccess: (i) => {
       setInvited(i.email ?? i.username ?? '')

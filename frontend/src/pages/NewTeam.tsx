@@ -1,8 +1,7 @@
 import { useState } from 'react'
 import { useNavigate } from 'react-router'
 import { useQueryClient } from '@tanstack/react-query'
-import { api } from '../lib/api'
-import type { Org } from '../lib/types'
+import { endpoints } from '../lib/endpoints'
 import { Field, FormError, useSubmit } from '../components/ui'
 
 export default function NewTeam() {
@@ -10,7 +9,7 @@ export default function NewTeam() {
   const qc = useQueryClient()
   const [name, setName] = useState('')
   const { submit, busy, error } = useSubmit(async () => {
-    const o = await api.post<Org>('/orgs', { name })
+    const o = await endpoints.orgs.create({ name })
     await qc.invalidateQueries({ queryKey: ['orgs'] })
     navigate(`/orgs/${encodeURIComponent(o.name)}`)
   })

@@ -1,8 +1,8 @@
 import { useState } from 'react'
 import { Link, useNavigate, useParams } from 'react-router'
 import { useQuery } from '@tanstack/react-query'
-import { api, seg } from '../lib/api'
-import { isFinal, type Build, type Page } from '../lib/types'
+import { endpoints } from '../lib/endpoints'
+import { isFinal, type Build } from '../lib/types'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, Field, FormError, QueryView, StatusBadge, useSubmit } from '../components/ui'
 import { ago, branchOf, shortSha, span } from '../lib/format'
@@ -10,7 +10,7 @@ import { ago, branchOf, shortSha, span } from '../lib/format'
 export function useBuilds(org: string, repo: string) {
   return useQuery({
     queryKey: ['builds', org, repo],
-    queryFn: () => api.get<Page<Build>>(`/repos/${seg(org)}/${seg(repo)}/builds?limit=50`),
+    queryFn: () => endpoints.repos.builds.list(org, repo),
     // Live: every 2 s while a build is queued or running (or none exists yet: the first push), else every 10 s.
     refetchInterval: (q) => (!q.state.data?.items.length || q.state.data.items.some((b) => !isFinal(b.status)) ? 2000 : 10000),
     refetchIntervalInBackground: false,
@@ -48,7 +48,7 @@ function TriggerForm({ org, repo, branch }: { org: string; repo: string; branch:
   const [env, setEnv] = useState<{ k: string; v: string }[]>([{ k: '', v: '' }])
   const { submit, busy, error } = useSubmit(async () => {
     const vars = Object.fromEntries(env.filter((x) => x.k.trim()).map((x) => [x.k.trim(), x.v]))
-    const b = await api.post<Build>(`/repos/${seg(org)}/${seg(repo)}/builds`, { branch: form.branch, event: form.event, env: vars })
+    const b = await endpoints.repos.builds.trigger(org, repo, { branch: form.branch, event: form.event, env: vars })
     navigate(`${repoPath(org, repo)}/builds/${b.number}`)
   })
   if (!open)

@@ -1,8 +1,9 @@
 import { useEffect, useState, type FormEvent } from 'react'
 import { useNavigate, useParams } from 'react-router'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
-import { api, listAll, seg } from '../lib/api'
-import type { Repo, Secret, Token } from '../lib/types'
+import { seg } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
+import type { DeployToken, Repo, RepoPatch } from '../lib/types'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, Field, FormError, Notice, QueryView, RevokeButton } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
@@ -14,9 +15,9 @@ function General({ r }: { r: Repo }) {
   useEffect(() => setForm({ name: r.name, description: r.description, visibility: r.visibility, default_branch: r.default_branch, archived: r.archived }), [r])
   const save = useMutation({
     mutationFn: () => {
-      const patch: Record<string, unknown> = {}
-      for (const k of Object.keys(form) as (keyof typeof form)[]) if (form[k] !== r[k]) patch[k] = form[k]
-      return api.patch<Repo>(`/repos/${seg(r.org)}/${seg(r.name)}`, patch)
+      const patch: RepoPatch = {}
+      for (const k of Object.keys(form) as (keyof typeof form)[]) if (form[k] !== r[k]) Object.assign(patch, { [k]: form[k] })
+      return endpoints.repos.update(r.org, r.name, patch)
     },
     onSuccess: (nr) => {
       qc.invalidateQueries({ queryKey: ['repos', r.org] })
@@ -60,19 +61,18 @@ function General({ r }: { r: Repo }) {
 function Secrets({ r }: { r: Repo }) {
   const qc = useQueryClient()
   const key = ['secrets', r.org, r.name]
-  const base = `/repos/${seg(r.org)}/${seg(r.name)}/secrets`
-  const list = useQuery({ queryKey: key, queryFn: () => listAll<Secret>(base) })
+  const list = useQuery({ queryKey: key, queryFn: () => endpoints.repos.secrets.list(r.org, r.name) })
   const [name, setName] = useState('')
   const [value, setValue] = useState('')
   const put = useMutation({
-    mutationFn: () => api.put(`${base}/${seg(name)}`, { value }),
+    mutationFn: () => endpoints.repos.secrets.put(r.org, r.name, name, { value }),
     onSuccess: () => {
       setName('')
       setValue('')
       qc.invalidateQueries({ queryKey: key })
     },
   })
-  const del = useMutation({ mutationFn: (n: string) => api.del(`${base}/${seg(n)}`), onSuccess: () => qc.invalidateQueries({ queryKey: key }) })
+  const del = useMutation({ mutationFn: (n: string) => endpoints.repos.secrets.delete(r.org, r.name, n), onSuccess: () => qc.invalidateQueries({ queryKey: key }) })
   const submit = (e: FormEvent) => {
     e.preventDefault()
     put.mutate()
@@ -123,19 +123,18 @@ function Secrets({ r }: { r: Repo }) {
 function DeployTokens({ r }: { r: Repo }) {
   const qc = useQueryClient()
   const key = ['deploy-tokens', r.org, r.name]
-  const base = `/repos/${seg(r.org)}/${seg(r.name)}/deploy-tokens`
-  const list = useQuery({ queryKey: key, queryFn: () => listAll<Token>(base) })
+  const list = useQuery({ queryKey: key, queryFn: () => endpoints.repos.deployTokens.list(r.org, r.name) })
   const [name, setName] = useState('')
-  const [created, setCreated] = useState<Token | null>(null)
+  const [created, setCreated] = useState<DeployToken | null>(null)
   const create = useMutation({
-    mutationFn: () => api.post<Token>(base, { name }),
+    mutationFn: () => endpoints.repos.deployTokens.create(r.org, r.name, { name }),
     onSuccess: (t) => {
       setCreated(t)
       setName('')
       qc.invalidateQueries({ queryKey: key })
     },
   })
-  const revoke = useMutation({ mutationFn: (id: number) => api.del(`${base}/${id}`), onSuccess: () => qc.invalidateQueries({ queryKey: key }) })
+  const revoke = useMutation({ mutationFn: (id: number) => endpoints.repos.deployTokens.revoke(r.org, r.name, id), onSuccess: () => qc.invalidateQueries({ queryKey: key }) })
   const submit = (e: FormEvent) => {
     e.preventDefault()
     create.mutate()
@@ -186,7 +185,7 @@ function Danger({ r }: { r: Repo }) {
   const navigate = useNavigate()
   const qc = useQueryClient()
   const del = useMutation({
-    mutationFn: () => api.del(`/repos/${seg(r.org)}/${seg(r.name)}`),
+    mutationFn: () => endpoints.repos.delete(r.org, r.name),
     onSuccess: () => {
       qc.invalidateQueries({ queryKey: ['repos', r.org] })
       navigate(`/orgs/${seg(r.org)}`)

@@ -1,6 +1,6 @@
 import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router'
-import { api } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
 import { Field, FormError, useSubmit } from '../components/ui'
 
 export default function ResetPassword() {
@@ -11,7 +11,7 @@ export default function ResetPassword() {
   const [confirm, setConfirm] = useState('')
   const { submit, busy, error } = useSubmit(async () => {
     if (password !== confirm) throw new Error('The two passwords differ.')
-    await api.post('/auth/password-reset/confirm', { token, password })
+    await endpoints.auth.confirmPasswordReset({ token, password })
     navigate('/login?reset=done', { replace: true })
   })
   if (!token)

@@ -1,7 +1,7 @@
 import { useState } from 'react'
 import { Link, useNavigate, useSearchParams } from 'react-router'
-import { ApiError, api } from '../lib/api'
-import type { Session } from '../lib/types'
+import { ApiError } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
 import { useSignedIn } from '../session'
 import { Field, FormError, useSubmit } from '../components/ui'
 import { safeNext } from './Login'
@@ -12,7 +12,7 @@ export default function Signup() {
   const signedIn = useSignedIn()
   const [form, setForm] = useState({ email: '', username: '', password: '' })
   const { submit, busy, error } = useSubmit(async () => {
-    const s = await api.post<Session>('/auth/signup', form)
+    const s = await endpoints.auth.signup(form)
     signedIn(s.user, s.csrf_token)
     navigate(params.get('next') ? safeNext(params.get('next')) : '/new', { replace: true })
   })

@@ -1,17 +1,18 @@
 import { useState } from 'react'
 import { Link, useNavigate, useParams } from 'react-router'
 import { useQuery } from '@tanstack/react-query'
-import { api, listAll, seg } from '../lib/api'
-import type { Repo } from '../lib/types'
+import { seg } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
+import type { Visibility } from '../lib/types'
 import { useRole } from '../components/Layout'
 import { Empty, Field, FormError, QueryView, useSubmit } from '../components/ui'
 import { ago } from '../lib/format'
 
 function NewRepo({ org }: { org: string }) {
   const navigate = useNavigate()
-  const [form, setForm] = useState({ name: '', visibility: 'private', default_branch: 'main', description: '' })
+  const [form, setForm] = useState({ name: '', visibility: 'private' as Visibility, default_branch: 'main', description: '' })
   const { submit, busy, error } = useSubmit(async () => {
-    const r = await api.post<Repo>(`/orgs/${seg(org)}/repos`, form)
+    const r = await endpoints.orgs.createRepo(org, form)
     navigate(`/${seg(r.org)}/${seg(r.name)}`)
   })
   return (
@@ -26,7 +27,7 @@ function NewRepo({ org }: { org: string }) {
         </Field>
         <Field label="Visibility">
           {(id) => (
-            <select id={id} value={form.visibility} onChange={(e) => setForm({ ...form, visibility: e.target.value })}>
+            <select id={id} value={form.visibility} onChange={(e) => setForm({ ...form, visibility: e.target.value as Visibility })}>
               <option value="private">Private: team members only</option>
               <option value="public">Public: anyone may read and clone</option>
             </select>
@@ -47,7 +48,7 @@ function NewRepo({ org }: { org: string }) {
 export default function Team() {
   const { org = '' } = useParams()
   const role = useRole(org)
-  const repos = useQuery({ queryKey: ['repos', org], queryFn: () => listAll<Repo>(`/orgs/${seg(org)}/repos`) })
+  const repos = useQuery({ queryKey: ['repos', org], queryFn: () => endpoints.orgs.repos(org) })
   const canCreate = role === 'developer' || role === 'admin' || role === 'owner'
   return (
     <section>

@@ -1,12 +1,12 @@
 import { useState, type FormEvent } from 'react'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
-import { api, listAll } from '../lib/api'
-import type { Token } from '../lib/types'
+import { endpoints } from '../lib/endpoints'
+import type { Scope, Token } from '../lib/types'
 import { useUser } from '../session'
 import { ActionsHeader, CopyField, Empty, Field, FormError, Notice, QueryView, RevokeButton } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
 
-const SCOPES: [string, string][] = [
+const SCOPES: [Scope, string][] = [
   ['repo:read', 'read repos, builds and logs; clone'],
   ['repo:write', 'push, create repos, trigger and cancel builds'],
   ['org:write', 'manage teams, members and invitations'],
@@ -20,13 +20,13 @@ const SCOPES: [string, string][] = [
 export default function Tokens() {
   const qc = useQueryClient()
   const user = useUser()
-  const tokens = useQuery({ queryKey: ['tokens'], queryFn: () => listAll<Token>('/user/tokens') })
+  const tokens = useQuery({ queryKey: ['tokens'], queryFn: () => endpoints.user.tokens.list() })
   const [name, setName] = useState('')
-  const [scopes, setScopes] = useState<string[]>(['repo:write'])
+  const [scopes, setScopes] = useState<Scope[]>(['repo:write'])
   const [days, setDays] = useState('90')
   const [created, setCreated] = useState<Token | null>(null)
   const create = useMutation({
-    mutationFn: () => api.post<Token>('/user/tokens', { name, scopes, expires_in_days: days ? Number(days) : null }),
+    mutationFn: () => endpoints.user.tokens.create({ name, scopes, expires_in_days: days ? Number(days) : null }),
     onSuccess: (t) => {
       setCreated(t)
       setName('')
@@ -34,7 +34,7 @@ export default function Tokens() {
     },
   })
   const revoke = useMutation({
-    mutationFn: (id: number) => api.del(`/user/tokens/${id}`),
+    mutationFn: (id: number) => endpoints.user.tokens.revoke(id),
     onSuccess: () => qc.invalidateQueries({ queryKey: ['tokens'] }),
   })
   const submit = (e: FormEvent) => {

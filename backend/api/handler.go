@@ -51,6 +51,9 @@ func (rs Routes) PUT(path string, hs ...HandlerFunc) { rs.r.PUT(path, rs.handler
 // PATCH registers handlers for PATCH path.
 func (rs Routes) PATCH(path string, hs ...HandlerFunc) { rs.r.PATCH(path, rs.handlers(hs)...) }
 
+// HEAD registers handlers for HEAD path.
+func (rs Routes) HEAD(path string, hs ...HandlerFunc) { rs.r.HEAD(path, rs.handlers(hs)...) }
+
 // DELETE registers handlers for DELETE path.
 func (rs Routes) DELETE(path string, hs ...HandlerFunc) { rs.r.DELETE(path, rs.handlers(hs)...) }
 

@@ -86,8 +86,9 @@ type Options struct {
 
 // New builds the app: it opens and migrates the database, connects Redis, and wires every
 // service. It starts nothing that listens; Serve does.
-func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options) (a *App, err error) {
-	a = &App{Config: cfg, Log: log, version: opt.Version}
+func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options) (_ *App, err error) {
+	// a is not the named result: every failure returns nil, and what it opened must still close.
+	a := &App{Config: cfg, Log: log, version: opt.Version}
 	defer func() {
 		if err != nil {
 			a.Close()

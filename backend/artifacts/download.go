@@ -27,17 +27,15 @@ const signedURLTTL = 10 * time.Minute
 // Range and If-Range (the ETag is the digest) for resumed downloads, or a redirect to a
 // presigned URL of the store when the operator enabled them. X-Artifact-Version says which
 // version "latest" was.
-func (h *Handler) download(c *gin.Context) {
+func (h *Handler) download(c *gin.Context) error {
 	a, err := h.access(c, repo.Read)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	ctx := c.Request.Context()
 	e, err := h.svc.Resolve(ctx, a.Repo.ID, c.Param("package"), c.Param("version"), c.Param("file"))
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	d := digest.Digest(e.File.Digest)
 	hdr := c.Writer.Header()
@@ -55,27 +53,28 @@ func (h *Handler) download(c *gin.Context) {
 	if c.Request.Method == http.MethodHead {
 		hdr.Set("Content-Length", strconv.FormatInt(e.File.Size, 10))
 		c.Status(http.StatusOK)
-		return
+		return nil
 	}
 	if h.presign {
 		u, err := h.svc.store.SignedURL(ctx, d, signedURLTTL)
 		if err == nil {
 			c.Redirect(http.StatusTemporaryRedirect, u)
-			return
+			return nil
 		}
 		if !errors.Is(err, storage.ErrNotSupported) {
-			h.fail(c, err)
-			return
+			return err
 		}
 	}
 	rc, _, err := h.svc.store.Open(ctx, d)
 	if err != nil {
 		// The database names a blob the store lacks: an operator's problem, not the client's.
-		h.fail(c, fmt.Errorf("artifacts: open %s of %s/%s/%s: %w", d, e.Package.Name, e.Version.Version, e.File.Name, err))
-		return
+		return fmt.Errorf("artifacts: open %s of %s/%s/%s: %w", d, e.Package.Name, e.Version.Version, e.File.Name, err)
 	}
 	defer rc.Close()
+	// ServeContent answers everything itself, its 416 included (rangeErrorWriter), so there is no
+	// error left to return.
 	storage.ServeContent(&rangeErrorWriter{ResponseWriter: c.Writer}, c.Request, e.File.CreatedAt, rc)
+	return nil
 }
 
 // rangeErrorWriter answers the 416 of http.ServeContent (a range past the end, or one it

@@ -50,18 +50,17 @@ func NewHandler(cfg HandlerConfig) *Handler {
 // Routes implements server.Module.
 func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	const base = "/repos/:org/:repo/artifacts"
-	v1.GET(base, h.listPackages)
-	v1.GET(base+"/:package", h.listVersions)
-	v1.GET(base+"/:package/:version", h.getVersion)
-	v1.DELETE(base+"/:package/:version", h.deleteVersion)
-	v1.PUT(base+"/:package/:version/:file", h.put)
-	v1.GET(base+"/:package/:version/:file", h.download)
-	v1.HEAD(base+"/:package/:version/:file", h.download)
-	v1.DELETE(base+"/:package/:version/:file", h.deleteFile)
-	v1.GET("/orgs/:org/storage", h.usage)
+	rs := api.NewRoutes(v1, h.log)
+	rs.GET(base, h.listPackages)
+	rs.GET(base+"/:package", h.listVersions)
+	rs.GET(base+"/:package/:version", h.getVersion)
+	rs.DELETE(base+"/:package/:version", h.deleteVersion)
+	rs.PUT(base+"/:package/:version/:file", h.put)
+	rs.GET(base+"/:package/:version/:file", h.download)
+	rs.HEAD(base+"/:package/:version/:file", h.download)
+	rs.DELETE(base+"/:package/:version/:file", h.deleteFile)
+	rs.GET("/orgs/:org/storage", h.usage)
 }
-
-func (h *Handler) fail(c *gin.Context, err error) { api.Fail(c, h.log, err) }
 
 // access authorizes the caller on the route's repo as the registry does: registry:read to read,
 // registry:write to write or delete (archived repos take neither); another team's private repo
@@ -137,89 +136,74 @@ func versionJSON(pkg string, v VersionInfo) VersionJSON {
 	return j
 }
 
-func (h *Handler) listPackages(c *gin.Context) {
+func (h *Handler) listPackages(c *gin.Context) error {
 	a, err := h.access(c, repo.Read)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	page, err := api.ParsePage(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	ps, err := h.svc.Packages(c.Request.Context(), a.Repo.ID, page)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out := make([]PackageJSON, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, PackageJSON{id: p.ID, Name: p.Name, VersionCount: p.VersionCount, Latest: p.Latest, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt})
-	}
-	c.JSON(http.StatusOK, api.NewList(page, out, func(p PackageJSON) int64 { return p.id }))
+	return api.ListPage(c, func(page api.Page) ([]PackageJSON, error) {
+		ps, err := h.svc.Packages(c.Request.Context(), a.Repo.ID, page)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]PackageJSON, 0, len(ps))
+		for _, p := range ps {
+			out = append(out, PackageJSON{id: p.ID, Name: p.Name, VersionCount: p.VersionCount, Latest: p.Latest, CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt})
+		}
+		return out, nil
+	}, func(p PackageJSON) int64 { return p.id })
 }
 
-func (h *Handler) listVersions(c *gin.Context) {
+func (h *Handler) listVersions(c *gin.Context) error {
 	a, err := h.access(c, repo.Read)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	page, err := api.ParsePage(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	p, vs, err := h.svc.Versions(c.Request.Context(), a.Repo.ID, c.Param("package"), page)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out := make([]VersionJSON, 0, len(vs))
-	for _, v := range vs {
-		out = append(out, versionJSON(p.Name, v))
-	}
-	c.JSON(http.StatusOK, api.NewList(page, out, func(v VersionJSON) int64 { return v.id }))
+	return api.ListPage(c, func(page api.Page) ([]VersionJSON, error) {
+		p, vs, err := h.svc.Versions(c.Request.Context(), a.Repo.ID, c.Param("package"), page)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]VersionJSON, 0, len(vs))
+		for _, v := range vs {
+			out = append(out, versionJSON(p.Name, v))
+		}
+		return out, nil
+	}, func(v VersionJSON) int64 { return v.id })
 }
 
-func (h *Handler) getVersion(c *gin.Context) {
+func (h *Handler) getVersion(c *gin.Context) error {
 	a, err := h.access(c, repo.Read)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	p, v, files, err := h.svc.VersionDetail(c.Request.Context(), a.Repo.ID, c.Param("package"), c.Param("version"))
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	j := versionJSON(p.Name, *v)
 	j.Files = make([]FileJSON, 0, len(files))
 	for _, f := range files {
 		j.Files = append(j.Files, h.fileJSON(a, p.Name, v.Version.Version, f))
 	}
-	c.JSON(http.StatusOK, j)
+	return api.JSON(c, http.StatusOK, j)
 }
 
 // put is PUT …/artifacts/{package}/{version}/{file}: the body is the file's raw bytes.
-func (h *Handler) put(c *gin.Context) {
+func (h *Handler) put(c *gin.Context) error {
 	a, err := h.access(c, repo.Write)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	d, err := checksumOf(c.Request.Header)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	up := Upload{Package: c.Param("package"), Version: c.Param("version"), File: c.Param("file"), Digest: d,
 		Size: c.Request.ContentLength, Body: c.Request.Body}
 	e, created, err := h.svc.Put(c.Request.Context(), a, auth.From(c), up)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	j := h.fileJSON(a, e.Package.Name, e.Version.Version, e.File)
 	c.Header("Location", j.DownloadURL)
@@ -228,7 +212,7 @@ func (h *Handler) put(c *gin.Context) {
 	if created {
 		status = http.StatusCreated
 	}
-	c.JSON(status, j)
+	return api.JSON(c, status, j)
 }
 
 // checksumOf reads the client's sha256 of an upload: X-Checksum-Sha256 (hex) or Digest
@@ -269,53 +253,45 @@ func checksumOf(hdr http.Header) (digest.Digest, error) {
 // etag is a file's ETag: its digest, quoted.
 func etag(d string) string { return `"` + d + `"` }
 
-func (h *Handler) deleteFile(c *gin.Context) {
+func (h *Handler) deleteFile(c *gin.Context) error {
 	a, err := h.access(c, repo.Admin)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if err := h.svc.DeleteFile(c.Request.Context(), a.Repo.ID, c.Param("package"), c.Param("version"), c.Param("file")); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }
 
-func (h *Handler) deleteVersion(c *gin.Context) {
+func (h *Handler) deleteVersion(c *gin.Context) error {
 	a, err := h.access(c, repo.Admin)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if err := h.svc.DeleteVersion(c.Request.Context(), a.Repo.ID, c.Param("package"), c.Param("version")); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }
 
 // usage is GET /orgs/{org}/storage: what the team stores and its quota. Members see it, with
 // a session or a token that may read the registry or the repos.
-func (h *Handler) usage(c *gin.Context) {
+func (h *Handler) usage(c *gin.Context) error {
 	p := auth.From(c)
 	if !p.Authenticated() {
-		h.fail(c, api.Unauthenticated("sign in or send a token"))
-		return
+		return api.Unauthenticated("sign in or send a token")
 	}
 	o, _, err := h.orgs.Access(c.Request.Context(), p, c.Param("org"))
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if !p.Has(auth.ScopeRegistryRead) && !p.Has(auth.ScopeRepoRead) {
-		h.fail(c, api.Forbidden("the token lacks the %s scope", auth.ScopeRegistryRead))
-		return
+		return api.Forbidden("the token lacks the %s scope", auth.ScopeRegistryRead)
 	}
 	u, err := h.blobs.Usage(c.Request.Context(), o.ID)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusOK, u)
+	return api.JSON(c, http.StatusOK, u)
 }

@@ -26,19 +26,22 @@ func NewHandler(svc *Service, log *slog.Logger) *Handler {
 }
 
 // Middleware authenticates every request and enforces CSRF on cookie-authenticated writes. It
-// is the one authentication middleware of the server.
-func (h *Handler) Middleware(c *gin.Context) {
+// is the one authentication middleware of the server. It stays a gin.HandlerFunc because the
+// server installs it ahead of every route, outside any Routes.
+func (h *Handler) Middleware(c *gin.Context) { api.Handle(h.log, h.authenticate)(c) }
+
+// authenticate is Middleware's body: it runs the rest of the chain once the caller is known.
+func (h *Handler) authenticate(c *gin.Context) error {
 	p, err := h.svc.Authenticate(c.Request.Context(), c.Request)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if err := checkCSRF(c.Request, p); err != nil && !csrfExempt(c.Request.URL.Path) {
-		h.fail(c, err)
-		return
+		return err
 	}
 	set(c, p)
 	c.Next()
+	return nil
 }
 
 // Endpoints that create a session or act without one need no CSRF token: there is no session
@@ -51,20 +54,19 @@ func csrfExempt(path string) bool {
 	return false
 }
 
-func (h *Handler) fail(c *gin.Context, err error) { api.Fail(c, h.log, err) }
-
 // Routes implements server.Module.
 func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
-	v1.POST("/auth/signup", h.signup)
-	v1.POST("/auth/login", h.login)
-	v1.POST("/auth/logout", h.logout)
-	v1.POST("/auth/password-reset", h.requestReset)
-	v1.POST("/auth/password-reset/confirm", h.confirmReset)
-	v1.GET("/user", h.user)
-	v1.PUT("/user/password", h.changePassword)
-	v1.GET("/user/tokens", h.listTokens)
-	v1.POST("/user/tokens", h.createToken)
-	v1.DELETE("/user/tokens/:id", h.revokeToken)
+	rs := api.NewRoutes(v1, h.log)
+	rs.POST("/auth/signup", h.signup)
+	rs.POST("/auth/login", h.login)
+	rs.POST("/auth/logout", h.logout)
+	rs.POST("/auth/password-reset", h.requestReset)
+	rs.POST("/auth/password-reset/confirm", h.confirmReset)
+	rs.GET("/user", h.user)
+	rs.PUT("/user/password", h.changePassword)
+	rs.GET("/user/tokens", h.listTokens)
+	rs.POST("/user/tokens", h.createToken)
+	rs.DELETE("/user/tokens/:id", h.revokeToken)
 }
 
 // UserJSON is a user as the API shows it to the user themself.
@@ -81,66 +83,60 @@ func userJSON(u *User, csrf string) UserJSON {
 	return UserJSON{ID: u.ID, Username: u.Username, Email: u.Email, IsAdmin: u.IsAdmin, CreatedAt: u.CreatedAt, CSRFToken: csrf}
 }
 
-// RequireUser returns the calling user's principal, or answers 401. A job token carries the
+// RequireUser returns the calling user's principal, or a 401 error. A job token carries the
 // user its build runs as, but it stands for one pipeline of one repo: the user's account, teams
 // and invitations are none of its business (403), as org.Service.Access already holds for orgs.
-func RequireUser(c *gin.Context, log *slog.Logger) (*Principal, bool) {
+func RequireUser(c *gin.Context) (*Principal, error) {
 	p := From(c)
 	if p.User == nil {
-		api.Fail(c, log, api.Unauthenticated("sign in or send a token"))
-		return nil, false
+		return nil, api.Unauthenticated("sign in or send a token")
 	}
 	if p.Kind != KindSession && p.Kind != KindToken {
-		api.Fail(c, log, api.Forbidden("a %s token acts only on its own repository; use a personal access token", p.Kind))
-		return nil, false
+		return nil, api.Forbidden("a %s token acts only on its own repository; use a personal access token", p.Kind)
 	}
-	return p, true
+	return p, nil
 }
 
 // requireSession guards account management: a stolen token must not mint more tokens or change
 // the password.
-func (h *Handler) requireSession(c *gin.Context) (*Principal, bool) {
-	p, ok := RequireUser(c, h.log)
-	if !ok {
-		return nil, false
+func (h *Handler) requireSession(c *gin.Context) (*Principal, error) {
+	p, err := RequireUser(c)
+	if err != nil {
+		return nil, err
 	}
 	if p.Kind != KindSession {
-		h.fail(c, api.Forbidden("this needs a browser session (sign in); tokens cannot manage the account"))
-		return nil, false
+		return nil, api.Forbidden("this needs a browser session (sign in); tokens cannot manage the account")
 	}
-	return p, true
+	return p, nil
 }
 
-func (h *Handler) startSession(c *gin.Context, u *User, status int) {
+func (h *Handler) startSession(c *gin.Context, u *User, status int) error {
 	raw, sess, err := h.svc.CreateSession(c.Request.Context(), u.ID)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	http.SetCookie(c.Writer, &http.Cookie{Name: CookieName, Value: raw, Path: "/", HttpOnly: true,
 		Secure: h.secure, SameSite: http.SameSiteLaxMode, MaxAge: int(h.svc.cfg.SessionTTL.Seconds())})
-	c.JSON(status, gin.H{"user": userJSON(u, ""), "csrf_token": sess.CSRFToken})
+	return api.JSON(c, status, gin.H{"user": userJSON(u, ""), "csrf_token": sess.CSRFToken})
 }
 
-func (h *Handler) signup(c *gin.Context) {
+func (h *Handler) signup(c *gin.Context) error {
 	var req struct {
 		Email    string `json:"email"`
 		Username string `json:"username"`
 		Password string `json:"password"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	u, err := h.svc.Signup(c.Request.Context(), req.Username, req.Email, req.Password)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	h.startSession(c, u, http.StatusCreated)
+	return h.startSession(c, u, http.StatusCreated)
 }
 
-func (h *Handler) login(c *gin.Context) {
+func (h *Handler) login(c *gin.Context) error {
 	var req struct {
 		Login    string `json:"login"`
 		Username string `json:"username"`
@@ -148,8 +144,7 @@ func (h *Handler) login(c *gin.Context) {
 		Password string `json:"password"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	login := req.Login
 	if login == "" {
@@ -160,92 +155,84 @@ func (h *Handler) login(c *gin.Context) {
 	}
 	u, err := h.svc.Login(c.Request.Context(), login, req.Password, c.ClientIP())
 	if err != nil {
+		// The header goes out with the error envelope that Handle writes.
 		var ae *api.Error
 		if errors.As(err, &ae) && ae.Code == api.CodeRateLimited {
 			if secs, ok := ae.Details["retry_after_seconds"].(int); ok {
 				c.Header("Retry-After", strconv.Itoa(secs))
 			}
 		}
-		h.fail(c, err)
-		return
+		return err
 	}
-	h.startSession(c, u, http.StatusOK)
+	return h.startSession(c, u, http.StatusOK)
 }
 
-func (h *Handler) logout(c *gin.Context) {
+func (h *Handler) logout(c *gin.Context) error {
 	p := From(c)
 	if p.Kind == KindSession {
 		if err := h.svc.Logout(c.Request.Context(), p.SessionID); err != nil {
-			h.fail(c, err)
-			return
+			return err
 		}
 	}
 	http.SetCookie(c.Writer, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, Secure: h.secure,
 		SameSite: http.SameSiteLaxMode, MaxAge: -1})
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }
 
-func (h *Handler) requestReset(c *gin.Context) {
+func (h *Handler) requestReset(c *gin.Context) error {
 	var req struct {
 		Email string `json:"email"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if _, err := normalizeEmail(req.Email); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if err := h.svc.RequestPasswordReset(c.Request.Context(), req.Email); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusAccepted, gin.H{"message": "if an account uses that email, a reset link is on its way"})
+	return api.JSON(c, http.StatusAccepted, gin.H{"message": "if an account uses that email, a reset link is on its way"})
 }
 
-func (h *Handler) confirmReset(c *gin.Context) {
+func (h *Handler) confirmReset(c *gin.Context) error {
 	var req struct {
 		Token    string `json:"token"`
 		Password string `json:"password"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if err := h.svc.ResetPassword(c.Request.Context(), req.Token, req.Password); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }
 
-func (h *Handler) user(c *gin.Context) {
-	p, ok := RequireUser(c, h.log)
-	if !ok {
-		return
+func (h *Handler) user(c *gin.Context) error {
+	p, err := RequireUser(c)
+	if err != nil {
+		return err
 	}
-	c.JSON(http.StatusOK, userJSON(p.User, p.CSRFToken))
+	return api.JSON(c, http.StatusOK, userJSON(p.User, p.CSRFToken))
 }
 
-func (h *Handler) changePassword(c *gin.Context) {
-	p, ok := h.requireSession(c)
-	if !ok {
-		return
+func (h *Handler) changePassword(c *gin.Context) error {
+	p, err := h.requireSession(c)
+	if err != nil {
+		return err
 	}
 	var req struct {
 		CurrentPassword string `json:"current_password"`
 		NewPassword     string `json:"new_password"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if err := h.svc.ChangePassword(c.Request.Context(), p.User, req.CurrentPassword, req.NewPassword, p.SessionID); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }
 
 // TokenJSON is a personal access token without its secret.
@@ -266,32 +253,28 @@ func tokenJSON(t *AccessToken, secret string) TokenJSON {
 		LastUsedAt: t.LastUsedAt, RevokedAt: t.RevokedAt, CreatedAt: t.CreatedAt, Token: secret}
 }
 
-func (h *Handler) listTokens(c *gin.Context) {
-	p, ok := h.requireSession(c)
-	if !ok {
-		return
-	}
-	page, err := api.ParsePage(c)
+func (h *Handler) listTokens(c *gin.Context) error {
+	p, err := h.requireSession(c)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	ts, err := h.svc.ListTokens(c.Request.Context(), p.User.ID)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out := make([]TokenJSON, 0, len(ts))
-	for i := range ts {
-		out = append(out, tokenJSON(&ts[i], ""))
-	}
-	c.JSON(http.StatusOK, api.Paginate(page, out, func(t TokenJSON) int64 { return t.ID }))
+	return api.ListAll(c, func() ([]TokenJSON, error) {
+		ts, err := h.svc.ListTokens(c.Request.Context(), p.User.ID)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]TokenJSON, 0, len(ts))
+		for i := range ts {
+			out = append(out, tokenJSON(&ts[i], ""))
+		}
+		return out, nil
+	}, func(t TokenJSON) int64 { return t.ID })
 }
 
-func (h *Handler) createToken(c *gin.Context) {
-	p, ok := h.requireSession(c)
-	if !ok {
-		return
+func (h *Handler) createToken(c *gin.Context) error {
+	p, err := h.requireSession(c)
+	if err != nil {
+		return err
 	}
 	var req struct {
 		Name          string     `json:"name"`
@@ -300,43 +283,37 @@ func (h *Handler) createToken(c *gin.Context) {
 		ExpiresInDays *int       `json:"expires_in_days"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	exp := req.ExpiresAt
 	if req.ExpiresAt != nil && req.ExpiresInDays != nil {
-		h.fail(c, api.Invalid("expires_in_days", "give expires_at or expires_in_days, not both"))
-		return
+		return api.Invalid("expires_in_days", "give expires_at or expires_in_days, not both")
 	}
 	if req.ExpiresInDays != nil {
 		if *req.ExpiresInDays < 1 || *req.ExpiresInDays > 3650 {
-			h.fail(c, api.Invalid("expires_in_days", "expires_in_days must be 1–3650"))
-			return
+			return api.Invalid("expires_in_days", "expires_in_days must be 1–3650")
 		}
 		t := h.svc.clock.Now().UTC().Add(time.Duration(*req.ExpiresInDays) * 24 * time.Hour)
 		exp = &t
 	}
 	raw, t, err := h.svc.CreateToken(c.Request.Context(), p.User, req.Name, req.Scopes, exp)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusCreated, tokenJSON(t, raw))
+	return api.JSON(c, http.StatusCreated, tokenJSON(t, raw))
 }
 
-func (h *Handler) revokeToken(c *gin.Context) {
-	p, ok := h.requireSession(c)
-	if !ok {
-		return
+func (h *Handler) revokeToken(c *gin.Context) error {
+	p, err := h.requireSession(c)
+	if err != nil {
+		return err
 	}
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil {
-		h.fail(c, api.NotFound("token not found"))
-		return
+		return api.NotFound("token not found")
 	}
 	if err := h.svc.RevokeToken(c.Request.Context(), p.User.ID, id); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }

@@ -46,19 +46,18 @@ func NewHandler(svc *Service, orgs *org.Service, st *Stripe, cfg HandlerConfig, 
 
 // Routes implements server.Module.
 func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
-	v1.GET("/orgs/:org/billing", h.summary)
-	v1.PUT("/orgs/:org/billing/settings", h.settings)
-	v1.GET("/orgs/:org/billing/usage", h.usage)
-	v1.GET("/orgs/:org/billing/ledger", newestFirst(h, h.svc.Ledger, entryJSON, func(e EntryJSON) int64 { return e.ID }))
-	v1.GET("/orgs/:org/billing/statements/:month", h.statement)
-	v1.GET("/orgs/:org/billing/notifications", newestFirst(h, h.svc.Notifications, notificationJSON,
+	rs := api.NewRoutes(v1, h.log)
+	rs.GET("/orgs/:org/billing", h.summary)
+	rs.PUT("/orgs/:org/billing/settings", h.settings)
+	rs.GET("/orgs/:org/billing/usage", h.usage)
+	rs.GET("/orgs/:org/billing/ledger", newestFirst(h, h.svc.Ledger, entryJSON, func(e EntryJSON) int64 { return e.ID }))
+	rs.GET("/orgs/:org/billing/statements/:month", h.statement)
+	rs.GET("/orgs/:org/billing/notifications", newestFirst(h, h.svc.Notifications, notificationJSON,
 		func(n NotificationJSON) int64 { return n.ID }))
-	v1.POST("/orgs/:org/billing/topups", h.topup)
-	v1.POST("/admin/orgs/:org/credits", h.grant)
-	v1.POST("/billing/stripe/webhook", h.webhook)
+	rs.POST("/orgs/:org/billing/topups", h.topup)
+	rs.POST("/admin/orgs/:org/credits", h.grant)
+	rs.POST("/billing/stripe/webhook", h.webhook)
 }
-
-func (h *Handler) fail(c *gin.Context, err error) { api.Fail(c, h.log, err) }
 
 // load authorizes the caller for the billing account of the route's :org.
 func (h *Handler) load(c *gin.Context, write bool) (*org.Org, *Account, error) {
@@ -149,26 +148,23 @@ func (h *Handler) summarize(c *gin.Context, a *Account) (*SummaryJSON, error) {
 	}, nil
 }
 
-func (h *Handler) summary(c *gin.Context) {
+func (h *Handler) summary(c *gin.Context) error {
 	_, a, err := h.load(c, false)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	out, err := h.summarize(c, a)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusOK, out)
+	return api.JSON(c, http.StatusOK, out)
 }
 
 // settings changes the account's controls. A field left out keeps its value; null clears it.
-func (h *Handler) settings(c *gin.Context) {
+func (h *Handler) settings(c *gin.Context) error {
 	_, a, err := h.load(c, true)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	var req struct {
 		SpendingCap         json.RawMessage `json:"spending_cap"`
@@ -176,32 +172,26 @@ func (h *Handler) settings(c *gin.Context) {
 		AlertWebhookURL     json.RawMessage `json:"alert_webhook_url"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	var ch Settings
 	if ch.SpendingCap, err = amountSetting("spending_cap", req.SpendingCap); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if ch.LowBalanceThreshold, err = amountSetting("low_balance_threshold", req.LowBalanceThreshold); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if ch.AlertWebhookURL, err = h.webhookSetting(req.AlertWebhookURL); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if a, err = h.svc.ChangeSettings(c.Request.Context(), a.ID, ch); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	out, err := h.summarize(c, a)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusOK, out)
+	return api.JSON(c, http.StatusOK, out)
 }
 
 // nullable reads a field that is left out (nil, false), null ("", true, nil) or a string.
@@ -281,16 +271,16 @@ type UsageJSON struct {
 
 // usage lists settled use from ?from= to ?to= (dates in the billing time zone, inclusive;
 // default: this month so far). The list pages like every other; the cursor is a position in it.
-func (h *Handler) usage(c *gin.Context) {
+func (h *Handler) usage(c *gin.Context) error {
 	_, a, err := h.load(c, false)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
+	// Not api.ListAll: the sort key is a row's position (usageKey), known only once the list is
+	// read.
 	page, err := api.ParsePage(c)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	now := h.svc.clock.Now().In(h.svc.cfg.Location)
 	from, to := c.Query("from"), c.Query("to")
@@ -305,15 +295,14 @@ func (h *Handler) usage(c *gin.Context) {
 	}
 	rows, err := h.svc.Usage(c.Request.Context(), a.ID, from, to)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	out := make([]UsageJSON, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, UsageJSON{Date: r.Day, RunnerClass: r.Class, RepoID: r.RepoID, Repo: r.Repo, Pipelines: r.Pipelines,
 			CoreSeconds: r.CoreSeconds, QuotaCoreSeconds: r.QuotaCoreSeconds, Cost: r.Cost.Display()})
 	}
-	c.JSON(http.StatusOK, api.Paginate(page, out, usageKey(out)))
+	return api.JSON(c, http.StatusOK, api.Paginate(page, out, usageKey(out)))
 }
 
 // usageKey makes the position (1, 2, …) of a row its sort key, so Paginate can page the list.
@@ -347,47 +336,41 @@ func entryJSON(e *Entry) EntryJSON {
 
 // newestFirst serves a page of one of the account's lists (the ledger, the notifications),
 // which fetch returns newest first, with up to one more row than the page holds.
-func newestFirst[T, J any](h *Handler, fetch func(context.Context, int64, api.Page) ([]T, error), view func(*T) J, id func(J) int64) gin.HandlerFunc {
-	return func(c *gin.Context) {
+func newestFirst[T, J any](h *Handler, fetch func(context.Context, int64, api.Page) ([]T, error), view func(*T) J, id func(J) int64) api.HandlerFunc {
+	return func(c *gin.Context) error {
 		_, a, err := h.load(c, false)
 		if err != nil {
-			h.fail(c, err)
-			return
+			return err
 		}
-		page, err := api.ParsePage(c)
-		if err != nil {
-			h.fail(c, err)
-			return
-		}
-		rows, err := fetch(c.Request.Context(), a.ID, page)
-		if err != nil {
-			h.fail(c, err)
-			return
-		}
-		out := make([]J, 0, len(rows))
-		for i := range rows {
-			out = append(out, view(&rows[i]))
-		}
-		c.JSON(http.StatusOK, api.NewList(page, out, id))
+		return api.ListPage(c, func(page api.Page) ([]J, error) {
+			rows, err := fetch(c.Request.Context(), a.ID, page)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]J, 0, len(rows))
+			for i := range rows {
+				out = append(out, view(&rows[i]))
+			}
+			return out, nil
+		}, id)
 	}
 }
 
 // statement answers a month's statement as CSV. It is built in memory first, so a failure
 // midway is still an error envelope rather than half a file.
-func (h *Handler) statement(c *gin.Context) {
+func (h *Handler) statement(c *gin.Context) error {
 	o, a, err := h.load(c, false)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	month := c.Param("month")
 	var buf bytes.Buffer
 	if err := h.svc.Statement(c.Request.Context(), a, month, &buf); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s.csv"`, o.Name, month))
 	c.Data(http.StatusOK, "text/csv; charset=utf-8", buf.Bytes())
+	return nil
 }
 
 // NotificationJSON is an alert of the account.
@@ -413,30 +396,26 @@ func parseMoney(field, s string) (Amount, error) {
 }
 
 // topup starts a Stripe Checkout for the amount and returns the page to pay on.
-func (h *Handler) topup(c *gin.Context) {
+func (h *Handler) topup(c *gin.Context) error {
 	o, a, err := h.load(c, true)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	var req struct {
 		Amount string `json:"amount"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	amount, err := parseMoney("amount", req.Amount)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	co, err := h.stripe.Checkout(c.Request.Context(), a, o.Name, amount)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusCreated, gin.H{"checkout_url": co.URL, "session_id": co.SessionID, "amount": amount.Display(), "currency": a.Currency})
+	return api.JSON(c, http.StatusCreated, gin.H{"checkout_url": co.URL, "session_id": co.SessionID, "amount": amount.Display(), "currency": a.Currency})
 }
 
 // maxNote bounds a grant's note.
@@ -444,48 +423,40 @@ const maxNote = 500
 
 // grant credits an org's account: platform admins only. An Idempotency-Key header makes a
 // retried request return the first grant (200) instead of granting again.
-func (h *Handler) grant(c *gin.Context) {
+func (h *Handler) grant(c *gin.Context) error {
 	p := auth.From(c)
 	if !p.Authenticated() {
-		h.fail(c, api.Unauthenticated("sign in or send a token"))
-		return
+		return api.Unauthenticated("sign in or send a token")
 	}
 	if !p.IsPlatformAdmin() {
-		h.fail(c, api.Forbidden("only platform admins grant credit (a token needs the admin scope)"))
-		return
+		return api.Forbidden("only platform admins grant credit (a token needs the admin scope)")
 	}
 	o, err := h.orgs.ByName(c.Request.Context(), c.Param("org"))
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	a, err := h.svc.AccountOf(c.Request.Context(), o.ID)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	var req struct {
 		Amount string `json:"amount"`
 		Note   string `json:"note"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	amount, err := parseMoney("amount", req.Amount)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	note := strings.TrimSpace(req.Note)
 	if len(note) > maxNote || strings.ContainsAny(note, "\r\n\x00") {
-		h.fail(c, api.Invalid("note", "note must be one line of at most %d bytes", maxNote))
-		return
+		return api.Invalid("note", "note must be one line of at most %d bytes", maxNote)
 	}
 	key := c.GetHeader("Idempotency-Key")
 	if len(key) > 200 || strings.Trim(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:") != "" {
-		h.fail(c, api.BadRequest("Idempotency-Key must be at most 200 letters, digits and -_.:"))
-		return
+		return api.BadRequest("Idempotency-Key must be at most 200 letters, digits and -_.:")
 	}
 	// Who granted is part of the record.
 	full := "granted by " + p.User.Username
@@ -494,32 +465,28 @@ func (h *Handler) grant(c *gin.Context) {
 	}
 	e, created, err := h.svc.Grant(c.Request.Context(), a.ID, amount, key, full)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 		h.log.InfoContext(c.Request.Context(), "billing: credit granted", "org", o.Name, "amount", amount.Display(), "by", p.User.Username)
 	}
-	c.JSON(status, entryJSON(e))
+	return api.JSON(c, status, entryJSON(e))
 }
 
 // webhook is Stripe's endpoint: no Nimbus credentials, the Stripe-Signature header instead.
-func (h *Handler) webhook(c *gin.Context) {
+func (h *Handler) webhook(c *gin.Context) error {
 	payload, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, api.MaxJSONBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			h.fail(c, api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "request body exceeds %d bytes", api.MaxJSONBody))
-			return
+			return api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "request body exceeds %d bytes", api.MaxJSONBody)
 		}
-		h.fail(c, api.BadRequest("reading the body: %v", err))
-		return
+		return api.BadRequest("reading the body: %v", err)
 	}
 	if err := h.stripe.HandleWebhook(c.Request.Context(), payload, c.GetHeader("Stripe-Signature")); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusOK, gin.H{"received": true})
+	return api.JSON(c, http.StatusOK, gin.H{"received": true})
 }

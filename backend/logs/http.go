@@ -69,39 +69,35 @@ func NewHandler(svc *Service, cfg HandlerConfig) (*Handler, error) {
 
 // Routes implements server.Module.
 func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
-	v1.GET("/jobs/:id/log", h.get)
-	v1.GET("/jobs/:id/log/stream", h.stream)
+	rs := api.NewRoutes(v1, h.cfg.Log)
+	rs.GET("/jobs/:id/log", h.get)
+	rs.GET("/jobs/:id/log/stream", h.stream)
 }
 
-func (h *Handler) fail(c *gin.Context, err error) { api.Fail(c, h.cfg.Log, err) }
-
-// job parses the job id and authorizes the caller; on false the response is written.
-func (h *Handler) job(c *gin.Context) (int64, bool) {
+// job parses the job id and authorizes the caller.
+func (h *Handler) job(c *gin.Context) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		h.fail(c, api.NotFound("job not found"))
-		return 0, false
+		return 0, api.NotFound("job not found")
 	}
 	if err := h.cfg.Authorize(c, id); err != nil {
-		h.fail(c, err)
-		return 0, false
+		return 0, err
 	}
-	return id, true
+	return id, nil
 }
 
 // get serves the log as text: whole (200), one byte range (206, or 416 outside the log), or from
 // ?offset= on (200), for clients that poll. X-Log-Size and X-Log-Complete say how much there is
 // and whether more can come.
-func (h *Handler) get(c *gin.Context) {
-	jobID, ok := h.job(c)
-	if !ok {
-		return
+func (h *Handler) get(c *gin.Context) error {
+	jobID, err := h.job(c)
+	if err != nil {
+		return err
 	}
 	ctx := c.Request.Context()
 	st, err := h.svc.State(ctx, jobID)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	start, end, partial, err := requestedRange(c, st.Size)
 	if err != nil {
@@ -110,8 +106,7 @@ func (h *Handler) get(c *gin.Context) {
 			err = api.Errorf(http.StatusRequestedRangeNotSatisfiable, api.CodeBadRequest,
 				"the range is outside the log, which holds %d bytes", st.Size)
 		}
-		h.fail(c, err)
-		return
+		return err
 	}
 
 	hd := c.Writer.Header()
@@ -136,15 +131,17 @@ func (h *Handler) get(c *gin.Context) {
 			err = fmt.Errorf("logs: job %d: no bytes at offset %d of %d", jobID, pos, end)
 		}
 		if err != nil {
-			// The status line is gone; cutting the body short is all that is left to say.
+			// The status line is gone; cutting the body short is all that is left to say, so
+			// the error is logged here rather than returned for an envelope.
 			h.cfg.Log.ErrorContext(ctx, "serving a log failed", "job_id", jobID, "err", err)
-			return
+			return nil
 		}
 		if _, err := c.Writer.Write(b); err != nil {
-			return // the client went away
+			return nil // the client went away
 		}
 		pos += int64(len(b))
 	}
+	return nil
 }
 
 var errUnsatisfiable = errors.New("range not satisfiable")

@@ -36,16 +36,15 @@ import (
 //
 // The stream ends when the log is complete, when the client goes away, and when the server
 // starts draining; in the last case without an end event, so the client reconnects elsewhere.
-func (h *Handler) stream(c *gin.Context) {
-	jobID, ok := h.job(c)
-	if !ok {
-		return
+func (h *Handler) stream(c *gin.Context) error {
+	jobID, err := h.job(c)
+	if err != nil {
+		return err
 	}
 	ctx := c.Request.Context()
 	from, err := streamOffset(c)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	// Subscribe before the first read: an append committed after this point is notified, one
 	// committed before is in what the first read sees.
@@ -58,14 +57,12 @@ func (h *Handler) stream(c *gin.Context) {
 	}
 	st, err := h.svc.State(ctx, jobID)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if from > st.Size {
 		c.Header("Content-Range", fmt.Sprintf("bytes */%d", st.Size))
-		h.fail(c, api.Errorf(http.StatusRequestedRangeNotSatisfiable, api.CodeBadRequest,
-			"offset %d is past the end of the log, which holds %d bytes", from, st.Size))
-		return
+		return api.Errorf(http.StatusRequestedRangeNotSatisfiable, api.CodeBadRequest,
+			"offset %d is past the end of the log, which holds %d bytes", from, st.Size)
 	}
 	var draining <-chan struct{}
 	if h.cfg.Draining != nil {
@@ -80,9 +77,11 @@ func (h *Handler) stream(c *gin.Context) {
 	// The server sets no write deadline of its own, so the next request on this connection must
 	// not inherit ours.
 	defer w.rc.SetWriteDeadline(time.Time{})
+	// From here on the status line is out: a failure ends the stream (the client resumes from
+	// its Last-Event-ID) and is never returned for an error envelope.
 	c.Status(http.StatusOK)
 	if err := w.write(nil); err != nil {
-		return
+		return nil
 	}
 
 	heartbeat := time.NewTicker(h.cfg.Heartbeat)
@@ -95,22 +94,22 @@ func (h *Handler) stream(c *gin.Context) {
 			if ctx.Err() == nil {
 				h.cfg.Log.WarnContext(ctx, "log stream ended early", "job_id", jobID, "err", err)
 			}
-			return // the client resumes from its Last-Event-ID
+			return nil // the client resumes from its Last-Event-ID
 		}
 		if done {
-			return
+			return nil
 		}
 		select {
 		case <-notes:
 		case <-poll.C:
 		case <-heartbeat.C:
 			if err := w.write([]byte(": heartbeat\n\n")); err != nil {
-				return
+				return nil
 			}
 		case <-ctx.Done():
-			return
+			return nil
 		case <-draining:
-			return
+			return nil
 		}
 	}
 }

@@ -23,24 +23,23 @@ func NewHandler(svc *Service, log *slog.Logger) *Handler { return &Handler{svc: 
 
 // Routes implements server.Module.
 func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
-	v1.POST("/orgs", h.create)
-	v1.GET("/orgs/:org", h.get)
-	v1.PATCH("/orgs/:org", h.rename)
-	v1.DELETE("/orgs/:org", h.delete)
-	v1.GET("/orgs/:org/members", h.members)
-	v1.PUT("/orgs/:org/members/:username", h.setRole)
-	v1.DELETE("/orgs/:org/members/:username", h.removeMember)
-	v1.GET("/orgs/:org/invitations", h.invitations)
-	v1.POST("/orgs/:org/invitations", h.invite)
-	v1.DELETE("/orgs/:org/invitations/:id", h.cancelInvitation)
-	v1.GET("/user/orgs", h.myOrgs)
-	v1.GET("/user/invitations", h.myInvitations)
-	v1.POST("/user/invitations/:id/accept", h.respond(true))
-	v1.POST("/user/invitations/:id/decline", h.respond(false))
-	v1.POST("/invitations/accept", h.acceptToken)
+	rs := api.NewRoutes(v1, h.log)
+	rs.POST("/orgs", h.create)
+	rs.GET("/orgs/:org", h.get)
+	rs.PATCH("/orgs/:org", h.rename)
+	rs.DELETE("/orgs/:org", h.delete)
+	rs.GET("/orgs/:org/members", h.members)
+	rs.PUT("/orgs/:org/members/:username", h.setRole)
+	rs.DELETE("/orgs/:org/members/:username", h.removeMember)
+	rs.GET("/orgs/:org/invitations", h.invitations)
+	rs.POST("/orgs/:org/invitations", h.invite)
+	rs.DELETE("/orgs/:org/invitations/:id", h.cancelInvitation)
+	rs.GET("/user/orgs", h.myOrgs)
+	rs.GET("/user/invitations", h.myInvitations)
+	rs.POST("/user/invitations/:id/accept", h.respond(true))
+	rs.POST("/user/invitations/:id/decline", h.respond(false))
+	rs.POST("/invitations/accept", h.acceptToken)
 }
-
-func (h *Handler) fail(c *gin.Context, err error) { api.Fail(c, h.log, err) }
 
 // OrgJSON is an org as the API shows it to a member.
 type OrgJSON struct {
@@ -96,151 +95,118 @@ func Load(c *gin.Context, svc *Service, need Need, write bool) (*Org, Role, erro
 	return o, role, nil
 }
 
-func (h *Handler) create(c *gin.Context) {
-	p, ok := auth.RequireUser(c, h.log)
-	if !ok {
-		return
+func (h *Handler) create(c *gin.Context) error {
+	p, err := auth.RequireUser(c)
+	if err != nil {
+		return err
 	}
 	if !p.Has(auth.ScopeOrgWrite) {
-		h.fail(c, api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite))
-		return
+		return api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite)
 	}
 	var req struct {
 		Name string `json:"name"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	o, err := h.svc.Create(c.Request.Context(), p.User, req.Name)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusCreated, orgJSON(o, Owner))
+	return api.JSON(c, http.StatusCreated, orgJSON(o, Owner))
 }
 
-func (h *Handler) get(c *gin.Context) {
+func (h *Handler) get(c *gin.Context) error {
 	o, role, err := Load(c, h.svc, NeedMember, false)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusOK, orgJSON(o, role))
+	return api.JSON(c, http.StatusOK, orgJSON(o, role))
 }
 
-func (h *Handler) rename(c *gin.Context) {
+func (h *Handler) rename(c *gin.Context) error {
 	o, role, err := Load(c, h.svc, NeedAdmin, true)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	var req struct {
 		Name string `json:"name"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if err := h.svc.Rename(c.Request.Context(), o, req.Name); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusOK, orgJSON(o, role))
+	return api.JSON(c, http.StatusOK, orgJSON(o, role))
 }
 
-func (h *Handler) delete(c *gin.Context) {
+func (h *Handler) delete(c *gin.Context) error {
 	o, _, err := Load(c, h.svc, NeedOwner, true)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if err := h.svc.Delete(c.Request.Context(), o); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }
 
-func (h *Handler) members(c *gin.Context) {
+func (h *Handler) members(c *gin.Context) error {
 	o, _, err := Load(c, h.svc, NeedMember, false)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	page, err := api.ParsePage(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	ms, err := h.svc.Members(c.Request.Context(), o.ID)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, api.Paginate(page, ms, func(m MemberInfo) int64 { return m.UserID }))
+	return api.ListAll(c, func() ([]MemberInfo, error) {
+		return h.svc.Members(c.Request.Context(), o.ID)
+	}, func(m MemberInfo) int64 { return m.UserID })
 }
 
-func (h *Handler) setRole(c *gin.Context) {
+func (h *Handler) setRole(c *gin.Context) error {
 	o, role, err := Load(c, h.svc, NeedAdmin, true)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	var req struct {
 		Role Role `json:"role"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if err := h.svc.SetRole(c.Request.Context(), o, role, c.Param("username"), req.Role); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }
 
-func (h *Handler) removeMember(c *gin.Context) {
+func (h *Handler) removeMember(c *gin.Context) error {
 	o, role, err := Load(c, h.svc, NeedMember, true)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	p := auth.From(c)
 	if err := h.svc.RemoveMember(c.Request.Context(), o, p.User, role, c.Param("username")); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }
 
-func (h *Handler) invitations(c *gin.Context) {
+func (h *Handler) invitations(c *gin.Context) error {
 	o, _, err := Load(c, h.svc, NeedAdmin, false)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	page, err := api.ParsePage(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out, err := h.svc.ListInvitations(c.Request.Context(), o.ID)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, api.Paginate(page, out, invitationKey))
+	return api.ListAll(c, func() ([]InvitationInfo, error) {
+		return h.svc.ListInvitations(c.Request.Context(), o.ID)
+	}, invitationKey)
 }
 
 func invitationKey(i InvitationInfo) int64 { return i.ID }
 
-func (h *Handler) invite(c *gin.Context) {
+func (h *Handler) invite(c *gin.Context) error {
 	o, role, err := Load(c, h.svc, NeedAdmin, true)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	var req struct {
 		Username string `json:"username"`
@@ -248,126 +214,101 @@ func (h *Handler) invite(c *gin.Context) {
 		Role     Role   `json:"role"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	inv, err := h.svc.Invite(c.Request.Context(), o, auth.From(c).User, role, req.Username, req.Email, req.Role)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.JSON(http.StatusCreated, inv)
+	return api.JSON(c, http.StatusCreated, inv)
 }
 
-func (h *Handler) cancelInvitation(c *gin.Context) {
+func (h *Handler) cancelInvitation(c *gin.Context) error {
 	o, _, err := Load(c, h.svc, NeedAdmin, true)
 	if err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil {
-		h.fail(c, api.NotFound("invitation not found"))
-		return
+		return api.NotFound("invitation not found")
 	}
 	if err := h.svc.CancelInvitation(c.Request.Context(), o.ID, id); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }
 
-func (h *Handler) myOrgs(c *gin.Context) {
-	p, ok := auth.RequireUser(c, h.log)
-	if !ok {
-		return
+func (h *Handler) myOrgs(c *gin.Context) error {
+	p, err := auth.RequireUser(c)
+	if err != nil {
+		return err
 	}
 	if !p.Has(auth.ScopeRepoRead) {
-		h.fail(c, api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead))
-		return
+		return api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead)
 	}
-	page, err := api.ParsePage(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	ms, err := h.svc.ListForUser(c.Request.Context(), p.User.ID)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out := make([]OrgJSON, 0, len(ms))
-	for i := range ms {
-		out = append(out, orgJSON(&ms[i].Org, ms[i].Role))
-	}
-	c.JSON(http.StatusOK, api.Paginate(page, out, func(o OrgJSON) int64 { return o.ID }))
+	return api.ListAll(c, func() ([]OrgJSON, error) {
+		ms, err := h.svc.ListForUser(c.Request.Context(), p.User.ID)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]OrgJSON, 0, len(ms))
+		for i := range ms {
+			out = append(out, orgJSON(&ms[i].Org, ms[i].Role))
+		}
+		return out, nil
+	}, func(o OrgJSON) int64 { return o.ID })
 }
 
-func (h *Handler) myInvitations(c *gin.Context) {
-	p, ok := auth.RequireUser(c, h.log)
-	if !ok {
-		return
+func (h *Handler) myInvitations(c *gin.Context) error {
+	p, err := auth.RequireUser(c)
+	if err != nil {
+		return err
 	}
 	if !p.Has(auth.ScopeRepoRead) {
-		h.fail(c, api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead))
-		return
+		return api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead)
 	}
-	page, err := api.ParsePage(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out, err := h.svc.MyInvitations(c.Request.Context(), p.User)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, api.Paginate(page, out, invitationKey))
+	return api.ListAll(c, func() ([]InvitationInfo, error) {
+		return h.svc.MyInvitations(c.Request.Context(), p.User)
+	}, invitationKey)
 }
 
-func (h *Handler) respond(accept bool) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		p, ok := auth.RequireUser(c, h.log)
-		if !ok {
-			return
+func (h *Handler) respond(accept bool) api.HandlerFunc {
+	return func(c *gin.Context) error {
+		p, err := auth.RequireUser(c)
+		if err != nil {
+			return err
 		}
 		if !p.Has(auth.ScopeOrgWrite) {
-			h.fail(c, api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite))
-			return
+			return api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite)
 		}
 		id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 		if err != nil {
-			h.fail(c, api.NotFound("invitation not found"))
-			return
+			return api.NotFound("invitation not found")
 		}
 		if err := h.svc.RespondInvitation(c.Request.Context(), p.User, id, accept); err != nil {
-			h.fail(c, err)
-			return
+			return err
 		}
-		c.Status(http.StatusNoContent)
+		return api.NoContent(c)
 	}
 }
 
 // acceptToken claims an email invitation with the secret from its email.
-func (h *Handler) acceptToken(c *gin.Context) {
-	p, ok := auth.RequireUser(c, h.log)
-	if !ok {
-		return
+func (h *Handler) acceptToken(c *gin.Context) error {
+	p, err := auth.RequireUser(c)
+	if err != nil {
+		return err
 	}
 	if !p.Has(auth.ScopeOrgWrite) {
-		h.fail(c, api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite))
-		return
+		return api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite)
 	}
 	var req struct {
 		Token string `json:"token"`
 	}
 	if err := api.Bind(c, &req); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
 	if err := h.svc.AcceptInvitationToken(c.Request.Context(), p.User, req.Token); err != nil {
-		h.fail(c, err)
-		return
+		return err
 	}
-	c.Status(http.StatusNoContent)
+	return api.NoContent(c)
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/app"
 	"github.com/nimbus-build/nimbus/backend/auth"
-	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/build/buildtest"
 	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
@@ -120,19 +120,8 @@ func (s *Server) DeployToken(t testing.TB, r *repo.Repo, by *auth.User) string {
 // and returns the pipeline's CNB_TOKEN.
 func (s *Server) JobToken(t testing.TB, r *repo.Repo, by, n int64, commit string) string {
 	t.Helper()
-	raw, err := auth.NewToken(auth.PrefixJob)
+	raw, err := buildtest.Seed(s.App.DB, buildtest.Running{RepoID: r.ID, OrgID: r.OrgID, Number: n, Commit: commit, TriggeredBy: by})
 	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now().UTC()
-	b := build.Build{RepoID: r.ID, Number: n, Event: "push", Branch: "main", CommitSHA: commit, TriggeredBy: &by,
-		Status: build.StatusRunning, CreatedAt: now, UpdatedAt: now}
-	if err := s.App.DB.Create(&b).Error; err != nil {
-		t.Fatal(err)
-	}
-	p := build.Pipeline{BuildID: b.ID, Key: "p", Name: "p", Status: build.StatusRunning, RunnerTag: "cnb:arch:amd64", CPUs: 1,
-		Plan: "{}", OrgID: r.OrgID, RepoID: r.ID, CreatedAt: now, UpdatedAt: now, JobTokenHash: auth.HashToken(raw)}
-	if err := s.App.DB.Create(&p).Error; err != nil {
 		t.Fatal(err)
 	}
 	return raw

@@ -1,0 +1,226 @@
+// Package layering checks who may write which tables, by reading the code: the packages are
+// loaded and type-checked (golang.org/x/tools/go/packages) and every call that writes through
+// gorm or database/sql is traced to the model or table it writes. A domain that owns tables (a
+// Rule) is the only one whose code may write them; everyone else calls its service.
+//
+// It sees what the code says, not what it does at run time: a write is found when the model is
+// named in the call chain (db.Model(&build.Pipeline{}).Updates(…), tx.Create(&job),
+// db.Table("pipelines").Update(…)) or when the SQL of an Exec or Raw is a constant. Code that
+// builds SQL from pieces at run time is out of its sight; keep such SQL out of the code base.
+// Test files are not loaded: fixtures seed rows however they like.
+package layering
+
+import (
+	"fmt"
+	"go/ast"
+	"go/constant"
+	"go/token"
+	"go/types"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// Rule says that the package Owner (and the packages below it) alone writes Tables, which
+// include the tables of every gorm model the owner's packages define.
+type Rule struct {
+	Owner  string   // an import path, e.g. github.com/nimbus-build/nimbus/backend/build
+	Tables []string // table names, e.g. builds, pipelines
+}
+
+// Load type-checks the non-test code of the packages patterns name, run from dir.
+func Load(dir string, patterns ...string) ([]*packages.Package, error) {
+	cfg := &packages.Config{
+		Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes |
+			packages.NeedTypesInfo | packages.NeedImports,
+		Dir: dir,
+	}
+	pkgs, err := packages.Load(cfg, patterns...)
+	if err != nil {
+		return nil, err
+	}
+	var errs []string
+	packages.Visit(pkgs, nil, func(p *packages.Package) {
+		for _, e := range p.Errors {
+			errs = append(errs, e.Error())
+		}
+	})
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("layering: load: %s", strings.Join(errs, "; "))
+	}
+	return pkgs, nil
+}
+
+// writes are the methods of *gorm.DB that write rows.
+var writes = []string{"Create", "CreateInBatches", "Save", "Update", "Updates", "UpdateColumn", "UpdateColumns", "Delete", "FirstOrCreate"}
+
+// rawSQL are the methods, of *gorm.DB and of database/sql's handles, that run SQL text.
+var rawSQL = []string{"Exec", "ExecContext", "Raw"}
+
+// writeSQL finds the table an INSERT, UPDATE or DELETE statement writes.
+var writeSQL = regexp.MustCompile(`(?is)\b(?:insert\s+into|update|delete\s+from)\s+"?([a-z_][a-z0-9_]*)`)
+
+// Violation is one write of a table by a package that does not own it.
+type Violation struct {
+	Pos   token.Position
+	Table string // the table, or the owner's model type
+	Owner string
+	Call  string // what the code says: "Updates on build.Pipeline"
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s: %s writes %s, which only %s may write", v.Pos, v.Call, v.Table, v.Owner)
+}
+
+// Check returns every write, in pkgs, of a table a rule gives to another package.
+func Check(pkgs []*packages.Package, rules []Rule) []Violation {
+	var out []Violation
+	for _, p := range pkgs {
+		for _, f := range p.Syntax {
+			ast.Inspect(f, func(n ast.Node) bool {
+				if call, ok := n.(*ast.CallExpr); ok {
+					out = append(out, checkCall(p, call, rules)...)
+				}
+				return true
+			})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pos.String() < out[j].Pos.String() })
+	return out
+}
+
+func owns(r Rule, pkgPath string) bool { return pkgPath == r.Owner || strings.HasPrefix(pkgPath, r.Owner+"/") }
+
+func checkCall(p *packages.Package, call *ast.CallExpr, rules []Rule) []Violation {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok || !isDBHandle(p.TypesInfo.TypeOf(sel.X)) {
+		return nil
+	}
+	method := sel.Sel.Name
+	pos := p.Fset.Position(call.Pos())
+	var out []Violation
+	flag := func(r Rule, table, what string) {
+		if !owns(r, p.PkgPath) {
+			out = append(out, Violation{Pos: pos, Table: table, Owner: r.Owner, Call: method + " " + what})
+		}
+	}
+	switch {
+	case slices.Contains(rawSQL, method) && len(call.Args) > 0:
+		for _, arg := range call.Args {
+			tv, ok := p.TypesInfo.Types[arg]
+			if !ok || tv.Value == nil || tv.Value.Kind() != constant.String {
+				continue
+			}
+			for _, m := range writeSQL.FindAllStringSubmatch(constant.StringVal(tv.Value), -1) {
+				for _, r := range rules {
+					if slices.Contains(r.Tables, strings.ToLower(m[1])) {
+						flag(r, m[1], "of SQL")
+					}
+				}
+			}
+		}
+	case slices.Contains(writes, method):
+		// What is written: the call's own arguments (Create(&job)) and, down the chain, the
+		// arguments of Model(…) and Table(…).
+		targets := append([]ast.Expr(nil), call.Args...)
+		for x := sel.X; ; {
+			c, ok := x.(*ast.CallExpr)
+			if !ok {
+				break
+			}
+			s, ok := c.Fun.(*ast.SelectorExpr)
+			if !ok {
+				break
+			}
+			if s.Sel.Name == "Model" || s.Sel.Name == "Table" {
+				targets = append(targets, c.Args...)
+			}
+			x = s.X
+		}
+		for _, t := range targets {
+			if tv, ok := p.TypesInfo.Types[t]; ok && tv.Value != nil && tv.Value.Kind() == constant.String {
+				table := constant.StringVal(tv.Value)
+				for _, r := range rules {
+					if slices.Contains(r.Tables, table) {
+						flag(r, table, fmt.Sprintf("on table %q", table))
+					}
+				}
+				continue
+			}
+			named := modelType(p.TypesInfo.TypeOf(t))
+			if named == nil || named.Obj().Pkg() == nil {
+				continue
+			}
+			for _, r := range rules {
+				if owns(r, named.Obj().Pkg().Path()) {
+					flag(r, named.Obj().Pkg().Name()+"."+named.Obj().Name(), "on "+named.Obj().Pkg().Name()+"."+named.Obj().Name())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// isDBHandle reports whether t is a *gorm.DB or a database/sql handle.
+func isDBHandle(t types.Type) bool {
+	ptr, ok := t.(*types.Pointer)
+	if !ok {
+		return false
+	}
+	named, ok := ptr.Elem().(*types.Named)
+	if !ok || named.Obj().Pkg() == nil {
+		return false
+	}
+	switch named.Obj().Pkg().Path() + "." + named.Obj().Name() {
+	case "gorm.io/gorm.DB", "database/sql.DB", "database/sql.Tx", "database/sql.Conn":
+		return true
+	}
+	return false
+}
+
+// modelType is the named struct behind a value gorm writes: T, *T, []T, *[]T, []*T.
+func modelType(t types.Type) *types.Named {
+	for t != nil {
+		switch u := t.(type) {
+		case *types.Pointer:
+			t = u.Elem()
+		case *types.Slice:
+			t = u.Elem()
+		case *types.Named:
+			if _, ok := u.Underlying().(*types.Struct); ok {
+				return u
+			}
+			return nil
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// ImportRule forbids the packages From names (an import path, and those below it) to import To
+// (an import path, and those below it).
+type ImportRule struct {
+	From, To string
+	Why      string
+}
+
+// CheckImports returns "from imports to: why" for every import a rule forbids.
+func CheckImports(pkgs []*packages.Package, rules []ImportRule) []string {
+	under := func(path, root string) bool { return path == root || strings.HasPrefix(path, root+"/") }
+	var out []string
+	for _, p := range pkgs {
+		for imp := range p.Imports {
+			for _, r := range rules {
+				if under(p.PkgPath, r.From) && under(imp, r.To) && !under(p.PkgPath, r.To) {
+					out = append(out, fmt.Sprintf("%s imports %s: %s", p.PkgPath, imp, r.Why))
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -92,7 +92,9 @@ func Check(pkgs []*packages.Package, rules []Rule) []Violation {
 	return out
 }
 
-func owns(r Rule, pkgPath string) bool { return pkgPath == r.Owner || strings.HasPrefix(pkgPath, r.Owner+"/") }
+func owns(r Rule, pkgPath string) bool {
+	return pkgPath == r.Owner || strings.HasPrefix(pkgPath, r.Owner+"/")
+}
 
 func checkCall(p *packages.Package, call *ast.CallExpr, rules []Rule) []Violation {
 	sel, ok := call.Fun.(*ast.SelectorExpr)

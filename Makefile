@@ -53,16 +53,18 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzCompile$$' -fuzztime=$(FUZZ_COMPILE_RUNS) -fuzzminimizetime=5s ./backend/pipeline/spec
 
 # bench prints the figures the issues set targets for (see each benchmark's doc comment): .cnb.yml
-# compile time, dispatch rate and enqueue-to-lease latency, log ingest, agent overhead, the billing
-# tick, and push and pull of a 1 GiB blob with oras against Nimbus's registry and the reference
-# registry (with Nimbus's peak RSS; about 25 s, on the binaries of bin/). Short runs: figures, not
-# a tuning session. Alone, with the services: make build && e2e/testenv.sh make bench
+# compile time (no target), dispatch rate and enqueue-to-lease latency, log ingest, agent overhead,
+# the billing tick, a git push to its pipelines queued in Redis (with the server's git process
+# count), and push and pull of a 1 GiB blob with oras against Nimbus's registry and the reference
+# registry (with Nimbus's peak RSS; about 25 s). The e2e ones run the binaries of bin/. Short
+# runs: figures, not a tuning session. Alone, with the services: make build && e2e/testenv.sh make bench
 bench:
 	$(GO) test -run='^$$' -bench='^BenchmarkCompile$$' -benchmem ./backend/pipeline/spec
 	$(GO) test -run='^$$' -bench='^(BenchmarkDispatch|BenchmarkEnqueueToLease)$$' -benchtime=1x ./backend/scheduler
 	$(GO) test -run='^$$' -bench='^BenchmarkAppend$$' -benchtime=20x ./backend/logs
 	$(GO) test -run='^$$' -bench='^BenchmarkTick$$' -benchtime=2x ./backend/billing
 	$(GO) test -run='^$$' -bench='^BenchmarkAgentOverhead$$' -benchtime=5x ./agent/runner
+	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkPushToQueued$$' -benchtime=1x ./e2e
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkRegistry1GiB$$' -benchtime=1x ./e2e
 
 frontend-test: frontend/node_modules/.installed

@@ -87,7 +87,7 @@ func (c *client) signup(username string) {
 }
 
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.
-func gitRun(t *testing.T, dir string, args ...string) string {
+func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", append([]string{"-c", "user.name=E2E", "-c", "user.email=e2e@example.com",
 		"-c", "init.defaultBranch=main"}, args...)...)

@@ -1,16 +1,18 @@
 // Package scheduler gets queued pipelines to agents quickly, fairly and exactly once.
 //
-//	build.Service ──Enqueue──► Queue (Redis: per-class, per-team lists; Lua dispatch)
-//	                                   ▲ Dispatch
-//	agent ──HTTP long-poll──► Service.Poll ──claim (conditional UPDATE)──► Lease to the agent
-//	agent ──renew / events / finish──► conditional UPDATEs fenced by lease_id
+//	build.Service ──Enqueue──► Intake ──► Queue (Redis: per-class, per-team lists; Lua dispatch)
+//	                                        ▲ Dispatch
+//	agent ──HTTP long-poll──► Service.Poll ──build.Claim (conditional UPDATE)──► Lease
+//	agent ──renew / events / finish──► build.Lifecycle, fenced by lease_id
 //	background (one replica at a time, by a Redis lock): Reap expired leases, Reconcile Redis
-//	with the database, fire cron schedules
+//	with the database, fire cron schedules, the billing tick
 //
-// The database is the truth: a pipeline is queued, running (under one lease) or finished, and
-// every status move is an UPDATE … WHERE status = … AND lease_id = …, so a late, duplicate or
-// fenced-off report never moves a pipeline backwards or lets two agents run it. Redis holds
-// only what the reconciler rebuilds from the database.
+// The database is the truth and package build owns it: a pipeline is queued, running (under one
+// lease) or finished, and every status move is build's conditional UPDATE … WHERE status = … AND
+// lease_id = …, so a late, duplicate or fenced-off report never moves a pipeline backwards or
+// lets two agents run it. The scheduler keeps the agents table, the Redis queues (only what the
+// reconciler rebuilds from the database), and billing's part of a lease: the first freeze at
+// the claim, the settlement at the end. README.md draws the flow.
 //
 // A queued pipeline always says why it waits (Explain): no online agent serves its class, no
 // agent is big enough, its team is at its concurrency cap, or its place in the queue.

@@ -343,3 +343,39 @@ main:
 		}
 	})
 }
+
+// One ref update runs three git processes whatever the file and its events: one reader for
+// .cnb.yml, its includes and the commit (parsed once for every event and the schedules), and
+// diff-tree and rev-list for ifModify and commit.add. Before the reader this push took 20.
+func TestOnePushRunsThreeGitProcesses(t *testing.T) {
+	db := storetest.SQLite(t)
+	f := newFixture(t, db)
+	cnb := "include: [ci/train.yml]\nmain:\n  push:\n    - name: p\n      stages: [ { name: s, script: echo p } ]\n" +
+		"  commit.add:\n    - name: c\n      stages: [ { name: s, script: echo c } ]\n"
+	first := f.commit("ci", map[string]string{".cnb.yml": cnb,
+		"ci/train.yml": "main:\n  push:\n    - name: t\n      stages: [ { name: s, script: echo t } ]\n  schedule:\n    - cron: \"0 2 * * *\"\n      stages: [ { name: n, script: echo n } ]\n"})
+	f.push("refs/heads/main", git.ZeroSHA, "main")
+	second := f.commit("more", map[string]string{"src/a.py": "x"})
+	f.git("push", "-q", f.bare, "main")
+
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	calls := filepath.Join(dir, "calls")
+	os.WriteFile(filepath.Join(dir, "git"), []byte("#!/bin/sh\necho \"$*\" >> "+calls+"\nexec "+real+" \"$@\"\n"), 0o755)
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	bs := f.builds.OnPush(context.Background(), f.access.Repo.ID, f.user, []git.RefUpdate{{Old: first, New: second, Ref: "refs/heads/main"}})
+	log, _ := os.ReadFile(calls)
+	lines := strings.Split(strings.TrimSpace(string(log)), "\n")
+	if len(bs) != 2 || bs[0].Event != "push" || bs[1].Event != "commit.add" {
+		t.Fatalf("builds %+v", bs)
+	}
+	if ss, _ := f.builds.RepoSchedules(context.Background(), f.access.Repo.ID); len(ss) != 1 {
+		t.Fatalf("schedules from the include: %+v", ss)
+	}
+	if len(lines) != 3 || !strings.Contains(lines[0], "cat-file --batch-command") {
+		t.Fatalf("%d git processes for one ref update, want 3:\n%s", len(lines), log)
+	}
+}

@@ -144,9 +144,12 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 			if errors.Is(err, billing.ErrSpendingCap) {
 				reason = build.ReasonSpendingCap
 			}
-			if err := s.end(ctx, p, build.StatusFailed, reason); err != nil {
+			// Nothing was frozen and the caller releases the team's slot (it got no lease):
+			// only the rows end.
+			if _, err := s.builds.End(ctx, p, build.StatusFailed, reason); err != nil {
 				return nil, err
 			}
+			s.log.InfoContext(ctx, "pipeline refused by billing", "pipeline", p.ID, "reason", reason)
 			return nil, nil
 		}
 		if err != nil {
@@ -229,17 +232,6 @@ func (s *Service) Event(ctx context.Context, a *Agent, leaseID string, ev protoc
 // gets ErrLeaseLost.
 func (s *Service) Finish(ctx context.Context, a *Agent, leaseID string, req protocol.FinishRequest) error {
 	p, ended, err := s.builds.Finish(ctx, a.ID, leaseID, req)
-	if err != nil || !ended {
-		return err
-	}
-	s.ended(ctx, p)
-	return nil
-}
-
-// end has build end a running pipeline under its lease, then releases what the scheduler and
-// billing hold for it.
-func (s *Service) end(ctx context.Context, p *build.Pipeline, status, reason string) error {
-	ended, err := s.builds.End(ctx, p, status, reason)
 	if err != nil || !ended {
 		return err
 	}

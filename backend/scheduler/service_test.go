@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/git"
@@ -534,4 +536,48 @@ func TestAgentsListsCapacityHeartbeatAndHeldPipelines(t *testing.T) {
 			t.Fatalf("agents quiet for minutes still online: %+v", got)
 		}
 	})
+}
+
+// refusingBilling starts every pipeline but the ones named in refuse, which it refuses for want
+// of balance. Billing's own rules are tested in package billing; here only the refusal matters.
+type refusingBilling struct{ refuse map[int64]bool }
+
+func (b refusingBilling) Start(_ context.Context, r billing.Run, _ time.Time) error {
+	if b.refuse[r.PipelineID] {
+		return billing.ErrInsufficientBalance
+	}
+	return nil
+}
+func (refusingBilling) Tick(context.Context) ([]int64, error)          { return nil, nil }
+func (refusingBilling) Settle(context.Context, int64, time.Time) error { return nil }
+func (refusingBilling) SettleEnded(context.Context) (int, error)       { return 0, nil }
+func (refusingBilling) CanStart(context.Context, billing.Run) error    { return nil }
+
+// A pipeline billing refuses ends failed at dispatch, and the team's running count (what caps
+// read) is given back once, not twice: the team's other running pipeline still counts.
+func TestRefusedPipelineReleasesItsSlotOnce(t *testing.T) {
+	db := storetest.SQLite(t)
+	f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+	ctx := context.Background()
+	refuse := map[int64]bool{}
+	f.sched = NewService(db, f.intake, f.builds, f.repos, nil, refusingBilling{refuse}, f.clock, f.log, Config{PollTimeout: 50 * time.Millisecond, RegistrationToken: "reg-secret"})
+	a := f.agent("a", 8)
+	f.push("main", oneJob)
+	if l := f.poll(a, 8); l == nil {
+		t.Fatal("the allowed pipeline was not leased")
+	}
+	refused := f.push("main", oneJob)[0]
+	var ps []build.Pipeline
+	db.Omit("plan").Where("build_id = ?", refused.ID).Find(&ps)
+	refuse[ps[0].ID] = true
+	if l := f.poll(a, 8); l != nil {
+		t.Fatalf("a refused pipeline was leased: %+v", l)
+	}
+	if p := f.pipeline(ps[0].ID); p.Status != build.StatusFailed || p.Reason != build.ReasonInsufficientBalance {
+		t.Fatalf("refused pipeline: %s %q", p.Status, p.Reason)
+	}
+	running, err := f.rdb.HGet(ctx, "{q:cnb:arch:amd64}:running", strconv.FormatInt(ps[0].OrgID, 10)).Int()
+	if err != nil || running != 1 {
+		t.Fatalf("the team's running count is %d (%v), want 1: the leased pipeline still runs", running, err)
+	}
 }

@@ -8,9 +8,10 @@ import (
 
 const module = "github.com/nimbus-build/nimbus"
 
-// No code outside backend/build writes builds, pipelines, stages, jobs or schedules, and none
-// outside backend/scheduler writes agents: everything else calls their services. The checker's
-// own test (backend/internal/layering) shows it catches each way of writing.
+// No code outside backend/build — tests included: their fixtures seed through buildtest —
+// writes builds, pipelines, stages, jobs or schedules, and none outside backend/scheduler writes
+// agents: everything else calls their services. The checker's own test
+// (backend/internal/layering) shows it catches each way of writing.
 func TestOnlyBuildWritesBuildRows(t *testing.T) {
 	pkgs, err := layering.Load("../..", "./...")
 	if err != nil {

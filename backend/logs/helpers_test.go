@@ -19,6 +19,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/build/buildtest"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
@@ -56,9 +57,17 @@ func newService(db *gorm.DB, rdb redis.UniversalClient, cfg logs.Config) *logs.S
 	return logs.NewService(db, rdb, clock.NewFake(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)), discard, cfg)
 }
 
-// newJob inserts the rows a job hangs from (org, repo, build, pipeline, stage) and the job, with
-// plain SQL of the columns the build migration creates, and returns the job's id.
+// newJob inserts the rows a job hangs from — an org and a repo with plain SQL of their
+// migrations' columns, a running build, pipeline and stage through buildtest — and the job, and
+// returns the job's id.
 func newJob(t testing.TB, db *gorm.DB) int64 {
+	t.Helper()
+	job, _ := newJobOf(t, db)
+	return job
+}
+
+// newJobOf is newJob that also returns the job's repo.
+func newJobOf(t testing.TB, db *gorm.DB) (job, repo int64) {
 	t.Helper()
 	now := time.Now().UTC()
 	insert := func(sql string, args ...any) int64 {
@@ -69,14 +78,12 @@ func newJob(t testing.TB, db *gorm.DB) int64 {
 		return id
 	}
 	org := insert("INSERT INTO orgs (name, created_at, updated_at) VALUES (?, ?, ?)", fmt.Sprintf("team-%d", rand.Int64()), now, now)
-	repo := insert("INSERT INTO repos (org_id, name, visibility, default_branch, created_at, updated_at) VALUES (?, 'app', 'private', 'main', ?, ?)", org, now, now)
-	build := insert(`INSERT INTO builds (repo_id, number, event, branch, tag, commit_sha, commit_message, status,
-		error_message, error_file, error_line, error_column, created_at, updated_at)
-		VALUES (?, 1, 'push', 'main', '', 'abc', 'msg', 'running', '', '', 0, 0, ?, ?)`, repo, now, now)
-	pipeline := insert(`INSERT INTO pipelines (build_id, position, key, name, status, reason, runner_tag, cpus, plan, created_at, updated_at)
-		VALUES (?, 0, 'p', 'p', 'running', '', 'cnb:arch:amd64', 1, '{}', ?, ?)`, build, now, now)
-	stage := insert("INSERT INTO stages (pipeline_id, position, name, parallel, status) VALUES (?, 0, 's', ?, 'running')", pipeline, false)
-	return insert("INSERT INTO jobs (stage_id, pipeline_id, position, name, status) VALUES (?, ?, 0, 'j', 'running')", stage, pipeline)
+	repo = insert("INSERT INTO repos (org_id, name, visibility, default_branch, created_at, updated_at) VALUES (?, 'app', 'private', 'main', ?, ?)", org, now, now)
+	seeded, err := buildtest.Seed(db, buildtest.Running{RepoID: repo, OrgID: org, Number: 1, Commit: "abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seeded.JobID, repo
 }
 
 // logText returns n bytes of a plausible training log: timestamps, ANSI colours, numbers.

@@ -319,11 +319,12 @@ func TestDeletingTheJobDeletesItsLog(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()
 		svc := newService(db, newRedis(t), logs.Config{ChunkSize: 2})
-		job := newJob(t, db)
+		job, repo := newJobOf(t, db)
 		if _, err := svc.Append(ctx, job, 0, []byte(strings.Repeat("x", 11))); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Exec("DELETE FROM jobs WHERE id = ?", job).Error; err != nil {
+		// The repo's deletion takes its builds, their jobs, and with them the logs.
+		if err := db.Exec("DELETE FROM repos WHERE id = ?", repo).Error; err != nil {
 			t.Fatal(err)
 		}
 		var n int64

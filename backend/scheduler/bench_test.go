@@ -17,13 +17,13 @@ import (
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/build/buildtest"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/secrets"
-	"github.com/nimbus-build/nimbus/backend/store"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
 
@@ -98,33 +98,11 @@ func (w *benchWorld) queue(b *testing.B, n int) []*build.Pipeline {
 // insert stores n queued pipelines (with a build, a stage and a job each) without enqueueing.
 func (w *benchWorld) insert(b *testing.B, n int) []*build.Pipeline {
 	b.Helper()
-	ctx := context.Background()
-	now := time.Now().UTC()
-	out := make([]*build.Pipeline, 0, n)
-	err := store.Tx(ctx, w.db, func(tx *gorm.DB) error {
-		for i := 0; i < n; i++ {
-			team := i % len(w.repos)
-			bd := &build.Build{RepoID: w.repos[team].ID, Number: time.Now().UnixNano(), Event: "push", Branch: "main", CommitSHA: "0000000000000000000000000000000000000001",
-				Status: build.StatusQueued, CreatedAt: now, UpdatedAt: now}
-			if err := tx.Create(bd).Error; err != nil {
-				return err
-			}
-			p := &build.Pipeline{BuildID: bd.ID, Key: "pipeline-0", Name: "p", Status: build.StatusQueued, RunnerTag: "cnb:arch:amd64", CPUs: 1,
-				Plan: w.plan, OrgID: w.orgIDs[team], RepoID: w.repos[team].ID, CreatedAt: now, UpdatedAt: now, QueuedAt: &now}
-			if err := tx.Create(p).Error; err != nil {
-				return err
-			}
-			st := &build.Stage{PipelineID: p.ID, Name: "s", Status: build.StatusQueued}
-			if err := tx.Create(st).Error; err != nil {
-				return err
-			}
-			if err := tx.Create(&build.Job{StageID: st.ID, PipelineID: p.ID, Name: "j", Status: build.StatusQueued}).Error; err != nil {
-				return err
-			}
-			out = append(out, p)
-		}
-		return nil
-	})
+	teams := make([]buildtest.Team, len(w.repos))
+	for i, r := range w.repos {
+		teams[i] = buildtest.Team{OrgID: w.orgIDs[i], RepoID: r.ID}
+	}
+	out, err := buildtest.Queued(w.db, teams, w.plan, n)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -120,11 +120,11 @@ func (s *Server) DeployToken(t testing.TB, r *repo.Repo, by *auth.User) string {
 // and returns the pipeline's CNB_TOKEN.
 func (s *Server) JobToken(t testing.TB, r *repo.Repo, by, n int64, commit string) string {
 	t.Helper()
-	raw, err := buildtest.Seed(s.App.DB, buildtest.Running{RepoID: r.ID, OrgID: r.OrgID, Number: n, Commit: commit, TriggeredBy: by})
+	seeded, err := buildtest.Seed(s.App.DB, buildtest.Running{RepoID: r.ID, OrgID: r.OrgID, Number: n, Commit: commit, TriggeredBy: by})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return raw
+	return seeded.JobToken
 }
 
 // Cast is the people, places and credentials the registry's and the model files' tests start

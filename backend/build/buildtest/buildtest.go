@@ -1,18 +1,22 @@
-// Package buildtest seeds build rows for tests of other packages that need a build to exist
-// without running a trigger: a running pipeline whose job token they can use. Only tests import
-// it; it lives under backend/build because no other package writes build's tables.
+// Package buildtest seeds build rows for the tests and benchmarks of other packages that need
+// builds to exist without running a trigger: a running pipeline with its job token and a job
+// (registry, model files, logs), or thousands of queued pipelines (the scheduler's benchmarks).
+// Only tests import it; it lives under backend/build because no other package writes build's
+// tables (TestOnlyBuildWritesBuildRows).
 package buildtest
 
 import (
+	"context"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/store"
 )
 
-// Running is a build of one running pipeline.
+// Running is a build of one running pipeline of one stage of one job.
 type Running struct {
 	RepoID, OrgID int64
 	Number        int64  // the build number
@@ -20,11 +24,17 @@ type Running struct {
 	TriggeredBy   int64  // the user; 0 for nobody
 }
 
-// Seed writes the build and its pipeline and returns the pipeline's job token (CNB_TOKEN).
-func Seed(db *gorm.DB, r Running) (string, error) {
+// Seeded is what Seed wrote.
+type Seeded struct {
+	BuildID, PipelineID, JobID int64
+	JobToken                   string // the pipeline's CNB_TOKEN
+}
+
+// Seed writes the running build, its pipeline, stage and job.
+func Seed(db *gorm.DB, r Running) (Seeded, error) {
 	raw, err := auth.NewToken(auth.PrefixJob)
 	if err != nil {
-		return "", err
+		return Seeded{}, err
 	}
 	now := time.Now().UTC()
 	b := build.Build{RepoID: r.RepoID, Number: r.Number, Event: "push", Branch: "main", CommitSHA: r.Commit,
@@ -33,13 +43,62 @@ func Seed(db *gorm.DB, r Running) (string, error) {
 		by := r.TriggeredBy
 		b.TriggeredBy = &by
 	}
-	if err := db.Create(&b).Error; err != nil {
-		return "", err
-	}
-	p := build.Pipeline{BuildID: b.ID, Key: "p", Name: "p", Status: build.StatusRunning, RunnerTag: "cnb:arch:amd64", CPUs: 1,
-		Plan: "{}", OrgID: r.OrgID, RepoID: r.RepoID, CreatedAt: now, UpdatedAt: now, JobTokenHash: auth.HashToken(raw)}
-	if err := db.Create(&p).Error; err != nil {
-		return "", err
-	}
-	return raw, nil
+	var out Seeded
+	err = store.Tx(context.Background(), db, func(tx *gorm.DB) error {
+		if err := tx.Create(&b).Error; err != nil {
+			return err
+		}
+		p := build.Pipeline{BuildID: b.ID, Key: "p", Name: "p", Status: build.StatusRunning, RunnerTag: "cnb:arch:amd64", CPUs: 1,
+			Plan: "{}", OrgID: r.OrgID, RepoID: r.RepoID, CreatedAt: now, UpdatedAt: now, JobTokenHash: auth.HashToken(raw)}
+		if err := tx.Create(&p).Error; err != nil {
+			return err
+		}
+		st := build.Stage{PipelineID: p.ID, Name: "s", Status: build.StatusRunning}
+		if err := tx.Create(&st).Error; err != nil {
+			return err
+		}
+		j := build.Job{StageID: st.ID, PipelineID: p.ID, Name: "j", Status: build.StatusRunning}
+		if err := tx.Create(&j).Error; err != nil {
+			return err
+		}
+		out = Seeded{BuildID: b.ID, PipelineID: p.ID, JobID: j.ID, JobToken: raw}
+		return nil
+	})
+	return out, err
+}
+
+// Team is a repo of a team that queued pipelines belong to.
+type Team struct{ OrgID, RepoID int64 }
+
+// Queued writes n queued pipelines of class cnb:arch:amd64 (1 core, plan as their Plan JSON),
+// each with its own build, a stage and a job, spread round robin over the teams, in one
+// transaction; nothing is enqueued.
+func Queued(db *gorm.DB, teams []Team, plan string, n int) ([]*build.Pipeline, error) {
+	now := time.Now().UTC()
+	out := make([]*build.Pipeline, 0, n)
+	err := store.Tx(context.Background(), db, func(tx *gorm.DB) error {
+		for i := 0; i < n; i++ {
+			t := teams[i%len(teams)]
+			bd := &build.Build{RepoID: t.RepoID, Number: time.Now().UnixNano(), Event: "push", Branch: "main",
+				CommitSHA: "0000000000000000000000000000000000000001", Status: build.StatusQueued, CreatedAt: now, UpdatedAt: now}
+			if err := tx.Create(bd).Error; err != nil {
+				return err
+			}
+			p := &build.Pipeline{BuildID: bd.ID, Key: "pipeline-0", Name: "p", Status: build.StatusQueued, RunnerTag: "cnb:arch:amd64", CPUs: 1,
+				Plan: plan, OrgID: t.OrgID, RepoID: t.RepoID, CreatedAt: now, UpdatedAt: now, QueuedAt: &now}
+			if err := tx.Create(p).Error; err != nil {
+				return err
+			}
+			st := &build.Stage{PipelineID: p.ID, Name: "s", Status: build.StatusQueued}
+			if err := tx.Create(st).Error; err != nil {
+				return err
+			}
+			if err := tx.Create(&build.Job{StageID: st.ID, PipelineID: p.ID, Name: "j", Status: build.StatusQueued}).Error; err != nil {
+				return err
+			}
+			out = append(out, p)
+		}
+		return nil
+	})
+	return out, err
 }

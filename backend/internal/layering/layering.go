@@ -221,15 +221,17 @@ type ImportRule struct {
 	Why      string
 }
 
-// CheckImports returns "from imports to: why" for every import a rule forbids.
+// CheckImports returns "from imports to: why" for every import a rule forbids, once per package
+// (a package and its test variant import the same).
 func CheckImports(pkgs []*packages.Package, rules []ImportRule) []string {
 	under := func(path, root string) bool { return path == root || strings.HasPrefix(path, root+"/") }
 	var out []string
 	for _, p := range pkgs {
 		for imp := range p.Imports {
 			for _, r := range rules {
-				if under(p.PkgPath, r.From) && under(imp, r.To) && !under(p.PkgPath, r.To) {
-					out = append(out, fmt.Sprintf("%s imports %s: %s", p.PkgPath, imp, r.Why))
+				msg := fmt.Sprintf("%s imports %s: %s", p.PkgPath, imp, r.Why)
+				if under(p.PkgPath, r.From) && under(imp, r.To) && !under(p.PkgPath, r.To) && !slices.Contains(out, msg) {
+					out = append(out, msg)
 				}
 			}
 		}

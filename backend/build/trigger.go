@@ -53,13 +53,16 @@ func (s *Service) OnPush(ctx context.Context, repoID int64, pusher *auth.User, u
 }
 
 func (s *Service) onRef(ctx context.Context, r *repo.Repo, o *org.Org, pusher *auth.User, u git.RefUpdate) ([]*Build, error) {
+	isBranch, isTag := strings.HasPrefix(u.Ref, "refs/heads/"), strings.HasPrefix(u.Ref, "refs/tags/")
+	if !isBranch && (!isTag || git.IsZeroSHA(u.New)) {
+		return nil, nil // other refs, and deleted tags, fire nothing
+	}
 	rd, err := git.OpenReader(ctx, s.repos.Path(r))
 	if err != nil {
 		return nil, err
 	}
 	defer rd.Close()
-	switch {
-	case strings.HasPrefix(u.Ref, "refs/heads/"):
+	if isBranch {
 		branch := strings.TrimPrefix(u.Ref, "refs/heads/")
 		if git.IsZeroSHA(u.New) {
 			if err := s.syncSchedules(ctx, r, branch, nil, pusher); err != nil {
@@ -121,24 +124,19 @@ func (s *Service) onRef(ctx context.Context, r *repo.Repo, o *org.Org, pusher *a
 			out = append(out, nonNil(b)...)
 		}
 		return out, nil
-	case strings.HasPrefix(u.Ref, "refs/tags/"):
-		if git.IsZeroSHA(u.New) {
-			return nil, nil
-		}
-		tag := strings.TrimPrefix(u.Ref, "refs/tags/")
-		commit, err := rd.Resolve(u.Ref)
-		if err != nil {
-			return nil, err
-		}
-		c, err := s.compile(rd, commit)
-		if err != nil {
-			return nil, err
-		}
-		b, err := s.create(ctx, c, request{repo: r, org: o, user: pusher, event: spec.EventTagPush, tag: tag,
-			before: u.Old, trigger: spec.Trigger{Event: spec.EventTagPush, Tag: tag}})
-		return nonNil(b), err
 	}
-	return nil, nil
+	tag := strings.TrimPrefix(u.Ref, "refs/tags/")
+	commit, err := rd.Resolve(u.Ref)
+	if err != nil {
+		return nil, err
+	}
+	c, err := s.compile(rd, commit)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.create(ctx, c, request{repo: r, org: o, user: pusher, event: spec.EventTagPush, tag: tag,
+		before: u.Old, trigger: spec.Trigger{Event: spec.EventTagPush, Tag: tag}})
+	return nonNil(b), err
 }
 
 func nonNil(b *Build) []*Build {

@@ -129,19 +129,13 @@ func (h *Handler) list(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	page, err := api.ParsePage(c)
-	if err != nil {
-		return err
-	}
-	bs, err := h.svc.List(c.Request.Context(), a.Repo.ID, page)
-	if err != nil {
-		return err
-	}
-	out, err := h.describe(c.Request.Context(), bs, false)
-	if err != nil {
-		return err
-	}
-	return api.JSON(c, http.StatusOK, api.NewList(page, out, func(j JSON) int64 { return j.Number }))
+	return api.ListPage(c, func(page api.Page) ([]JSON, error) {
+		bs, err := h.svc.List(c.Request.Context(), a.Repo.ID, page)
+		if err != nil {
+			return nil, err
+		}
+		return h.describe(c.Request.Context(), bs, false)
+	}, func(j JSON) int64 { return j.Number })
 }
 
 func (h *Handler) get(c *gin.Context) error {

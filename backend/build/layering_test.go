@@ -13,18 +13,18 @@ const module = "github.com/nimbus-build/nimbus"
 // agents: everything else calls their services. The checker's own test
 // (backend/internal/layering) shows it catches each way of writing.
 func TestOnlyBuildWritesBuildRows(t *testing.T) {
-	pkgs, err := layering.Load("../..", "./...")
+	code, err := layering.Load("../..", "./...")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pkgs) < 30 {
-		t.Fatalf("loaded %d packages: the pattern missed the module", len(pkgs))
+	if len(code.Packages) < 30 {
+		t.Fatalf("loaded %d packages: the pattern missed the module", len(code.Packages))
 	}
 	rules := []layering.Rule{
 		{Owner: module + "/backend/build", Tables: []string{"builds", "pipelines", "stages", "jobs", "schedules"}},
 		{Owner: module + "/backend/scheduler", Tables: []string{"agents"}},
 	}
-	for _, v := range layering.Check(pkgs, rules) {
+	for _, v := range layering.Check(code, rules) {
 		t.Error(v)
 	}
 	domains := []string{"artifacts", "auth", "billing", "build", "git", "logs", "org", "registry", "repo", "scheduler"}
@@ -36,7 +36,7 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 		imports = append(imports, layering.ImportRule{From: module + "/backend/server", To: module + "/backend/" + d,
 			Why: "server wires routes and middleware; backend/app assembles the domains"})
 	}
-	for _, v := range layering.CheckImports(pkgs, imports) {
+	for _, v := range layering.CheckImports(code, imports) {
 		t.Error(v)
 	}
 }

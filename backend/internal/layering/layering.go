@@ -7,19 +7,23 @@
 // named in the call chain (db.Model(&build.Pipeline{}).Updates(…), tx.Create(&job),
 // db.Table("pipelines").Update(…)) or when the SQL of an Exec or Raw is a constant. Code that
 // builds SQL from pieces at run time is out of its sight; keep such SQL out of the code base.
-// Test files are read too: a fixture that seeds another domain's rows uses that domain's test
-// helpers (backend/build/buildtest).
+// Test files are read too (see Load): a fixture that seeds another domain's rows uses that
+// domain's test helpers (backend/build/buildtest).
 package layering
 
 import (
 	"fmt"
 	"go/ast"
+	"go/build"
 	"go/constant"
+	"go/parser"
 	"go/token"
 	"go/types"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"golang.org/x/tools/go/packages"
@@ -32,29 +36,116 @@ type Rule struct {
 	Tables []string // table names, e.g. builds, pipelines
 }
 
-// Load type-checks the packages patterns name, run from dir, with their tests.
-func Load(dir string, patterns ...string) ([]*packages.Package, error) {
+// Code is loaded, type-checked code: packages and their test files.
+type Code struct {
+	// Packages are the packages the patterns named, without their tests.
+	Packages []*packages.Package
+	units    []unit
+}
+
+// unit is files type-checked together: a package, or a package with its test files, or its
+// external test package.
+type unit struct {
+	path  string
+	fset  *token.FileSet
+	files []*ast.File
+	info  *types.Info
+}
+
+// Load type-checks the packages patterns name, run from dir, and their test files.
+//
+// The packages are loaded by go/packages, their dependencies from export data. Test files are
+// then type-checked here against what that load holds, instead of asking go list for test
+// variants: those need export data of every test package, a second compile of the module's
+// tests that costs most of a minute on two cores. An import only tests use (a test helper of a
+// third party) is therefore unknown to them; what it names is untyped, which no rule needs.
+func Load(dir string, patterns ...string) (*Code, error) {
+	fset := token.NewFileSet()
 	cfg := &packages.Config{
 		Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes |
 			packages.NeedTypesInfo | packages.NeedImports,
-		Dir:   dir,
-		Tests: true,
+		Dir:  dir,
+		Fset: fset,
 	}
 	pkgs, err := packages.Load(cfg, patterns...)
 	if err != nil {
 		return nil, err
 	}
 	var errs []string
+	known := map[string]*types.Package{"unsafe": types.Unsafe}
 	packages.Visit(pkgs, nil, func(p *packages.Package) {
 		for _, e := range p.Errors {
 			errs = append(errs, e.Error())
+		}
+		if p.Types != nil {
+			known[p.PkgPath] = p.Types
 		}
 	})
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("layering: load: %s", strings.Join(errs, "; "))
 	}
-	return pkgs, nil
+	c := &Code{Packages: pkgs}
+	for _, p := range pkgs {
+		c.units = append(c.units, unit{path: p.PkgPath, fset: fset, files: p.Syntax, info: p.TypesInfo})
+		tests, err := testUnits(fset, p, known)
+		if err != nil {
+			return nil, err
+		}
+		c.units = append(c.units, tests...)
+	}
+	return c, nil
 }
+
+// testUnits parses the test files in p's folder and type-checks them: the in-package ones with
+// p's own files, the external ones (package p_test) on their own.
+func testUnits(fset *token.FileSet, p *packages.Package, known map[string]*types.Package) ([]unit, error) {
+	names, _ := filepath.Glob(filepath.Join(p.Dir, "*_test.go"))
+	var internal, external []*ast.File
+	for _, name := range names {
+		if ok, err := build.Default.MatchFile(p.Dir, filepath.Base(name)); err != nil || !ok {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, fmt.Errorf("layering: %w", err)
+		}
+		if f.Name.Name == p.Name+"_test" {
+			external = append(external, f)
+		} else {
+			internal = append(internal, f)
+		}
+	}
+	var out []unit
+	check := func(path string, files []*ast.File, self *types.Package) *types.Package {
+		info := &types.Info{Types: map[ast.Expr]types.TypeAndValue{}, Defs: map[*ast.Ident]types.Object{}, Uses: map[*ast.Ident]types.Object{}}
+		imp := importerFunc(func(path string) (*types.Package, error) {
+			if self != nil && path == self.Path() {
+				return self, nil
+			}
+			if pkg, ok := known[path]; ok {
+				return pkg, nil
+			}
+			return nil, fmt.Errorf("%s: imported only by tests", path)
+		})
+		// Errors (an import only tests use) leave what they touch untyped; the rest is checked.
+		conf := types.Config{Importer: imp, Error: func(error) {}}
+		pkg, _ := conf.Check(path, fset, files, info)
+		out = append(out, unit{path: path, fset: fset, files: files, info: info})
+		return pkg
+	}
+	self := p.Types
+	if len(internal) > 0 {
+		self = check(p.PkgPath, append(slices.Clone(p.Syntax), internal...), nil)
+	}
+	if len(external) > 0 {
+		check(p.PkgPath+"_test", external, self)
+	}
+	return out, nil
+}
+
+type importerFunc func(path string) (*types.Package, error)
+
+func (f importerFunc) Import(path string) (*types.Package, error) { return f(path) }
 
 // writes are the methods of *gorm.DB that write rows.
 var writes = []string{"Create", "CreateInBatches", "Save", "Update", "Updates", "UpdateColumn", "UpdateColumns", "Delete", "FirstOrCreate"}
@@ -77,16 +168,16 @@ func (v Violation) String() string {
 	return fmt.Sprintf("%s: %s writes %s, which only %s may write", v.Pos, v.Call, v.Table, v.Owner)
 }
 
-// Check returns every write, in pkgs, of a table a rule gives to another package. A file that
-// is in a package and in its test variant is reported once.
-func Check(pkgs []*packages.Package, rules []Rule) []Violation {
+// Check returns every write, in the code, of a table a rule gives to another package. A file
+// that is in a package and in its test unit is reported once.
+func Check(c *Code, rules []Rule) []Violation {
 	var out []Violation
 	seen := map[string]bool{}
-	for _, p := range pkgs {
-		for _, f := range p.Syntax {
+	for _, u := range c.units {
+		for _, f := range u.files {
 			ast.Inspect(f, func(n ast.Node) bool {
 				if call, ok := n.(*ast.CallExpr); ok {
-					for _, v := range checkCall(p, call, rules) {
+					for _, v := range checkCall(u, call, rules) {
 						if !seen[v.String()] {
 							seen[v.String()] = true
 							out = append(out, v)
@@ -107,23 +198,23 @@ func owns(r Rule, pkgPath string) bool {
 	return pkgPath == r.Owner || pkgPath == r.Owner+"_test" || strings.HasPrefix(pkgPath, r.Owner+"/")
 }
 
-func checkCall(p *packages.Package, call *ast.CallExpr, rules []Rule) []Violation {
+func checkCall(p unit, call *ast.CallExpr, rules []Rule) []Violation {
 	sel, ok := call.Fun.(*ast.SelectorExpr)
-	if !ok || !isDBHandle(p.TypesInfo.TypeOf(sel.X)) {
+	if !ok || !isDBHandle(p.info.TypeOf(sel.X)) {
 		return nil
 	}
 	method := sel.Sel.Name
-	pos := p.Fset.Position(call.Pos())
+	pos := p.fset.Position(call.Pos())
 	var out []Violation
 	flag := func(r Rule, table, what string) {
-		if !owns(r, p.PkgPath) {
+		if !owns(r, p.path) {
 			out = append(out, Violation{Pos: pos, Table: table, Owner: r.Owner, Call: method + " " + what})
 		}
 	}
 	switch {
 	case slices.Contains(rawSQL, method) && len(call.Args) > 0:
 		for _, arg := range call.Args {
-			tv, ok := p.TypesInfo.Types[arg]
+			tv, ok := p.info.Types[arg]
 			if !ok || tv.Value == nil || tv.Value.Kind() != constant.String {
 				continue
 			}
@@ -154,7 +245,7 @@ func checkCall(p *packages.Package, call *ast.CallExpr, rules []Rule) []Violatio
 			x = s.X
 		}
 		for _, t := range targets {
-			if tv, ok := p.TypesInfo.Types[t]; ok && tv.Value != nil && tv.Value.Kind() == constant.String {
+			if tv, ok := p.info.Types[t]; ok && tv.Value != nil && tv.Value.Kind() == constant.String {
 				table := constant.StringVal(tv.Value)
 				for _, r := range rules {
 					if slices.Contains(r.Tables, table) {
@@ -163,7 +254,7 @@ func checkCall(p *packages.Package, call *ast.CallExpr, rules []Rule) []Violatio
 				}
 				continue
 			}
-			named := modelType(p.TypesInfo.TypeOf(t))
+			named := modelType(p.info.TypeOf(t))
 			if named == nil || named.Obj().Pkg() == nil {
 				continue
 			}
@@ -221,17 +312,21 @@ type ImportRule struct {
 	Why      string
 }
 
-// CheckImports returns "from imports to: why" for every import a rule forbids, once per package
-// (a package and its test variant import the same).
-func CheckImports(pkgs []*packages.Package, rules []ImportRule) []string {
+// CheckImports returns "from imports to: why" for every import a rule forbids, tests
+// included, once per package.
+func CheckImports(c *Code, rules []ImportRule) []string {
 	under := func(path, root string) bool { return path == root || strings.HasPrefix(path, root+"/") }
 	var out []string
-	for _, p := range pkgs {
-		for imp := range p.Imports {
-			for _, r := range rules {
-				msg := fmt.Sprintf("%s imports %s: %s", p.PkgPath, imp, r.Why)
-				if under(p.PkgPath, r.From) && under(imp, r.To) && !under(p.PkgPath, r.To) && !slices.Contains(out, msg) {
-					out = append(out, msg)
+	for _, u := range c.units {
+		from := strings.TrimSuffix(u.path, "_test")
+		for _, f := range u.files {
+			for _, spec := range f.Imports {
+				imp, _ := strconv.Unquote(spec.Path.Value)
+				for _, r := range rules {
+					msg := fmt.Sprintf("%s imports %s: %s", from, imp, r.Why)
+					if under(from, r.From) && under(imp, r.To) && !under(from, r.To) && !slices.Contains(out, msg) {
+						out = append(out, msg)
+					}
 				}
 			}
 		}

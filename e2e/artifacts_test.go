@@ -105,22 +105,13 @@ func TestModelFromPipelineToInference(t *testing.T) {
 // checkArtifactBadInput sends uploads the server must refuse, each keeping nothing.
 func checkArtifactBadInput(t *testing.T, w *world, deploy string) {
 	t.Helper()
-	var readOnly struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "ro", "scopes": []string{"registry:read"}}, &readOnly)
-	var write struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "rw", "scopes": []string{"registry:write"}}, &write)
+	readOnly := w.alice.newToken("ro", "registry:read")
+	write := w.alice.newToken("rw", "registry:write")
 	bob := newClient(t, w.base)
 	bob.signup("bob")
 	bob.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "rival"}, nil)
 	bob.must(201, "POST", "/api/v1/orgs/rival/repos", map[string]string{"name": "vault"}, nil)
-	var bobs struct {
-		Token string `json:"token"`
-	}
-	bob.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "rw", "scopes": []string{"registry:write"}}, &bobs)
+	bobs := bob.newToken("rw", "registry:write")
 
 	small := []byte("weights")
 	big := make([]byte, 12<<20)
@@ -133,14 +124,14 @@ func checkArtifactBadInput(t *testing.T, w *world, deploy string) {
 		header            string
 		want              int
 	}{
-		{"path traversal", write.Token, base + "/bert/v2/%2e%2e", small, "", 422},
-		{"path traversal in the package", write.Token, base + "/../v2/x", small, "", 422},
-		{"a wrong digest", write.Token, base + "/bert/v2/model.bin", small, hex.EncodeToString(otherSum[:]), 400},
-		{"past the quota", write.Token, base + "/bert/v2/big.bin", big, "", 413},
-		{"a token without registry:write", readOnly.Token, base + "/bert/v2/model.bin", small, "", 403},
+		{"path traversal", write, base + "/bert/v2/%2e%2e", small, "", 422},
+		{"path traversal in the package", write, base + "/../v2/x", small, "", 422},
+		{"a wrong digest", write, base + "/bert/v2/model.bin", small, hex.EncodeToString(otherSum[:]), 400},
+		{"past the quota", write, base + "/bert/v2/big.bin", big, "", 413},
+		{"a token without registry:write", readOnly, base + "/bert/v2/model.bin", small, "", 403},
 		{"the deploy token", deploy, base + "/bert/v2/model.bin", small, "", 403},
-		{"another team's repo", write.Token, "/api/v1/repos/rival/vault/artifacts/bert/v2/model.bin", small, "", 404},
-		{"into ours from another team", bobs.Token, base + "/bert/v2/model.bin", small, "", 404},
+		{"another team's repo", write, "/api/v1/repos/rival/vault/artifacts/bert/v2/model.bin", small, "", 404},
+		{"into ours from another team", bobs, base + "/bert/v2/model.bin", small, "", 404},
 	} {
 		req, _ := http.NewRequest("PUT", w.base+c.path, bytes.NewReader(c.body))
 		req.Header.Set("Authorization", "Bearer "+c.token)

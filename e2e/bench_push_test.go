@@ -137,14 +137,11 @@ func newPushWorld(b *testing.B, countGit bool) *pushWorld {
 	owner.signup("bench")
 	owner.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
 	owner.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
-	var tok struct {
-		Token string `json:"token"`
-	}
-	owner.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "bench", "scopes": []string{"repo:write"}}, &tok)
+	tok := owner.newToken("bench", "repo:write")
 	w.api = newClient(b, w.base)
-	w.api.token = tok.Token
+	w.api.token = tok
 	remote, _ := url.Parse(w.base + "/ml/trainer.git")
-	remote.User = url.UserPassword("bench", tok.Token)
+	remote.User = url.UserPassword("bench", tok)
 	w.remote = remote.String()
 	gitRun(b, w.work, "init", "-q", "-b", "main")
 	os.WriteFile(filepath.Join(w.work, ".cnb.yml"), []byte(pushCNB), 0o644)

@@ -95,11 +95,8 @@ func startBenchNimbus(b *testing.B) benchNimbus {
 	owner.signup("bench")
 	owner.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "bench"}, nil)
 	owner.must(201, "POST", "/api/v1/orgs/bench/repos", map[string]string{"name": "models"}, nil)
-	var tok struct {
-		Token string `json:"token"`
-	}
-	owner.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "bench", "scopes": []string{"registry:write"}}, &tok)
-	return benchNimbus{host: addr, token: tok.Token, server: srv}
+	tok := owner.newToken("bench", "registry:write")
+	return benchNimbus{host: addr, token: tok, server: srv}
 }
 
 // startReferenceRegistry starts distribution's registry on loopback with filesystem storage

@@ -86,6 +86,16 @@ func (c *client) signup(username string) {
 	c.csrf = out.CSRF
 }
 
+// newToken creates a personal access token of the client's user and returns it.
+func (c *client) newToken(name string, scopes ...string) string {
+	c.t.Helper()
+	var tok struct {
+		Token string `json:"token"`
+	}
+	c.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": name, "scopes": scopes}, &tok)
+	return tok.Token
+}
+
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.
 func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()

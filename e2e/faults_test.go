@@ -60,13 +60,10 @@ func newWorld(t *testing.T, extraEnv ...string) *world {
 	w.alice = alice
 	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
 	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
-	var tok struct {
-		Token string `json:"token"`
-	}
-	alice.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "git", "scopes": []string{"repo:write"}}, &tok)
-	w.token = tok.Token
+	tok := alice.newToken("git", "repo:write")
+	w.token = tok
 	w.api = newClient(t, w.base)
-	w.api.token = tok.Token
+	w.api.token = tok
 	gitRun(t, w.work, "init", "-q", "-b", "main")
 	return w
 }

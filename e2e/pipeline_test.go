@@ -97,12 +97,9 @@ func TestPipelineRunsOnAnAgentInDocker(t *testing.T) {
 	alice.signup("alice")
 	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
 	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
-	var tok struct {
-		Token string `json:"token"`
-	}
-	alice.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "git", "scopes": []string{"repo:write"}}, &tok)
+	tok := alice.newToken("git", "repo:write")
 	api := newClient(t, base)
-	api.token = tok.Token
+	api.token = tok
 
 	work := t.TempDir()
 	gitRun(t, work, "init", "-q", "-b", "main")
@@ -110,7 +107,7 @@ func TestPipelineRunsOnAnAgentInDocker(t *testing.T) {
 	gitRun(t, work, "add", ".")
 	gitRun(t, work, "commit", "-q", "-m", "timing")
 	u, _ := url.Parse(base + "/ml/trainer.git")
-	u.User = url.UserPassword("alice", tok.Token)
+	u.User = url.UserPassword("alice", tok)
 	gitRun(t, work, "push", "-q", u.String(), "main")
 
 	// Follow the first parallel job's log live: its first line arrives before the job ends.
@@ -126,7 +123,7 @@ func TestPipelineRunsOnAnAgentInDocker(t *testing.T) {
 		}
 	}
 	live := make(chan string, 100)
-	go streamLog(t, base, tok.Token, jobs["left"], live)
+	go streamLog(t, base, tok, jobs["left"], live)
 	select {
 	case first := <-live:
 		if !strings.HasPrefix(first, "start ") {
@@ -153,7 +150,7 @@ func TestPipelineRunsOnAnAgentInDocker(t *testing.T) {
 	}
 	logOf := func(name string) string {
 		req, _ := http.NewRequest("GET", base+"/api/v1/jobs/"+strconv.FormatInt(jobs[name], 10)+"/log", nil)
-		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		req.Header.Set("Authorization", "Bearer "+tok)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

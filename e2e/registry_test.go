@@ -43,11 +43,8 @@ func startRegistryWorld(t *testing.T, env ...string) *registryWorld {
 	for _, r := range []string{"repo-a", "repo-b"} {
 		w.owner.must(201, "POST", "/api/v1/orgs/conf/repos", map[string]string{"name": r}, nil)
 	}
-	var tok struct {
-		Token string `json:"token"`
-	}
-	w.owner.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "oci", "scopes": []string{"registry:write"}}, &tok)
-	w.token = tok.Token
+	tok := w.owner.newToken("oci", "registry:write")
+	w.token = tok
 	return w
 }
 

@@ -100,15 +100,12 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 	if repo.CloneURL != base+"/ml-team/trainer.git" {
 		t.Fatalf("clone URL %q", repo.CloneURL)
 	}
-	var tok struct {
-		Token string `json:"token"`
-	}
-	alice.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": "laptop", "scopes": []string{"repo:write"}}, &tok)
+	tok := alice.newToken("laptop", "repo:write")
 
 	// Anonymous clone of a private repo is refused; with credentials it works (empty repo).
 	work := t.TempDir()
 	u, _ := url.Parse(repo.CloneURL)
-	u.User = url.UserPassword("alice", tok.Token)
+	u.User = url.UserPassword("alice", tok)
 	gitRun(t, work, "clone", "-q", u.String(), "trainer")
 	src := filepath.Join(work, "trainer")
 	os.WriteFile(filepath.Join(src, ".cnb.yml"), []byte(trainingCI), 0o644)
@@ -118,7 +115,7 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 	head := gitRun(t, src, "rev-parse", "HEAD")
 
 	api := newClient(t, base)
-	api.token = tok.Token
+	api.token = tok
 	var list struct {
 		Items []buildJSON `json:"items"`
 	}

@@ -132,17 +132,23 @@ func (r *Reader) contents(o object) ([]byte, error) {
 // Resolve returns the full SHA of the commit rev names (a branch, tag, SHA or any revision;
 // annotated tags are peeled), like ResolveRef.
 func (r *Reader) Resolve(rev string) (string, error) {
+	o, err := r.commitObject(rev)
+	return o.sha, err
+}
+
+// commitObject finds the commit rev names.
+func (r *Reader) commitObject(rev string) (object, error) {
 	if err := checkRev(rev); err != nil {
-		return "", err
+		return object{}, err
 	}
 	o, err := r.info(rev + "^{commit}")
 	if err != nil {
-		return "", err
+		return object{}, err
 	}
 	if o.typ == "" {
-		return "", fmt.Errorf("%w: %q in %s", ErrUnknownRevision, rev, r.repo)
+		return object{}, fmt.Errorf("%w: %q in %s", ErrUnknownRevision, rev, r.repo)
 	}
-	return o.sha, nil
+	return o, nil
 }
 
 func (r *Reader) resolveAll(revs ...string) ([]string, error) {
@@ -192,15 +198,9 @@ func (r *Reader) ReadFile(commit, file string) ([]byte, error) {
 // would take it from HEAD, not from the commit being built). A commit whose message declares an
 // encoding other than UTF-8 is described by `git log`, which re-encodes it.
 func (r *Reader) Commit(rev string) (CommitInfo, error) {
-	if err := checkRev(rev); err != nil {
-		return CommitInfo{}, err
-	}
-	o, err := r.info(rev + "^{commit}")
+	o, err := r.commitObject(rev)
 	if err != nil {
 		return CommitInfo{}, err
-	}
-	if o.typ == "" {
-		return CommitInfo{}, fmt.Errorf("%w: %q in %s", ErrUnknownRevision, rev, r.repo)
 	}
 	raw, err := r.contents(o)
 	if err != nil {

@@ -91,6 +91,15 @@ type Pipeline struct {
 	JobTokenHash    string `gorm:"not null"`
 }
 
+// QueuedSince is when the pipeline entered the queue it waits in (its creation when the row
+// predates queued_at): its place, which starvation rules count from.
+func (p *Pipeline) QueuedSince() time.Time {
+	if p.QueuedAt != nil {
+		return *p.QueuedAt
+	}
+	return p.CreatedAt
+}
+
 // Stage is one stage of a pipeline.
 type Stage struct {
 	ID         int64  `gorm:"primaryKey"`

@@ -38,12 +38,12 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("scheduler: reconcile: %w", err)
 	}
-	byClass := map[string][]build.Pipeline{}
+	queuedOf := map[string][]build.Pipeline{}
 	for _, p := range queued {
-		byClass[p.RunnerTag] = append(byClass[p.RunnerTag], p)
+		queuedOf[p.RunnerTag] = append(queuedOf[p.RunnerTag], p)
 	}
 	n := 0
-	for class, ps := range byClass {
+	for class, ps := range queuedOf {
 		ids := make([]int64, len(ps))
 		for i, p := range ps {
 			ids[i] = p.ID
@@ -65,15 +65,11 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	counts := map[string]map[int64]int{}
+	counts := byClass(running)
 	for _, c := range s.in.classes {
-		counts[c.Tags[0]] = map[int64]int{}
-	}
-	for _, r := range running {
-		if counts[r.RunnerTag] == nil {
-			counts[r.RunnerTag] = map[int64]int{}
+		if counts[c.Tags[0]] == nil {
+			counts[c.Tags[0]] = map[int64]int{} // a class nobody runs on: its counts are cleared
 		}
-		counts[r.RunnerTag][r.OrgID] = r.N
 	}
 	for class, m := range counts {
 		if err := s.queue.SetRunning(ctx, class, m); err != nil {
@@ -84,6 +80,18 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		s.log.InfoContext(ctx, "reconciler re-queued pipelines Redis had lost", "count", n)
 	}
 	return n, nil
+}
+
+// byClass arranges running counts as class → team → pipelines.
+func byClass(counts []build.RunningCount) map[string]map[int64]int {
+	out := map[string]map[int64]int{}
+	for _, c := range counts {
+		if out[c.RunnerTag] == nil {
+			out[c.RunnerTag] = map[int64]int{}
+		}
+		out[c.RunnerTag][c.OrgID] = c.N
+	}
+	return out
 }
 
 // Run drives the background work until ctx ends: relaying work notifications, and — on the one

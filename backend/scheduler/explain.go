@@ -39,18 +39,13 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 			ci.maxCPUs = max(ci.maxCPUs, a.CPUs)
 		}
 	}
-	running := map[string]map[int64]int{} // class → team → running pipelines, read once if a cap needs it
+	var running map[string]map[int64]int // read once, and only when a cap needs it
 	if len(s.cfg.Caps) > 0 {
 		counts, err := s.builds.RunningCounts(ctx)
 		if err != nil {
 			return out
 		}
-		for _, c := range counts {
-			if running[c.RunnerTag] == nil {
-				running[c.RunnerTag] = map[int64]int{}
-			}
-			running[c.RunnerTag][c.OrgID] = c.N
-		}
+		running = byClass(counts)
 	}
 	for _, p := range ps {
 		ci := info[p.RunnerTag]

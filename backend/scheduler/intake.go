@@ -35,12 +35,8 @@ var _ build.Queue = (*Intake)(nil)
 
 // Enqueue puts a queued pipeline on its class's queue and wakes agents waiting for that class.
 func (in *Intake) Enqueue(ctx context.Context, p *build.Pipeline) error {
-	at := p.CreatedAt
-	if p.QueuedAt != nil {
-		at = *p.QueuedAt
-	}
 	if _, err := in.queue.Enqueue(ctx, Entry{PipelineID: p.ID, OrgID: p.OrgID, Class: p.RunnerTag, CPUs: p.CPUs,
-		GPUs: in.classes.gpusOf(p.RunnerTag), Enqueued: at}); err != nil {
+		GPUs: in.classes.gpusOf(p.RunnerTag), Enqueued: p.QueuedSince()}); err != nil {
 		return err
 	}
 	in.notify(ctx, p.RunnerTag)

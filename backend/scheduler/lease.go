@@ -154,11 +154,7 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 		}
 		if err != nil {
 			// Not started: put it back as it was, in its place, for the next poll to try again.
-			queued := p.CreatedAt
-			if p.QueuedAt != nil {
-				queued = *p.QueuedAt
-			}
-			s.builds.Requeue(ctx, p, queued)
+			s.builds.Requeue(ctx, p, p.QueuedSince())
 			return nil, fmt.Errorf("scheduler: billing start of pipeline %d: %w", p.ID, err)
 		}
 	}

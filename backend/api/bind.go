@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 )
@@ -17,50 +18,114 @@ import (
 // streaming gigabytes into a decoder.
 const MaxJSONBody = 1 << 20
 
-// Bind decodes the JSON body into v strictly: unknown fields, trailing data, wrong types and
-// oversized bodies are a 400 that names the problem. Handlers validate the values afterwards.
-func Bind(c *gin.Context, v any) error {
+// Bind decodes the JSON request body into v strictly, and is what every JSON handler uses:
+//
+//   - the body must be exactly one JSON object: an empty body, null, an array, a string or a
+//     number is a 400 bad_request;
+//   - nothing may follow the object but whitespace: a second value ({"a":1} {"b":2}), a stray
+//     '}' or ']' ({"name":"x1"}}) or any other trailing byte is a 400 bad_request, so a body is
+//     never read as something other than what was sent;
+//   - a field that v does not have is a 400 bad_request that names it (in the message and in
+//     details.field), which is what additionalProperties: false says in the OpenAPI document
+//     (backend/server/openapi.yaml) — every request body schema Bind reads must say so;
+//   - a wrong type is a 400 naming the field; a body over MaxJSONBody is a 413
+//     payload_too_large.
+//
+// Nothing is bound into v that a handler may act on unless all of these hold, so a refused body
+// writes nothing. Handlers validate the values afterwards (422).
+//
+// The one exception to unknown fields is BindLenient, for bodies whose schema is open.
+func Bind(c *gin.Context, v any) error { return bind(c, v, true) }
+
+// BindLenient is Bind for a request body whose OpenAPI schema is open (additionalProperties:
+// true): fields that v lacks are ignored instead of refused. Everything else is as strict as in
+// Bind: one JSON object, nothing after it but whitespace, right types, the size cap.
+//
+// It is meant for the agent protocol (/api/v1/agent/…, agent/protocol): agents are released and
+// upgraded apart from the server, so a newer agent may send a field an older server does not
+// know yet (and never retries a 4xx); refusing it would take the agent out of service instead of
+// degrading to what both sides know. API bodies that people and the dashboard send use Bind, so
+// a misspelt field is an error rather than silently dropped.
+func BindLenient(c *gin.Context, v any) error { return bind(c, v, false) }
+
+func bind(c *gin.Context, v any, strict bool) error {
 	body := bufio.NewReader(http.MaxBytesReader(c.Writer, c.Request.Body, MaxJSONBody))
 	// Only an object binds. encoding/json decodes null into a struct as "nothing" and leaves it
 	// zero, so without this a body of null would pass for {} (and [] or "x" would get a
 	// confusing type error).
-	for {
-		b, err := body.ReadByte()
-		if err != nil {
-			break // empty or over the limit: the decoder says so below
-		}
-		if b == ' ' || b == '\t' || b == '\r' || b == '\n' {
-			continue
-		}
-		body.UnreadByte()
-		if b != '{' {
-			return BadRequest("request body must be a JSON object")
-		}
-		break
+	first, err := skipSpace(body)
+	if err != nil {
+		return bodyError(err)
 	}
+	if first != '{' {
+		return BadRequest("request body must be a JSON object")
+	}
+	body.UnreadByte()
 	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		var typeErr *json.UnmarshalTypeError
-		var syntaxErr *json.SyntaxError
-		switch {
-		case errors.Is(err, io.EOF):
-			return BadRequest("request body must be a JSON object")
-		case errors.As(err, &tooBig):
-			return Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds %d bytes", MaxJSONBody)
-		case errors.As(err, &typeErr):
-			return BadRequest("field %q must be %s", typeErr.Field, typeErr.Type.String())
-		case errors.As(err, &syntaxErr):
-			return BadRequest("malformed JSON at byte %d", syntaxErr.Offset)
-		default:
-			return BadRequest("invalid JSON: %v", err)
-		}
+	if strict {
+		dec.DisallowUnknownFields()
 	}
-	if dec.More() {
-		return BadRequest("request body must hold one JSON object")
+	if err := dec.Decode(v); err != nil {
+		return bodyError(err)
+	}
+	// Exactly one value: whatever the decoder has read past the object, and the rest of the
+	// body, must be whitespace. (json.Decoder.More is no test for this: it reports false for a
+	// stray '}' or ']', so {"name":"x1"}} would pass.)
+	rest := bufio.NewReader(io.MultiReader(dec.Buffered(), body))
+	switch _, err := skipSpace(rest); {
+	case err == nil:
+		return BadRequest("request body must hold one JSON object and nothing after it")
+	case !errors.Is(err, io.EOF):
+		return bodyError(err)
 	}
 	return nil
+}
+
+// skipSpace returns the first byte of r that is not JSON whitespace.
+func skipSpace(r *bufio.Reader) (byte, error) {
+	for {
+		b, err := r.ReadByte()
+		if err != nil {
+			return 0, err
+		}
+		if b != ' ' && b != '\t' && b != '\r' && b != '\n' {
+			return b, nil
+		}
+	}
+}
+
+// bodyError turns an error of reading or decoding the body into the API error that says why.
+func bodyError(err error) *Error {
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &tooBig):
+		return Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds %d bytes", MaxJSONBody)
+	case errors.Is(err, io.EOF):
+		return BadRequest("request body must be a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return BadRequest("invalid JSON: the body ends inside the object")
+	case errors.As(err, &typeErr):
+		e := BadRequest("field %q must be %s", typeErr.Field, typeErr.Type.String())
+		if typeErr.Field != "" {
+			e.Details = map[string]any{"field": typeErr.Field}
+		}
+		return e
+	case errors.As(err, &syntaxErr):
+		return BadRequest("malformed JSON at byte %d", syntaxErr.Offset)
+	}
+	// encoding/json reports an unknown field (DisallowUnknownFields) only as this text.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if f, uerr := strconv.Unquote(name); uerr == nil {
+			name = f
+		}
+		e := BadRequest("unknown field %q", name)
+		e.Details = map[string]any{"field": name}
+		return e
+	}
+	// Any other failure to read the body (the client went away mid-request, …).
+	return BadRequest("invalid JSON: %v", err)
 }
 
 // Invalid is a 422 for well-formed input that breaks a rule; field names the offending field.

@@ -16,37 +16,114 @@ func ctxWith(method, target, body string) *gin.Context {
 	return c
 }
 
+// TestBind: a JSON body binds only when it is exactly one JSON object with nothing after it but
+// whitespace, and (for Bind) names no field the target lacks. Trailing data after the object
+// used to be accepted when it began with '}' or ']' (json.Decoder.More reports false for those),
+// so {"name":"x1"}} bound as {"name":"x1"}.
 func TestBind(t *testing.T) {
 	type req struct {
 		Name  string `json:"name"`
 		Count int    `json:"count"`
 	}
+	const ok = `{"name":"a","count":2}`
 	tests := []struct {
+		name   string
+		body   string
+		status int    // 0: binds to name a, count 2
+		want   string // in the message
+		field  string // details.field, when the error names one
+	}{
+		{"valid", ok, 0, "", ""},
+		{"whitespace around", " \n\t" + ok + " \r\n\t ", 0, "", ""},
+		{"empty", ``, 400, "JSON object", ""},
+		{"only whitespace", " \n ", 400, "JSON object", ""},
+		{"null", `null`, 400, "JSON object", ""},
+		{"an array", `[{"name":"a"}]`, 400, "JSON object", ""},
+		{"a string", `"a"`, 400, "JSON object", ""},
+		{"a number", `2`, 400, "JSON object", ""},
+		{"truncated", `{"name":`, 400, "invalid JSON", ""},
+		{"malformed", `{"name" "a"}`, 400, "malformed JSON", ""},
+		{"wrong type", `{"count":"x"}`, 400, `field "count" must be int`, "count"},
+		{"trailing }", ok + `}`, 400, "one JSON object", ""},
+		{"trailing ]", ok + `]`, 400, "one JSON object", ""},
+		{"trailing } after whitespace", ok + " \n}", 400, "one JSON object", ""},
+		{"trailing second object", ok + ` {"name":"b"}`, 400, "one JSON object", ""},
+		{"trailing second object, no space", ok + `{"name":"b"}`, 400, "one JSON object", ""},
+		{"trailing garbage", ok + ` garbage`, 400, "one JSON object", ""},
+		{"trailing comma", ok + `,`, 400, "one JSON object", ""},
+		{"trailing NUL", ok + "\x00", 400, "one JSON object", ""},
+		{"unknown field", `{"nam":"a"}`, 400, `unknown field "nam"`, "nam"},
+		{"unknown field beside known ones", `{"name":"a","count":2,"extra":true}`, 400, `unknown field "extra"`, "extra"},
+		{"over the limit", `{"name":"` + strings.Repeat("x", MaxJSONBody) + `"}`, 413, "exceeds", ""},
+		{"trailing whitespace over the limit", ok + strings.Repeat(" ", MaxJSONBody), 413, "exceeds", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var v req
+			err := Bind(ctxWith("POST", "/", tt.body), &v)
+			checkBind(t, err, v.Name, v.Count, tt.status, tt.want, tt.field)
+		})
+	}
+}
+
+// TestBindLenient: BindLenient ignores fields the target lacks (an agent newer than the server
+// may send them) and is otherwise as strict as Bind.
+func TestBindLenient(t *testing.T) {
+	type req struct {
+		Name  string `json:"name"`
+		Count int    `json:"count"`
+	}
+	const ok = `{"name":"a","count":2}`
+	tests := []struct {
+		name   string
 		body   string
 		status int
 		want   string
+		field  string
 	}{
-		{`{"name":"a","count":2}`, 0, ""},
-		{``, 400, "JSON object"},
-		{`{"name":`, 400, "invalid JSON"},
-		{`{"nam":"a"}`, 400, "unknown field"},
-		{`{"count":"x"}`, 400, `field "count" must be int`},
-		{`{"name":"a"} {"name":"b"}`, 400, "one JSON object"},
-		{`{"name":"` + strings.Repeat("x", MaxJSONBody) + `"}`, 413, "exceeds"},
+		{"valid", ok, 0, "", ""},
+		{"unknown field allowed", `{"name":"a","count":2,"newerField":{"x":[1]}}`, 0, "", ""},
+		{"only unknown fields but the known ones", `{"extra":1,"name":"a","count":2}`, 0, "", ""},
+		{"whitespace trailer", ok + " \n", 0, "", ""},
+		{"trailing }", ok + `}`, 400, "one JSON object", ""},
+		{"trailing second object", ok + ` {"name":"b"}`, 400, "one JSON object", ""},
+		{"trailing garbage", ok + `x`, 400, "one JSON object", ""},
+		{"empty", ``, 400, "JSON object", ""},
+		{"null", `null`, 400, "JSON object", ""},
+		{"an array", `[]`, 400, "JSON object", ""},
+		{"wrong type", `{"name":"a","count":"2"}`, 400, `field "count" must be int`, "count"},
+		{"over the limit", `{"x":"` + strings.Repeat("x", MaxJSONBody) + `"}`, 413, "exceeds", ""},
 	}
 	for _, tt := range tests {
-		var v req
-		err := Bind(ctxWith("POST", "/", tt.body), &v)
-		if tt.status == 0 {
-			if err != nil || v.Name != "a" || v.Count != 2 {
-				t.Errorf("%q: %v %+v", tt.body, err, v)
-			}
-			continue
+		t.Run(tt.name, func(t *testing.T) {
+			var v req
+			err := BindLenient(ctxWith("POST", "/", tt.body), &v)
+			checkBind(t, err, v.Name, v.Count, tt.status, tt.want, tt.field)
+		})
+	}
+}
+
+func checkBind(t *testing.T, err error, name string, count, status int, want, field string) {
+	t.Helper()
+	if status == 0 {
+		if err != nil || name != "a" || count != 2 {
+			t.Errorf("err = %v, bound name %q count %d; want a, 2", err, name, count)
 		}
-		var ae *Error
-		if !errors.As(err, &ae) || ae.Status != tt.status || !strings.Contains(ae.Message, tt.want) {
-			t.Errorf("%.40q: err = %v, want %d containing %q", tt.body, err, tt.status, tt.want)
-		}
+		return
+	}
+	var ae *Error
+	if !errors.As(err, &ae) {
+		t.Fatalf("err = %v (bound name %q), want a %d *Error", err, name, status)
+	}
+	code := CodeBadRequest
+	if status == 413 {
+		code = CodeTooLarge
+	}
+	if ae.Status != status || ae.Code != code || !strings.Contains(ae.Message, want) {
+		t.Errorf("err = %d %v, want %d %s containing %q", ae.Status, ae, status, code, want)
+	}
+	if got, _ := ae.Details["field"].(string); got != field {
+		t.Errorf("details.field = %q, want %q", got, field)
 	}
 }
 

@@ -106,9 +106,11 @@ type PipelineBilling struct {
 	FrozenAmount     Amount    `gorm:"not null"`
 	Settled          bool      `gorm:"not null"`
 	EndedAt          *time.Time
-	CoreSeconds      int64  `gorm:"not null"`
-	QuotaCoreSeconds int64  `gorm:"not null"` // of CoreSeconds, how many the free quota paid
-	Cost             Amount `gorm:"not null"`
+	CoreSeconds      int64 `gorm:"not null"`
+	QuotaCoreSeconds int64 `gorm:"not null"` // of CoreSeconds, how many the free quota paid
+	// Cost is what the account paid once settled: the price of CoreSeconds − QuotaCoreSeconds
+	// less what was written off (WrittenOff derives that from these columns).
+	Cost Amount `gorm:"not null"`
 }
 
 // TableName implements gorm's Tabler.

@@ -12,10 +12,11 @@ import (
 // Delivery to the account's webhook happens outside the transaction (DeliverAlerts).
 func (s *Service) alerts(tx *gorm.DB, a *Account, now time.Time) error {
 	if a.SpendingCap != nil && *a.SpendingCap > 0 {
-		spent, err := s.spentSince(tx, a.ID, s.monthStart(now))
+		sp, err := s.spentSince(tx, a.ID, s.monthStart(now))
 		if err != nil {
 			return err
 		}
+		spent := sp.Paid // what was written off was never spent
 		month := s.month(now)
 		for _, pct := range []int64{50, 80, 100} {
 			if int64(spent+a.Frozen)*100 >= int64(*a.SpendingCap)*pct {

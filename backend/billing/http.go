@@ -97,6 +97,7 @@ type SummaryJSON struct {
 	FreeQuota           QuotaJSON  `json:"free_quota"`
 	Month               string     `json:"month"`
 	MonthSpent          string     `json:"month_spent"`
+	MonthWrittenOff     string     `json:"month_written_off"`
 	SpendingCap         *string    `json:"spending_cap"`
 	LowBalanceThreshold *string    `json:"low_balance_threshold"`
 	AlertWebhookURL     string     `json:"alert_webhook_url"`
@@ -132,7 +133,7 @@ func (h *Handler) summarize(c *gin.Context, a *Account) (*SummaryJSON, error) {
 	if err != nil {
 		return nil, err
 	}
-	spent, err := h.svc.MonthSpent(ctx, a.ID)
+	spent, err := h.svc.MonthSpending(ctx, a.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +143,7 @@ func (h *Handler) summarize(c *gin.Context, a *Account) (*SummaryJSON, error) {
 		Currency: a.Currency, Balance: a.Balance.Display(), Frozen: a.Frozen.Display(),
 		FreeQuota: QuotaJSON{TotalCoreSeconds: total, UsedCoreSeconds: q.UsedCoreSeconds, FrozenCoreSeconds: q.FrozenCoreSeconds,
 			LeftCoreSeconds: max(0, total-q.UsedCoreSeconds-q.FrozenCoreSeconds)},
-		Month: q.Month, MonthSpent: spent.Display(),
+		Month: q.Month, MonthSpent: spent.Paid.Display(), MonthWrittenOff: spent.WrittenOff.Display(),
 		SpendingCap: display(a.SpendingCap), LowBalanceThreshold: display(a.LowBalanceThreshold), AlertWebhookURL: a.AlertWebhookURL,
 		Topups: TopupsJSON{Enabled: h.stripe.Enabled(), Min: lo.Display(), Max: hi.Display()},
 	}, nil
@@ -266,7 +267,8 @@ type UsageJSON struct {
 	Pipelines        int    `json:"pipelines"`
 	CoreSeconds      int64  `json:"core_seconds"`
 	QuotaCoreSeconds int64  `json:"quota_core_seconds"`
-	Cost             string `json:"cost"`
+	Cost             string `json:"cost"`        // what was paid
+	WrittenOff       string `json:"written_off"` // what the platform wrote off beside it
 }
 
 // usage lists settled use from ?from= to ?to= (dates in the billing time zone, inclusive;
@@ -300,7 +302,7 @@ func (h *Handler) usage(c *gin.Context) error {
 	out := make([]UsageJSON, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, UsageJSON{Date: r.Day, RunnerClass: r.Class, RepoID: r.RepoID, Repo: r.Repo, Pipelines: r.Pipelines,
-			CoreSeconds: r.CoreSeconds, QuotaCoreSeconds: r.QuotaCoreSeconds, Cost: r.Cost.Display()})
+			CoreSeconds: r.CoreSeconds, QuotaCoreSeconds: r.QuotaCoreSeconds, Cost: r.Cost.Display(), WrittenOff: r.WrittenOff.Display()})
 	}
 	return api.JSON(c, http.StatusOK, api.Paginate(page, out, usageKey(out)))
 }
@@ -314,24 +316,33 @@ func usageKey(rows []UsageJSON) func(UsageJSON) int64 {
 	return func(r UsageJSON) int64 { return pos[r] }
 }
 
-// EntryJSON is a ledger transaction. amount is what it moved; balance_change and frozen_change
-// are its effect on the account's balance and frozen money (negative when they went down). The
-// ledger shows amounts exactly (8 decimals), so its entries add up to the balance to the unit;
-// summaries round to 4.
+// EntryJSON is a ledger transaction. amount is what it moved (for a settlement, what the account
+// paid) and written_off what the platform absorbed beside it; balance_change and frozen_change
+// are its effect on the account's balance and frozen money (negative when they went down). A
+// settlement also says how long its pipeline ran past its last covered window (uncovered_ms;
+// null for other kinds). The ledger shows amounts exactly (8 decimals), so its entries add up to
+// the balance to the unit; summaries round to 4.
 type EntryJSON struct {
 	ID            int64     `json:"id"`
 	Kind          string    `json:"kind"`
 	Amount        string    `json:"amount"`
+	WrittenOff    string    `json:"written_off"`
 	BalanceChange string    `json:"balance_change"`
 	FrozenChange  string    `json:"frozen_change"`
 	PipelineID    *int64    `json:"pipeline_id"`
+	UncoveredMs   *int64    `json:"uncovered_ms"`
 	Note          string    `json:"note"`
 	CreatedAt     time.Time `json:"created_at"`
 }
 
 func entryJSON(e *Entry) EntryJSON {
-	return EntryJSON{ID: e.ID, Kind: e.Kind, Amount: e.Amount.String(), BalanceChange: e.BalanceChange.String(),
+	out := EntryJSON{ID: e.ID, Kind: e.Kind, Amount: e.Amount.String(), WrittenOff: e.WrittenOff.String(), BalanceChange: e.BalanceChange.String(),
 		FrozenChange: e.FrozenChange.String(), PipelineID: e.PipelineID, Note: e.Note, CreatedAt: e.CreatedAt.UTC()}
+	if e.Uncovered != nil {
+		ms := e.Uncovered.Milliseconds()
+		out.UncoveredMs = &ms
+	}
+	return out
 }
 
 // newestFirst serves a page of one of the account's lists (the ledger, the notifications),

@@ -460,9 +460,9 @@ func TestUsageLedgerAndStatement(t *testing.T) {
 		}
 		w.json("billing", "GET", htBase+"/usage?from=2026-03-01&to=2026-03-31", nil, http.StatusOK, &usage)
 		want := []billing.UsageJSON{
-			{Date: "2026-03-01", RunnerClass: htCPU, RepoID: models.ID, Repo: "models", Pipelines: 1, CoreSeconds: 400, QuotaCoreSeconds: 400, Cost: "0.0000"},
-			{Date: "2026-03-02", RunnerClass: htGPU, RepoID: docs.ID, Repo: "docs", Pipelines: 1, CoreSeconds: 720, Cost: "0.1000"},
-			{Date: "2026-03-02", RunnerClass: htGPU, RepoID: models.ID, Repo: "models", Pipelines: 2, CoreSeconds: 2400, Cost: "0.3333"},
+			{Date: "2026-03-01", RunnerClass: htCPU, RepoID: models.ID, Repo: "models", Pipelines: 1, CoreSeconds: 400, QuotaCoreSeconds: 400, Cost: "0.0000", WrittenOff: "0.0000"},
+			{Date: "2026-03-02", RunnerClass: htGPU, RepoID: docs.ID, Repo: "docs", Pipelines: 1, CoreSeconds: 720, Cost: "0.1000", WrittenOff: "0.0000"},
+			{Date: "2026-03-02", RunnerClass: htGPU, RepoID: models.ID, Repo: "models", Pipelines: 2, CoreSeconds: 2400, Cost: "0.3333", WrittenOff: "0.0000"},
 		}
 		if fmt.Sprint(usage.Items) != fmt.Sprint(want) || usage.NextCursor != "" {
 			t.Fatalf("usage\n got %+v\nwant %+v", usage.Items, want)
@@ -515,8 +515,15 @@ func TestUsageLedgerAndStatement(t *testing.T) {
 		if f := all[1]; f.Amount != "0.66666667" || f.BalanceChange != "-0.66666667" || f.FrozenChange != "0.66666667" || f.PipelineID == nil || *f.PipelineID != 4 {
 			t.Fatalf("freeze entry %+v", f)
 		}
-		if s := all[0]; s.Amount != "0.10000000" || s.BalanceChange != "0.56666667" || s.FrozenChange != "-0.66666667" {
+		if s := all[0]; s.Amount != "0.10000000" || s.WrittenOff != "0.00000000" || s.BalanceChange != "0.56666667" ||
+			s.FrozenChange != "-0.66666667" || s.UncoveredMs == nil || *s.UncoveredMs != 0 {
 			t.Fatalf("settle entry %+v", s)
+		}
+		if f := all[1]; f.UncoveredMs != nil {
+			t.Fatalf("a freeze entry with uncovered time: %+v", f)
+		}
+		if s := w.summary(); s.MonthSpent != "0.4333" || s.MonthWrittenOff != "0.0000" {
+			t.Fatalf("month spent %s, written off %s", s.MonthSpent, s.MonthWrittenOff)
 		}
 
 		// The March statement adds up to the account's balance; February's is empty.
@@ -533,7 +540,7 @@ func TestUsageLedgerAndStatement(t *testing.T) {
 		for i, name := range rows[0] {
 			col[name] = i
 		}
-		if strings.Join(rows[0], ",") != "id,time,kind,pipeline_id,amount,balance_change,frozen_change,balance,frozen,note" {
+		if strings.Join(rows[0], ",") != "id,time,kind,pipeline_id,amount,written_off,balance_change,frozen_change,balance,frozen,note" {
 			t.Fatalf("header %v", rows[0])
 		}
 		var seq []string
@@ -592,5 +599,47 @@ func TestPipelineCostSoFar(t *testing.T) {
 	pb.Settled, pb.CoreSeconds, pb.Cost = true, 7, 3
 	if cs, cost := pb.SoFar(start.Add(time.Hour)); cs != 7 || cost != 3 {
 		t.Errorf("settled: %d %s", cs, cost)
+	}
+}
+
+// A terminated pipeline's overrun is shown as written off beside what was paid, everywhere the
+// API shows money: the summary, usage and the settle entry, which also says how long the
+// pipeline ran past its last covered window.
+func TestWrittenOffShownBesidePaid(t *testing.T) {
+	t.Parallel()
+	w := newHTWorld(t, htOptions{})
+	window := billing.CostOf(16*300, billing.Scale/2)
+	w.grant((2 * window).String())
+	start := w.clock.Now()
+	if err := w.app.Billing.Start(w.ctx, billing.Run{PipelineID: 1, OrgID: w.org.ID, RepoID: 1, Class: htGPU, Cores: 16}, start); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Duration{5 * time.Minute, 10 * time.Minute} {
+		w.clock.Set(start.Add(at))
+		if _, err := w.app.Billing.Tick(w.ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.app.Billing.Settle(w.ctx, 1, start.Add(10*time.Minute+7*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	paid, writtenOff := 2*window, billing.CostOf(16*607, billing.Scale/2)-2*window
+	if s := w.summary(); s.MonthSpent != paid.Display() || s.MonthWrittenOff != writtenOff.Display() {
+		t.Fatalf("summary: %s spent, %s written off; want %s and %s", s.MonthSpent, s.MonthWrittenOff, paid.Display(), writtenOff.Display())
+	}
+	var ledger struct {
+		Items []billing.EntryJSON `json:"items"`
+	}
+	w.json("billing", "GET", htBase+"/ledger", nil, http.StatusOK, &ledger)
+	if e := ledger.Items[0]; e.Kind != "settle" || e.Amount != paid.String() || e.WrittenOff != writtenOff.String() ||
+		e.UncoveredMs == nil || *e.UncoveredMs != 7000 {
+		t.Fatalf("settle entry %+v", e)
+	}
+	var usage struct {
+		Items []billing.UsageJSON `json:"items"`
+	}
+	w.json("billing", "GET", htBase+"/usage", nil, http.StatusOK, &usage)
+	if len(usage.Items) != 1 || usage.Items[0].Cost != paid.Display() || usage.Items[0].WrittenOff != writtenOff.Display() {
+		t.Fatalf("usage %+v", usage.Items)
 	}
 }

@@ -11,7 +11,15 @@ import (
 // settled.
 type PipelineUsage struct {
 	CoreSeconds int64
-	Cost        Amount
+	// Cost is what the pipeline costs so far while it runs; once settled, what its account paid
+	// (its price less WrittenOff).
+	Cost Amount
+	// WrittenOff is, once settled, the part of its price the platform wrote off: the time it
+	// ran past its last covered window that the balance could not pay.
+	WrittenOff Amount
+	// Uncovered is, once settled, how long it ran past its last frozen window
+	// (PipelineBilling.Uncovered).
+	Uncovered time.Duration
 }
 
 // PipelineUsage answers, for each pipeline in until, what it used up to that time (its end, or
@@ -32,7 +40,7 @@ func (s *Service) PipelineUsage(ctx context.Context, until map[int64]time.Time) 
 	}
 	for i := range pbs {
 		cs, cost := pbs[i].SoFar(until[pbs[i].PipelineID])
-		out[pbs[i].PipelineID] = PipelineUsage{CoreSeconds: cs, Cost: cost}
+		out[pbs[i].PipelineID] = PipelineUsage{CoreSeconds: cs, Cost: cost, WrittenOff: pbs[i].WrittenOff(), Uncovered: pbs[i].Uncovered()}
 	}
 	return out, nil
 }

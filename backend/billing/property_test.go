@@ -12,9 +12,12 @@ import (
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
 
-// Property: whatever sequence of starts, ticks, finishes, agent losses, top-ups, refunds and
-// duplicate webhooks happens, the ledger balances, the cached balances equal it, no account goes
-// negative, each pipeline is settled at most once, and the free quota is never exceeded.
+// Property: whatever sequence of starts, ticks, finishes, agent losses, top-ups, refunds,
+// duplicate webhooks and spending-cap changes happens, the ledger balances, the cached balances
+// equal it, no account goes negative, each pipeline is settled at most once, and the free quota
+// is never exceeded. Dispatch (Start) and its preview (CanStart) always give the same answer, and
+// every settled pipeline's paid cost and write-off add up to its price and agree with the ledger
+// and the month's spending.
 func TestLedgerInvariantsProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		cfg := DefaultConfig()
@@ -29,16 +32,20 @@ func TestLedgerInvariantsProperty(t *testing.T) {
 		steps := rapid.IntRange(1, 40).Draw(rt, "steps")
 		for i := 0; i < steps; i++ {
 			a := accounts[rapid.IntRange(0, 1).Draw(rt, "account")]
-			switch op := rapid.IntRange(0, 6).Draw(rt, "op"); op {
+			switch op := rapid.IntRange(0, 7).Draw(rt, "op"); op {
 			case 0: // a pipeline is dispatched
 				r := cpuRun(next, a.OrgID, rapid.IntRange(1, 64).Draw(rt, "cores"))
 				if rapid.Bool().Draw(rt, "gpu") {
 					r = gpuRun(next, a.OrgID)
 				}
+				preview := f.svc.CanStart(ctx, r)
 				err := f.svc.Start(ctx, r, f.clock.Now())
+				if class(err) != class(preview) {
+					rt.Fatalf("start says %v, its preview %v", err, preview)
+				}
 				if err == nil {
 					running = append(running, next)
-				} else if !errors.Is(err, ErrInsufficientBalance) {
+				} else if !errors.Is(err, ErrInsufficientBalance) && !errors.Is(err, ErrSpendingCap) {
 					rt.Fatalf("start: %v", err)
 				}
 				next++
@@ -93,8 +100,18 @@ func TestLedgerInvariantsProperty(t *testing.T) {
 					fmt.Sprintf("grant:%d", i), ""); err != nil {
 					rt.Fatal(err)
 				}
+			case 7: // the team sets a spending cap (0 included) or clears it
+				var limit *Amount
+				if rapid.Bool().Draw(rt, "cap") {
+					v := Amount(rapid.Int64Range(0, 5*Scale).Draw(rt, "cap amount"))
+					limit = &v
+				}
+				if _, err := f.svc.ChangeSettings(ctx, a.ID, Settings{SpendingCap: &limit}); err != nil {
+					rt.Fatal(err)
+				}
 			}
 			f.checkLedger()
+			f.checkSettlements(rt, accounts)
 			var twice int64
 			f.db.Raw("SELECT COUNT(*) FROM (SELECT pipeline_id FROM ledger_txns WHERE kind = ? GROUP BY pipeline_id HAVING COUNT(*) > 1) d", KindSettle).Scan(&twice)
 			if twice != 0 {
@@ -102,4 +119,48 @@ func TestLedgerInvariantsProperty(t *testing.T) {
 			}
 		}
 	})
+}
+
+// class is the billing reason of err: nil, ErrSpendingCap, ErrInsufficientBalance or err itself.
+func class(err error) error {
+	for _, c := range []error{ErrSpendingCap, ErrInsufficientBalance} {
+		if errors.Is(err, c) {
+			return c
+		}
+	}
+	return err
+}
+
+// checkSettlements asserts that each settled pipeline's cost (what was paid) and write-off add
+// up to its price, that its settle transaction moved the paid amount and wrote the write-off off,
+// and that the accounts' month spending adds them up.
+func (f *fixture) checkSettlements(rt *rapid.T, accounts []*Account) {
+	var pbs []PipelineBilling
+	f.db.Where("settled = ?", true).Find(&pbs)
+	paid, writtenOff := map[int64]Amount{}, map[int64]Amount{}
+	for _, pb := range pbs {
+		if pb.Cost+pb.WrittenOff() != CostOf(pb.CoreSeconds-pb.QuotaCoreSeconds, pb.Price) || pb.Cost < 0 {
+			rt.Fatalf("pipeline %d: paid %s + written off %s is not its price", pb.PipelineID, pb.Cost, pb.WrittenOff())
+		}
+		var t Txn
+		if err := f.db.Where("kind = ? AND pipeline_id = ?", KindSettle, pb.PipelineID).Take(&t).Error; err != nil {
+			if pb.Cost == 0 && pb.WrittenOff() == 0 && pb.FrozenAmount == 0 {
+				continue // the free quota paid it all: no money moved
+			}
+			rt.Fatalf("pipeline %d: no settle transaction: %v", pb.PipelineID, err)
+		}
+		var w int64
+		f.db.Raw("SELECT COALESCE(-SUM(amount), 0) FROM ledger_postings WHERE txn_id = ? AND book = ?", t.ID, BookWriteoff).Scan(&w)
+		if t.Amount != pb.Cost || Amount(w) != pb.WrittenOff() {
+			rt.Fatalf("pipeline %d: settle moved %s and wrote off %s; the pipeline paid %s, %s written off", pb.PipelineID, t.Amount, Amount(w), pb.Cost, pb.WrittenOff())
+		}
+		paid[pb.AccountID] += pb.Cost
+		writtenOff[pb.AccountID] += pb.WrittenOff()
+	}
+	for _, a := range accounts {
+		sp, err := f.svc.MonthSpending(context.Background(), a.ID)
+		if err != nil || sp.Paid != paid[a.ID] || sp.WrittenOff != writtenOff[a.ID] {
+			rt.Fatalf("account %d: month spending %+v (%v), its pipelines paid %s, %s written off", a.ID, sp, err, paid[a.ID], writtenOff[a.ID])
+		}
+	}
 }

@@ -37,19 +37,26 @@ func (s *Service) Quota(ctx context.Context, accountID int64) (QuotaUsage, error
 	return q, nil
 }
 
-// MonthSpent is what the account's settled pipelines cost this month (what the spending cap
-// counts, besides the money frozen for running ones).
+// MonthSpent is what the account paid for its pipelines settled this month: their cost less
+// what was written off (what the spending cap counts, besides the money frozen for running
+// ones).
 func (s *Service) MonthSpent(ctx context.Context, accountID int64) (Amount, error) {
-	spent, err := s.spentSince(s.db.WithContext(ctx), accountID, s.monthStart(s.clock.Now()))
-	if err != nil {
-		return 0, fmt.Errorf("billing: spending of account %d: %w", accountID, err)
-	}
-	return spent, nil
+	sp, err := s.MonthSpending(ctx, accountID)
+	return sp.Paid, err
 }
 
-// SoFar is what a pipeline used and costs up to end: its settled values once settled, else cores
-// × the seconds since its start (rounded up, as settlement does) and the price of the part its
-// frozen free quota does not cover.
+// MonthSpending is what the account's pipelines settled this month paid and had written off.
+func (s *Service) MonthSpending(ctx context.Context, accountID int64) (Spending, error) {
+	sp, err := s.spentSince(s.db.WithContext(ctx), accountID, s.monthStart(s.clock.Now()))
+	if err != nil {
+		return sp, fmt.Errorf("billing: spending of account %d: %w", accountID, err)
+	}
+	return sp, nil
+}
+
+// SoFar is what a pipeline used and costs up to end: its settled values once settled (Cost is
+// what was paid), else cores × the seconds since its start (rounded up, as settlement does) and
+// the price of the part its frozen free quota does not cover.
 func (pb *PipelineBilling) SoFar(end time.Time) (coreSeconds int64, cost Amount) {
 	if pb.Settled {
 		return pb.CoreSeconds, pb.Cost
@@ -57,6 +64,36 @@ func (pb *PipelineBilling) SoFar(end time.Time) (coreSeconds int64, cost Amount)
 	secs := max(0, int64(math.Ceil(end.Sub(pb.StartedAt).Seconds())))
 	used := int64(pb.Cores) * secs
 	return used, CostOf(used-min(used, pb.FrozenQuota), pb.Price)
+}
+
+// WrittenOff is what of a settled pipeline's price the platform wrote off: its price (the money
+// part of its core-seconds, as Settle computed it) less what the account paid (Cost). Zero
+// before settlement.
+func (pb *PipelineBilling) WrittenOff() Amount {
+	if !pb.Settled {
+		return 0
+	}
+	return max(0, CostOf(pb.CoreSeconds-pb.QuotaCoreSeconds, pb.Price)-pb.Cost)
+}
+
+// Uncovered is how long a settled pipeline ran past the end of its last frozen window (rounded
+// up to the millisecond): for a terminated pipeline, the time between the window its account
+// could not cover starting and the pipeline ending, whose price is written off when the balance
+// cannot pay it. With windows frozen a lead ahead and the stop delivered at once it is zero.
+// Zero before settlement.
+func (pb *PipelineBilling) Uncovered() time.Duration {
+	if !pb.Settled || pb.EndedAt == nil {
+		return 0
+	}
+	return roundUpMs(pb.EndedAt.Sub(pb.FrozenUntil))
+}
+
+// roundUpMs rounds d up to the millisecond; below zero it is zero.
+func roundUpMs(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
 // UsageRow is the settled use of one day × runner class × repo.
@@ -68,14 +105,15 @@ type UsageRow struct {
 	Pipelines        int
 	CoreSeconds      int64
 	QuotaCoreSeconds int64
-	Cost             Amount
+	Cost             Amount // what the account paid
+	WrittenOff       Amount // what the platform wrote off beside it
 }
 
 // MaxUsageDays bounds the range of one usage query.
 const MaxUsageDays = 366
 
 // Usage adds up the account's settled pipelines by the day they ended (billing time zone), the
-// runner class and the repo, for the days from..to (inclusive, "2006-01-02"), sorted by day,
+// runner class and the repo (what they paid, and what was written off beside it), for the days from..to (inclusive, "2006-01-02"), sorted by day,
 // class and repo.
 func (s *Service) Usage(ctx context.Context, accountID int64, from, to string) ([]UsageRow, error) {
 	start, err := time.ParseInLocation(time.DateOnly, from, s.cfg.Location)
@@ -92,7 +130,7 @@ func (s *Service) Usage(ctx context.Context, accountID int64, from, to string) (
 	end := last.AddDate(0, 0, 1)
 	rows, err := s.db.WithContext(ctx).Table("pipeline_billing").
 		Select("pipeline_billing.ended_at, pipeline_billing.class, pipeline_billing.repo_id, COALESCE(repos.name, '') AS repo, "+
-			"pipeline_billing.core_seconds, pipeline_billing.quota_core_seconds, pipeline_billing.cost").
+			"pipeline_billing.core_seconds, pipeline_billing.quota_core_seconds, pipeline_billing.price, pipeline_billing.cost").
 		Joins("LEFT JOIN repos ON repos.id = pipeline_billing.repo_id").
 		Where("pipeline_billing.account_id = ? AND pipeline_billing.settled = ? AND pipeline_billing.ended_at >= ? AND pipeline_billing.ended_at < ?",
 			accountID, true, start.UTC(), end.UTC()).Rows()
@@ -113,6 +151,7 @@ func (s *Service) Usage(ctx context.Context, accountID int64, from, to string) (
 			Repo             string
 			CoreSeconds      int64
 			QuotaCoreSeconds int64
+			Price            Amount
 			Cost             Amount
 		}
 		if err := s.db.ScanRows(rows, &r); err != nil {
@@ -128,6 +167,8 @@ func (s *Service) Usage(ctx context.Context, accountID int64, from, to string) (
 		u.CoreSeconds += r.CoreSeconds
 		u.QuotaCoreSeconds += r.QuotaCoreSeconds
 		u.Cost += r.Cost
+		pb := PipelineBilling{Settled: true, CoreSeconds: r.CoreSeconds, QuotaCoreSeconds: r.QuotaCoreSeconds, Price: r.Price, Cost: r.Cost}
+		u.WrittenOff += pb.WrittenOff()
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("billing: usage of account %d: %w", accountID, err)
@@ -158,17 +199,28 @@ type Entry struct {
 	Txn
 	BalanceChange Amount
 	FrozenChange  Amount
+	// WrittenOff is what the transaction wrote off (its posting to the writeoff book): for a
+	// settlement, the part of the pipeline's price the balance could not pay (Amount is what
+	// was paid); for a refund, the money already spent.
+	WrittenOff Amount
+	// Uncovered is, for a settlement, how long the pipeline ran past its last frozen window
+	// (PipelineBilling.Uncovered); nil for other kinds.
+	Uncovered *time.Duration `gorm:"-"`
 }
 
-// entries selects ledger transactions of an account with their effect on its two books.
+// entries selects ledger transactions of an account with their effect on its two books and what
+// they wrote off. The available and frozen books are the account's own: no other account's
+// postings share its transactions.
 func (s *Service) entries(ctx context.Context, accountID int64) *gorm.DB {
 	return s.db.WithContext(ctx).Table("ledger_txns").
 		Select("ledger_txns.id, ledger_txns.account_id, ledger_txns.kind, ledger_txns.idempotency_key, ledger_txns.pipeline_id, "+
 			"ledger_txns.amount, ledger_txns.note, ledger_txns.created_at, "+
 			"COALESCE(SUM(CASE WHEN ledger_postings.book = ? THEN ledger_postings.amount ELSE 0 END), 0) AS balance_change, "+
-			"COALESCE(SUM(CASE WHEN ledger_postings.book = ? THEN ledger_postings.amount ELSE 0 END), 0) AS frozen_change",
-			BookAvailable, BookFrozen).
-		Joins("LEFT JOIN ledger_postings ON ledger_postings.txn_id = ledger_txns.id AND ledger_postings.account_id = ledger_txns.account_id").
+			"COALESCE(SUM(CASE WHEN ledger_postings.book = ? THEN ledger_postings.amount ELSE 0 END), 0) AS frozen_change, "+
+			"COALESCE(-SUM(CASE WHEN ledger_postings.book = ? THEN ledger_postings.amount ELSE 0 END), 0) AS written_off",
+			BookAvailable, BookFrozen, BookWriteoff).
+		// All the transaction's postings: the account's books, and the platform's writeoff.
+		Joins("LEFT JOIN ledger_postings ON ledger_postings.txn_id = ledger_txns.id").
 		Where("ledger_txns.account_id = ?", accountID).
 		Group("ledger_txns.id, ledger_txns.account_id, ledger_txns.kind, ledger_txns.idempotency_key, ledger_txns.pipeline_id, " +
 			"ledger_txns.amount, ledger_txns.note, ledger_txns.created_at")
@@ -184,12 +236,47 @@ func (s *Service) Ledger(ctx context.Context, accountID int64, page api.Page) ([
 	if err := q.Order("ledger_txns.id DESC").Limit(page.Limit + 1).Scan(&out).Error; err != nil {
 		return nil, fmt.Errorf("billing: ledger of account %d: %w", accountID, err)
 	}
+	if err := s.withSettlements(ctx, out); err != nil {
+		return nil, fmt.Errorf("billing: ledger of account %d: %w", accountID, err)
+	}
 	return out, nil
+}
+
+// withSettlements fills in Uncovered of the settle entries, from their pipelines' records (one
+// query).
+func (s *Service) withSettlements(ctx context.Context, es []Entry) error {
+	var ids []int64
+	for _, e := range es {
+		if e.Kind == KindSettle && e.PipelineID != nil {
+			ids = append(ids, *e.PipelineID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var pbs []PipelineBilling
+	if err := s.db.WithContext(ctx).Where("pipeline_id IN ?", ids).Find(&pbs).Error; err != nil {
+		return err
+	}
+	uncovered := make(map[int64]time.Duration, len(pbs))
+	for i := range pbs {
+		uncovered[pbs[i].PipelineID] = pbs[i].Uncovered()
+	}
+	for i := range es {
+		if es[i].Kind != KindSettle || es[i].PipelineID == nil {
+			continue
+		}
+		if d, ok := uncovered[*es[i].PipelineID]; ok {
+			es[i].Uncovered = &d
+		}
+	}
+	return nil
 }
 
 // Statement writes the account's ledger for month ("2026-06", billing time zone) as CSV: the
 // opening balance, one row per transaction with the running balance, a total per kind, and
-// the closing balance. Amounts are exact (8 decimals), so every column adds up to the unit.
+// the closing balance. A settlement's amount is what was paid, its written_off what the platform
+// absorbed beside it. Amounts are exact (8 decimals), so every column adds up to the unit.
 func (s *Service) Statement(ctx context.Context, a *Account, month string, w io.Writer) error {
 	start, err := time.ParseInLocation("2006-01", month, s.cfg.Location)
 	if err != nil {
@@ -213,12 +300,12 @@ func (s *Service) Statement(ctx context.Context, a *Account, month string, w io.
 	defer rows.Close()
 	cw := csv.NewWriter(w)
 	stamp := func(t time.Time) string { return t.In(s.cfg.Location).Format(time.RFC3339) }
-	cw.Write([]string{"id", "time", "kind", "pipeline_id", "amount", "balance_change", "frozen_change", "balance", "frozen", "note"})
-	cw.Write([]string{"", stamp(start), "opening", "", "", "", "", open.Balance.String(), open.Frozen.String(),
+	cw.Write([]string{"id", "time", "kind", "pipeline_id", "amount", "written_off", "balance_change", "frozen_change", "balance", "frozen", "note"})
+	cw.Write([]string{"", stamp(start), "opening", "", "", "", "", "", open.Balance.String(), open.Frozen.String(),
 		fmt.Sprintf("%s statement of %s", a.Currency, month)})
 	type total struct {
-		n                   int
-		amount, bal, frozen Amount
+		n                               int
+		amount, writtenOff, bal, frozen Amount
 	}
 	totals := map[string]*total{}
 	balance, frozen := open.Balance, open.Frozen
@@ -233,7 +320,7 @@ func (s *Service) Statement(ctx context.Context, a *Account, month string, w io.
 		if e.PipelineID != nil {
 			pipeline = strconv.FormatInt(*e.PipelineID, 10)
 		}
-		cw.Write([]string{strconv.FormatInt(e.ID, 10), stamp(e.CreatedAt), e.Kind, pipeline, e.Amount.String(),
+		cw.Write([]string{strconv.FormatInt(e.ID, 10), stamp(e.CreatedAt), e.Kind, pipeline, e.Amount.String(), e.WrittenOff.String(),
 			e.BalanceChange.String(), e.FrozenChange.String(), balance.String(), frozen.String(), csvText(e.Note)})
 		t := totals[e.Kind]
 		if t == nil {
@@ -242,6 +329,7 @@ func (s *Service) Statement(ctx context.Context, a *Account, month string, w io.
 		}
 		t.n++
 		t.amount += e.Amount
+		t.writtenOff += e.WrittenOff
 		t.bal += e.BalanceChange
 		t.frozen += e.FrozenChange
 	}
@@ -255,10 +343,10 @@ func (s *Service) Statement(ctx context.Context, a *Account, month string, w io.
 	slices.Sort(kinds)
 	for _, k := range kinds {
 		t := totals[k]
-		cw.Write([]string{"", "", "total:" + k, "", t.amount.String(), t.bal.String(), t.frozen.String(), "", "",
+		cw.Write([]string{"", "", "total:" + k, "", t.amount.String(), t.writtenOff.String(), t.bal.String(), t.frozen.String(), "", "",
 			fmt.Sprintf("%d transactions", t.n)})
 	}
-	cw.Write([]string{"", stamp(end), "closing", "", "", (balance - open.Balance).String(), (frozen - open.Frozen).String(),
+	cw.Write([]string{"", stamp(end), "closing", "", "", "", (balance - open.Balance).String(), (frozen - open.Frozen).String(),
 		balance.String(), frozen.String(), ""})
 	cw.Flush()
 	return cw.Error()

@@ -28,6 +28,11 @@ type Config struct {
 	FreeCoreSeconds int64
 	// FreezeInterval is the window frozen ahead (5 minutes).
 	FreezeInterval time.Duration
+	// FreezeLeadPercent is how early the next window is frozen, in percent of FreezeInterval:
+	// 20 freezes it a minute before a 5-minute window runs out, so a pipeline its account
+	// cannot cover any more is known, and its stop delivered, while it still runs on paid time.
+	// 0 freezes at the boundary; values are kept within 0–99.
+	FreezeLeadPercent int
 	// Location decides calendar months (Asia/Shanghai).
 	Location *time.Location
 }
@@ -42,10 +47,11 @@ func DefaultConfig() Config {
 			"cnb:arch:amd64": cpu, "cnb:arch:arm64:v8": cpu,
 			"cnb:arch:amd64:gpu": gpu, "cnb:arch:amd64:gpu:L40": gpu, "cnb:arch:amd64:gpu:H20": gpu,
 		},
-		QuotaClasses:    map[string]bool{"cnb:arch:amd64": true, "cnb:arch:arm64:v8": true},
-		FreeCoreSeconds: 160 * 3600,
-		FreezeInterval:  5 * time.Minute,
-		Location:        time.FixedZone("UTC+8", 8*3600),
+		QuotaClasses:      map[string]bool{"cnb:arch:amd64": true, "cnb:arch:arm64:v8": true},
+		FreeCoreSeconds:   160 * 3600,
+		FreezeInterval:    5 * time.Minute,
+		FreezeLeadPercent: 20,
+		Location:          time.FixedZone("UTC+8", 8*3600),
 	}
 }
 
@@ -68,6 +74,7 @@ func NewService(db *gorm.DB, clk clock.Clock, log *slog.Logger, cfg Config) *Ser
 	if cfg.Currency == "" {
 		cfg.Currency = DefaultCurrency
 	}
+	cfg.FreezeLeadPercent = min(max(cfg.FreezeLeadPercent, 0), 99)
 	return &Service{db: db, clock: clk, log: log, cfg: cfg}
 }
 
@@ -100,6 +107,11 @@ func (s *Service) monthStart(t time.Time) time.Time {
 
 func (s *Service) windowSeconds() int64 { return int64(math.Ceil(s.cfg.FreezeInterval.Seconds())) }
 
+// lead is how long before a pipeline's frozen time runs out its next window is frozen.
+func (s *Service) lead() time.Duration {
+	return s.cfg.FreezeInterval * time.Duration(s.cfg.FreezeLeadPercent) / 100
+}
+
 // AccountOf returns the org's account.
 func (s *Service) AccountOf(ctx context.Context, orgID int64) (*Account, error) {
 	var a Account
@@ -131,6 +143,16 @@ func (s *Service) quotaLeft(tx *gorm.DB, accountID int64, month string) (int64, 
 	return max(0, s.cfg.FreeCoreSeconds-q.UsedCoreSeconds-q.FrozenCoreSeconds), nil
 }
 
+// quotaLeftNow is quotaLeft without creating the row: for reading only.
+func (s *Service) quotaLeftNow(db *gorm.DB, accountID int64, month string) (int64, error) {
+	var q QuotaUsage
+	err := db.Where("account_id = ? AND month = ?", accountID, month).Take(&q).Error
+	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return 0, err
+	}
+	return max(0, s.cfg.FreeCoreSeconds-q.UsedCoreSeconds-q.FrozenCoreSeconds), nil
+}
+
 // window is what freezing one more window of pb takes: core-seconds of free quota (from left)
 // and money. ok is false when balance cannot pay the money.
 func (s *Service) window(pb *PipelineBilling, left int64, balance Amount) (fromQuota int64, money Amount, ok bool) {
@@ -156,22 +178,45 @@ func freezeTxn(accountID int64, pb *PipelineBilling, money Amount) *Txn {
 		PipelineID: &pid, Amount: money, Note: fmt.Sprintf("window %d of pipeline %d", pb.Windows+1, pb.PipelineID)}
 }
 
-// freezeWindow holds one more window of pb (free quota first, then money), writing the quota and
-// the ledger; the caller saves pb. It returns ErrInsufficientBalance, having written nothing,
-// when the window cannot be covered.
-func (s *Service) freezeWindow(tx *gorm.DB, a *Account, pb *PipelineBilling, now time.Time) error {
+// admit is the one rule that decides whether the next window of pb may be charged to account a
+// at `at` — Start (dispatch) and CanStart (the queue's "why it waits") both ask it. The free
+// quota pays first (quota classes); the rest is the window's money. Under a spending cap, what
+// the account paid this month (settled cost less what was written off: see spentSince), the
+// money frozen for its running pipelines and the window's money must stay within the cap; a
+// window that costs no money never passes a cap. Then the balance must hold the money. It
+// returns the window's split, or ErrSpendingCap or ErrInsufficientBalance; it writes nothing.
+func (s *Service) admit(db *gorm.DB, a *Account, pb *PipelineBilling, at time.Time) (fromQuota int64, money Amount, err error) {
 	var left int64
 	if pb.QuotaMonth != "" {
-		var err error
-		if left, err = s.quotaLeft(tx, a.ID, pb.QuotaMonth); err != nil {
-			return err
+		if left, err = s.quotaLeftNow(db, a.ID, pb.QuotaMonth); err != nil {
+			return 0, 0, err
 		}
 	}
-	fromQuota, money, ok := s.window(pb, left, a.Balance)
-	if !ok {
-		return ErrInsufficientBalance
+	fromQuota, money, covered := s.window(pb, left, a.Balance)
+	if a.SpendingCap != nil && money > 0 {
+		spent, err := s.spentSince(db, a.ID, s.monthStart(at))
+		if err != nil {
+			return 0, 0, err
+		}
+		if spent.Paid+a.Frozen+money > *a.SpendingCap {
+			return 0, 0, fmt.Errorf("%w: %s paid this month and %s frozen, its first %s window's %s would pass the cap of %s %s",
+				ErrSpendingCap, spent.Paid.Display(), a.Frozen.Display(), s.cfg.FreezeInterval, money.Display(), a.SpendingCap.Display(), a.Currency)
+		}
 	}
+	if !covered {
+		return 0, 0, fmt.Errorf("%w: its first %s window costs %s %s, the balance is %s", ErrInsufficientBalance,
+			s.cfg.FreezeInterval, money.Display(), a.Currency, a.Balance.Display())
+	}
+	return fromQuota, money, nil
+}
+
+// hold freezes one window of pb that admit let through (fromQuota core-seconds of free quota and
+// money), writing the quota and the ledger; the caller saves pb.
+func (s *Service) hold(tx *gorm.DB, a *Account, pb *PipelineBilling, fromQuota int64, money Amount, now time.Time) error {
 	if fromQuota > 0 {
+		if _, err := s.quotaLeft(tx, a.ID, pb.QuotaMonth); err != nil { // creates the month's row
+			return err
+		}
 		if err := tx.Model(&QuotaUsage{}).Where("account_id = ? AND month = ?", a.ID, pb.QuotaMonth).
 			Update("frozen_core_seconds", gorm.Expr("frozen_core_seconds + ?", fromQuota)).Error; err != nil {
 			return err
@@ -189,9 +234,19 @@ func (s *Service) freezeWindow(tx *gorm.DB, a *Account, pb *PipelineBilling, now
 	return nil
 }
 
+// newBilling is the billing record a pipeline starts with at `at`, nothing frozen yet.
+func (s *Service) newBilling(accountID int64, r Run, at time.Time) *PipelineBilling {
+	pb := &PipelineBilling{PipelineID: r.PipelineID, AccountID: accountID, RepoID: r.RepoID, Class: r.Class, Cores: r.Cores,
+		Price: s.cfg.Prices[r.Class], StartedAt: at, FrozenUntil: at}
+	if s.cfg.QuotaClasses[r.Class] {
+		pb.QuotaMonth = s.month(at)
+	}
+	return pb
+}
+
 // Start freezes a pipeline's first window when it is dispatched. It returns
-// ErrInsufficientBalance or ErrSpendingCap when the pipeline must not start; then nothing is
-// held. Starting a pipeline twice is harmless.
+// ErrInsufficientBalance or ErrSpendingCap (wrapped, with the figures) when the pipeline must
+// not start (admit decides); then nothing is held. Starting a pipeline twice is harmless.
 func (s *Service) Start(ctx context.Context, r Run, at time.Time) error {
 	acct, err := s.AccountOf(ctx, r.OrgID)
 	if err != nil {
@@ -206,21 +261,12 @@ func (s *Service) Start(ctx context.Context, r Run, at time.Time) error {
 		if err := tx.Model(&PipelineBilling{}).Where("pipeline_id = ?", r.PipelineID).Count(&n).Error; err != nil || n > 0 {
 			return err
 		}
-		pb := &PipelineBilling{PipelineID: r.PipelineID, AccountID: a.ID, RepoID: r.RepoID, Class: r.Class, Cores: r.Cores,
-			Price: s.cfg.Prices[r.Class], StartedAt: at, FrozenUntil: at}
-		if s.cfg.QuotaClasses[r.Class] {
-			pb.QuotaMonth = s.month(at)
+		pb := s.newBilling(a.ID, r, at)
+		fromQuota, money, err := s.admit(tx, a, pb, at)
+		if err != nil {
+			return err
 		}
-		if a.SpendingCap != nil {
-			spent, err := s.spentSince(tx, a.ID, s.monthStart(at))
-			if err != nil {
-				return err
-			}
-			if spent+a.Frozen+CostOf(int64(r.Cores)*s.windowSeconds(), pb.Price) > *a.SpendingCap {
-				return ErrSpendingCap
-			}
-		}
-		if err := s.freezeWindow(tx, a, pb, at); err != nil {
+		if err := s.hold(tx, a, pb, fromQuota, money, at); err != nil {
 			return err
 		}
 		if err := tx.Create(pb).Error; err != nil {
@@ -231,16 +277,31 @@ func (s *Service) Start(ctx context.Context, r Run, at time.Time) error {
 	return err
 }
 
-// spentSince sums the account's charges (settled cost paid in money) since t.
-func (s *Service) spentSince(tx *gorm.DB, accountID int64, t time.Time) (Amount, error) {
-	var spent int64
-	err := tx.Model(&Txn{}).Select("COALESCE(SUM(amount), 0)").
-		Where("account_id = ? AND kind = ? AND created_at >= ?", accountID, KindSettle, t).Scan(&spent).Error
-	return Amount(spent), err
+// Spending is what an account's settled pipelines took in a period: Paid is the money that came
+// out of its balance and its freezes, WrittenOff what their price exceeded that by (seconds a
+// terminated pipeline ran past its last covered window, which the platform absorbed).
+type Spending struct {
+	Paid, WrittenOff Amount
 }
 
-// Tick freezes the next window of every running pipeline whose frozen time has run out and
-// returns the pipelines that could not be covered: they must be terminated.
+// spentSince reads the account's spending since t from the ledger's settle transactions: what
+// a settlement paid is what it took from the account's two books (its postings on the account
+// sum to minus that), what it wrote off its posting to the writeoff book.
+func (s *Service) spentSince(db *gorm.DB, accountID int64, t time.Time) (Spending, error) {
+	var out struct{ Paid, WrittenOff int64 }
+	err := db.Table("ledger_txns").
+		Select("COALESCE(-SUM(CASE WHEN ledger_postings.account_id = ledger_txns.account_id THEN ledger_postings.amount ELSE 0 END), 0) AS paid, "+
+			"COALESCE(-SUM(CASE WHEN ledger_postings.book = ? THEN ledger_postings.amount ELSE 0 END), 0) AS written_off", BookWriteoff).
+		Joins("JOIN ledger_postings ON ledger_postings.txn_id = ledger_txns.id").
+		Where("ledger_txns.account_id = ? AND ledger_txns.kind = ? AND ledger_txns.created_at >= ?", accountID, KindSettle, t).
+		Scan(&out).Error
+	return Spending{Paid: Amount(out.Paid), WrittenOff: Amount(out.WrittenOff)}, err
+}
+
+// Tick freezes the next window of every running pipeline whose frozen time runs out within the
+// lead (FreezeLeadPercent of a window) and returns the pipelines that could not be covered: they
+// must be terminated, and are told so while they still run on frozen time. A pipeline stays on
+// the list at every tick until it is settled.
 //
 // It works one account at a time, in one transaction per account, computing in memory under the
 // account's lock and writing in batches: ten thousand running pipelines are a hundred-odd
@@ -248,7 +309,7 @@ func (s *Service) spentSince(tx *gorm.DB, accountID int64, t time.Time) (Amount,
 func (s *Service) Tick(ctx context.Context) ([]int64, error) {
 	now := s.clock.Now().UTC()
 	var due []PipelineBilling
-	if err := s.db.WithContext(ctx).Where("settled = ? AND frozen_until <= ?", false, now).
+	if err := s.db.WithContext(ctx).Where("settled = ? AND frozen_until <= ?", false, now.Add(s.lead())).
 		Order("account_id, started_at, pipeline_id").Find(&due).Error; err != nil {
 		return nil, fmt.Errorf("billing: tick: %w", err)
 	}
@@ -274,7 +335,8 @@ func (s *Service) Tick(ctx context.Context) ([]int64, error) {
 	return terminate, nil
 }
 
-// tickAccount freezes the due windows of one account's pipelines inside tx.
+// tickAccount freezes the due windows of one account's pipelines inside tx. The spending cap is
+// not asked here: it decides which pipelines start (admit), not which keep running.
 func (s *Service) tickAccount(tx *gorm.DB, group []PipelineBilling, now time.Time) ([]int64, error) {
 	a, err := lockAccount(tx, group[0].AccountID)
 	if err != nil {
@@ -286,10 +348,11 @@ func (s *Service) tickAccount(tx *gorm.DB, group []PipelineBilling, now time.Tim
 	var txns []Txn
 	var changed []*PipelineBilling
 	startBalance, startFrozen := a.Balance, a.Frozen
+	horizon := now.Add(s.lead())
 	for i := range group {
 		pb := &group[i]
 		moved := false
-		for !pb.FrozenUntil.After(now) {
+		for !pb.FrozenUntil.After(horizon) {
 			left, ok := quotaLeft[pb.QuotaMonth]
 			if pb.QuotaMonth != "" && !ok {
 				if left, err = s.quotaLeft(tx, a.ID, pb.QuotaMonth); err != nil {
@@ -380,9 +443,11 @@ WHERE pb.pipeline_id = v.id AND NOT pb.settled`, intArray(ids), intArray(windows
 
 // Settle charges a pipeline's real run time, once: cores × the seconds from its start to end,
 // rounded up to the second. Free quota pays first (for quota classes), then the frozen money,
-// then the balance; what the balance cannot pay (a terminated pipeline that ran a little past
-// its last covered window) is written off, so an account never goes below zero. The unused
-// freeze is released. Settling twice changes nothing.
+// then the balance; what the balance cannot pay (a terminated pipeline that ran past its last
+// covered window) is written off, so an account never goes below zero. The unused freeze is
+// released. The pipeline's Cost and the settle transaction's Amount are what the account paid;
+// the write-off is the settle transaction's posting to the writeoff book (WrittenOff, Uncovered).
+// Settling twice changes nothing.
 func (s *Service) Settle(ctx context.Context, pipelineID int64, end time.Time) error {
 	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		var pb PipelineBilling
@@ -415,6 +480,7 @@ func (s *Service) Settle(ctx context.Context, pipelineID int64, end time.Time) e
 		extra := cost - fromFrozen
 		fromBalance := min(extra, a.Balance+pb.FrozenAmount-fromFrozen)
 		writeoff := extra - fromBalance
+		paid := fromFrozen + fromBalance
 		release := pb.FrozenAmount - fromFrozen
 		if pb.FrozenQuota > 0 {
 			if err := tx.Model(&QuotaUsage{}).Where("account_id = ? AND month = ?", a.ID, pb.QuotaMonth).Updates(map[string]any{
@@ -427,11 +493,14 @@ func (s *Service) Settle(ctx context.Context, pipelineID int64, end time.Time) e
 		if pb.FrozenAmount > 0 || cost > 0 {
 			pid := pipelineID
 			legs := []leg{{a.ID, BookFrozen, -pb.FrozenAmount}, {a.ID, BookAvailable, release - fromBalance}, {0, BookRevenue, cost}}
+			note := fmt.Sprintf("pipeline %d: %d core-seconds (%d from the free quota)", pipelineID, used, fromQuota)
 			if writeoff > 0 {
 				legs = append(legs, leg{0, BookWriteoff, -writeoff})
+				note += fmt.Sprintf("; %s of its %s written off: it ran %s past its last covered window",
+					writeoff.String(), cost.String(), roundUpMs(end.Sub(pb.FrozenUntil)))
 			}
 			t := &Txn{AccountID: a.ID, Kind: KindSettle, IdempotencyKey: fmt.Sprintf("settle:%d", pipelineID), PipelineID: &pid,
-				Amount: cost, Note: fmt.Sprintf("pipeline %d: %d core-seconds (%d from the free quota)", pipelineID, used, fromQuota)}
+				Amount: paid, Note: note}
 			if err := post(tx, t, legs, end); err != nil && !errors.Is(err, ErrDuplicate) {
 				return err
 			}
@@ -439,7 +508,7 @@ func (s *Service) Settle(ctx context.Context, pipelineID int64, end time.Time) e
 			a.Frozen -= pb.FrozenAmount
 		}
 		if err := tx.Model(&PipelineBilling{}).Where("pipeline_id = ?", pipelineID).Updates(map[string]any{
-			"ended_at": end, "core_seconds": used, "quota_core_seconds": fromQuota, "cost": cost,
+			"ended_at": end, "core_seconds": used, "quota_core_seconds": fromQuota, "cost": paid,
 		}).Error; err != nil {
 			return err
 		}
@@ -496,34 +565,16 @@ func (s *Service) Refund(ctx context.Context, accountID int64, amount Amount, ke
 }
 
 // CanStart says whether the org's account could start the pipeline now — the question a queued
-// pipeline's "why am I waiting" needs answered — without holding anything.
+// pipeline's "why am I waiting" needs answered — without holding anything. It asks admit, as
+// Start does, so the preview and the dispatch never disagree.
 func (s *Service) CanStart(ctx context.Context, r Run) error {
 	a, err := s.AccountOf(ctx, r.OrgID)
 	if err != nil {
 		return err
 	}
 	now := s.clock.Now().UTC()
-	need := int64(r.Cores) * s.windowSeconds()
-	if s.cfg.QuotaClasses[r.Class] {
-		var q QuotaUsage
-		s.db.WithContext(ctx).Where("account_id = ? AND month = ?", a.ID, s.month(now)).Take(&q)
-		need -= min(need, max(0, s.cfg.FreeCoreSeconds-q.UsedCoreSeconds-q.FrozenCoreSeconds))
-	}
-	cost := CostOf(need, s.cfg.Prices[r.Class])
-	if a.SpendingCap != nil {
-		spent, err := s.spentSince(s.db.WithContext(ctx), a.ID, s.monthStart(now))
-		if err != nil {
-			return err
-		}
-		if spent+a.Frozen+cost > *a.SpendingCap {
-			return ErrSpendingCap
-		}
-	}
-	if cost > a.Balance {
-		return fmt.Errorf("%w: its first %s window costs %s %s, the balance is %s", ErrInsufficientBalance,
-			s.cfg.FreezeInterval, cost.Display(), a.Currency, a.Balance.Display())
-	}
-	return nil
+	_, _, err = s.admit(s.db.WithContext(ctx), a, s.newBilling(a.ID, r, now), now)
+	return err
 }
 
 // intArray and timeArray pass a slice as one PostgreSQL array literal (gorm would expand a

@@ -144,13 +144,17 @@ func TestGPUPipelineIsTerminatedWhenTheThirdWindowCannotBeFrozen(t *testing.T) {
 		if pb.CoreSeconds != 16*607 || got.Frozen != 0 || got.Balance < 0 {
 			t.Fatalf("settled %d core-seconds, balance %s frozen %s", pb.CoreSeconds, got.Balance, got.Frozen)
 		}
-		// Two windows were frozen (1.33333334); the run cost 16 × 607 s = 1.34888889. The balance
-		// is empty, so the 7 s past the last covered window are written off: the account ends at
-		// zero, never below.
+		// Two windows were frozen (1.33333334); the run's price is 16 × 607 s = 1.34888889. The
+		// balance is empty, so the 7 s past the last covered window are written off: the account
+		// ends at zero, never below, and the pipeline's cost is what was paid.
 		var writeoff int64
 		db.Raw("SELECT COALESCE(SUM(amount), 0) FROM ledger_postings WHERE book = ?", BookWriteoff).Scan(&writeoff)
-		if pb.Cost != CostOf(16*607, Scale/2) || got.Balance != 0 || Amount(-writeoff) != pb.Cost-2*window {
-			t.Fatalf("cost %s balance %s writeoff %s", pb.Cost, got.Balance, Amount(-writeoff))
+		price := CostOf(16*607, Scale/2)
+		if pb.Cost != 2*window || got.Balance != 0 || Amount(-writeoff) != price-2*window || pb.WrittenOff() != price-2*window {
+			t.Fatalf("cost %s balance %s writeoff %s (pipeline: %s)", pb.Cost, got.Balance, Amount(-writeoff), pb.WrittenOff())
+		}
+		if pb.Uncovered() != 7*time.Second {
+			t.Fatalf("ran %s past its last covered window, want 7s", pb.Uncovered())
 		}
 		var kinds []string
 		db.Model(&Txn{}).Where("account_id = ?", a.ID).Order("id").Pluck("kind", &kinds)

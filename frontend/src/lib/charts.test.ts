@@ -10,6 +10,7 @@ const u = (date: string, runner_class: string, repo: string, core_seconds: numbe
   core_seconds,
   quota_core_seconds: 0,
   cost: '0.0000',
+  written_off: '0.0000',
 })
 
 describe('dayRange', () => {

@@ -49,8 +49,15 @@ function Summary({ a }: { a: BillingAccount }) {
       </div>
       <div className="stat">
         <span className="label">Spent in {a.month}</span>
-        <strong className="big">{money(a.month_spent, a.currency)}</strong>
+        <strong className="big" data-testid="month-spent">
+          {money(a.month_spent, a.currency)}
+        </strong>
         <span className="muted">{a.spending_cap ? `cap ${money(a.spending_cap, a.currency)}` : 'no spending cap'}</span>
+        {Number(a.month_written_off) > 0 && (
+          <span className="muted" data-testid="month-written-off" title="Run time past a pipeline's last covered window that the balance could not pay: not charged, not counted by the cap">
+            {money(a.month_written_off, a.currency)} written off
+          </span>
+        )}
       </div>
       <QuotaGauge a={a} />
     </div>
@@ -204,6 +211,9 @@ function Ledger({ org, currency }: { org: string; currency: string }) {
                   Amount
                 </th>
                 <th scope="col" className="num">
+                  Written off
+                </th>
+                <th scope="col" className="num">
                   Balance change
                 </th>
                 <th scope="col" className="num">
@@ -219,6 +229,7 @@ function Ledger({ org, currency }: { org: string; currency: string }) {
                   <td>{dateTime(e.created_at)}</td>
                   <td>{e.kind}</td>
                   <td className="num">{money(e.amount)}</td>
+                  <td className="num">{Number(e.written_off) > 0 ? money(e.written_off) : '—'}</td>
                   <td className="num">{money(e.balance_change)}</td>
                   <td className="num">{money(e.frozen_change)}</td>
                   <td>{e.pipeline_id ?? '—'}</td>

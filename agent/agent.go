@@ -16,6 +16,17 @@
 //
 // Capacity is reported honestly with every poll: the cores and GPU device ids not reserved by a
 // running lease, and the running lease ids; the agent does not poll at all while it is full.
+//
+// Beside the poll, one control long-poll is always held (control): the server answers it the
+// moment a running pipeline must stop, so a cancel or a termination kills its containers within
+// a second, and each call tells the server the agent is alive.
+//
+// Stopping (ctx ends: SIGTERM or SIGINT) is bounded: the agent takes no new work, lets running
+// pipelines go on for StopGrace (0 by default: they are killed at once), then kills what still
+// runs and reports each pipeline failed with reason agent_stopped. Reports get StopTimeout in
+// all; what the server has not taken by then is given up (a server that is away must not hold
+// the shutdown), and such pipelines end agent_lost on the server one lease TTL later. Then the
+// agent deregisters, so the server shows it offline at once.
 package agent
 
 import (
@@ -71,7 +82,17 @@ type Config struct {
 	// RequireRegistration makes Run fail at once when there is neither a registration token nor
 	// a saved registration, instead of idling (what the built-in agent of the server does).
 	RequireRegistration bool
+	// StopGrace is how long running pipelines may go on after the agent is told to stop, before
+	// they are killed; 0 kills them at once.
+	StopGrace time.Duration
+	// StopTimeout bounds, after the grace, killing the containers and reporting the ends; 0
+	// means DefaultStopTimeout. The whole stop takes at most StopGrace + StopTimeout.
+	StopTimeout time.Duration
 }
+
+// DefaultStopTimeout leaves room under a service manager's usual 30 s stop timeout (the shipped
+// systemd unit's TimeoutStopSec).
+const DefaultStopTimeout = 15 * time.Second
 
 // DefaultImage is the image of script jobs when neither the pipeline nor the agent names one,
 // as in CNB.
@@ -215,11 +236,11 @@ func pause(ctx context.Context, d time.Duration) bool {
 }
 
 // Run registers if needed, then polls for work while there is capacity and runs each lease in
-// its own goroutine, until ctx ends. Then it cancels the running leases (each reports its end)
-// and returns once all their containers are gone. Without a registration token and without a
-// saved registration it fails when RequireRegistration is set, and otherwise only logs why and
-// waits for ctx: the all-in-one server starts its built-in agent before anything may have
-// provisioned one.
+// its own goroutine, until ctx ends. Then it stops as the package comment says, in at most
+// StopGrace + StopTimeout, and returns once every container is gone. Without a registration
+// token and without a saved registration it fails when RequireRegistration is set, and
+// otherwise only logs why and waits for ctx: the all-in-one server starts its built-in agent
+// before anything may have provisioned one.
 func (a *Agent) Run(ctx context.Context) error {
 	api, err := client.New(a.cfg.ServerURL, "", client.Options{Retry: a.cfg.Retry, UserAgent: "nimbus-agent/" + a.cfg.Version})
 	if err != nil {
@@ -240,11 +261,60 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	l := &loop{Agent: a, api: api, cap: newCapacity(a.cfg.CPUs, a.concurrency(), a.gpus)}
-	err = l.serve(ctx, reg)
-	l.running.Wait()
+	// Three lifetimes: ctx (taking work), runs (killed after the grace) and reports (given up
+	// after the grace and the stop timeout).
+	runs, killRuns := context.WithCancel(context.WithoutCancel(ctx))
+	reports, abandon := context.WithCancel(context.WithoutCancel(ctx))
+	defer killRuns()
+	defer abandon()
+	l := &loop{Agent: a, api: api, cap: newCapacity(a.cfg.CPUs, a.concurrency(), a.gpus), runs: runs, reports: reports}
+	controlDone := make(chan struct{})
+	err = l.serve(ctx, reg, controlDone)
+	a.stop(l, killRuns, abandon)
+	<-controlDone
 	a.log.Info("agent stopped")
 	return err
+}
+
+// stop is the bounded shutdown: grace, kill, reports, deregistration.
+func (a *Agent) stop(l *loop, killRuns, abandon context.CancelFunc) {
+	timeout := a.cfg.StopTimeout
+	if timeout <= 0 {
+		timeout = DefaultStopTimeout
+	}
+	finished := make(chan struct{})
+	go func() {
+		l.running.Wait()
+		close(finished)
+	}()
+	if n := l.cap.runningCount(); n > 0 {
+		a.log.Info("stopping: no new work; running pipelines are killed after the grace period",
+			"running", n, "grace", a.cfg.StopGrace, "timeout", timeout)
+	}
+	grace := time.NewTimer(a.cfg.StopGrace)
+	select {
+	case <-finished:
+	case <-grace.C:
+	}
+	grace.Stop()
+	killRuns()
+	hard := time.NewTimer(timeout)
+	select {
+	case <-finished:
+	case <-hard.C:
+		a.log.Warn("stopping: the server did not take every report in time; giving them up", "timeout", timeout)
+		abandon()
+		<-finished
+	}
+	hard.Stop()
+	abandon() // ends the control long-poll
+	if api := l.current(); api != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if err := api.Deregister(dctx); err != nil {
+			a.log.Warn("could not deregister; the server marks the agent offline one lease TTL after it last heard from it", "err", err)
+		}
+		cancel()
+	}
 }
 
 // concurrency is the effective cap on pipelines at once.
@@ -261,14 +331,43 @@ type loop struct {
 	api     *client.Client // without a token; each registration makes its own copy
 	cap     *capacity
 	running sync.WaitGroup
+	runs    context.Context // ends when running pipelines must be killed
+	reports context.Context // ends when unsent reports are given up
+
+	mu      sync.Mutex
+	session *session
+	changed chan struct{} // a new session began
 }
 
-// serve is the poll loop.
-func (l *loop) serve(ctx context.Context, reg protocol.RegisterResponse) error {
-	api, run, err := l.session(reg)
+// session is the client and runner of one registration.
+type session struct {
+	api *client.Client
+	run *runner.Runner
+}
+
+// current returns the API client of the current registration, nil before the first.
+func (l *loop) current() *client.Client {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.session == nil {
+		return nil
+	}
+	return l.session.api
+}
+
+// serve is the poll loop. It starts the control loop, which closes controlDone when it ends
+// (with the reports context).
+func (l *loop) serve(ctx context.Context, reg protocol.RegisterResponse, controlDone chan struct{}) error {
+	l.changed = make(chan struct{}, 1)
+	sess, err := l.newSession(reg)
 	if err != nil {
+		close(controlDone)
 		return err
 	}
+	go func() {
+		defer close(controlDone)
+		l.control(reg.HeartbeatInterval.Std())
+	}()
 	a := l.Agent
 	for {
 		if !l.cap.waitFree(ctx) {
@@ -277,10 +376,15 @@ func (l *loop) serve(ctx context.Context, reg protocol.RegisterResponse) error {
 		req := l.cap.request()
 		// The server holds a poll for PollTimeout; allow for the network on top.
 		pctx, cancel := context.WithTimeout(ctx, reg.PollTimeout.Std()+30*time.Second)
-		lease, err := api.Poll(pctx, req)
+		lease, err := sess.api.Poll(pctx, req)
 		cancel()
 		switch {
 		case ctx.Err() != nil:
+			if lease != nil {
+				// Leased while stopping: run it anyway rather than strand it until its TTL;
+				// the stop kills it at once and reports agent_stopped.
+				l.start(sess, lease)
+			}
 			return nil
 		case errors.Is(err, client.ErrUnauthenticated):
 			a.log.Warn("the server refused the agent token; registering again")
@@ -290,7 +394,7 @@ func (l *loop) serve(ctx context.Context, reg protocol.RegisterResponse) error {
 				}
 				return err
 			}
-			if api, run, err = l.session(reg); err != nil {
+			if sess, err = l.newSession(reg); err != nil {
 				return err
 			}
 			continue
@@ -305,23 +409,78 @@ func (l *loop) serve(ctx context.Context, reg protocol.RegisterResponse) error {
 		case lease == nil:
 			continue
 		}
-		l.cap.take(lease)
-		a.log.Info("lease received", "lease_id", lease.ID, "pipeline_id", lease.PipelineID,
-			"cpus", lease.Plan.Runner.Cpus, "gpus", strings.Join(lease.GPUs, ","))
-		l.running.Go(func() {
-			defer l.cap.release(lease)
-			res, err := run.Run(ctx, lease)
-			if err != nil {
-				a.log.Warn("lease ended without a report", "lease_id", lease.ID, "err", err)
-				return
-			}
-			a.log.Info("lease done", "lease_id", lease.ID, "status", res.Status)
-		})
+		l.start(sess, lease)
 	}
 }
 
-// session makes the client and runner of one registration.
-func (l *loop) session(reg protocol.RegisterResponse) (*client.Client, *runner.Runner, error) {
+// start runs a lease in its own goroutine, its capacity reserved until it ends.
+func (l *loop) start(sess *session, lease *protocol.Lease) {
+	a := l.Agent
+	l.cap.take(lease)
+	a.log.Info("lease received", "lease_id", lease.ID, "pipeline_id", lease.PipelineID,
+		"cpus", lease.Plan.Runner.Cpus, "gpus", strings.Join(lease.GPUs, ","))
+	l.running.Go(func() {
+		defer l.cap.release(lease)
+		res, err := sess.run.Run(l.runs, l.reports, lease)
+		if err != nil {
+			a.log.Warn("lease ended without a report", "lease_id", lease.ID, "err", err)
+			return
+		}
+		a.log.Info("lease done", "lease_id", lease.ID, "status", res.Status)
+	})
+}
+
+// control holds the control long-poll until the reports context ends, and stops the runs the
+// server names. A poll in flight is started again when the set of runs changes, so a pipeline
+// is covered from the moment it starts.
+func (l *loop) control(heartbeat time.Duration) {
+	backoff := time.Duration(0)
+	for l.reports.Err() == nil {
+		l.mu.Lock()
+		sess := l.session
+		l.mu.Unlock()
+		cctx, cancel := context.WithTimeout(l.reports, heartbeat+30*time.Second)
+		watch := make(chan struct{})
+		go func() {
+			select {
+			case <-sess.run.Changed():
+				cancel()
+			case <-l.changed:
+				cancel()
+			case <-watch:
+			}
+		}()
+		resp, err := sess.api.Control(cctx, protocol.ControlRequest{Running: sess.run.Unstopped()})
+		restarted := cctx.Err() != nil && l.reports.Err() == nil
+		close(watch)
+		cancel()
+		switch {
+		case l.reports.Err() != nil:
+			return
+		case restarted:
+			continue
+		case errors.Is(err, client.ErrUnauthenticated):
+			// The poll loop registers again; wait for its new session.
+			pause(l.reports, time.Second)
+			continue
+		case err != nil:
+			backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
+			if !pause(l.reports, backoff) {
+				return
+			}
+			continue
+		}
+		backoff = 0
+		for _, st := range resp.Stop {
+			if sess.run.Stop(st.LeaseID, st.Reason) {
+				l.log.Info("stop requested by the server", "lease_id", st.LeaseID, "reason", st.Reason)
+			}
+		}
+	}
+}
+
+// newSession makes the client and runner of one registration and makes them current.
+func (l *loop) newSession(reg protocol.RegisterResponse) (*session, error) {
 	api := l.api.WithToken(reg.Token)
 	image := l.cfg.DefaultImage
 	if image == "" {
@@ -333,7 +492,15 @@ func (l *loop) session(reg protocol.RegisterResponse) (*client.Client, *runner.R
 		Log: l.log,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent: %w", err)
+		return nil, fmt.Errorf("agent: %w", err)
 	}
-	return api, run, nil
+	sess := &session{api: api, run: run}
+	l.mu.Lock()
+	l.session = sess
+	l.mu.Unlock()
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+	return sess, nil
 }

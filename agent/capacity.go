@@ -92,3 +92,10 @@ func (c *capacity) release(l *protocol.Lease) {
 	close(c.freed)
 	c.freed = make(chan struct{})
 }
+
+// runningCount is how many leases run now.
+func (c *capacity) runningCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.running)
+}

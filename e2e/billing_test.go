@@ -27,7 +27,7 @@ type ledgerJSON struct {
 	} `json:"items"`
 }
 
-func amount(t *testing.T, s string) billing.Amount {
+func amount(t testing.TB, s string) billing.Amount {
 	t.Helper()
 	neg := strings.HasPrefix(s, "-")
 	a, err := billing.ParseAmount(strings.TrimPrefix(s, "-"))
@@ -70,19 +70,45 @@ func (w *world) checkLedgerAddsUp(org string) []string {
 // free quota first and only then money. Windows are 3 s instead of 5 minutes
 // (NIMBUS_BILLING_FREEZE_INTERVAL): the rule is the same, the test is short.
 func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
-	w := newWorld(t, "NIMBUS_BILLING_FREEZE_INTERVAL=3s", "NIMBUS_BILLING_FREE_CPU_CORE_HOURS=0.01") // 36 free core-seconds
+	// 10 s windows, the next one frozen 5 s ahead: the stop of a pipeline its team cannot pay
+	// for any more reaches the agent (at once, through its control long-poll) before the unpaid
+	// window starts. Termination used to come up to a window late, at the agent's next renew.
+	w := newWorld(t, "NIMBUS_BILLING_FREEZE_INTERVAL=10s", "NIMBUS_BILLING_FREEZE_LEAD=50",
+		"NIMBUS_BILLING_FREE_CPU_CORE_HOURS=0.01") // 36 free core-seconds
 	// A GPU host (simulated: no GPU here) and a CPU host.
 	w.agent("", "NIMBUS_AGENT_TAGS=cnb:arch:amd64:gpu", "NIMBUS_AGENT_CPUS=16", "NIMBUS_AGENT_GPUS=simulate:1:L40")
 	w.agent("")
 
-	// A GPU window is 16 cores × 3 s at 0.5 per core-hour = 0.00666667: money for two.
-	window := billing.CostOf(16*3, billing.Scale/2)
+	// A GPU window is 16 cores × 10 s at 0.5 per core-hour = 0.02222223: money for two.
+	window := billing.CostOf(16*10, billing.Scale/2)
 	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": (2 * window).String(), "note": "two windows"}, nil)
 	n := w.pushOn("{ tags: cnb:arch:amd64:gpu }", "echo training; sleep 120")
 	b := w.waitFor(n, 60*time.Second, "terminated", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
 	if b.Status != "terminated" || b.Pipelines[0].Status != "terminated" || b.Pipelines[0].Reason != "insufficient_balance" {
 		t.Fatalf("GPU build: %s, pipeline %s (%q)", b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
 	}
+	// It was stopped before its unpaid window started: nothing, or well under a second, ran
+	// uncovered and was written off.
+	var settled struct {
+		Pipelines []struct {
+			UncoveredMs *int64 `json:"uncovered_ms"`
+			WrittenOff  string `json:"written_off"`
+			Cost        string `json:"cost"`
+		} `json:"pipelines"`
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &settled)
+		if settled.Pipelines[0].UncoveredMs != nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if u := settled.Pipelines[0].UncoveredMs; u == nil || *u >= 1000 {
+		t.Fatalf("the terminated pipeline ran %v ms past its last paid window (written off %s), want < 1000", u, settled.Pipelines[0].WrittenOff)
+	}
+	t.Logf("terminated: uncovered run time %d ms, paid %s, written off %s", *settled.Pipelines[0].UncoveredMs,
+		settled.Pipelines[0].Cost, settled.Pipelines[0].WrittenOff)
 	kinds := strings.Join(w.checkLedgerAddsUp("ml"), " ")
 	if !strings.HasPrefix(kinds, "grant freeze freeze") || !strings.Contains(kinds, "settle") || strings.Count(kinds, "settle") != 1 {
 		t.Fatalf("ledger kinds: %s", kinds)

@@ -26,7 +26,7 @@ import (
 // world is a server on PostgreSQL and its own Redis database, a team with a repo, and a way to
 // start agents and push pipelines.
 type world struct {
-	t        *testing.T
+	t        testing.TB
 	base     string
 	env      []string // the server's environment
 	dir      string
@@ -41,7 +41,7 @@ type world struct {
 	work     string
 }
 
-func newWorld(t *testing.T, extraEnv ...string) *world {
+func newWorld(t testing.TB, extraEnv ...string) *world {
 	w := &world{t: t, dir: t.TempDir(), work: t.TempDir()}
 	w.image, w.docker = testenv.Image(t), testenv.DockerHost(t)
 	// A Redis database of this test's own, so FLUSHALL-style tests touch nobody else.
@@ -245,27 +245,22 @@ func TestRedisFlushAllRequeues(t *testing.T) {
 	}
 }
 
-// Cancel reaches the agent at its next renewal and the containers are gone within seconds.
+// Cancel used to reach the agent at its next renewal, about 9 s later on average with the
+// default 10 s heartbeat. Now the agent's control long-poll hears it at once: over 10 cancels of
+// a running Docker job, the container is gone within 2 s of the API call (p95), and the build
+// ends cancelled.
 func TestCancelStopsContainers(t *testing.T) {
 	w := newWorld(t)
 	_, dir := w.agent("")
-	n := w.push("echo working; sleep 300")
-	w.waitFor(n, 60*time.Second, "running", running)
-	w.waitContainer(dir)
-	w.api.must(202, "POST", "/api/v1/repos/ml/trainer/builds/"+itoa(n)+"/cancel", nil, nil)
-	cancelled := time.Now()
-	// Renewals come every 10 s (the server's heartbeat interval); then 5 s to be gone.
-	deadline := cancelled.Add(15 * time.Second)
-	for w.containers(dir) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("containers still there 15 s after the cancel")
-		}
-		time.Sleep(100 * time.Millisecond)
+	var took []time.Duration
+	for i := 0; i < 10; i++ {
+		took = append(took, w.cancelLatency(t, dir))
 	}
-	t.Logf("containers gone %v after the cancel request", time.Since(cancelled).Round(100*time.Millisecond))
-	b := w.waitFor(n, 15*time.Second, "cancelled", func(b buildJSON) bool { return b.Status == "cancelled" })
-	if b.Pipelines[0].Status != "cancelled" {
-		t.Fatalf("pipeline %+v", b.Pipelines[0])
+	p50, p95 := percentile(took, 50), percentile(took, 95)
+	t.Logf("cancel → container gone over %d runs: p50 %v, p95 %v, max %v", len(took), p50.Round(time.Millisecond),
+		p95.Round(time.Millisecond), percentile(took, 100).Round(time.Millisecond))
+	if p95 > 2*time.Second {
+		t.Fatalf("cancel → container gone p95 %v over %v, want < 2 s", p95, took)
 	}
 }
 

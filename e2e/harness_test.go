@@ -144,7 +144,7 @@ func start(t testing.TB, dir string, env []string, name string, args ...string) 
 }
 
 // stop sends SIGTERM and returns the exit error and how long the process took to exit.
-func (p *proc) stop(t *testing.T, within time.Duration) (error, time.Duration) {
+func (p *proc) stop(t testing.TB, within time.Duration) (error, time.Duration) {
 	t.Helper()
 	begin := time.Now()
 	p.cmd.Process.Signal(syscall.SIGTERM)

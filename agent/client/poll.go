@@ -22,3 +22,24 @@ func (c *Client) Poll(ctx context.Context, req protocol.PollRequest) (*protocol.
 	}
 	return &lease, nil
 }
+
+// Control holds the control long-poll: it returns as soon as the server wants one of the
+// running leases in req stopped, or empty after the server's HeartbeatInterval. The caller's
+// context must allow longer than that.
+func (c *Client) Control(ctx context.Context, req protocol.ControlRequest) (protocol.ControlResponse, error) {
+	var resp protocol.ControlResponse
+	if _, err := c.postJSON(ctx, protocol.PathControl, req, &resp); err != nil {
+		return resp, fmt.Errorf("control: %w", err)
+	}
+	return resp, nil
+}
+
+// Deregister tells the server the agent is stopping, so it counts as offline at once. It is
+// sent once, without retries: a stopping agent does not wait for a server that is away (it is
+// then marked offline one lease TTL after it was last heard from).
+func (c *Client) Deregister(ctx context.Context) error {
+	if _, err := c.once(ctx, request{method: http.MethodPost, path: protocol.PathDeregister}); err != nil {
+		return fmt.Errorf("deregister: %w", err)
+	}
+	return nil
+}

@@ -163,9 +163,11 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 	case err := <-errc:
 		return -1, fmt.Errorf("executor: wait for %q: %w", s.Name, err)
 	case <-ctx.Done():
+		// A forced remove kills and removes in one call: a cancelled job's container is gone
+		// as soon as the engine can manage (the deferred remove then finds nothing).
 		kctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := d.cli.ContainerKill(kctx, id, "KILL"); err != nil && !isGone(err) {
+		if err := d.cli.ContainerRemove(kctx, id, container.RemoveOptions{Force: true}); err != nil && !isGone(err) {
 			return -1, errors.Join(ctx.Err(), fmt.Errorf("executor: kill %q: %w", s.Name, err))
 		}
 		return -1, ctx.Err()

@@ -19,10 +19,20 @@ import "time"
 //	     → LogAck (the offset the server has stored)
 //	POST /api/v1/agent/leases/{id}/finish
 //	     FinishRequest → 204 (the pipeline's final status)
+//	POST /api/v1/agent/control         ControlRequest → ControlResponse (a long-poll, see below)
+//	POST /api/v1/agent/deregister      → 204 (the agent is stopping: it is offline at once)
 //
 // Order: register once (keep the token), then poll in a loop while there is free capacity. For
 // each lease: renew every HeartbeatInterval until finished; report events as they happen; stream
-// logs every LogFlushInterval; finish once.
+// logs (a job's first output and output after a quiet spell at once, else batched every
+// LogFlushInterval); finish once. Beside that, always hold one control long-poll: the server
+// answers it the moment a running pipeline must stop (a cancel, or billing's termination), and
+// otherwise after HeartbeatInterval; each call also tells the server the agent is alive, which is
+// what "online" means (heard from within one LeaseTTL). A graceful stop deregisters.
+//
+// Outages: while the server cannot be reached the agent keeps its jobs running and keeps every
+// report (events in order, log bytes, the finish) until the server takes it, retrying with
+// backoff; the server never counts time it was down against a lease (see scheduler.Reap).
 //
 // Fencing: every lease call carries the lease id. A lease the server no longer honours (expired
 // and reaped, cancelled and settled, or re-queued) answers 409 with code "lease_lost": the agent
@@ -38,9 +48,11 @@ import "time"
 
 // API paths.
 const (
-	PathRegister = "/api/v1/agent/register"
-	PathPoll     = "/api/v1/agent/poll"
-	PathLeases   = "/api/v1/agent/leases/" // + {id}/renew, /events, /jobs/{job}/log, /finish
+	PathRegister   = "/api/v1/agent/register"
+	PathPoll       = "/api/v1/agent/poll"
+	PathControl    = "/api/v1/agent/control"
+	PathDeregister = "/api/v1/agent/deregister"
+	PathLeases     = "/api/v1/agent/leases/" // + {id}/renew, /events, /jobs/{job}/log, /finish
 )
 
 // ErrCodeLeaseLost is the error code of a 409 on a lease call: stop the work.
@@ -112,6 +124,23 @@ type Lease struct {
 	GPUs []string `json:"gpus,omitempty"`
 }
 
+// ControlRequest holds the control long-poll. Running lists the leases the agent runs and has
+// not been told to stop yet: only those can be answered.
+type ControlRequest struct {
+	Running []string `json:"running,omitempty"`
+}
+
+// ControlResponse lists what the agent must do now; empty when the poll timed out.
+type ControlResponse struct {
+	Stop []Stop `json:"stop,omitempty"`
+}
+
+// Stop tells the agent to stop a lease's pipeline: kill its containers and finish it.
+type Stop struct {
+	LeaseID string `json:"leaseId"`
+	Reason  string `json:"reason"`
+}
+
 // RenewRequest extends a lease.
 type RenewRequest struct{}
 
@@ -129,8 +158,9 @@ const (
 	EventJobFinished     = "job_finished"
 )
 
-// Event is one step of a running pipeline. At is the agent's clock, kept for display only: the
-// server bills and times by its own clock.
+// Event is one step of a running pipeline. At is when it happened on the agent's clock; the
+// server records it, bounded by its own clock (not before the pipeline started, not in the
+// future), so a report that arrives late — the server was down — keeps the real time.
 type Event struct {
 	Kind     string            `json:"kind"`
 	JobID    int64             `json:"jobId,omitempty"`
@@ -149,4 +179,7 @@ type LogAck struct {
 type FinishRequest struct {
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
+	// FinishedAt is when the pipeline ended on the agent's clock (bounded by the server's as
+	// Event.At is): the end of the billed run time, even when the report comes late.
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
 }

@@ -124,7 +124,7 @@ func (h *harness) start(t testing.TB, l protocol.Lease) <-chan runOutcome {
 	}
 	done := make(chan runOutcome, 1)
 	go func() {
-		res, err := h.runner.Run(context.Background(), got)
+		res, err := h.runner.Run(context.Background(), context.Background(), got)
 		done <- runOutcome{res, err}
 	}()
 	return done

@@ -45,13 +45,14 @@ func (x *run) runJob(ctx context.Context, si int, st protocol.Stage, ji int, job
 	id := x.jobIDs[[2]int{si, ji}]
 	jl := x.openLog(id)
 	res := x.execJob(ctx, id, st, job, exports, extra, jl)
-	// The log is complete on the server before the job is reported finished.
-	jl.close(x)
-	x.reportFinished(id, res)
+	// The log is complete on the server before the job is reported finished: the outbox waits
+	// for it, the next job does not.
+	jl.close()
+	x.reportFinished(id, res, jl.stream)
 	return res
 }
 
-func (x *run) reportFinished(id int64, res jobResult) {
+func (x *run) reportFinished(id int64, res jobResult, log *logStream) {
 	if id == 0 {
 		return // the server did not number this job: nothing to report it under
 	}
@@ -62,7 +63,7 @@ func (x *run) reportFinished(id int64, res jobResult) {
 			ev.Exports[k] = maskString(v, x.secrets)
 		}
 	}
-	x.event(ev)
+	x.eventAfter(ev, log)
 }
 
 // execJob decides whether the job runs, runs it (with its retries) and says how it ended.
@@ -377,7 +378,7 @@ func (x *run) openLog(id int64) *jobLog {
 	jl := &jobLog{}
 	var w io.Writer = io.Discard
 	if id != 0 {
-		jl.stream = newLogStream(x.cfg.API, x.lease.ID, id, x.cfg.LogFlushInterval, x.leaseLost, x.log)
+		jl.stream = newLogStream(x.reports, x.cfg.API, x.lease.ID, id, x.cfg.LogFlushInterval, x.leaseLost, x.log)
 		w = jl.stream
 		x.mu.Lock()
 		x.streams = append(x.streams, jl.stream)
@@ -412,19 +413,14 @@ func (jl *jobLog) note(format string, args ...any) {
 	jl.midLine = false
 }
 
-// close flushes the masker and gives the server a short while to take the rest of the log, so
-// that on the happy path the log is complete before the job is reported finished; what is not
-// shipped by then keeps going in the background (drainLogs).
-func (jl *jobLog) close(x *run) {
+// close flushes the masker and marks the log complete: the stream sends the rest at once, and
+// the job's job_finished waits in the outbox until the server has it (waitShipped).
+func (jl *jobLog) close() {
 	jl.mu.Lock()
 	jl.mask.Flush()
 	jl.mu.Unlock()
-	if jl.stream == nil {
-		return
-	}
-	jl.stream.finish()
-	if !jl.stream.wait(jobLogWaitFlushes*x.cfg.LogFlushInterval) && !x.lost.Load() {
-		x.log.Warn("the server has not taken the whole log of a job yet; still sending in the background", "job_id", jl.stream.jobID)
+	if jl.stream != nil {
+		jl.stream.finish()
 	}
 }
 

@@ -147,7 +147,7 @@ func TestLogStreamResendsFromTheAckedOffset(t *testing.T) {
 		return storeAll(stored, offset, data[:len(data)/2])
 	}
 	api := &scriptedAPI{answers: []func([]byte, int64, []byte) (int64, []byte, error){fail, half, fail}}
-	s := newLogStream(api, "l", 1, time.Hour, func() {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := newLogStream(context.Background(), api, "l", 1, time.Hour, func() {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.Write([]byte("0123456789"))
 	if err := s.flush(context.Background()); err == nil {
 		t.Fatal("the first flush hit an error and must say so")
@@ -178,7 +178,7 @@ func TestLogStreamStopsOnLeaseLost(t *testing.T) {
 		func(stored []byte, _ int64, _ []byte) (int64, []byte, error) { return 0, stored, lost },
 	}}
 	var called atomic.Bool
-	s := newLogStream(api, "l", 1, time.Hour, func() { called.Store(true) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := newLogStream(context.Background(), api, "l", 1, time.Hour, func() { called.Store(true) }, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	s.Write([]byte("x"))
 	s.finish()
 	s.wait(5 * time.Second)

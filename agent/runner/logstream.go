@@ -22,13 +22,17 @@ const (
 )
 
 // logStream ships one job's log to the server. Writes only append to memory; a goroutine sends
-// what is new every flush interval, starting from the offset the server acknowledged last. A
-// failed send changes nothing, so the next one resends the same bytes from the same offset: the
-// server keeps what it already has, and nothing is lost or doubled.
+// what is new, starting from the offset the server acknowledged last. A failed send changes
+// nothing, so the next one resends the same bytes from the same offset: the server keeps what it
+// already has, and nothing is lost or doubled.
 //
-// When the job ends, finish asks for one last send and the job waits for it only briefly: an
-// outage of the log store must not hold the pipeline up. Whatever is still unsent keeps being
-// retried in the background until the whole run ends (abandon).
+// When to send: a job's first output, and output after a quiet spell, go at once (people watch
+// the first second of every job); output that comes while the last send is less than an interval
+// old waits for the interval, so a chatty job makes one request per interval, not one per line.
+// A failed send is retried an interval later.
+//
+// When the job ends, finish asks for one last send; the job's job_finished waits for it in the
+// run's outbox. What is still unsent keeps being retried until the run abandons the stream.
 type logStream struct {
 	api      API
 	leaseID  string
@@ -43,17 +47,18 @@ type logStream struct {
 	dropped int64 // bytes refused because buf was full
 	broken  bool  // the server lost bytes it had acknowledged: nothing can be appended any more
 
-	ctx     context.Context // ends on abandon, cutting a send in flight short
+	ctx     context.Context // ends on abandon (or with the run's reports), cutting a send short
 	abandon context.CancelFunc
 	closing atomic.Bool
+	closed  chan struct{} // closed by finish: a batching wait ends
 	kick    chan struct{}
 	done    chan struct{} // closed when the loop has ended
 }
 
-func newLogStream(api API, leaseID string, jobID int64, interval time.Duration, onLost func(), log *slog.Logger) *logStream {
-	ctx, cancel := context.WithCancel(context.Background())
+func newLogStream(parent context.Context, api API, leaseID string, jobID int64, interval time.Duration, onLost func(), log *slog.Logger) *logStream {
+	ctx, cancel := context.WithCancel(parent)
 	s := &logStream{api: api, leaseID: leaseID, jobID: jobID, interval: interval, onLost: onLost, log: log,
-		ctx: ctx, abandon: cancel, kick: make(chan struct{}, 1), done: make(chan struct{})}
+		ctx: ctx, abandon: cancel, closed: make(chan struct{}), kick: make(chan struct{}, 1), done: make(chan struct{})}
 	go s.loop()
 	return s
 }
@@ -71,38 +76,72 @@ func (s *logStream) Write(p []byte) (int, error) {
 		s.dropped = 0
 	}
 	s.buf = append(s.buf, p...)
+	s.nudge()
 	return len(p), nil
 }
 
-// loop sends at every tick, and at once when finish asks; after finish it ends as soon as the
-// server holds everything.
+// nudge wakes the loop without waiting.
+func (s *logStream) nudge() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop sends when there is something new (see the type's comment for when), and ends after
+// finish as soon as the server holds everything.
 func (s *logStream) loop() {
 	defer close(s.done)
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
+	var last time.Time // the last send's start
+	var retry *time.Timer
+	var retryC <-chan time.Time
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-t.C:
 		case <-s.kick:
+		case <-retryC:
+			retryC = nil
 		}
+		if wait := s.interval - time.Since(last); wait > 0 && !s.closing.Load() {
+			// Under load: batch what comes until the interval is over.
+			t := time.NewTimer(wait)
+			select {
+			case <-s.ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			case <-s.closed:
+				t.Stop()
+			}
+		}
+		last = time.Now()
 		err := s.flush(s.ctx)
 		switch {
 		case errors.Is(err, client.ErrLeaseLost) || s.ctx.Err() != nil:
 			return
-		case err != nil:
-			// The client has already backed off; the next tick sends the same bytes again.
-			s.log.Warn("log upload failed; will resend", "job_id", s.jobID, "err", err)
 		case s.closing.Load() && s.pending() == 0:
 			return
+		case err != nil || s.pending() > 0:
+			if err != nil {
+				// The client has already backed off; an interval later the same bytes go again.
+				s.log.Warn("log upload failed; will resend", "job_id", s.jobID, "err", err)
+			}
+			if retry == nil {
+				retry = time.NewTimer(s.interval)
+			} else {
+				retry.Reset(s.interval)
+			}
+			retryC = retry.C
 		}
 	}
 }
 
 // finish says no more bytes will come and asks for a send now.
 func (s *logStream) finish() {
-	s.closing.Store(true)
+	if s.closing.CompareAndSwap(false, true) {
+		close(s.closed)
+	}
 	select {
 	case s.kick <- struct{}{}:
 	default:

@@ -187,7 +187,7 @@ func (x *run) skipJobs(si int, st protocol.Stage, from int, reason string, condi
 			res.exports = exportValues(st.Jobs[ji], map[string]string{ResultSkip: reason})
 			x.mergeExports(res.exports)
 		}
-		x.reportFinished(x.jobIDs[[2]int{si, ji}], res)
+		x.reportFinished(x.jobIDs[[2]int{si, ji}], res, nil)
 	}
 }
 

@@ -14,10 +14,18 @@
 //	    ▼
 //	finish (success | failed | cancelled) ─► workspace removed
 //
-// Cancellation is one context with a cause: the server's Cancel, a lost lease, the pipeline's
-// MaxDuration or the agent stopping. The executors kill a step as soon as its context ends, so
-// the containers are gone within seconds. After a lost lease nothing more is reported: the
-// server has given the pipeline up and would refuse it anyway.
+// Cancellation is one context with a cause: the server's stop (Stop, from the agent's control
+// long-poll, or a renew's Cancel), a lost lease, the pipeline's MaxDuration or the agent
+// stopping. The executors kill a step as soon as its context ends, so the containers are gone
+// within seconds. After a lost lease nothing more is reported: the server has given the
+// pipeline up and would refuse it anyway.
+//
+// Reports survive outages. Events go through one ordered outbox per run and the finish after
+// them; both are retried with backoff until the server takes them, the lease is lost, or the
+// reports context given to Run ends (the agent's bounded shutdown). Jobs never wait for the
+// server: they keep running while it is away, and their logs are kept and resent from the
+// acknowledged offset. The wait for a log before its job is reported finished counts only time
+// in which the server answers.
 package runner
 
 import (
@@ -64,6 +72,10 @@ type Config struct {
 // Runner runs leases; one Runner serves many concurrent runs.
 type Runner struct {
 	cfg Config
+
+	mu      sync.Mutex
+	runs    map[string]*run // by lease id, while they run
+	changed chan struct{}   // a run started, ended or was stopped
 }
 
 // New checks cfg and returns a Runner.
@@ -88,7 +100,59 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.GitPath == "" {
 		cfg.GitPath = "git"
 	}
-	return &Runner{cfg: cfg}, nil
+	return &Runner{cfg: cfg, runs: map[string]*run{}, changed: make(chan struct{}, 1)}, nil
+}
+
+// Stop stops the run of a lease as the server asked (a cancel, or billing's termination): its
+// containers are killed and it finishes cancelled (the server records its own reason). It
+// reports whether such a run was going.
+func (r *Runner) Stop(leaseID, reason string) bool {
+	r.mu.Lock()
+	x := r.runs[leaseID]
+	r.mu.Unlock()
+	if x == nil {
+		return false
+	}
+	x.stop(reason)
+	return true
+}
+
+// Unstopped lists the leases being run that the server has not stopped: what the agent's
+// control long-poll asks about.
+func (r *Runner) Unstopped() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.runs))
+	for id, x := range r.runs {
+		if !x.stopping.Load() {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Changed signals when the set Unstopped returns may have changed.
+func (r *Runner) Changed() <-chan struct{} { return r.changed }
+
+func (r *Runner) signal() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Runner) track(x *run) {
+	r.mu.Lock()
+	r.runs[x.lease.ID] = x
+	r.mu.Unlock()
+	r.signal()
+}
+
+func (r *Runner) untrack(x *run) {
+	r.mu.Lock()
+	delete(r.runs, x.lease.ID)
+	r.mu.Unlock()
+	r.signal()
 }
 
 // Pipeline statuses reported by finish, and job statuses reported by job_finished.
@@ -120,11 +184,16 @@ func (c *cancelled) Error() string { return "cancelled: " + c.reason }
 // run is the state of one lease being run.
 type run struct {
 	*Runner
-	lease   *protocol.Lease
-	log     *slog.Logger
-	cancel  context.CancelCauseFunc
-	lost    atomic.Bool
-	secrets []string
+	lease    *protocol.Lease
+	log      *slog.Logger
+	cancel   context.CancelCauseFunc
+	lost     atomic.Bool
+	stopping atomic.Bool  // the server asked to stop it
+	heard    atomic.Int64 // when the server last answered a renew or an event (unix ns)
+	reports  context.Context
+	outbox   chan report // events, in order, for the sender (deliverEvents)
+	sent     chan struct{}
+	secrets  []string
 	jobIDs  map[[2]int]int64 // (stage index over all groups, job index) → server job id
 
 	ws    string // workspace on this host
@@ -138,16 +207,23 @@ type run struct {
 // Run runs the lease to completion and reports its end to the server. It returns the result it
 // reported, or an error matching client.ErrLeaseLost when the server took the lease away (then
 // nothing was reported). Every container of the run is gone when it returns.
-func (r *Runner) Run(ctx context.Context, lease *protocol.Lease) (Result, error) {
+//
+// Ending ctx kills the run, which is then reported failed with reason agent_stopped (the agent
+// is shutting down). reports bounds every report and every wait for the server: while it lives,
+// events, logs and the finish are retried until the server takes them, however long it is away;
+// when it ends, what is still unsent is given up and Run returns.
+func (r *Runner) Run(ctx, reports context.Context, lease *protocol.Lease) (Result, error) {
 	if !validLeaseID(lease.ID) {
 		return Result{}, fmt.Errorf("runner: lease id %q cannot name a workspace", lease.ID)
 	}
 	x := &run{Runner: r, lease: lease, exports: map[string]string{}, jobIDs: map[[2]int]int64{},
-		log: r.cfg.Log.With("lease_id", lease.ID, "pipeline_id", lease.PipelineID)}
+		log: r.cfg.Log.With("lease_id", lease.ID, "pipeline_id", lease.PipelineID), reports: reports,
+		outbox: make(chan report, 256), sent: make(chan struct{})}
 	for _, j := range lease.Jobs {
 		x.jobIDs[[2]int{j.Stage, j.Job}] = j.ID
 	}
 	x.secrets = secretValues(lease)
+	x.heard.Store(time.Now().UnixNano())
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -157,8 +233,10 @@ func (r *Runner) Run(ctx context.Context, lease *protocol.Lease) (Result, error)
 		runCtx, stop = context.WithTimeoutCause(runCtx, max, errPipelineTimeout)
 		defer stop()
 	}
+	r.track(x)
+	defer r.untrack(x)
 	// The heartbeat outlives the run context: the lease must hold until finish is sent.
-	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	hbCtx, stopHeartbeat := context.WithCancel(reports)
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
@@ -168,9 +246,16 @@ func (r *Runner) Run(ctx context.Context, lease *protocol.Lease) (Result, error)
 		stopHeartbeat()
 		<-hbDone
 	}()
+	go x.deliverEvents()
 
 	x.log.Info("pipeline leased", "name", lease.Plan.Name, "commit", lease.Commit)
 	res := x.execute(runCtx)
+	ended := time.Now()
+	close(x.outbox)
+	select {
+	case <-x.sent:
+	case <-reports.Done():
+	}
 	x.drainLogs()
 	if x.lost.Load() {
 		x.log.Warn("lease lost: work stopped, nothing more reported")
@@ -179,9 +264,9 @@ func (r *Runner) Run(ctx context.Context, lease *protocol.Lease) (Result, error)
 	if ctx.Err() != nil && res.Status != StatusSuccess {
 		res = Result{Status: StatusFailed, Reason: "agent_stopped: the agent shut down while the pipeline ran"}
 	}
-	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer fcancel()
-	if err := r.cfg.API.Finish(fctx, lease.ID, protocol.FinishRequest{Status: res.Status, Reason: maskString(res.Reason, x.secrets)}); err != nil {
+	req := protocol.FinishRequest{Status: res.Status, Reason: maskString(res.Reason, x.secrets), FinishedAt: ended}
+	err := x.keepTrying("finish", func(ctx context.Context) error { return r.cfg.API.Finish(ctx, lease.ID, req) })
+	if err != nil {
 		if errors.Is(err, client.ErrLeaseLost) {
 			return res, fmt.Errorf("runner: lease %s: %w", lease.ID, err)
 		}
@@ -189,6 +274,102 @@ func (r *Runner) Run(ctx context.Context, lease *protocol.Lease) (Result, error)
 	}
 	x.log.Info("pipeline finished", "status", res.Status, "reason", res.Reason)
 	return res, nil
+}
+
+// report is one event for the outbox; after, when set, is the log that must reach the server
+// before it (a job is reported finished once its log is complete).
+type report struct {
+	ev    protocol.Event
+	after *logStream
+}
+
+// deliverEvents sends the outbox's events in order, each until the server takes it.
+func (x *run) deliverEvents() {
+	defer close(x.sent)
+	for rep := range x.outbox {
+		if rep.after != nil && !x.lost.Load() {
+			if !x.waitShipped(rep.after, jobLogWaitFlushes*x.cfg.LogFlushInterval) && !x.lost.Load() && x.reports.Err() == nil {
+				x.log.Warn("the server has not taken the whole log of a job; reporting the job finished anyway", "job_id", rep.after.jobID)
+			}
+		}
+		if x.lost.Load() || x.reports.Err() != nil {
+			continue // drain: nothing more can be sent
+		}
+		err := x.keepTrying("event "+rep.ev.Kind, func(ctx context.Context) error { return x.cfg.API.Event(ctx, x.lease.ID, rep.ev) })
+		if err != nil && !errors.Is(err, client.ErrLeaseLost) && x.reports.Err() == nil {
+			x.log.Warn("the server refused an event", "kind", rep.ev.Kind, "job_id", rep.ev.JobID, "err", err)
+		}
+	}
+}
+
+// keepTrying sends one report until the server takes it, refuses it for good (a 4xx; lease_lost
+// stops the run), or the reports context ends. The client retries with backoff inside each call
+// (for about a minute); this goes on after that, so an outage of any length is ridden out.
+func (x *run) keepTrying(what string, call func(context.Context) error) error {
+	warned := false
+	for {
+		err := call(x.reports)
+		switch {
+		case err == nil:
+			x.heard.Store(time.Now().UnixNano())
+			if warned {
+				x.log.Info("the server took the report again", "what", what)
+			}
+			return nil
+		case errors.Is(err, client.ErrLeaseLost):
+			x.leaseLost()
+			return err
+		case x.reports.Err() != nil:
+			return fmt.Errorf("%s not sent (the agent is stopping): %w", what, err)
+		case !client.Retryable(err):
+			return err
+		}
+		if !warned {
+			x.log.Warn("the server cannot be reached; the run goes on and the report is kept", "what", what, "err", err)
+			warned = true
+		}
+		t := time.NewTimer(time.Second)
+		select {
+		case <-x.reports.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// reachable says whether the server answered within the last two heartbeats.
+func (x *run) reachable() bool {
+	return time.Since(time.Unix(0, x.heard.Load())) < 2*x.cfg.HeartbeatInterval
+}
+
+// waitShipped waits until the server holds the whole of a finished log, and reports whether it
+// does. It gives up when the log can never be shipped (lease lost, or the server lost bytes),
+// when the reports are abandoned, or after bound of time in which the server answered but did
+// not take the log (a failing log store must not hold the pipeline for ever). Time in which the
+// server cannot be reached does not count: the log goes once it is back.
+func (x *run) waitShipped(s *logStream, bound time.Duration) bool {
+	const step = 50 * time.Millisecond
+	t := time.NewTicker(step)
+	defer t.Stop()
+	var waited time.Duration
+	for {
+		select {
+		case <-s.done:
+			return s.pending() == 0
+		case <-x.reports.Done():
+			return false
+		case <-t.C:
+		}
+		if x.lost.Load() {
+			return false
+		}
+		if x.reachable() {
+			waited += step
+		}
+		if waited >= bound {
+			return s.pending() == 0
+		}
+	}
 }
 
 // execute runs everything between the lease and the finish, and says how it ended.
@@ -234,8 +415,9 @@ func (x *run) stopped(ctx context.Context) (Result, bool) {
 	return Result{Status: StatusCancelled, Reason: cause.Error()}, true
 }
 
-// heartbeat renews the lease every interval until ctx ends. A Cancel answer cancels the run (and
+// heartbeat renews the lease every interval until ctx ends. A Cancel answer stops the run (and
 // renewing goes on, so the lease holds while the run winds down); lease_lost stops everything.
+// A failed renew is tried again at the next beat: the run goes on while the server is away.
 func (x *run) heartbeat(ctx context.Context) {
 	t := time.NewTicker(x.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -255,25 +437,35 @@ func (x *run) heartbeat(ctx context.Context) {
 				x.log.Warn("renewing the lease failed; trying again at the next heartbeat", "err", err)
 			}
 		case resp.Cancel:
-			reason := resp.Reason
-			if reason == "" {
-				reason = "cancelled by the server"
-			}
-			x.cancel(&cancelled{reason: reason})
+			x.heard.Store(time.Now().UnixNano())
+			x.stop(resp.Reason)
+		default:
+			x.heard.Store(time.Now().UnixNano())
 		}
 	}
 }
 
-// drainLogs waits a bounded time for the job logs still being shipped, then stops them: the
-// finish must not wait for ever on a log store that is down, and after a lost lease nothing
-// more is sent at all.
+// stop cancels the run because the server asked.
+func (x *run) stop(reason string) {
+	if reason == "" {
+		reason = "cancelled by the server"
+	}
+	if x.stopping.CompareAndSwap(false, true) {
+		x.log.Info("the server stopped the pipeline", "reason", reason)
+		x.cancel(&cancelled{reason: reason})
+		x.signal()
+	}
+}
+
+// drainLogs waits for the job logs still being shipped — without a bound while the server is
+// away, a bounded time once it answers — then stops them. After a lost lease nothing more is
+// sent at all.
 func (x *run) drainLogs() {
 	x.mu.Lock()
 	streams := x.streams
 	x.mu.Unlock()
-	deadline := time.Now().Add(runLogWaitFlushes * x.cfg.LogFlushInterval)
 	for _, s := range streams {
-		if !x.lost.Load() && !s.wait(time.Until(deadline)) {
+		if !x.lost.Load() && !x.waitShipped(s, runLogWaitFlushes*x.cfg.LogFlushInterval) && !x.lost.Load() {
 			x.log.Warn("giving up on the rest of a job's log", "job_id", s.jobID, "unsent_bytes", s.pending())
 		}
 		s.abandon()
@@ -288,23 +480,16 @@ func (x *run) leaseLost() {
 	}
 }
 
-// event reports an event, unless the lease is lost. Failures other than lease_lost are logged
-// and dropped: the run goes on, and finish settles the pipeline on the server either way.
-func (x *run) event(ev protocol.Event) {
+// event queues an event for the server, in order, unless the lease is lost; it never waits for
+// the network. A job_finished waits in the outbox (not here) for the job's log: after.
+func (x *run) event(ev protocol.Event) { x.eventAfter(ev, nil) }
+
+func (x *run) eventAfter(ev protocol.Event, after *logStream) {
 	if x.lost.Load() {
 		return
 	}
 	ev.At = time.Now()
-	// Reports must get out even after the run context ended (a cancelled job is reported).
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := x.cfg.API.Event(ctx, x.lease.ID, ev); err != nil {
-		if errors.Is(err, client.ErrLeaseLost) {
-			x.leaseLost()
-			return
-		}
-		x.log.Warn("reporting an event failed", "kind", ev.Kind, "job_id", ev.JobID, "err", err)
-	}
+	x.outbox <- report{ev: ev, after: after}
 }
 
 // secretValues are the values masked in every log of the lease: its secrets, the job token and

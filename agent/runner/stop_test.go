@@ -173,7 +173,7 @@ func TestAgentStopReportsTheRunFailed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan runOutcome, 1)
 	go func() {
-		res, err := h.runner.Run(ctx, got)
+		res, err := h.runner.Run(ctx, context.Background(), got)
 		done <- runOutcome{res, err}
 	}()
 	waitStarted(t, h, l.ID, jobID(0, 0))

@@ -159,7 +159,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	// The intake (the scheduler's Redis queues) comes first: the build service enqueues into it,
 	// and the scheduler, which drives builds through build.Lifecycle, dispatches from it.
 	intake := scheduler.NewIntake(a.Redis.Client, nil)
-	a.Builds = build.NewService(build.Config{DB: a.DB, Repos: a.Repos, Users: a.Auth, Queue: intake, Logs: a.Logs, Clock: clk,
+	a.Builds = build.NewService(build.Config{DB: a.DB, Repos: a.Repos, Users: a.Auth, Queue: intake, Agents: intake, Logs: a.Logs, Clock: clk,
 		Log: log, PublicURL: cfg.PublicURL, Spec: spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage}})
 	a.Scheduler = scheduler.NewService(a.DB, intake, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
@@ -306,9 +306,23 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 		ready(ln.Addr().String())
 	}
 	a.Log.Info("listening", "addr", ln.Addr().String(), "url", a.Config.PublicURL)
-	err = a.Server.Serve(ctx, ln, a.Config.ShutdownTimeout)
-	stopAgent()
-	return errors.Join(err, <-agentDone)
+	// The built-in agent stops before the server does: it reports the ends of its pipelines
+	// through this server's API, which must still answer (its own stop is bounded).
+	serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServing()
+	agentErr := make(chan error, 1)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-serveCtx.Done():
+		}
+		stopAgent()
+		agentErr <- <-agentDone
+		stopServing()
+	}()
+	err = a.Server.Serve(serveCtx, ln, a.Config.ShutdownTimeout)
+	stopServing()
+	return errors.Join(err, <-agentErr)
 }
 
 // Close releases everything New opened, in reverse order.
@@ -341,6 +355,7 @@ func billingConfig(cfg *config.Config, loc *time.Location) (b billing.Config, er
 	b = billing.DefaultConfig()
 	b.Currency = cfg.Currency
 	b.FreezeInterval = cfg.FreezeInterval
+	b.FreezeLeadPercent = cfg.FreezeLead
 	if b.FreeCoreSeconds, err = cfg.FreeCoreSeconds(); err != nil {
 		return b, err
 	}

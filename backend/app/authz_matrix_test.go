@@ -309,6 +309,10 @@ var mxMatrix = []mxRow{
 		note("needs the registration token").body(mxAgentRegistration("intruder")).agent(401),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/poll").
 		body(protocol.PollRequest{FreeCPUs: 64}).agent(200).prep(mxQueueWork),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/control").
+		agent(200).prep(mxStoppingLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/deregister").
+		agent(204),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").
 		agent(200).prep(mxOwnLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").
@@ -368,6 +372,21 @@ func mxOwnLease(w *mxWorld, c *mxCall) { c.Vars["lease"] = w.lease.ID }
 func mxOtherAgentsLease(w *mxWorld, c *mxCall) { c.Vars["lease"] = w.otherLease.ID }
 
 func mxOtherAgentsJob(w *mxWorld, c *mxCall) { c.Vars["job"] = fmt.Sprint(w.otherLease.Jobs[0].ID) }
+
+// mxStoppingLease gives the agent a lease of its own that the server asked to stop, so its
+// control long-poll answers at once instead of after a heartbeat (everyone else sends the shared
+// lease).
+func mxStoppingLease(w *mxWorld, c *mxCall) {
+	c.Body = protocol.ControlRequest{Running: []string{w.lease.ID}}
+	if c.P.Agent {
+		w.manualBuild()
+		l := w.pollLease(w.agentToken)
+		if err := w.app.Builds.RequestStop(w.ctx, l.PipelineID, "cancelled"); err != nil {
+			w.t.Fatal(err)
+		}
+		c.Body = protocol.ControlRequest{Running: []string{l.ID}}
+	}
+}
 
 // mxFreshLease gives the agent a lease of its own to finish (everyone else gets the shared one).
 func mxFreshLease(w *mxWorld, c *mxCall) {

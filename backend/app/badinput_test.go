@@ -1,6 +1,7 @@
 package app
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -16,7 +17,8 @@ import (
 // change a single row. Every write route under /api/v1 needs an entry (the test fails otherwise).
 //
 // Endpoints that take a JSON body also get the generic cases (mxMalformed): no body, broken
-// JSON, a non-object, trailing data, an unknown field, a body over the 1 MiB limit.
+// JSON, a non-object, the valid body with trailing data after it, an unknown field (where the
+// OpenAPI document closes the body's schema), a body over the 1 MiB limit.
 //
 // Requests go as A's owner through the session cookie (with its CSRF token) unless the case
 // says otherwise: the strongest caller, so that a 4xx is about the input, not the caller.
@@ -38,30 +40,48 @@ type mxBad struct {
 	As     string                                   // principal name (default "owner")
 	Setup  func(w *mxWorld, vars map[string]string) // runs before the endpoint's snapshot
 	Header map[string]string                        // request headers (a checksum, …)
+	InMsg  string                                   // the error message must hold this
 }
 
 var mxLong = func(n int) string { return strings.Repeat("a", n) }
 
-// mxMalformed are the generic cases of every JSON endpoint.
-func mxMalformed(valid any) []mxBad {
-	unknown := map[string]any{"unexpected_field": 1}
-	if m, ok := valid.(map[string]any); ok {
-		for k, v := range m {
-			unknown[k] = v
-		}
+// mxMalformed are the generic cases of every JSON endpoint. The trailing-data cases append to
+// the valid body, which alone would be accepted: trailing data after a JSON body used to be
+// accepted when it began with '}' or ']' (POST /api/v1/orgs with {"name":"x1"}} created the org).
+// closed: the OpenAPI document says additionalProperties: false for the body, so an unknown
+// field is refused too.
+func mxMalformed(t *testing.T, valid any, closed bool) []mxBad {
+	raw, err := json.Marshal(valid)
+	if err != nil || !strings.HasPrefix(string(raw), "{") {
+		t.Fatalf("the valid body of a JSON endpoint must be an object: %s %v", raw, err)
 	}
-	return []mxBad{
+	ok := string(raw)
+	cases := []mxBad{
 		{Name: "no body", Body: nil, Want: 400},
 		{Name: "empty body", Body: "", Want: 400},
 		{Name: "broken JSON", Body: `{"name": `, Want: 400},
 		{Name: "not JSON", Body: `name=x`, Want: 400},
 		{Name: "an array", Body: `[]`, Want: 400},
+		{Name: "an array of the valid body", Body: "[" + ok + "]", Want: 400},
 		{Name: "a string", Body: `"x"`, Want: 400},
 		{Name: "null", Body: `null`, Want: 400},
 		{Name: "two objects", Body: `{} {}`, Want: 400},
-		{Name: "unknown field beside valid ones", Body: unknown, Want: 400},
+		{Name: "valid body, then a stray }", Body: ok + "}", Want: 400},
+		{Name: "valid body, then a stray ]", Body: ok + "\n]", Want: 400},
+		{Name: "valid body, then a second object", Body: ok + ` {"name": "x"}`, Want: 400},
+		{Name: "valid body, then garbage", Body: ok + ` trailing`, Want: 400},
 		{Name: "over 1 MiB", Body: `{"name": "` + mxLong(1<<20+10) + `"}`, Want: 413},
 	}
+	if closed {
+		unknown := map[string]any{"unexpected_field": 1}
+		if m, ok := valid.(map[string]any); ok {
+			for k, v := range m {
+				unknown[k] = v
+			}
+		}
+		cases = append(cases, mxBad{Name: "unknown field beside valid ones", Body: unknown, Want: 400, InMsg: "unexpected_field"})
+	}
+	return cases
 }
 
 func mxSetScratchOrg(w *mxWorld, v map[string]string)  { v["org"] = w.scratchOrg() }
@@ -429,6 +449,17 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 			{Name: "running as a string", Body: map[string]any{"freeCpus": 64, "running": "lease_x"}, Want: 400},
 			{Name: "freeGpus as numbers", Body: map[string]any{"freeCpus": 64, "freeGpus": []int{0}}, Want: 400},
 		}},
+	// Only input that fails before the long-poll, as for poll.
+	{Method: "POST", Path: "/api/v1/agent/control", JSON: true, As: "agent-token",
+		Valid: map[string]any{"running": []string{"lease_x"}},
+		Cases: []mxBad{
+			{Name: "running as a string", Body: map[string]any{"running": "lease_x"}, Want: 400},
+			{Name: "running as numbers", Body: map[string]any{"running": []int{1}}, Want: 400},
+		}},
+	{Method: "POST", Path: "/api/v1/agent/deregister", As: "agent-token",
+		Cases: []mxBad{
+			{Name: "without the agent token", As: "anon", Want: 401},
+		}},
 	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/renew", As: "agent-token",
 		Cases: []mxBad{
 			{Name: "no such lease", Path: "/api/v1/agent/leases/lease_nope/renew", Want: 409},
@@ -504,7 +535,7 @@ func mxRunBadInput(t *testing.T, w *mxWorld, e mxBadEndpoint) {
 	}
 	cases := e.Cases
 	if e.JSON {
-		cases = append(mxMalformed(e.Valid), cases...)
+		cases = append(mxMalformed(t, e.Valid, mxBodyIsClosed(t, w, e.Method, e.Path)), cases...)
 	}
 	type prepared struct {
 		c mxBad
@@ -562,6 +593,8 @@ func mxRunBadInput(t *testing.T, w *mxWorld, e mxBadEndpoint) {
 			t.Errorf("%s: %d with code %q, want %q", who, res.Status, code, mxCodeFor[res.Status])
 		case len(msg) > 1000:
 			t.Errorf("%s: the message echoes the input (%d bytes)", who, len(msg))
+		case !strings.Contains(msg, k.c.InMsg):
+			t.Errorf("%s: message %q does not name %q", who, msg, k.c.InMsg)
 		}
 	}
 	if d := before.diff(w.snapshot()); d != "" {

@@ -92,9 +92,13 @@ type PipelineJSON struct {
 	StartedAt  *time.Time `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at"`
 	// CoreSeconds and Cost are what the pipeline used and costs so far (settled values once it
-	// is settled); Cost is a decimal string in the billing currency, 4 places.
+	// is settled: Cost is then what was paid); decimal strings in the billing currency, 4
+	// places. WrittenOff is the part of its price the platform wrote off (it ran past what its
+	// team could pay), and UncoveredMs how long it ran past its last paid window, once settled.
 	CoreSeconds int64       `json:"core_seconds"`
 	Cost        string      `json:"cost"`
+	WrittenOff  string      `json:"written_off"`
+	UncoveredMs *int64      `json:"uncovered_ms"`
 	Stages      []StageJSON `json:"stages,omitempty"`
 }
 
@@ -309,9 +313,14 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 	pipesOf := map[int64][]PipelineJSON{}
 	for _, p := range ps {
 		pj := PipelineJSON{ID: p.ID, Key: p.Key, Name: p.Name, Status: p.Status, Reason: p.Reason, RunnerTag: p.RunnerTag,
-			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt, Cost: billing.Amount(0).Display()}
+			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt, Cost: billing.Amount(0).Display(),
+			WrittenOff: billing.Amount(0).Display()}
 		if u, ok := usage[p.ID]; ok {
-			pj.CoreSeconds, pj.Cost = u.CoreSeconds, u.Cost.Display()
+			pj.CoreSeconds, pj.Cost, pj.WrittenOff = u.CoreSeconds, u.Cost.Display(), u.WrittenOff.Display()
+			if p.FinishedAt != nil {
+				ms := u.Uncovered.Milliseconds()
+				pj.UncoveredMs = &ms
+			}
 		}
 		if deep {
 			pj.Stages = stagesOf[p.ID]

@@ -33,6 +33,9 @@ type Lifecycle interface {
 	// and stages and rolls the build up. It reports whether this call ended it; a pipeline this
 	// lease already ended is false and no error, one another lease holds is ErrLeaseLost.
 	End(ctx context.Context, p *Pipeline, status, reason string) (bool, error)
+	// Refuse ends a pipeline that was claimed but never handed to an agent (billing refused its
+	// first window): failed with the reason, and no start time, because nothing ran.
+	Refuse(ctx context.Context, p *Pipeline, reason string) (bool, error)
 	// Renew extends the agent's lease until the given time and returns its pipeline, whose
 	// CancelRequested and Reason say whether it must stop.
 	Renew(ctx context.Context, agentID, leaseID string, until time.Time) (*Pipeline, error)
@@ -48,10 +51,13 @@ type Lifecycle interface {
 	// Reap handles up to 500 running pipelines whose lease expired before now: it ends or
 	// re-queues each and returns them.
 	Reap(ctx context.Context, now time.Time) ([]Reaped, error)
-	// RequestStop asks the agent of a running pipeline to stop it, with a reason, at its next
-	// renew.
+	// RequestStop asks the agent of a running pipeline to stop it, with a reason; the agent is
+	// told at once through Config.Agents (and at its next renew in any case).
 	RequestStop(ctx context.Context, pipelineID int64, reason string) error
-	// Queued lists every queued pipeline (id, team, class, cores, queue time).
+	// Stopping lists the pipelines among the agent's leases that must stop (lease id and
+	// reason): what the agent's control long-poll answers.
+	Stopping(ctx context.Context, agentID string, leaseIDs []string) ([]Pipeline, error)
+	// Queued lists every queued pipeline (id, team, class, cores, queue time), oldest first.
 	Queued(ctx context.Context) ([]Pipeline, error)
 	// RunningCounts counts running pipelines per runner class and team.
 	RunningCounts(ctx context.Context) ([]RunningCount, error)
@@ -118,13 +124,32 @@ func (s *Service) Requeue(ctx context.Context, p *Pipeline, queuedAt time.Time) 
 
 // End implements Lifecycle.
 func (s *Service) End(ctx context.Context, p *Pipeline, status, reason string) (bool, error) {
+	return s.end(ctx, p, status, reason, s.clock.Now().UTC(), false)
+}
+
+// Refuse implements Lifecycle.
+func (s *Service) Refuse(ctx context.Context, p *Pipeline, reason string) (bool, error) {
+	ended, err := s.end(ctx, p, StatusFailed, reason, s.clock.Now().UTC(), true)
+	if ended {
+		p.StartedAt = nil
+	}
+	return ended, err
+}
+
+// end moves a running pipeline to its final status at the given time (the server's now, or
+// when the agent saw it end); neverStarted also clears its start time.
+func (s *Service) end(ctx context.Context, p *Pipeline, status, reason string, at time.Time, neverStarted bool) (bool, error) {
 	now := s.clock.Now().UTC()
 	leaseID := p.LeaseID
 	ended := false
 	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		set := map[string]any{"status": status, "reason": reason, "finished_at": at, "updated_at": now,
+			"lease_expires_at": nil, "job_token_hash": ""}
+		if neverStarted {
+			set["started_at"] = nil
+		}
 		res := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND status = ?", p.ID, leaseID, StatusRunning).
-			Updates(map[string]any{"status": status, "reason": reason, "finished_at": now, "updated_at": now,
-				"lease_expires_at": nil, "job_token_hash": ""})
+			Updates(set)
 		if res.Error != nil || res.RowsAffected == 0 {
 			return res.Error
 		}
@@ -138,7 +163,7 @@ func (s *Service) End(ctx context.Context, p *Pipeline, status, reason string) (
 			running = StatusFailed
 		}
 		if err := tx.Model(&Job{}).Where("pipeline_id = ? AND status = ?", p.ID, StatusRunning).
-			Updates(map[string]any{"status": running, "finished_at": now}).Error; err != nil {
+			Updates(map[string]any{"status": running, "finished_at": at}).Error; err != nil {
 			return err
 		}
 		if err := tx.Model(&Job{}).Where("pipeline_id = ? AND status = ?", p.ID, StatusQueued).
@@ -150,11 +175,11 @@ func (s *Service) End(ctx context.Context, p *Pipeline, status, reason string) (
 			return err
 		}
 		for _, id := range stageIDs {
-			if err := settleStage(tx, id, now); err != nil {
+			if err := settleStage(tx, id, at); err != nil {
 				return err
 			}
 		}
-		return refreshStatus(tx, p.BuildID, now)
+		return refreshStatus(tx, p.BuildID, at)
 	})
 	if err != nil {
 		return false, err
@@ -166,7 +191,7 @@ func (s *Service) End(ctx context.Context, p *Pipeline, status, reason string) (
 		}
 		return false, ErrLeaseLost
 	}
-	p.Status, p.Reason, p.FinishedAt = status, reason, &now
+	p.Status, p.Reason, p.FinishedAt = status, reason, &at
 	if s.logs != nil {
 		var jobIDs []int64
 		s.db.WithContext(ctx).Model(&Job{}).Where("pipeline_id = ?", p.ID).Pluck("id", &jobIDs)
@@ -211,7 +236,7 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 	if p.Status != StatusRunning {
 		return ErrLeaseLost
 	}
-	now := s.clock.Now().UTC()
+	now := s.observed(ev.At, p)
 	var finishedJob int64
 	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		switch ev.Kind {
@@ -280,8 +305,23 @@ func (s *Service) Finish(ctx context.Context, agentID, leaseID string, req proto
 		// Billing or the API stopped it: its reason wins over the agent's view.
 		status, reason = stoppedStatus(p.Reason), p.Reason
 	}
-	ended, err := s.End(ctx, p, status, reason)
+	ended, err := s.end(ctx, p, status, reason, s.observed(req.FinishedAt, p), false)
 	return p, ended, err
+}
+
+// observed is when the agent saw something happen to pipeline p, bounded by what the server
+// knows: not before the pipeline started, not after now. Agents report their own time because a
+// report can reach the server long after the fact (it was down, or unreachable), and a job's
+// duration and the bill are the real run time, not the outage.
+func (s *Service) observed(at time.Time, p *Pipeline) time.Time {
+	now := s.clock.Now().UTC()
+	if at.IsZero() || at.After(now) {
+		return now
+	}
+	if p.StartedAt != nil && at.Before(*p.StartedAt) {
+		return p.StartedAt.UTC()
+	}
+	return at.UTC()
 }
 
 // stoppedStatus is the final status of a pipeline stopped for reason: terminated when its
@@ -353,8 +393,28 @@ func (s *Service) Reap(ctx context.Context, now time.Time) ([]Reaped, error) {
 
 // RequestStop implements Lifecycle.
 func (s *Service) RequestStop(ctx context.Context, pipelineID int64, reason string) error {
-	return s.db.WithContext(ctx).Model(&Pipeline{}).Where("id = ? AND status = ?", pipelineID, StatusRunning).
-		Updates(map[string]any{"cancel_requested": true, "reason": reason}).Error
+	var rows []Pipeline
+	if err := s.db.WithContext(ctx).Model(&rows).Clauses(clause.Returning{Columns: []clause.Column{{Name: "agent_id"}}}).
+		Where("id = ? AND status = ?", pipelineID, StatusRunning).
+		Updates(map[string]any{"cancel_requested": true, "reason": reason}).Error; err != nil {
+		return err
+	}
+	s.stopRequested(ctx, rows)
+	return nil
+}
+
+// stopRequested wakes the agents of pipelines just asked to stop.
+func (s *Service) stopRequested(ctx context.Context, ps []Pipeline) {
+	if s.agents == nil || len(ps) == 0 {
+		return
+	}
+	ids := make([]string, 0, len(ps))
+	for _, p := range ps {
+		if p.AgentID != "" {
+			ids = append(ids, p.AgentID)
+		}
+	}
+	s.agents.StopRequested(ctx, ids)
 }
 
 // Cancel cancels a build: queued pipelines end at once; running ones are told to stop at their
@@ -362,6 +422,7 @@ func (s *Service) RequestStop(ctx context.Context, pipelineID int64, reason stri
 func (s *Service) Cancel(ctx context.Context, buildID int64, reason string) error {
 	now := s.clock.Now().UTC()
 	var cancelledJobs []int64
+	var stopping []Pipeline
 	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		if err := tx.Model(&Pipeline{}).Where("build_id = ? AND status = ?", buildID, StatusQueued).
 			Updates(map[string]any{"status": StatusCancelled, "reason": reason, "finished_at": now, "updated_at": now}).Error; err != nil {
@@ -385,7 +446,8 @@ func (s *Service) Cancel(ctx context.Context, buildID int64, reason string) erro
 				return err
 			}
 		}
-		if err := tx.Model(&Pipeline{}).Where("build_id = ? AND status = ?", buildID, StatusRunning).
+		if err := tx.Model(&stopping).Clauses(clause.Returning{Columns: []clause.Column{{Name: "agent_id"}}}).
+			Where("build_id = ? AND status = ?", buildID, StatusRunning).
 			Updates(map[string]any{"cancel_requested": true, "reason": reason}).Error; err != nil {
 			return err
 		}
@@ -394,6 +456,7 @@ func (s *Service) Cancel(ctx context.Context, buildID int64, reason string) erro
 	if err != nil {
 		return err
 	}
+	s.stopRequested(ctx, stopping)
 	// Jobs that never ran have complete (empty) logs: their streams end.
 	if s.logs != nil {
 		for _, id := range cancelledJobs {

@@ -56,11 +56,24 @@ func (s *Service) RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error) {
 	return &RunInfo{BuildID: b.ID, BuildNumber: b.Number, CommitSHA: b.CommitSHA, OrgName: b.OrgName, RepoName: b.RepoName, Jobs: refs}, nil
 }
 
-// Queued implements Lifecycle.
+// Stopping implements Lifecycle.
+func (s *Service) Stopping(ctx context.Context, agentID string, leaseIDs []string) ([]Pipeline, error) {
+	if len(leaseIDs) == 0 {
+		return nil, nil
+	}
+	var out []Pipeline
+	err := s.db.WithContext(ctx).Select("id, lease_id, reason").
+		Where("agent_id = ? AND lease_id IN ? AND status = ? AND cancel_requested = ?", agentID, leaseIDs, StatusRunning, true).
+		Find(&out).Error
+	return out, err
+}
+
+// Queued implements Lifecycle. The order is the queue's (QueuedSince, then id): the reconciler
+// re-enqueues in it, so a rebuilt Redis hands out a team's pipelines in the order they came.
 func (s *Service) Queued(ctx context.Context) ([]Pipeline, error) {
 	var out []Pipeline
 	err := s.db.WithContext(ctx).Select("id, org_id, runner_tag, cpus, queued_at, created_at").
-		Where("status = ?", StatusQueued).Find(&out).Error
+		Where("status = ?", StatusQueued).Order("COALESCE(queued_at, created_at), id").Find(&out).Error
 	return out, err
 }
 

@@ -35,6 +35,7 @@ type Service struct {
 	repos     *repo.Service
 	users     Users
 	queue     Queue
+	agents    Agents
 	logs      Logs
 	clock     clock.Clock
 	log       *slog.Logger
@@ -55,19 +56,27 @@ type Queue interface {
 	Enqueue(ctx context.Context, p *Pipeline) error
 }
 
+// Agents is told when running pipelines must stop (a cancel, or billing's termination), so
+// their agents hear it at once instead of at their next renew (the scheduler's Intake, which
+// wakes the agents' control long-polls on every replica).
+type Agents interface {
+	StopRequested(ctx context.Context, agentIDs []string)
+}
+
 // Logs is told when a job's log is complete, because the job reached a final status on whatever
 // path (agent report, cancel, reaper): its readers stop waiting for more (package logs).
 type Logs interface {
 	Complete(ctx context.Context, jobID int64) error
 }
 
-// Config is what the build service is made of. Queue and Logs may be nil (tests of the trigger
-// alone): nothing is enqueued, no log is told it is complete.
+// Config is what the build service is made of. Queue, Agents and Logs may be nil (tests of the
+// trigger alone): nothing is enqueued, no agent is woken, no log is told it is complete.
 type Config struct {
 	DB        *gorm.DB
 	Repos     *repo.Service
 	Users     Users
 	Queue     Queue
+	Agents    Agents
 	Logs      Logs
 	Clock     clock.Clock
 	Log       *slog.Logger
@@ -79,7 +88,7 @@ type Config struct {
 
 // NewService returns the build service.
 func NewService(cfg Config) *Service {
-	return &Service{db: cfg.DB, repos: cfg.Repos, users: cfg.Users, queue: cfg.Queue, logs: cfg.Logs, clock: cfg.Clock,
+	return &Service{db: cfg.DB, repos: cfg.Repos, users: cfg.Users, queue: cfg.Queue, agents: cfg.Agents, logs: cfg.Logs, clock: cfg.Clock,
 		log: cfg.Log, publicURL: cfg.PublicURL, opts: cfg.Spec}
 }
 

@@ -55,6 +55,7 @@ type Config struct {
 	DefaultBuildImage string
 	// Billing.
 	FreezeInterval   time.Duration
+	FreezeLead       int    // percent of FreezeInterval: how early the next window is frozen
 	BillingPrices    string // "class=price,…" per core-hour, merged over the defaults
 	FreeCPUCoreHours string // decimal hours
 	Currency         string
@@ -108,6 +109,7 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.AgentNetwork, "agent-network", "NIMBUS_AGENT_NETWORK", "", "built-in agent: network mode of job containers (none, host, bridge, …); empty = the engine's default")
 	s.String(&c.DefaultBuildImage, "default-build-image", "NIMBUS_DEFAULT_BUILD_IMAGE", "cnbcool/default-build-env", "image of pipelines whose .cnb.yml names none (written into their plans)")
 	s.Duration(&c.FreezeInterval, "billing-freeze-interval", "NIMBUS_BILLING_FREEZE_INTERVAL", 5*time.Minute, "how much run time is frozen ahead (and how often the next window is frozen)")
+	s.Int(&c.FreezeLead, "billing-freeze-lead", "NIMBUS_BILLING_FREEZE_LEAD", 20, "how early the next window is frozen, in percent of the freeze interval (0–99), so a pipeline its team can no longer pay for is stopped before the unpaid window starts")
 	s.String(&c.BillingPrices, "billing-prices", "NIMBUS_BILLING_PRICES", "", "price per core-hour by runner class, e.g. cnb:arch:amd64=0.125,cnb:arch:amd64:gpu=0.5 (over those defaults)")
 	s.String(&c.FreeCPUCoreHours, "billing-free-cpu-core-hours", "NIMBUS_BILLING_FREE_CPU_CORE_HOURS", "160", "free CPU core-hours per team per calendar month, decimals allowed (never for GPU classes)")
 	s.String(&c.Currency, "billing-currency", "NIMBUS_BILLING_CURRENCY", "CNY", "currency of balances, prices and top-ups")
@@ -135,7 +137,7 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.SMTPPassword, "smtp-password", "NIMBUS_SMTP_PASSWORD", "", "SMTP password")
 	s.String(&c.SMTPFrom, "smtp-from", "NIMBUS_SMTP_FROM", "nimbus@localhost", "sender address of Nimbus's emails")
 	s.String(&c.RegistrationToken, "agent-registration-token", "NIMBUS_AGENT_REGISTRATION_TOKEN", "", "token agents present to register; empty = generated once into the data dir (agent-registration.token)")
-	s.Duration(&c.LeaseTTL, "lease-ttl", "NIMBUS_LEASE_TTL", 30*time.Second, "how long a pipeline lease lives without a renew from its agent")
+	s.Duration(&c.LeaseTTL, "lease-ttl", "NIMBUS_LEASE_TTL", 30*time.Second, "how long a pipeline lease lives without a renew from its agent; agents renew every third of it, and a lost agent's pipeline fails after it (at least 3s)")
 	s.Duration(&c.SchedulerTick, "scheduler-tick", "NIMBUS_SCHEDULER_TICK", 5*time.Second, "how often the reaper, the reconciler and cron run (on the leader replica)")
 	s.String(&c.TeamCaps, "team-concurrency", "NIMBUS_TEAM_CONCURRENCY", "", "per-team cap of running pipelines per runner class, e.g. cnb:arch:amd64:gpu=2,cnb:arch:amd64=20; empty = no caps")
 	s.String(&c.Timezone, "timezone", "NIMBUS_TIMEZONE", "Asia/Shanghai", "time zone of cron schedules (IANA name, or UTC+8 style fixed offsets)")
@@ -211,6 +213,9 @@ func (c *Config) Resolve(builtinAgent string) error {
 	if c.FreezeInterval < time.Second {
 		return fmt.Errorf("invalid NIMBUS_BILLING_FREEZE_INTERVAL %s: at least 1s", c.FreezeInterval)
 	}
+	if c.FreezeLead < 0 || c.FreezeLead > 99 {
+		return fmt.Errorf("invalid NIMBUS_BILLING_FREEZE_LEAD %d: a percent of the freeze interval from 0 to 99", c.FreezeLead)
+	}
 	if err := c.checkStripe(); err != nil {
 		return err
 	}
@@ -226,8 +231,9 @@ func (c *Config) Resolve(builtinAgent string) error {
 	if _, err := c.FreeCoreSeconds(); err != nil {
 		return err
 	}
-	if c.LeaseTTL < time.Second {
-		return fmt.Errorf("invalid NIMBUS_LEASE_TTL %s: at least 1s", c.LeaseTTL)
+	if c.LeaseTTL < 3*time.Second {
+		// Agents renew every third of the TTL; below a second a heartbeat is mostly latency.
+		return fmt.Errorf("invalid NIMBUS_LEASE_TTL %s: at least 3s (agents renew every third of it)", c.LeaseTTL)
 	}
 	switch c.LogFormat {
 	case "json", "text":

@@ -15,6 +15,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/build"
 )
 
 // Register admits an agent that presents the registration token and gives it its own token.
@@ -71,15 +72,65 @@ func (a *Agent) gpuCount() int {
 }
 
 // seen records that the agent is alive and what it has free. Busy agents poll many times a
-// second; the row is written at most every few seconds (online means seen within a poll timeout).
+// second; the row is written at most every half heartbeat (online means heard from within one
+// LeaseTTL, and the control long-poll comes back every heartbeat), and at once after a stop.
 func (s *Service) seen(ctx context.Context, a *Agent, freeCPUs, freeGPUs int) {
 	now := s.clock.Now().UTC()
-	if now.Sub(a.LastSeenAt) < 5*time.Second && a.FreeCPUs == freeCPUs && a.FreeGPUs == freeGPUs {
+	if now.Sub(a.LastSeenAt) < min(5*time.Second, s.cfg.HeartbeatInterval/2) && a.StoppedAt == nil &&
+		a.FreeCPUs == freeCPUs && a.FreeGPUs == freeGPUs {
 		return
 	}
 	if s.db.WithContext(ctx).Model(&Agent{}).Where("id = ?", a.ID).
-		Updates(map[string]any{"last_seen_at": now, "free_cpus": freeCPUs, "free_gpus": freeGPUs}).Error == nil {
-		a.LastSeenAt, a.FreeCPUs, a.FreeGPUs = now, freeCPUs, freeGPUs
+		Updates(map[string]any{"last_seen_at": now, "free_cpus": freeCPUs, "free_gpus": freeGPUs, "stopped_at": nil}).Error == nil {
+		a.LastSeenAt, a.FreeCPUs, a.FreeGPUs, a.StoppedAt = now, freeCPUs, freeGPUs, nil
+	}
+}
+
+// Deregister records that the agent is stopping: it is offline from now on (until it is heard
+// from again), so waiting pipelines say that no agent serves them instead of "all busy".
+func (s *Service) Deregister(ctx context.Context, a *Agent) error {
+	now := s.clock.Now().UTC()
+	if err := s.db.WithContext(ctx).Model(&Agent{}).Where("id = ?", a.ID).Update("stopped_at", now).Error; err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "agent deregistered", "agent", a.ID, "name", a.Name)
+	return nil
+}
+
+// Control holds an agent's control long-poll: it answers the moment one of the agent's running
+// leases must stop (Intake.StopRequested wakes it on whichever replica holds it), and otherwise
+// after one heartbeat, empty. Each call counts as the agent being heard from.
+func (s *Service) Control(ctx context.Context, a *Agent, req protocol.ControlRequest, draining <-chan struct{}) (*protocol.ControlResponse, error) {
+	s.seen(ctx, a, a.FreeCPUs, a.FreeGPUs)
+	deadline := time.NewTimer(s.cfg.HeartbeatInterval)
+	defer deadline.Stop()
+	for {
+		// Subscribe before looking, so a stop requested between the look and the wait wakes us.
+		woke := s.in.wake.wait(stopKey(a.ID))
+		stopping, err := s.builds.Stopping(ctx, a.ID, req.Running)
+		if err != nil {
+			return nil, err
+		}
+		if len(stopping) > 0 {
+			out := &protocol.ControlResponse{}
+			for _, p := range stopping {
+				reason := p.Reason
+				if reason == "" {
+					reason = build.ReasonCancelled
+				}
+				out.Stop = append(out.Stop, protocol.Stop{LeaseID: p.LeaseID, Reason: reason})
+			}
+			return out, nil
+		}
+		select {
+		case <-woke:
+		case <-deadline.C:
+			return &protocol.ControlResponse{}, nil
+		case <-draining:
+			return &protocol.ControlResponse{}, nil
+		case <-ctx.Done():
+			return &protocol.ControlResponse{}, nil
+		}
 	}
 }
 
@@ -114,10 +165,16 @@ type AgentPipeline struct {
 	StartedAt   *time.Time `json:"started_at"`
 }
 
-// onlineSince is the oldest last-seen time of an agent that still counts as online: one that
-// polled within two poll timeouts and a heartbeat.
+// onlineSince is the oldest last-seen time of an agent that still counts as online: one heard
+// from within one LeaseTTL (a live agent's control long-poll comes back every third of it), and
+// that has not deregistered since (online below).
 func (s *Service) onlineSince() time.Time {
-	return s.clock.Now().UTC().Add(-2*s.cfg.PollTimeout - s.cfg.HeartbeatInterval)
+	return s.clock.Now().UTC().Add(-s.cfg.LeaseTTL)
+}
+
+// online says whether an agent counts as online.
+func (a *Agent) online(since time.Time) bool {
+	return a.LastSeenAt.After(since) && (a.StoppedAt == nil || a.StoppedAt.Before(a.LastSeenAt))
 }
 
 // Agents lists every registered agent, oldest first, with the running pipelines it holds.
@@ -149,7 +206,7 @@ func (s *Service) Agents(ctx context.Context) ([]AgentInfo, error) {
 		}
 		out = append(out, AgentInfo{ID: a.ID, Name: a.Name, Version: a.Version, Tags: a.tags(), Executor: a.Executor,
 			CPUs: a.CPUs, FreeCPUs: a.FreeCPUs, MemoryBytes: a.MemoryBytes, GPUs: gpus, FreeGPUs: a.FreeGPUs,
-			Concurrency: a.Concurrency, Online: a.LastSeenAt.After(online), LastSeenAt: a.LastSeenAt,
+			Concurrency: a.Concurrency, Online: a.online(online), LastSeenAt: a.LastSeenAt,
 			CreatedAt: a.CreatedAt, Pipelines: ps})
 	}
 	return out, nil

@@ -13,8 +13,21 @@ import (
 // Reap has build handle the leases that expired (the agent stopped renewing) — a pipeline whose
 // user code may have run fails with reason agent_lost, one that had not started any job goes
 // back to the queue — and releases what each held here. It returns how many it handled.
+//
+// Time no server could hear renewals in does not count against a lease. An outage of the whole
+// server (a restart, an upgrade, every replica down) or of its database leaves healthy agents
+// unable to renew; their leases look expired when it ends, though their jobs run on. So a
+// replica reaps only once it has itself been able to hear renewals for one full LeaseTTL: from
+// its start, and again from the end of a database outage it saw (a failed reap). By then every
+// live agent has renewed (it renews every third of a TTL and retries with backoff), and what is
+// still expired is really lost. With several replicas the others keep serving renewals through a
+// rolling restart, and the leader that takes over has been hearing them all along.
 func (s *Service) Reap(ctx context.Context) (int, error) {
-	reaped, err := s.builds.Reap(ctx, s.clock.Now().UTC())
+	now := s.clock.Now().UTC()
+	if since := time.Unix(0, s.heardSince.Load()); now.Sub(since) < s.cfg.LeaseTTL {
+		return 0, nil
+	}
+	reaped, err := s.builds.Reap(ctx, now)
 	for i := range reaped {
 		p := &reaped[i].Pipeline
 		if !reaped[i].Requeued {
@@ -25,6 +38,10 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 		s.log.InfoContext(ctx, "lease expired before any job started; pipeline re-queued", "pipeline", p.ID)
 	}
 	if err != nil {
+		if len(reaped) == 0 {
+			// The database did not answer: renewals failed too. Start counting again.
+			s.heardSince.Store(s.clock.Now().UnixNano())
+		}
 		return len(reaped), fmt.Errorf("scheduler: reap: %w", err)
 	}
 	return len(reaped), nil
@@ -128,8 +145,9 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 }
 
 // BillingTick freezes the next window of running pipelines and stops the ones their account can
-// no longer cover: they end terminated with reason insufficient_balance when their agent reports
-// (at its next renew), or when their lease expires. It also settles pipelines that ended while
+// no longer cover: their agents are told at once (the control long-poll), and they end
+// terminated with reason insufficient_balance when the agent reports, or when their lease
+// expires. It also settles pipelines that ended while
 // a settlement failed.
 func (s *Service) BillingTick(ctx context.Context) error {
 	if s.bill == nil {

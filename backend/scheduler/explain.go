@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/nimbus-build/nimbus/backend/billing"
@@ -24,6 +25,7 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 	if err := s.db.WithContext(ctx).Where("last_seen_at > ?", online).Find(&agents).Error; err != nil {
 		return out
 	}
+	agents = slices.DeleteFunc(agents, func(a Agent) bool { return !a.online(online) })
 	type classInfo struct {
 		agents, maxCPUs int
 	}

@@ -14,6 +14,10 @@ import (
 	"github.com/nimbus-build/nimbus/backend/auth"
 )
 
+// The agent routes decode with api.BindLenient: agents are upgraded apart from the server, so
+// a field one side does not know yet is ignored rather than refused (a 4xx is never retried and
+// would take the agent out of service). Trailing data and wrong types are refused as anywhere.
+
 // MaxLogChunk caps one log append; agents send far smaller chunks.
 const MaxLogChunk = 4 << 20
 
@@ -40,6 +44,8 @@ func (h *Handler) Routes(root *gin.Engine, v1 *gin.RouterGroup) {
 	agentAPI.POST("/leases/:lease/events", h.authAgent, h.event)
 	agentAPI.POST("/leases/:lease/jobs/:job/log", h.authAgent, h.appendLog)
 	agentAPI.POST("/leases/:lease/finish", h.authAgent, h.finish)
+	agentAPI.POST("/control", h.authAgent, h.control)
+	agentAPI.POST("/deregister", h.authAgent, h.deregister)
 
 	api.NewRoutes(v1, h.log).GET("/admin/agents", h.listAgents)
 }
@@ -104,7 +110,7 @@ func agentOf(c *gin.Context) *Agent { return c.MustGet(agentKey).(*Agent) }
 
 func (h *Handler) register(c *gin.Context) error {
 	var req protocol.RegisterRequest
-	if err := api.Bind(c, &req); err != nil {
+	if err := api.BindLenient(c, &req); err != nil {
 		return err
 	}
 	resp, err := h.svc.Register(c.Request.Context(), bearer(c), req)
@@ -116,7 +122,7 @@ func (h *Handler) register(c *gin.Context) error {
 
 func (h *Handler) poll(c *gin.Context) error {
 	var req protocol.PollRequest
-	if err := api.Bind(c, &req); err != nil {
+	if err := api.BindLenient(c, &req); err != nil {
 		return err
 	}
 	lease, err := h.svc.Poll(c.Request.Context(), agentOf(c), req, h.draining())
@@ -129,6 +135,25 @@ func (h *Handler) poll(c *gin.Context) error {
 	return api.JSON(c, http.StatusOK, lease)
 }
 
+func (h *Handler) control(c *gin.Context) error {
+	var req protocol.ControlRequest
+	if err := api.BindLenient(c, &req); err != nil {
+		return err
+	}
+	resp, err := h.svc.Control(c.Request.Context(), agentOf(c), req, h.draining())
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, resp)
+}
+
+func (h *Handler) deregister(c *gin.Context) error {
+	if err := h.svc.Deregister(c.Request.Context(), agentOf(c)); err != nil {
+		return err
+	}
+	return api.NoContent(c)
+}
+
 func (h *Handler) renew(c *gin.Context) error {
 	resp, err := h.svc.Renew(c.Request.Context(), agentOf(c), c.Param("lease"))
 	if err != nil {
@@ -139,7 +164,7 @@ func (h *Handler) renew(c *gin.Context) error {
 
 func (h *Handler) event(c *gin.Context) error {
 	var ev protocol.Event
-	if err := api.Bind(c, &ev); err != nil {
+	if err := api.BindLenient(c, &ev); err != nil {
 		return err
 	}
 	if err := h.svc.Event(c.Request.Context(), agentOf(c), c.Param("lease"), ev); err != nil {
@@ -150,7 +175,7 @@ func (h *Handler) event(c *gin.Context) error {
 
 func (h *Handler) finish(c *gin.Context) error {
 	var req protocol.FinishRequest
-	if err := api.Bind(c, &req); err != nil {
+	if err := api.BindLenient(c, &req); err != nil {
 		return err
 	}
 	if err := h.svc.Finish(c.Request.Context(), agentOf(c), c.Param("lease"), req); err != nil {

@@ -31,7 +31,10 @@ func NewIntake(rdb redis.UniversalClient, runnerClasses []spec.RunnerClass) *Int
 	return &Intake{rdb: rdb, queue: NewQueue(rdb), classes: classes(runnerClasses), wake: newWakeup()}
 }
 
-var _ build.Queue = (*Intake)(nil)
+var (
+	_ build.Queue  = (*Intake)(nil)
+	_ build.Agents = (*Intake)(nil)
+)
 
 // Enqueue puts a queued pipeline on its class's queue and wakes agents waiting for that class.
 func (in *Intake) Enqueue(ctx context.Context, p *build.Pipeline) error {
@@ -43,16 +46,33 @@ func (in *Intake) Enqueue(ctx context.Context, p *build.Pipeline) error {
 	return nil
 }
 
-const workChannel = "nimbus:work"
+// StopRequested wakes the control long-polls of the agents, on this replica directly and on
+// the others through Redis pub/sub: a cancel or a termination reaches the agent in
+// milliseconds, whichever replica its control poll is held by.
+func (in *Intake) StopRequested(ctx context.Context, agentIDs []string) {
+	for _, id := range agentIDs {
+		in.wake.fire(stopKey(id))
+		in.rdb.Publish(ctx, stopChannel, id)
+	}
+}
+
+// stopKey is the wake-up key of an agent's control long-poll (class tags never start so).
+func stopKey(agentID string) string { return "stop " + agentID }
+
+const (
+	workChannel = "nimbus:work"
+	stopChannel = "nimbus:stop"
+)
 
 func (in *Intake) notify(ctx context.Context, class string) {
 	in.wake.fire(class)
 	in.rdb.Publish(ctx, workChannel, class)
 }
 
-// listen relays other replicas' work notifications to local long-polls until ctx ends.
+// listen relays other replicas' work and stop notifications to local long-polls until ctx
+// ends.
 func (in *Intake) listen(ctx context.Context) {
-	sub := in.rdb.Subscribe(ctx, workChannel)
+	sub := in.rdb.Subscribe(ctx, workChannel, stopChannel)
 	defer sub.Close()
 	ch := sub.Channel()
 	for {
@@ -63,13 +83,18 @@ func (in *Intake) listen(ctx context.Context) {
 			if !ok {
 				return
 			}
-			in.wake.fire(m.Payload)
+			if m.Channel == stopChannel {
+				in.wake.fire(stopKey(m.Payload))
+			} else {
+				in.wake.fire(m.Payload)
+			}
 		}
 	}
 }
 
-// wakeup lets long-polls sleep until work may be there: a channel per class, closed (and
-// replaced) when that class gets work.
+// wakeup lets long-polls sleep until something may be there: a channel per key (a class, or
+// stopKey of an agent), closed (and replaced) when that class gets work or that agent must
+// stop something.
 type wakeup struct {
 	mu sync.Mutex
 	ch map[string]chan struct{}

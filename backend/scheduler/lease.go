@@ -146,7 +146,7 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 			}
 			// Nothing was frozen and the caller releases the team's slot (it got no lease):
 			// only the rows end.
-			if _, err := s.builds.End(ctx, p, build.StatusFailed, reason); err != nil {
+			if _, err := s.builds.Refuse(ctx, p, reason); err != nil {
 				return nil, err
 			}
 			s.log.InfoContext(ctx, "pipeline refused by billing", "pipeline", p.ID, "reason", reason)

@@ -35,5 +35,8 @@ type Agent struct {
 	FreeCPUs    int       `gorm:"column:free_cpus;not null"`
 	FreeGPUs    int       `gorm:"column:free_gpus;not null"`
 	LastSeenAt  time.Time `gorm:"not null"`
-	CreatedAt   time.Time `gorm:"not null"`
+	// StoppedAt is when the agent deregistered (a graceful stop); it is offline until it is
+	// seen again after that.
+	StoppedAt *time.Time
+	CreatedAt time.Time `gorm:"not null"`
 }

@@ -60,10 +60,29 @@ func (e Entry) encode() string {
 
 func prefix(class string) string { return "{q:" + class + "}" }
 
+// enqueueScript keeps a team's list in queue order (enqueue time, then pipeline id) even when
+// entries come back out of order: the reconciler re-enqueues what Redis lost after newer
+// pipelines were already queued again. A new pipeline is the newest, so the common case is one
+// comparison with the tail and an RPUSH; only a re-enqueue walks the list.
 var enqueueScript = redis.NewScript(`
 local p = KEYS[1]
 if redis.call('SADD', p .. ':members', ARGV[2]) == 0 then return 0 end
 local list = p .. ':org:' .. ARGV[1]
+local id, at = tonumber(ARGV[2]), tonumber(ARGV[4])
+local function later(e)
+  local eid, et = string.match(e, '^(%d+):%d+:%d+:(%d+)$')
+  eid, et = tonumber(eid), tonumber(et)
+  return et > at or (et == at and eid > id)
+end
+local tail = redis.call('LINDEX', list, -1)
+if tail and later(tail) then
+  for _, e in ipairs(redis.call('LRANGE', list, 0, -1)) do
+    if later(e) then
+      redis.call('LINSERT', list, 'BEFORE', e, ARGV[3])
+      return 1
+    end
+  end
+end
 if redis.call('RPUSH', list, ARGV[3]) == 1 then
   redis.call('RPUSH', p .. ':ring', ARGV[1])
 end
@@ -72,7 +91,7 @@ return 1
 
 // Enqueue adds a pipeline to its class's queue; it reports false when it was already queued.
 func (q *Queue) Enqueue(ctx context.Context, e Entry) (bool, error) {
-	n, err := enqueueScript.Run(ctx, q.rdb, []string{prefix(e.Class)}, e.OrgID, e.PipelineID, e.encode()).Int()
+	n, err := enqueueScript.Run(ctx, q.rdb, []string{prefix(e.Class)}, e.OrgID, e.PipelineID, e.encode(), e.Enqueued.UnixMilli()).Int()
 	if err != nil {
 		return false, fmt.Errorf("scheduler: enqueue: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -18,8 +19,11 @@ import (
 type Config struct {
 	PublicURL         string
 	RegistrationToken string        // agents present it to register
-	LeaseTTL          time.Duration // 30 s
-	HeartbeatInterval time.Duration // 10 s: how often agents renew
+	LeaseTTL time.Duration // 30 s
+	// HeartbeatInterval is how often agents renew and how long a control long-poll is held. It
+	// is always a third of LeaseTTL (a larger value is lowered to it), so two renewals can be
+	// lost before a lease expires: a TTL shorter than the heartbeat would kill every long job.
+	HeartbeatInterval time.Duration
 	PollTimeout       time.Duration // 30 s: how long a long-poll waits for work
 	LogFlushInterval  time.Duration // 1 s
 	StarveAfter       time.Duration // 2 min: when a big pipeline that fits nowhere is reserved
@@ -56,6 +60,9 @@ type Service struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	cfg    Config
+	// heardSince is when this replica last began to be able to hear renewals: its start, or the
+	// end of a database outage the reaper saw. Reap counts lease time only after it (see Reap).
+	heardSince atomic.Int64 // unix nanoseconds
 }
 
 // NewService returns the scheduler over the intake that the build service enqueues into.
@@ -64,8 +71,8 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, repos *repo.Ser
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 30 * time.Second
 	}
-	if cfg.HeartbeatInterval <= 0 {
-		cfg.HeartbeatInterval = 10 * time.Second
+	if limit := cfg.LeaseTTL / 3; cfg.HeartbeatInterval <= 0 || cfg.HeartbeatInterval > limit {
+		cfg.HeartbeatInterval = limit
 	}
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = 30 * time.Second
@@ -82,8 +89,13 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, repos *repo.Ser
 	if cfg.Location == nil {
 		cfg.Location = time.FixedZone("UTC+8", 8*3600)
 	}
-	return &Service{db: db, in: in, queue: in.queue, builds: builds, repos: repos, logs: logs, bill: bill, clock: clk, log: log, cfg: cfg}
+	s := &Service{db: db, in: in, queue: in.queue, builds: builds, repos: repos, logs: logs, bill: bill, clock: clk, log: log, cfg: cfg}
+	s.heardSince.Store(clk.Now().UnixNano())
+	return s
 }
+
+// Config returns the scheduler's configuration with its defaults filled in.
+func (s *Service) Config() Config { return s.cfg }
 
 // Queue exposes the Redis queue (benchmarks and tests).
 func (s *Service) Queue() *Queue { return s.queue }

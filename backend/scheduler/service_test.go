@@ -83,7 +83,7 @@ func newFixture(t *testing.T, db *gorm.DB, cfg Config) *fixture {
 	box, _ := secrets.NewBox(make([]byte, 32))
 	f.repos = repo.NewService(db, orgs, box, f.clock, t.TempDir(), f.log)
 	f.intake = NewIntake(f.rdb, nil)
-	f.builds = build.NewService(build.Config{DB: db, Repos: f.repos, Users: users, Queue: f.intake, Clock: f.clock, Log: f.log,
+	f.builds = build.NewService(build.Config{DB: db, Repos: f.repos, Users: users, Queue: f.intake, Agents: f.intake, Clock: f.clock, Log: f.log,
 		PublicURL: "http://nimbus.test", Spec: spec.Options{}})
 	if cfg.RegistrationToken == "" {
 		cfg.RegistrationToken = "reg-secret"

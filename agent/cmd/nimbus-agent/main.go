@@ -46,6 +46,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 It registers once with the registration token (the agent token it gets back is kept in the work
 dir), then long-polls the server for pipelines while it has free cores, GPUs and slots.
 
+While the server is unreachable (a restart, an upgrade), running jobs go on; their events, logs
+and results are kept and sent once it is back.
+
+On SIGTERM or SIGINT the agent takes no new work. Running pipelines may go on for --stop-grace
+(default 0: none), then they are killed and reported failed with reason agent_stopped. Killing and
+reporting take at most --stop-timeout; what the server has not taken by then is given up (it
+fails those pipelines agent_lost one lease TTL later). So the agent exits within
+--stop-grace + --stop-timeout; a service manager must allow that (the shipped systemd unit allows
+30 s for the defaults).
+
 Usage: nimbus-agent [flags]`)
 	s.String(&cfg.ServerURL, "server", "NIMBUS_SERVER_URL", "http://127.0.0.1:8080", "URL of the Nimbus server")
 	s.String(&cfg.Token, "token", "NIMBUS_AGENT_TOKEN", "", "registration token from the server (exchanged once for the agent's own token, kept in the work dir)")
@@ -59,6 +69,8 @@ Usage: nimbus-agent [flags]`)
 	s.String(&cfg.Network, "network", "NIMBUS_AGENT_NETWORK", "", "network mode of job containers (none, host, bridge, …); empty = the engine's default")
 	s.String(&cfg.DefaultImage, "default-image", "NIMBUS_AGENT_DEFAULT_IMAGE", agent.DefaultImage, "image of script jobs whose pipeline names none")
 	s.String(&cfg.WorkDir, "work-dir", "NIMBUS_AGENT_WORK_DIR", "./nimbus-agent", "directory for workspaces, the agent id and the agent token")
+	s.Duration(&cfg.StopGrace, "stop-grace", "NIMBUS_AGENT_STOP_GRACE", 0, "on SIGTERM, how long running pipelines may go on before they are killed (agent_stopped)")
+	s.Duration(&cfg.StopTimeout, "stop-timeout", "NIMBUS_AGENT_STOP_TIMEOUT", agent.DefaultStopTimeout, "on SIGTERM, after the grace: the most time for killing containers and reporting the pipelines' ends")
 	s.String(&logFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&logLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := s.Parse(args, getenv, stdout); err != nil {
@@ -74,6 +86,9 @@ Usage: nimbus-agent [flags]`)
 	}
 	if cfg.CPUs < 1 {
 		return fmt.Errorf("invalid NIMBUS_AGENT_CPUS %d: at least 1", cfg.CPUs)
+	}
+	if cfg.StopGrace < 0 || cfg.StopTimeout <= 0 {
+		return fmt.Errorf("invalid stop settings (grace %s, timeout %s): the grace is 0 or more, the timeout more than 0", cfg.StopGrace, cfg.StopTimeout)
 	}
 	if cfg.Concurrency < 0 {
 		return fmt.Errorf("invalid NIMBUS_AGENT_CONCURRENCY %d: 0 or more", cfg.Concurrency)

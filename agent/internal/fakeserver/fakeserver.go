@@ -62,6 +62,9 @@ type Server struct {
 	registrations []protocol.RegisterRequest
 	polls         []protocol.PollRequest
 	logAppends    int
+	down          bool // every agent call answers 503, as while the server is away
+	controls      int
+	deregistered  int
 	gitRoot       string
 	gitAuth       []string
 }
@@ -93,12 +96,14 @@ func New(t testing.TB) *Server {
 		leases:  map[string]*Lease{},
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+protocol.PathRegister, s.register)
-	mux.HandleFunc("POST "+protocol.PathPoll, s.poll)
-	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/renew", s.renew)
-	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/events", s.event)
-	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/jobs/{job}/log", s.appendLog)
-	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/finish", s.finish)
+	mux.HandleFunc("POST "+protocol.PathRegister, s.unlessDown(s.register))
+	mux.HandleFunc("POST "+protocol.PathPoll, s.unlessDown(s.poll))
+	mux.HandleFunc("POST "+protocol.PathControl, s.unlessDown(s.control))
+	mux.HandleFunc("POST "+protocol.PathDeregister, s.unlessDown(s.deregister))
+	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/renew", s.unlessDown(s.renew))
+	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/events", s.unlessDown(s.event))
+	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/jobs/{job}/log", s.unlessDown(s.appendLog))
+	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/finish", s.unlessDown(s.finish))
 	mux.HandleFunc("/git/", s.git)
 	s.Server = httptest.NewServer(mux)
 	t.Cleanup(s.Close)
@@ -114,11 +119,49 @@ func (s *Server) Enqueue(l protocol.Lease) {
 	s.notifyLocked()
 }
 
-// CancelLease makes the next renewals of the lease answer Cancel with reason.
+// CancelLease makes the control long-poll and the next renewals of the lease answer Cancel
+// with reason.
 func (s *Server) CancelLease(id, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.leases[id].Cancel = reason
+	s.notifyLocked()
+}
+
+// SetDown makes every agent API call answer 503 (true), as while the server is away, or serve
+// again (false). Nothing the agent sends meanwhile is recorded.
+func (s *Server) SetDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+	s.notifyLocked()
+}
+
+// Controls counts the control long-polls received; Deregistered the deregistrations.
+func (s *Server) Controls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.controls
+}
+
+// Deregistered counts the deregistrations received.
+func (s *Server) Deregistered() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deregistered
+}
+
+func (s *Server) unlessDown(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		down := s.down
+		s.mu.Unlock()
+		if down {
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "the server is down")
+			return
+		}
+		h(w, r)
+	}
 }
 
 // SetAgentToken replaces the token the server accepts from agents, as when an operator revokes
@@ -273,6 +316,61 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// control answers the leases of req.Running that are cancelled, at once or when one is, or
+// nothing after the heartbeat interval.
+func (s *Server) control(w http.ResponseWriter, r *http.Request) {
+	var req protocol.ControlRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	s.mu.Lock()
+	if bearer(r) != s.AgentToken {
+		s.mu.Unlock()
+		writeError(w, http.StatusUnauthorized, "unauthenticated", "unknown agent token")
+		return
+	}
+	s.controls++
+	s.mu.Unlock()
+	deadline := time.NewTimer(s.Intervals.HeartbeatInterval.Std())
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		var resp protocol.ControlResponse
+		for _, id := range req.Running {
+			if l := s.leases[id]; l != nil && l.Cancel != "" && l.State == StateLeased {
+				resp.Stop = append(resp.Stop, protocol.Stop{LeaseID: id, Reason: l.Cancel})
+			}
+		}
+		s.mu.Unlock()
+		if len(resp.Stop) > 0 {
+			writeJSON(w, resp)
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			writeJSON(w, resp)
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if bearer(r) != s.AgentToken {
+		writeError(w, http.StatusUnauthorized, "unauthenticated", "unknown agent token")
+		return
+	}
+	s.deregistered++
+	s.notifyLocked()
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // leaseFor authenticates a lease call and returns the record, locked; it answers the error

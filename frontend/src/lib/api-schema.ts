@@ -765,6 +765,27 @@ export interface paths {
      */
     post: operations["agentPoll"];
   };
+  "/agent/control": {
+    /**
+     * Hold the control long-poll (stops, liveness)
+     * @description Held open until one of the `running` leases must stop (a cancel, or billing's
+     * termination), then answered at once with the leases to stop; otherwise answered empty
+     * after `heartbeatInterval`. The agent holds one at all times: it is how a cancel reaches
+     * it within a second, whichever replica serves the poll, and each call records that the
+     * agent is alive (online means heard from within one `leaseTtl`). A server that is
+     * shutting down answers empty at once. Needs the agent token (`nba_…`).
+     */
+    post: operations["agentControl"];
+  };
+  "/agent/deregister": {
+    /**
+     * Say the agent is stopping
+     * @description A gracefully stopping agent calls it last: it is offline from now on (queued pipelines
+     * stop counting on it) until it is heard from again. The body is not read. Needs the
+     * agent token (`nba_…`).
+     */
+    post: operations["agentDeregister"];
+  };
   "/agent/leases/{lease}/renew": {
     /**
      * Extend a lease, and learn whether to stop
@@ -887,8 +908,9 @@ export interface paths {
     /**
      * Change the spending cap, the low-balance threshold and the alert webhook
      * @description A field left out keeps its value; `null` clears it. `spending_cap` (per calendar month
-     * in the billing time zone: no new pipeline starts once what was spent plus what is
-     * frozen would pass it; alerts at 50, 80 and 100 %) and `low_balance_threshold` (an alert
+     * in the billing time zone: no new pipeline starts once what was paid (write-offs not
+     * counted) plus what is frozen plus its first window's money (after the free quota) would
+     * pass it, so a window the free quota pays always starts; alerts at 50, 80 and 100 %) and `low_balance_threshold` (an alert
      * when the balance falls below it) are decimal strings ≥ 0 with at most 8 places.
      * `alert_webhook_url` is an http(s) URL of at most 2048 characters (`""` clears it too)
      * that every alert is POSTed to as JSON (`BillingAlert`), best effort: 5 s timeout, no
@@ -939,7 +961,9 @@ export interface paths {
     /**
      * A monthly statement as CSV
      * @description `text/csv` (as an attachment `{org}-{month}.csv`) with the columns `id, time, kind,
-     * pipeline_id, amount, balance_change, frozen_change, balance, frozen, note`: an
+     * pipeline_id, amount, written_off, balance_change, frozen_change, balance, frozen, note`
+     * (a settlement's `amount` is what was paid, `written_off` what the platform absorbed
+     * beside it): an
      * `opening` row (the balance and frozen money at the start of the month), one row per
      * ledger transaction of the month in order with the running balance, a `total:<kind>`
      * row per kind (the note says how many), and a `closing` row whose changes are the
@@ -1555,12 +1579,25 @@ export interface components {
       core_seconds: number;
       /**
        * @description What it costs so far, a decimal string with 4 places in the billing currency: the
-       * price of its core-seconds beyond the free quota frozen for it (the settled cost once
-       * settled).
+       * price of its core-seconds beyond the free quota frozen for it; once settled, what was
+       * paid (the price less `written_off`).
        *
        * @example 0.1333
        */
       cost: string;
+      /**
+       * @description The part of its price the platform wrote off, once settled: run time past the last
+       * window its team could pay for (a terminated pipeline). "0.0000" otherwise.
+       *
+       * @example 0.0000
+       */
+      written_off: string;
+      /**
+       * Format: int64
+       * @description Once it has finished and been settled: how long it ran past its last paid window, in
+       * milliseconds (0 when it ended inside it); null before.
+       */
+      uncovered_ms: number | null;
       /**
        * @description Only when one build is shown. In order: the pipeline's `stages`, then its
        * `failStages` (`kind: fail`), then its `endStages` (`kind: end`).
@@ -1651,6 +1688,7 @@ export interface components {
       concurrency: number;
       /** @description How it runs jobs, e.g. `docker` or `shell`. */
       executor?: string;
+      [key: string]: unknown;
     };
     /**
      * @description The agent's identity and the intervals it must use, so the fleet can be slowed down
@@ -1681,6 +1719,7 @@ export interface components {
        * work.
        */
       running?: string[];
+      [key: string]: unknown;
     };
     /** @description The server's id of one job of the plan, for events and logs. */
     JobRef: {
@@ -1808,9 +1847,12 @@ export interface components {
       };
       /**
        * Format: date-time
-       * @description The agent's clock, for display only; the server bills and times by its own clock.
+       * @description When it happened on the agent's clock. The server records it as the job's start or
+       * end, bounded by its own clock (not before the pipeline started, not in the future),
+       * so a report that arrives late (the server was down) keeps the real time.
        */
       at?: string;
+      [key: string]: unknown;
     };
     /** @description The byte offset of a job's log that the server has stored; resend from here. */
     LogAck: {
@@ -1823,6 +1865,27 @@ export interface components {
       status: "success" | "failed" | "cancelled";
       /** @description Why, for people (shown as the pipeline's `reason`). */
       reason?: string;
+      /**
+       * Format: date-time
+       * @description When the pipeline ended on the agent's clock, bounded like `Event.at`: the end of
+       * its billed run time even when the report comes late. Absent = now.
+       */
+      finishedAt?: string;
+      [key: string]: unknown;
+    };
+    /** @description Holds the control long-poll. */
+    ControlRequest: {
+      /** @description The leases the agent runs and has not been told to stop; only these are answered. */
+      running?: string[];
+      [key: string]: unknown;
+    };
+    /** @description What the agent must do now; empty when the poll timed out. */
+    ControlResponse: {
+      stop?: {
+          leaseId: string;
+          /** @description Why, e.g. `cancelled` or `insufficient_balance`. */
+          reason: string;
+        }[];
     };
     /**
      * @description A decimal amount in the account's currency (4 places in responses).
@@ -1842,6 +1905,7 @@ export interface components {
      *   },
      *   "month": "2026-06",
      *   "month_spent": "3.2000",
+     *   "month_written_off": "0.0000",
      *   "spending_cap": "500.0000",
      *   "low_balance_threshold": null,
      *   "alert_webhook_url": "",
@@ -1880,8 +1944,17 @@ export interface components {
        * @example 2026-06
        */
       month: string;
-      /** @description What this month's settled pipelines cost (what the spending cap counts, with `frozen`). */
+      /**
+       * @description What this month's settled pipelines paid: their cost less what was written off (what
+       * the spending cap counts, with `frozen`).
+       */
       month_spent: components["schemas"]["Money"];
+      /**
+       * @description What of this month's settled pipelines' price the platform wrote off: time a
+       * terminated pipeline ran past its last covered window that the balance could not pay.
+       * Never counted by the spending cap.
+       */
+      month_written_off: components["schemas"]["Money"];
       /** @description Per calendar month; null = none. */
       spending_cap: string | null;
       /** @description An alert when the balance falls below it; null = none. */
@@ -1932,7 +2005,10 @@ export interface components {
        * @description Of `core_seconds`, how many the free quota paid.
        */
       quota_core_seconds: number;
+      /** @description What the pipelines paid (their price less `written_off`). */
       cost: components["schemas"]["Money"];
+      /** @description What of their price the platform wrote off (terminated pipelines' time past their last covered window). */
+      written_off: components["schemas"]["Money"];
     };
     UsageList: {
       items: components["schemas"]["Usage"][];
@@ -1944,18 +2020,33 @@ export interface components {
       /** @enum {string} */
       kind: "topup" | "grant" | "refund" | "freeze" | "settle" | "release";
       /**
-       * @description What the transaction moved (for `settle`, what the pipeline cost). Ledger amounts
-       * are exact, with 8 decimals, so entries add up to the balance to the unit.
+       * @description What the transaction moved (for `settle`, what the account paid for the pipeline:
+       * its price less `written_off`). Ledger amounts are exact, with 8 decimals, so entries
+       * add up to the balance to the unit.
        *
        * @example 0.66666667
        */
       amount: string;
+      /**
+       * @description What the transaction wrote off, 8 decimals: for `settle`, the part of the pipeline's
+       * price its balance could not pay (the time it ran past its last covered window); for
+       * `refund`, money already spent; else 0.
+       *
+       * @example 0.00000000
+       */
+      written_off: string;
       /** @description Its effect on the balance (negative when it went down), 8 decimals. */
       balance_change: string;
       /** @description Its effect on the frozen money, 8 decimals. */
       frozen_change: string;
       /** Format: int64 */
       pipeline_id: number | null;
+      /**
+       * Format: int64
+       * @description For `settle`: how long the pipeline ran past the end of its last frozen window, in
+       * milliseconds (rounded up; 0 when it ended inside it). Null for other kinds.
+       */
+      uncovered_ms: number | null;
       note: string;
       /** Format: date-time */
       created_at: string;
@@ -2051,6 +2142,7 @@ export interface components {
       data: {
         object?: Record<string, never>;
       };
+      [key: string]: unknown;
     };
   };
   responses: {
@@ -4067,6 +4159,50 @@ export interface operations {
     };
   };
   /**
+   * Hold the control long-poll (stops, liveness)
+   * @description Held open until one of the `running` leases must stop (a cancel, or billing's
+   * termination), then answered at once with the leases to stop; otherwise answered empty
+   * after `heartbeatInterval`. The agent holds one at all times: it is how a cancel reaches
+   * it within a second, whichever replica serves the poll, and each call records that the
+   * agent is alive (online means heard from within one `leaseTtl`). A server that is
+   * shutting down answers empty at once. Needs the agent token (`nba_…`).
+   */
+  agentControl: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["ControlRequest"];
+      };
+    };
+    responses: {
+      /** @description The leases to stop, maybe none. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ControlResponse"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["AgentUnauthenticated"];
+      413: components["responses"]["PayloadTooLarge"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Say the agent is stopping
+   * @description A gracefully stopping agent calls it last: it is offline from now on (queued pipelines
+   * stop counting on it) until it is heard from again. The body is not read. Needs the
+   * agent token (`nba_…`).
+   */
+  agentDeregister: {
+    responses: {
+      /** @description The agent is offline. */
+      204: {
+        content: never;
+      };
+      401: components["responses"]["AgentUnauthenticated"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
    * Extend a lease, and learn whether to stop
    * @description Extends the lease by the lease TTL (`leaseTtl`) from now; the agent calls it every
    * `heartbeatInterval` until it has finished the pipeline. `cancel: true` tells the agent
@@ -4085,7 +4221,9 @@ export interface operations {
     /** @description Ignored; the agent sends `{}` (`RenewRequest`). */
     requestBody?: {
       content: {
-        "application/json": Record<string, never>;
+        "application/json": {
+          [key: string]: unknown;
+        };
       };
     };
     responses: {
@@ -4271,8 +4409,9 @@ export interface operations {
   /**
    * Change the spending cap, the low-balance threshold and the alert webhook
    * @description A field left out keeps its value; `null` clears it. `spending_cap` (per calendar month
-   * in the billing time zone: no new pipeline starts once what was spent plus what is
-   * frozen would pass it; alerts at 50, 80 and 100 %) and `low_balance_threshold` (an alert
+   * in the billing time zone: no new pipeline starts once what was paid (write-offs not
+   * counted) plus what is frozen plus its first window's money (after the free quota) would
+   * pass it, so a window the free quota pays always starts; alerts at 50, 80 and 100 %) and `low_balance_threshold` (an alert
    * when the balance falls below it) are decimal strings ≥ 0 with at most 8 places.
    * `alert_webhook_url` is an http(s) URL of at most 2048 characters (`""` clears it too)
    * that every alert is POSTed to as JSON (`BillingAlert`), best effort: 5 s timeout, no
@@ -4379,7 +4518,9 @@ export interface operations {
   /**
    * A monthly statement as CSV
    * @description `text/csv` (as an attachment `{org}-{month}.csv`) with the columns `id, time, kind,
-   * pipeline_id, amount, balance_change, frozen_change, balance, frozen, note`: an
+   * pipeline_id, amount, written_off, balance_change, frozen_change, balance, frozen, note`
+   * (a settlement's `amount` is what was paid, `written_off` what the platform absorbed
+   * beside it): an
    * `opening` row (the balance and frozen money at the start of the month), one row per
    * ledger transaction of the month in order with the running balance, a `total:<kind>`
    * row per kind (the note says how many), and a `closing` row whose changes are the

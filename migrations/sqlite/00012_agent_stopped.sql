@@ -1,0 +1,7 @@
+-- +goose Up
+-- When an agent said it was stopping (a graceful shutdown deregisters it): it is offline from
+-- then on, until it is heard from again (last_seen_at later than stopped_at).
+ALTER TABLE agents ADD COLUMN stopped_at DATETIME;
+
+-- +goose Down
+ALTER TABLE agents DROP COLUMN stopped_at;

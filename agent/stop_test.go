@@ -16,9 +16,7 @@ func TestCancelArrivesThroughTheControlPollAtOnce(t *testing.T) {
 	srv.Intervals.HeartbeatInterval = protocol.Duration(10 * time.Second)
 	srv.Enqueue(shellLease("long", 1, "echo started; sleep 300"))
 	_, stop := start(t, agentConfig(t, srv))
-	srv.WaitFor(t, "long", 10*time.Second, "output", func(r fakeserver.Lease) bool {
-		return strings.Contains(string(r.Logs[1]), "started")
-	})
+	waitStarted(t, srv, "long")
 	begin := time.Now()
 	srv.CancelLease("long", "cancelled by alice")
 	rec := srv.WaitFinished(t, "long", 5*time.Second)
@@ -46,9 +44,7 @@ func TestStopIsBoundedWhenTheServerIsAway(t *testing.T) {
 	cfg := agentConfig(t, srv)
 	cfg.StopTimeout = 2 * time.Second
 	_, stop := start(t, cfg)
-	srv.WaitFor(t, "long", 10*time.Second, "output", func(r fakeserver.Lease) bool {
-		return strings.Contains(string(r.Logs[1]), "started")
-	})
+	waitStarted(t, srv, "long")
 	srv.SetDown(true)
 	begin := time.Now()
 	if err := stop(); err != nil {
@@ -70,9 +66,7 @@ func TestStopDeregistersAndHonoursTheGrace(t *testing.T) {
 	cfg := agentConfig(t, srv)
 	cfg.StopGrace = 20 * time.Second
 	_, stop := start(t, cfg)
-	srv.WaitFor(t, "short", 10*time.Second, "output", func(r fakeserver.Lease) bool {
-		return strings.Contains(string(r.Logs[1]), "started")
-	})
+	waitStarted(t, srv, "short")
 	begin := time.Now()
 	if err := stop(); err != nil {
 		t.Fatal(err)
@@ -86,4 +80,12 @@ func TestStopDeregistersAndHonoursTheGrace(t *testing.T) {
 	if srv.Deregistered() != 1 {
 		t.Fatalf("%d deregistrations", srv.Deregistered())
 	}
+}
+
+// waitStarted waits until the lease's first job has printed "started".
+func waitStarted(t *testing.T, srv *fakeserver.Server, lease string) {
+	t.Helper()
+	srv.WaitFor(t, lease, 10*time.Second, "output", func(r fakeserver.Lease) bool {
+		return strings.Contains(string(r.Logs[1]), "started")
+	})
 }

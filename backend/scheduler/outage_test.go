@@ -131,6 +131,25 @@ func TestHeartbeatIsAThirdOfTheLeaseTTL(t *testing.T) {
 	}
 }
 
+// queueSpaced pushes n one-pipeline builds a second apart and returns their pipelines' ids.
+func (f *fixture) queueSpaced(n int) []int64 {
+	var ids []int64
+	for i := 0; i < n; i++ {
+		f.clock.Advance(time.Second)
+		b := f.push("main", oneJob)[0]
+		var p build.Pipeline
+		f.db.Omit("plan").Where("build_id = ?", b.ID).Take(&p)
+		ids = append(ids, p.ID)
+	}
+	return ids
+}
+
+// billWith makes the scheduler bill through b.
+func (f *fixture) billWith(b Billing) {
+	f.sched = NewService(f.db, f.intake, f.builds, f.repos, nil, b, f.clock, f.log,
+		Config{PollTimeout: 50 * time.Millisecond, RegistrationToken: "reg-secret", PublicURL: "http://nimbus.test"})
+}
+
 // flakyBilling fails the start of the pipelines in fail once, as a database hiccup would.
 type flakyBilling struct{ fail map[int64]bool }
 
@@ -154,17 +173,8 @@ func TestQueueOrderSurvivesRequeueAndRedisRebuild(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
 		ctx := context.Background()
-		var ids []int64
-		for i := 0; i < 4; i++ {
-			f.clock.Advance(time.Second)
-			b := f.push("main", oneJob)[0]
-			var p build.Pipeline
-			db.Omit("plan").Where("build_id = ?", b.ID).Take(&p)
-			ids = append(ids, p.ID)
-		}
-		fail := map[int64]bool{ids[0]: true}
-		f.sched = NewService(db, f.intake, f.builds, f.repos, nil, flakyBilling{fail}, f.clock, f.log,
-			Config{PollTimeout: 50 * time.Millisecond, RegistrationToken: "reg-secret", PublicURL: "http://nimbus.test"})
+		ids := f.queueSpaced(4)
+		f.billWith(flakyBilling{map[int64]bool{ids[0]: true}})
 		a := f.agent("a", 64)
 		if _, err := f.sched.Poll(ctx, a, protocol.PollRequest{FreeCPUs: 64}, noDrain()); err == nil {
 			t.Fatal("the failed billing start was not reported")
@@ -197,16 +207,8 @@ func TestRequeueKeepsThePlaceInTheQueue(t *testing.T) {
 	db := storetest.SQLite(t)
 	f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
 	ctx := context.Background()
-	var ids []int64
-	for i := 0; i < 3; i++ {
-		f.clock.Advance(time.Second)
-		b := f.push("main", oneJob)[0]
-		var p build.Pipeline
-		db.Omit("plan").Where("build_id = ?", b.ID).Take(&p)
-		ids = append(ids, p.ID)
-	}
-	f.sched = NewService(db, f.intake, f.builds, f.repos, nil, flakyBilling{map[int64]bool{ids[0]: true}}, f.clock, f.log,
-		Config{PollTimeout: 50 * time.Millisecond, RegistrationToken: "reg-secret", PublicURL: "http://nimbus.test"})
+	ids := f.queueSpaced(3)
+	f.billWith(flakyBilling{map[int64]bool{ids[0]: true}})
 	a := f.agent("a", 64)
 	f.sched.Poll(ctx, a, protocol.PollRequest{FreeCPUs: 64}, noDrain())
 	for _, want := range ids {

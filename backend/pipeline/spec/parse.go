@@ -2,10 +2,6 @@ package spec
 
 import (
 	"bytes"
-	"errors"
-	"regexp"
-	"strconv"
-	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -93,62 +89,16 @@ func normalize(src []byte) []byte {
 	return src
 }
 
-var yamlLineRe = regexp.MustCompile(`line (\d+)`)
-
-// parserErrors are the problems yaml.v3's parser (not its scanner) reports.
-var parserErrors = []string{
-	"did not find expected <document start>", "did not find expected node content", "did not find expected key",
-	"did not find expected '-' indicator", "did not find expected ',' or ']'", "did not find expected ',' or '}'",
-	"found duplicate %YAML directive", "found incompatible YAML document", "found undefined tag handle",
-	"found duplicate %TAG directive",
-}
-
-// lastContentLine is the 1-based number of the last line that holds more than white space.
-func lastContentLine(src []byte) int {
-	lines := strings.Split(string(normalize(src)), "\n")
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.TrimSpace(lines[i]) != "" {
-			return i + 1
-		}
-	}
-	return 1
-}
-
-func parserError(msg string) bool {
-	for _, p := range parserErrors {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return false
-}
-
 // parseYAML parses one file with yaml.v3 and converts its nodes. It returns nil when the file
 // does not parse; the error is in d.
 func parseYAML(file string, src []byte, b *budget, d *diags) *node {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(normalize(src), &doc); err != nil {
-		pos := Pos{File: file}
-		if m := yamlLineRe.FindStringSubmatch(err.Error()); m != nil {
-			pos.Line, _ = strconv.Atoi(m[1])
-		}
-		var te *yaml.TypeError
-		msg := strings.TrimPrefix(err.Error(), "yaml: ")
-		if errors.As(err, &te) && len(te.Errors) > 0 {
-			msg = te.Errors[0]
-		}
-		msg = yamlLineRe.ReplaceAllString(msg, "")
-		msg = strings.TrimLeft(msg, ": ")
-		if parserError(msg) && pos.Line > 0 {
-			// yaml.v3 reports its parser's errors (unlike its scanner's) with the 0-based line
-			// of the construct being parsed; people count from 1.
-			pos.Line++
-		}
-		if last := lastContentLine(src); pos.Line > last {
-			// "unexpected end of stream" lands past the last line; the problem is on it.
-			pos.Line = last
-		}
-		d.errorf(pos, "invalid YAML: %s", msg)
+	src = normalize(src)
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		// Where the error is takes a second look at the file (syntaxpos.go); only a file that
+		// does not parse pays for it.
+		pos, msg, hint := yamlSyntaxError(file, src, err)
+		d.errorHint(pos, hint, "invalid YAML: %s", msg)
 		return nil
 	}
 	c := converter{file: file, budget: b, d: d, expanding: map[*yaml.Node]bool{}}

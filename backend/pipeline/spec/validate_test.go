@@ -443,7 +443,7 @@ main:
 		{
 			name: "invalid YAML",
 			src:  "main:\n  push: [\n",
-			sev:  SeverityError, msg: "invalid YAML", line: 2, col: 0,
+			sev:  SeverityError, msg: "invalid YAML", line: 2, col: 9, // the '[' that is never closed
 		},
 		{
 			name: "not a map",

@@ -24,7 +24,8 @@ type PlanSet struct {
 // tags, ifModify patterns and lock keys are final: a variable that only exists at run time reads
 // as empty there. The other substituted fields (env values, images, docker build and volumes,
 // imports, settings, options, settingsFrom, optionsFrom) may refer to such a variable (one a job
-// exports, one an imports file may define, or a built-in only the node knows, like CNB_TOKEN):
+// exports, one an imports file may define, a built-in only the node knows, like CNB_TOKEN, or
+// any other name the plan does not define: a repo secret from the lease's Secrets, else empty):
 // then the reference is kept as ${NAME}, literal dollars are kept escaped as `\$`, and the names
 // are listed in RuntimeVars of the job (or of the plan, for its own fields). When RuntimeVars is
 // not empty the agent passes each of those fields through ExpandVars before use; when it is

@@ -234,10 +234,15 @@ func (x *run) step(name, image string, auth *executor.ImageAuth, env map[string]
 	}
 }
 
-// jobEnv is a job's environment, lowest layer first: the lease's secrets (the imported
-// variables), the job's env (pipeline, stage and job, already layered by the engine), the
-// exports of earlier jobs, and the built-ins, which nothing overrides. A job with run-time
-// variables gets its env values expanded against all of that.
+// jobEnv is a job's environment, lowest layer first: the lease's secrets (they stand for the
+// imported variables too), the job's env (pipeline, stage and job, already layered by the
+// engine), the exports of earlier jobs, and the built-ins, which nothing overrides.
+//
+// A job with run-time variables gets its env values expanded first. The engine has already
+// substituted everything the env itself defines, so what is left (${NAME} in RuntimeVars) is a
+// secret, an export or a run-time built-in, and is expanded against those layers only: an env
+// value never sees its siblings, and `TOKEN: ${TOKEN}` passes the secret TOKEN through instead
+// of reading itself. A name that is none of them is empty.
 func (x *run) jobEnv(st protocol.Stage, job protocol.Job, exports, extra map[string]string) map[string]string {
 	builtins := x.builtins(st, job, extra)
 	layer := func(own map[string]string) map[string]string {
@@ -248,13 +253,13 @@ func (x *run) jobEnv(st protocol.Stage, job protocol.Job, exports, extra map[str
 		maps.Copy(env, builtins)
 		return env
 	}
-	env := layer(job.Env)
 	if len(job.RuntimeVars) == 0 {
-		return env
+		return layer(job.Env)
 	}
+	runtime := layer(nil)
 	expanded := make(map[string]string, len(job.Env))
 	for k, v := range job.Env {
-		expanded[k] = protocol.ExpandVars(v, job.RuntimeVars, env)
+		expanded[k] = protocol.ExpandVars(v, job.RuntimeVars, runtime)
 	}
 	return layer(expanded)
 }

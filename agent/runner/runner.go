@@ -194,7 +194,7 @@ type run struct {
 	outbox   chan report // events, in order, for the sender (deliverEvents)
 	sent     chan struct{}
 	secrets  []string
-	jobIDs  map[[2]int]int64 // (stage index over all groups, job index) → server job id
+	jobIDs   map[[2]int]int64 // (stage index over all groups, job index) → server job id
 
 	ws    string // workspace on this host
 	mount string // where jobs see it

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -88,19 +89,83 @@ func (x *run) clone(ctx context.Context) error {
 	if p.Git.Submodules {
 		steps = append(steps, []string{"submodule", "update", "--quiet", "--init", "--recursive", "--depth=1"})
 	}
-	if p.Git.LFS {
-		if x.git(ctx, env, "lfs", "version") != nil {
-			x.log.Warn("the plan asks for git LFS but git-lfs is not installed on this host; LFS files stay pointers")
-		} else {
-			steps = append(steps, []string{"lfs", "pull"})
-		}
-	}
 	for _, args := range steps {
 		if err := x.gitRetrying(ctx, env, args...); err != nil {
 			return fmt.Errorf("clone %s at %s: %w", x.lease.CloneURL, target, err)
 		}
 	}
+	if !p.Git.LFS {
+		return nil
+	}
+	// git.lfs is on by default, so most plans ask for it: only a commit that has LFS files needs
+	// git-lfs, and only then is its absence worth a warning.
+	attrs := x.lfsAttributes(ctx, env)
+	if attrs == "" {
+		return nil
+	}
+	if x.git(ctx, env, "lfs", "version") != nil {
+		x.log.Warn("the commit uses git LFS (filter=lfs in .gitattributes) but git-lfs is not installed on this host; LFS files stay pointers",
+			"gitattributes", attrs)
+		return nil
+	}
+	if err := x.gitRetrying(ctx, env, "lfs", "pull"); err != nil {
+		return fmt.Errorf("clone %s at %s: %w", x.lease.CloneURL, target, err)
+	}
 	return nil
+}
+
+// Bounds on reading .gitattributes files: a checkout with more, or larger, ones is not what
+// they are for, and the clone must not stall on it.
+const (
+	maxAttributeFiles = 1000
+	maxAttributeBytes = 1 << 20
+)
+
+// lfsAttributes returns the path of the first .gitattributes of the checkout (the root one or a
+// nested one tracked by the commit) that assigns filter=lfs, or "" when none does.
+func (x *run) lfsAttributes(ctx context.Context, env []string) string {
+	files := []string{".gitattributes"}
+	if out, err := x.gitOutput(ctx, env, "ls-files", "-z", "--", ":(glob)**/.gitattributes"); err == nil {
+		for _, f := range strings.Split(out, "\x00") {
+			if f != "" && f != ".gitattributes" {
+				files = append(files, f)
+			}
+		}
+	} else {
+		x.log.Warn("listing the checkout's .gitattributes failed; only the root one is read", "err", err)
+	}
+	for i, f := range files {
+		if i == maxAttributeFiles {
+			break
+		}
+		fh, err := os.Open(filepath.Join(x.ws, filepath.FromSlash(f)))
+		if err != nil {
+			continue // the root one is optional
+		}
+		b, _ := io.ReadAll(io.LimitReader(fh, maxAttributeBytes))
+		fh.Close()
+		if usesLFS(string(b)) {
+			return f
+		}
+	}
+	return ""
+}
+
+// usesLFS says whether a .gitattributes assigns filter=lfs to some pattern (comments and macro
+// definitions aside).
+func usesLFS(attrs string) bool {
+	for _, line := range strings.Split(attrs, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || strings.HasPrefix(fields[0], "#") || strings.HasPrefix(fields[0], "[attr]") {
+			continue
+		}
+		for _, a := range fields[1:] {
+			if a == "filter=lfs" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // transientGit recognises git's complaints about the network or the server, as opposed to a
@@ -148,4 +213,17 @@ func (x *run) git(ctx context.Context, env []string, args ...string) error {
 		return fmt.Errorf("git %s: %w: %s", args[0], err, maskString(strings.TrimSpace(out.String()), x.secrets))
 	}
 	return nil
+}
+
+// gitOutput runs one git command in the workspace and returns its standard output.
+func (x *run) gitOutput(ctx context.Context, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, x.cfg.GitPath, args...)
+	cmd.Dir = x.ws
+	cmd.Env = env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("git %s: %w: %s", args[0], err, maskString(strings.TrimSpace(errOut.String()), x.secrets))
+	}
+	return out.String(), nil
 }

@@ -19,7 +19,7 @@ import (
 type Config struct {
 	PublicURL         string
 	RegistrationToken string        // agents present it to register
-	LeaseTTL time.Duration // 30 s
+	LeaseTTL          time.Duration // 30 s
 	// HeartbeatInterval is how often agents renew and how long a control long-poll is held. It
 	// is always a third of LeaseTTL (a larger value is lowered to it), so two renewals can be
 	// lost before a lease expires: a TTL shorter than the heartbeat would kill every long job.

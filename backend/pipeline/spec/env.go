@@ -16,15 +16,18 @@ import (
 //
 // A field is first built as a template: known values are inserted with their dollars escaped,
 // `\$` stays escaped, and a reference to a variable that only exists at run time stays as
-// ${NAME}. Run-time variables are the ones a job exports (for the rest of the pipeline), the
-// built-ins only the agent knows (CNB_TOKEN, …), and, when the scope has imports, any name not
-// otherwise known (it may come from an imported file). Any other unknown name is missing and
-// becomes empty.
+// ${NAME}. Known values are the built-ins of the trigger and the env of the enclosing levels.
+// Every other name is a run-time variable: one a job exports (for the rest of the pipeline), a
+// built-in only the agent knows (CNB_TOKEN, …), or a name the plan cannot know: a repo secret
+// (the lease carries their values, never the plan) or a variable of an imported file. The agent
+// resolves those from the lease's secrets, the exports and the run-time built-ins; a name that is
+// none of them is missing and becomes empty there. `nimbus lint` warns about such names
+// (checkVarRefs).
 //
-// Fields the backend needs before the pipeline starts (names, tags, ifModify, lock keys) are then
-// finalised: run-time references become empty and escapes become "$". The other fields stay
-// templates only when they hold a run-time reference; their names go to RuntimeVars and the
-// agent expands them with protocol.ExpandVars.
+// Fields the backend needs before the pipeline starts (names, tags, ifModify, lock keys,
+// allowFailure) are then finalised: run-time references become empty and escapes become "$". The
+// other fields stay templates only when they hold a run-time reference; their names go to
+// RuntimeVars and the agent expands them with protocol.ExpandVars.
 
 // runtimeBuiltins are built-in variables that only exist once a job runs on a node.
 var runtimeBuiltins = []string{"CNB_TOKEN", "CNB_TOKEN_FOR_AI", "CNB_RUNNER_IP", "CNB_BUILD_STAGE_NAME",
@@ -37,18 +40,18 @@ type scope struct {
 	builtins map[string]string // read-only: win over everything
 	exports  map[string]bool   // set by jobs at run time
 	env      map[string]string // env values of the outer levels, as templates
-	open     bool              // imports in scope
 }
 
 // child returns a scope for an inner level with env layered on top; values of env are
 // substituted against the outer scope first (env values may reference outer env, not siblings).
-func (s *scope) child(env []envVar, imports bool) *scope {
-	c := &scope{builtins: s.builtins, exports: s.exports, env: s.env, open: s.open || imports}
+func (s *scope) child(env []envVar) *scope {
+	c := &scope{builtins: s.builtins, exports: s.exports, env: s.env}
 	if len(env) == 0 {
 		return c
 	}
-	// The level's own imports are visible to its env values, its siblings are not.
-	outer := &scope{builtins: s.builtins, exports: s.exports, env: s.env, open: c.open}
+	// Its siblings are not visible to an env value: a reference to one is left to run time like
+	// any other unknown name (it may be a secret of that name).
+	outer := s
 	c.env = maps.Clone(s.env)
 	if c.env == nil {
 		c.env = map[string]string{}
@@ -71,10 +74,8 @@ func (s *scope) tmpl(raw string) string {
 		if v, ok := s.env[name]; ok {
 			return v // already a template
 		}
-		if s.open || slices.Contains(runtimeBuiltins, name) {
-			return "${" + name + "}"
-		}
-		return "" // missing
+		// Exported, imported, a run-time built-in, a repo secret or missing: the agent knows.
+		return "${" + name + "}"
 	}, `\$`)
 }
 

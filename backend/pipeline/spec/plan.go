@@ -113,7 +113,7 @@ func (pn *planner) pipeline(index int, s selected) protocol.Plan {
 
 	// Name and tags come first: CNB_PIPELINE_NAME and CNB_CPUS depend on them, and the env
 	// below may reference those.
-	early := base.child(pl.env, len(pl.imports) > 0)
+	early := base.child(pl.env)
 	declared := pl.objectKey
 	if pl.name != nil {
 		declared = early.final(pl.name.v)
@@ -124,7 +124,7 @@ func (pn *planner) pipeline(index int, s selected) protocol.Plan {
 	builtins["CNB_CPUS"] = strconv.Itoa(p.Runner.Cpus)
 	builtins["CNB_MEMORY"] = strconv.Itoa(p.Runner.MemoryGiB)
 
-	ps := base.child(pl.env, len(pl.imports) > 0)
+	ps := base.child(pl.env)
 	fs := newFieldSet()
 	p.Env = pickEnv(ps.env, pl.env)
 	fs.strMap(p.Env)
@@ -139,7 +139,7 @@ func (pn *planner) pipeline(index int, s selected) protocol.Plan {
 	}
 	pn.docker(&p, pl, ps, fs)
 	p.RuntimeVars = fs.finish()
-	if p.Image != nil && len(p.RuntimeVars) == 0 {
+	if p.Image != nil && !strings.Contains(p.Image.Name, "$") { // final: no run-time reference
 		builtins["CNB_PIPELINE_DOCKER_IMAGE"] = p.Image.Name
 	}
 
@@ -201,7 +201,7 @@ func (pn *planner) docker(p *protocol.Plan, pl *pipelineDecl, sc *scope, fs *fie
 			Target:                   sc.tmpl(b.target.v),
 			By:                       tmplList(sc, b.by),
 			VersionBy:                tmplList(sc, b.versionBy),
-			BuildArgs:                pickEnv(sc.child(b.buildArgs, false).env, b.buildArgs),
+			BuildArgs:                pickEnv(sc.child(b.buildArgs).env, b.buildArgs),
 			IgnoreBuildArgsInVersion: b.ignoreBuildArgsInVersion,
 			Sync:                     b.sync,
 		}
@@ -386,7 +386,7 @@ func (pn *planner) modified(patterns []string, decl []str) bool {
 func (pn *planner) stages(list []*stageDecl, ps *scope, p *protocol.Plan, pl *pipelineDecl) []protocol.Stage {
 	var out []protocol.Stage
 	for si, s := range list {
-		ss := ps.child(s.env, len(s.imports) > 0)
+		ss := ps.child(s.env)
 		st := protocol.Stage{Parallel: s.parallel, Retry: s.retry, Jobs: make([]protocol.Job, 0, len(s.jobs))}
 		if s.name != nil {
 			st.Name = ss.final(s.name.v)
@@ -408,7 +408,7 @@ func (pn *planner) stages(list []*stageDecl, ps *scope, p *protocol.Plan, pl *pi
 
 // job fills in the zero Job job from its declaration.
 func (pn *planner) job(job *protocol.Job, j *jobDecl, ji int, s *stageDecl, si int, ss *scope, p *protocol.Plan, pl *pipelineDecl) {
-	js := ss.child(j.env, len(j.imports) > 0)
+	js := ss.child(j.env)
 	job.Key = j.key
 	job.Kind = j.kind
 	job.Script = j.script

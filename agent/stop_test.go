@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/agent/client"
 	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
 	"github.com/nimbus-build/nimbus/agent/protocol"
 )
@@ -43,6 +44,7 @@ func TestStopIsBoundedWhenTheServerIsAway(t *testing.T) {
 	srv.Enqueue(shellLease("long", 1, "echo started; sleep 300"))
 	cfg := agentConfig(t, srv)
 	cfg.StopTimeout = 2 * time.Second
+	cfg.Retry = client.Retry{} // the real backoff: each call retries for a minute
 	_, stop := start(t, cfg)
 	waitStarted(t, srv, "long")
 	srv.SetDown(true)

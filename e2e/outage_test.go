@@ -87,9 +87,11 @@ type pipelineJSON struct {
 	CoreSeconds int64      `json:"core_seconds"`
 }
 
-// cancelLatency pushes a long job and cancels it once its container runs (cancelBuild).
+// cancelLatency pushes a long job and cancels it once it runs: its first line is in the log
+// (cancelBuild).
 func (w *world) cancelLatency(t testing.TB, dir string) time.Duration {
-	return w.cancelBuild(t, w.push("echo working; sleep 300"), dir)
+	_, n := w.pushToFirstLine(t)
+	return w.cancelBuild(t, n, dir)
 }
 
 // percentile is the p-th percentile (0–100) of ds, nearest rank.

@@ -49,12 +49,12 @@ dir), then long-polls the server for pipelines while it has free cores, GPUs and
 While the server is unreachable (a restart, an upgrade), running jobs go on; their events, logs
 and results are kept and sent once it is back.
 
-On SIGTERM or SIGINT the agent takes no new work. Running pipelines may go on for --stop-grace
-(default 0: none), then they are killed and reported failed with reason agent_stopped. Killing and
-reporting take at most --stop-timeout; what the server has not taken by then is given up (it
-fails those pipelines agent_lost one lease TTL later). So the agent exits within
---stop-grace + --stop-timeout; a service manager must allow that (the shipped systemd unit allows
-30 s for the defaults).
+On SIGTERM or SIGINT the agent takes no new work. Running pipelines may go on for the stop
+grace (default 0: none), then they are killed and reported failed with reason agent_stopped.
+Killing and reporting take at most the stop timeout; what the server has not taken by then is
+given up (it fails those pipelines agent_lost one lease TTL later). So the agent exits within
+grace + timeout; a service manager must allow that (the shipped systemd unit allows 30 s for the
+defaults).
 
 Usage: nimbus-agent [flags]`)
 	s.String(&cfg.ServerURL, "server", "NIMBUS_SERVER_URL", "http://127.0.0.1:8080", "URL of the Nimbus server")

@@ -92,6 +92,12 @@ func typeInto(sel, text string) chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(chromedp.Focus(chromedp.CSS(sel), chromedp.NodeVisible), chromedp.KeyEvent(text))
 }
 
+// clickUntil is a waitJS expression that is true once want is on the page, and clicks sel each
+// time it is polled before that.
+func clickUntil(sel, want string) string {
+	return fmt.Sprintf(`(() => { if (document.querySelector(%q)) return true; const a = document.querySelector(%q); if (a) a.click(); return false })()`, want, sel)
+}
+
 func clickOn(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
 
 // Issue 8's journey in a real headless Chromium against the real server (PostgreSQL, Redis),
@@ -281,9 +287,10 @@ func TestDashboardJourneyInChromium(t *testing.T) {
 	}
 	b.do("reload the artifacts", 10*time.Second, chromedp.Reload())
 	b.waitJS("the package", `!!document.querySelector('[data-package="sentiment"] a')`, 10*time.Second)
-	b.do("open the package", 10*time.Second, clickOn(`[data-package="sentiment"] a`))
-	b.waitJS("its versions", `!!document.querySelector('[data-version="v1"] a')`, 10*time.Second)
-	b.do("open the version", 10*time.Second, clickOn(`[data-version="v1"] a`))
+	// A click that lands while the reloaded page is still wiring its links is lost (it failed
+	// once in CI): click, as a user would, until the next page shows.
+	b.waitJS("open the package and see its versions", clickUntil(`[data-package="sentiment"] a`, `[data-version="v1"] a`), 10*time.Second)
+	b.waitJS("open the version", clickUntil(`[data-version="v1"] a`, `[data-file="model.safetensors"]`), 10*time.Second)
 	b.waitJS("the file and its download command", `(document.querySelector('[data-file="model.safetensors"]') || {}).innerText?.includes('1.0 MiB') &&
 		[...document.querySelectorAll('[data-download="model.safetensors"] input')].some(i => i.value.startsWith('curl -fL -C - ') &&
 			i.value.endsWith('/api/v1/repos/ml/trainer/artifacts/sentiment/v1/model.safetensors'))`, 10*time.Second)

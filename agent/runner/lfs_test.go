@@ -36,7 +36,7 @@ func gitWithoutLFS(t *testing.T, fakeLFS bool) (gitPath, record string) {
 	t.Helper()
 	real, err := exec.LookPath("git")
 	if err != nil {
-		t.Skip("git is not installed")
+		t.Fatal("git is not installed: the agent clones with it, so its tests need it")
 	}
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")

@@ -94,9 +94,6 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, repos *repo.Ser
 	return s
 }
 
-// Config returns the scheduler's configuration with its defaults filled in.
-func (s *Service) Config() Config { return s.cfg }
-
 // Queue exposes the Redis queue (benchmarks and tests).
 func (s *Service) Queue() *Queue { return s.queue }
 

@@ -19,6 +19,9 @@
 #                                                   -> NIMBUS_TEST_OCI_CONFORMANCE, NIMBUS_TEST_ORAS
 # - the reference registry (CNCF distribution v3, `go install`ed once; the benchmarks start it)
 #                                                   -> NIMBUS_TEST_REFERENCE_REGISTRY
+# - what the agent needs for `services: docker` (rootless dockerd per pipeline): rootlesskit and
+#   uidmap from Debian, and an unprivileged user with /etc/subuid and /etc/subgid ranges
+#                                                   -> NIMBUS_TEST_DIND_USER
 #
 # Missing Debian packages (postgresql, redis-server, docker.io, busybox-static, git, chromium) are
 # installed with apt when running as root. Everything binds to 127.0.0.1 only.
@@ -79,6 +82,10 @@ need_pkg chromium command -v chromium
 if ! { [ -n "${DOCKER_HOST:-}" ] || [ -S /var/run/docker.sock ]; } || ! command -v docker >/dev/null; then
 	need_pkg docker.io command -v dockerd
 fi
+# services: docker runs the host's dockerd (from docker.io) rootless, one per pipeline.
+need_pkg docker.io command -v dockerd
+need_pkg rootlesskit command -v rootlesskit
+need_pkg uidmap command -v newuidmap
 
 # --- helpers --------------------------------------------------------------------------------
 free_port() {
@@ -162,6 +169,20 @@ if ! docker -H "$NIMBUS_TEST_DOCKER_HOST" image inspect "$NIMBUS_TEST_IMAGE" >/d
 	tar -C "$rootfs" -c . | docker -H "$NIMBUS_TEST_DOCKER_HOST" import \
 		--change 'ENV PATH=/bin' --change 'CMD ["/bin/sh"]' - "$NIMBUS_TEST_IMAGE" >/dev/null
 	log "imported $NIMBUS_TEST_IMAGE"
+fi
+
+# --- the docker service's user -------------------------------------------------------------
+# Pipelines' own Docker engines run rootless as this user: root in their containers is this
+# user on the host, and their other ids come from its subordinate ranges. As an operator does
+# once per agent host (see agent/dockerservice/README.md).
+if [ "$(id -u)" = 0 ]; then
+	DIND_USER=nimbus-dind
+	id -u "$DIND_USER" >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin "$DIND_USER"
+	for f in /etc/subuid /etc/subgid; do
+		grep -q "^$DIND_USER:" "$f" 2>/dev/null || echo "$DIND_USER:200000:65536" >>"$f"
+	done
+	export NIMBUS_TEST_DIND_USER="$DIND_USER"
+	log "docker service user $DIND_USER"
 fi
 
 # --- stripe-mock ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -13,7 +14,9 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
+	dmount "github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/api/types/registry"
+	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -92,6 +95,23 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 	}
 	if s.Workspace != "" {
 		host.Binds = []string{s.Workspace + ":" + mount}
+	}
+	for _, m := range s.Mounts {
+		mt := dmount.TypeBind
+		if m.Kind == MountVolume {
+			mt = dmount.TypeVolume
+		}
+		host.Mounts = append(host.Mounts, dmount.Mount{Type: mt, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	if len(s.PathAppend) > 0 {
+		path, err := d.imagePath(ctx, s.Image, s.ImageAuth)
+		if err != nil {
+			return -1, fmt.Errorf("executor: %q: %w", s.Name, err)
+		}
+		if v, ok := s.Env["PATH"]; ok {
+			path = v // the job's own PATH wins over the image's
+		}
+		cfg.Env = setEnv(cfg.Env, "PATH", joinPath(path, s.PathAppend))
 	}
 	if s.CPUs > 0 {
 		// A pipeline sized for a bigger node still runs (with fewer cores) where the agent was
@@ -174,6 +194,71 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 	}
 }
 
+// imagePath is the PATH an image's containers start with, pulling the image when it is missing.
+func (d *Docker) imagePath(ctx context.Context, ref string, auth *ImageAuth) (string, error) {
+	info, err := d.cli.ImageInspect(ctx, ref)
+	if client.IsErrNotFound(err) {
+		if perr := d.pull(ctx, ref, auth); perr != nil {
+			return "", perr
+		}
+		info, err = d.cli.ImageInspect(ctx, ref)
+	}
+	if err != nil {
+		return "", fmt.Errorf("inspect image %s: %w", ref, err)
+	}
+	if info.Config != nil {
+		for _, kv := range info.Config.Env {
+			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+				return v, nil
+			}
+		}
+	}
+	// The engine's default for images that set none.
+	return "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", nil
+}
+
+func joinPath(path string, extra []string) string {
+	parts := []string{}
+	if path != "" {
+		parts = append(parts, path)
+	}
+	return strings.Join(append(parts, extra...), ":")
+}
+
+// setEnv replaces or adds KEY=value in a Docker env list.
+func setEnv(env []string, key, value string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			env[i] = key + "=" + value
+			return env
+		}
+	}
+	return append(env, key+"="+value)
+}
+
+// CreateVolume creates a named volume labelled with the agent's id (so Cleanup finds what a
+// crashed run left) and labels. A volume that exists already is kept.
+func (d *Docker) CreateVolume(ctx context.Context, name string, labels map[string]string) error {
+	l := map[string]string{LabelAgent: d.agentID}
+	maps.Copy(l, labels)
+	if _, err := d.cli.VolumeCreate(ctx, volume.CreateOptions{Name: name, Labels: l}); err != nil {
+		return fmt.Errorf("executor: create volume %s: %w", name, err)
+	}
+	return nil
+}
+
+// RemoveVolume removes a named volume and its data; one that is gone already is no error.
+func (d *Docker) RemoveVolume(ctx context.Context, name string) error {
+	if err := d.cli.VolumeRemove(ctx, name, true); err != nil && !isGone(err) {
+		return fmt.Errorf("executor: remove volume %s: %w", name, err)
+	}
+	return nil
+}
+
+// Client is the engine client, for the agent's own work on the same engine (building
+// environment images).
+func (d *Docker) Client() *client.Client { return d.cli }
+
 // pull fetches an image, with registry credentials when given. The progress stream must be read
 // to the end: the pull is finished only when it closes.
 func (d *Docker) pull(ctx context.Context, ref string, auth *ImageAuth) error {
@@ -207,7 +292,8 @@ func (d *Docker) pull(ctx context.Context, ref string, auth *ImageAuth) error {
 	}
 }
 
-// Cleanup implements Executor: it removes every container labelled with this agent's id.
+// Cleanup implements Executor: it removes every container and volume labelled with this agent's
+// id.
 func (d *Docker) Cleanup(ctx context.Context) error {
 	list, err := d.cli.ContainerList(ctx, container.ListOptions{
 		All:     true,
@@ -219,6 +305,15 @@ func (d *Docker) Cleanup(ctx context.Context) error {
 	var errs []error
 	for _, c := range list {
 		if err := d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil && !isGone(err) {
+			errs = append(errs, err)
+		}
+	}
+	vols, err := d.cli.VolumeList(ctx, volume.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelAgent+"="+d.agentID))})
+	if err != nil {
+		return errors.Join(append(errs, fmt.Errorf("executor: list leftover volumes: %w", err))...)
+	}
+	for _, v := range vols.Volumes {
+		if err := d.RemoveVolume(ctx, v.Name); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -60,6 +60,26 @@ type Step struct {
 	Stderr io.Writer
 	// ImageAuth logs in to the image's registry when the image must be pulled (Docker only).
 	ImageAuth *ImageAuth
+	// Mounts are added to the workspace mount (Docker only): the pipeline's docker service
+	// socket and CLI, its cache volumes.
+	Mounts []Mount
+	// PathAppend is added to the end of the image's PATH (Docker only), so a tool the agent
+	// mounts (the docker CLI) is found, and the image's own copy of it wins.
+	PathAppend []string
+}
+
+// Mount kinds.
+const (
+	MountBind   = "bind"   // Source is a host path
+	MountVolume = "volume" // Source is a named engine volume, created on first use and seeded from the image's content at Target
+)
+
+// Mount is one extra mount of a step's container.
+type Mount struct {
+	Kind     string // MountBind ("" too) or MountVolume
+	Source   string
+	Target   string
+	ReadOnly bool
 }
 
 // ImageAuth is a registry user and password.

@@ -43,7 +43,10 @@ type jobResult struct {
 // runJob runs one job with its log and reports it (job_started … job_finished).
 func (x *run) runJob(ctx context.Context, si int, st protocol.Stage, ji int, job protocol.Job, exports, extra map[string]string) jobResult {
 	id := x.jobIDs[[2]int{si, ji}]
-	jl := x.openLog(id)
+	jl := x.takeSetupLog(id)
+	if jl == nil {
+		jl = x.openLog(id)
+	}
 	res := x.execJob(ctx, id, st, job, exports, extra, jl)
 	// The log is complete on the server before the job is reported finished: the outbox waits
 	// for it, the next job does not.
@@ -86,6 +89,11 @@ func (x *run) execJob(ctx context.Context, id int64, st protocol.Stage, job prot
 	}
 	if id != 0 {
 		x.event(protocol.Event{Kind: protocol.EventJobStarted, JobID: id})
+	}
+	if job.Kind == protocol.KindBuiltin && job.Unsupported == "" {
+		if run := x.builtin(job.Type); run != nil {
+			return run(ctx, job, env, jl)
+		}
 	}
 	step, err := x.jobStep(st, job, env, extra)
 	if err != nil {
@@ -224,7 +232,7 @@ func (x *run) jobStep(st protocol.Stage, job protocol.Job, env, extra map[string
 // step is the part of every step of this pipeline that does not depend on the job.
 func (x *run) step(name, image string, auth *executor.ImageAuth, env map[string]string) executor.Step {
 	r := x.lease.Plan.Runner
-	return executor.Step{
+	s := executor.Step{
 		Name: name, Image: image, ImageAuth: auth, Env: env,
 		Workspace: x.ws, WorkspaceMount: x.mount,
 		CPUs: float64(r.Cpus), MemoryBytes: int64(r.MemoryGiB) << 30,
@@ -232,6 +240,8 @@ func (x *run) step(name, image string, auth *executor.ImageAuth, env map[string]
 		GPUs:   x.lease.GPUs,
 		Labels: map[string]string{"nimbus.lease": x.lease.ID, "nimbus.job": name},
 	}
+	x.extras.apply(&s)
+	return s
 }
 
 // jobEnv is a job's environment, lowest layer first: the lease's secrets (they stand for the
@@ -338,9 +348,13 @@ func expandAny(v any, names []string, env map[string]string) any {
 	return v
 }
 
-// envImage is the pipeline's environment image: docker.image, else the agent's default.
+// envImage is the pipeline's environment image: the one docker.build made, else docker.image,
+// else the agent's default.
 func (x *run) envImage(env map[string]string) (string, *executor.ImageAuth) {
 	p := &x.lease.Plan
+	if x.extras.image != "" {
+		return x.extras.image, x.builtImageAuth()
+	}
 	if p.Image != nil && p.Image.Name != "" {
 		return expandImage(p.Image, p.RuntimeVars, env)
 	}
@@ -380,14 +394,18 @@ type jobLog struct {
 }
 
 func (x *run) openLog(id int64) *jobLog {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.openLogLocked(id)
+}
+
+func (x *run) openLogLocked(id int64) *jobLog {
 	jl := &jobLog{}
 	var w io.Writer = io.Discard
 	if id != 0 {
 		jl.stream = newLogStream(x.reports, x.cfg.API, x.lease.ID, id, x.cfg.LogFlushInterval, x.leaseLost, x.log)
 		w = jl.stream
-		x.mu.Lock()
 		x.streams = append(x.streams, jl.stream)
-		x.mu.Unlock()
 	}
 	jl.mask = newMasker(w, x.secrets)
 	jl.last.Store(time.Now().UnixNano())

@@ -67,6 +67,11 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	LogFlushInterval  time.Duration
 	Log               *slog.Logger
+	// Images builds environment images (docker.build, docker:cache); Services runs pipeline
+	// services (services: docker); Caches keeps docker.volumes.
+	Images   ImageConfig
+	Services ServiceConfig
+	Caches   CacheConfig
 }
 
 // Runner runs leases; one Runner serves many concurrent runs.
@@ -199,9 +204,13 @@ type run struct {
 	ws    string // workspace on this host
 	mount string // where jobs see it
 
+	extras extras // what the preparations add to every step (prepare.go)
+
 	mu      sync.Mutex
 	exports map[string]string // variables exported so far, for later jobs
 	streams []*logStream      // every job log of the run, drained before the finish
+	setup   *jobLog           // the first job's log while the preparations write to it
+	setupID int64
 }
 
 // Run runs the lease to completion and reports its end to the server. It returns the result it
@@ -378,14 +387,6 @@ func (x *run) execute(ctx context.Context) Result {
 		return Result{Status: StatusFailed, Reason: err.Error()}
 	}
 	defer x.removeWorkspace()
-	if msg := unsupportedPlan(&x.lease.Plan); msg != "" {
-		return Result{Status: StatusFailed, Reason: msg}
-	}
-	if p := &x.lease.Plan; len(p.Services) > 0 || len(p.Volumes) > 0 {
-		// Caches and sidecars change how fast a pipeline runs, not what its jobs compute.
-		x.log.Warn("docker.volumes and services are not supported by this agent yet; ignored",
-			"volumes", len(p.Volumes), "services", len(p.Services))
-	}
 	if err := x.clone(ctx); err != nil {
 		if res, stopped := x.stopped(ctx); stopped {
 			return res
@@ -394,7 +395,19 @@ func (x *run) execute(ctx context.Context) Result {
 	}
 	// From here on user code runs: the server must not re-queue this pipeline on its own.
 	x.event(protocol.Event{Kind: protocol.EventPipelineStarted})
-	return x.runPlan(ctx)
+	done, err := x.prepare(ctx)
+	if err != nil {
+		if res, stopped := x.stopped(ctx); stopped {
+			x.closeSetupLog()
+			return res
+		}
+		x.failSetup(err)
+		return Result{Status: StatusFailed, Reason: err.Error()}
+	}
+	res := x.runPlan(ctx)
+	x.closeSetupLog()
+	done(res.Status == StatusSuccess)
+	return res
 }
 
 // stopped says whether the run context ended, and the result that follows from why.
@@ -513,15 +526,6 @@ func secretValues(l *protocol.Lease) []string {
 		}
 	}
 	return out
-}
-
-// unsupportedPlan names a plan feature this agent cannot honour and whose absence would change
-// what the jobs do; "" when there is none.
-func unsupportedPlan(p *protocol.Plan) string {
-	if p.Build != nil {
-		return "docker.build (an environment image built from a Dockerfile) is not supported by this agent yet"
-	}
-	return ""
 }
 
 // validLeaseID keeps a lease id usable as one path element.

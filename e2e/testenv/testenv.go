@@ -27,6 +27,9 @@ const (
 	EnvOras           = "NIMBUS_TEST_ORAS"            // the oras CLI
 	// The reference registry (CNCF distribution v3's registry binary) the benchmarks compare with.
 	EnvReferenceRegistry = "NIMBUS_TEST_REFERENCE_REGISTRY"
+	// The unprivileged user (with subordinate id ranges) the agent runs pipelines' rootless
+	// docker services as.
+	EnvDindUser = "NIMBUS_TEST_DIND_USER"
 )
 
 // Require returns the value of the variable, or stops the test: Fatal under CI=true, Skip
@@ -61,6 +64,11 @@ func DockerHost(t testing.TB) string { return Require(t, EnvDocker, "A Docker en
 
 // Image is a busybox image loaded into the test Docker engine.
 func Image(t testing.TB) string { return Require(t, EnvImage, "The busybox test image") }
+
+// DindUser is the user rootless docker services run as.
+func DindUser(t testing.TB) string {
+	return Require(t, EnvDindUser, "The docker service's user (root, rootlesskit and /etc/subuid)")
+}
 
 // StripeURL is the base URL of the test stripe-mock server.
 func StripeURL(t testing.TB) string { return Require(t, EnvStripe, "stripe-mock") }

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/client"
+	"github.com/nimbus-build/nimbus/agent/dockerservice"
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/gpu"
 	"github.com/nimbus-build/nimbus/agent/protocol"
@@ -88,7 +89,15 @@ type Config struct {
 	// StopTimeout bounds, after the grace, killing the containers and reporting the ends; 0
 	// means DefaultStopTimeout. The whole stop takes at most StopGrace + StopTimeout.
 	StopTimeout time.Duration
+	// DockerService is how pipelines that list `services: docker` get their own engine (Docker
+	// executor only). Its Dir "" means DefaultServiceDir/<agent id>.
+	DockerService dockerservice.Config
 }
+
+// DefaultServiceDir holds the state of the pipelines' docker services (their images and
+// containers), one directory per agent. It is not under the work dir: the engines run as their
+// own user, who must be able to reach it.
+const DefaultServiceDir = "/var/lib/nimbus-agent/services"
 
 // DefaultStopTimeout leaves room under a service manager's usual 30 s stop timeout (the shipped
 // systemd unit's TimeoutStopSec).
@@ -106,6 +115,8 @@ type Agent struct {
 	exec executor.Executor
 	gpus []protocol.GPU
 	tags []string
+	// docker runs the pipelines' docker services; nil with the shell executor.
+	docker *dockerservice.Manager
 }
 
 // IDFile holds the agent's id in its work dir; TokenFile its registration with the server.
@@ -148,6 +159,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 		log.Warn("!!! " + warning + " !!!")
 	}
 	a := &Agent{cfg: cfg, log: log, id: id, exec: ex, gpus: gpus, tags: mergeTags(cfg.Tags, gpu.Tags(gpus))}
+	if ex.Name() == executor.ModeDocker {
+		a.docker = newDockerService(cfg.DockerService, id, log)
+	}
 	if err := a.cleanup(ctx); err != nil {
 		ex.Close()
 		return nil, err
@@ -175,6 +189,11 @@ func (a *Agent) cleanup(ctx context.Context) error {
 	if err := a.exec.Cleanup(ctx); err != nil {
 		return fmt.Errorf("agent: clean up earlier containers: %w", err)
 	}
+	if a.docker != nil {
+		if err := a.docker.Cleanup(); err != nil {
+			return fmt.Errorf("agent: clean up earlier docker services: %w", err)
+		}
+	}
 	dir := filepath.Join(a.cfg.WorkDir, "workspaces")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -189,6 +208,25 @@ func (a *Agent) cleanup(ctx context.Context) error {
 		a.log.Info("removed stale workspaces", "count", len(entries))
 	}
 	return nil
+}
+
+// newDockerService prepares the docker service of pipelines and says in the log whether it can
+// be offered, and why not.
+func newDockerService(cfg dockerservice.Config, agentID string, log *slog.Logger) *dockerservice.Manager {
+	if cfg.Dir == "" {
+		cfg.Dir = filepath.Join(DefaultServiceDir, agentID)
+	}
+	cfg.Log = log
+	m := dockerservice.New(cfg)
+	if err := m.Available(); err != nil {
+		log.Warn("pipelines with services: docker will fail on this agent", "why", err.Error())
+	} else {
+		log.Info("docker service ready", "mode", m.Mode(), "dir", cfg.Dir)
+		if p := m.CLIProblem(); p != "" {
+			log.Warn("docker service: only images with their own docker CLI can use it", "why", p)
+		}
+	}
+	return m
 }
 
 func loadID(workDir string) (string, error) {
@@ -489,7 +527,8 @@ func (l *loop) newSession(reg protocol.RegisterResponse) (*session, error) {
 	run, err := runner.New(runner.Config{
 		API: api, Executor: l.exec, WorkDir: l.cfg.WorkDir, DefaultImage: image,
 		HeartbeatInterval: reg.HeartbeatInterval.Std(), LogFlushInterval: reg.LogFlushInterval.Std(),
-		Log: l.log,
+		Log:      l.log,
+		Services: runner.ServiceConfig{Docker: l.docker},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

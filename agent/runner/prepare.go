@@ -26,7 +26,7 @@ import (
 type extras struct {
 	mu         sync.Mutex
 	mounts     []executor.Mount
-	env        map[string]string // wins over the job's env, not over the built-ins
+	env        map[string]string // under the job's env: a job may set DOCKER_HOST itself
 	pathAppend []string
 	image      string // the environment image docker.build made; "" = none
 	notes      []string
@@ -54,11 +54,8 @@ func (e *extras) apply(s *executor.Step) {
 	s.Mounts = append(s.Mounts, e.mounts...)
 	s.PathAppend = append(s.PathAppend, e.pathAppend...)
 	if len(e.env) > 0 {
-		env := maps.Clone(s.Env)
-		if env == nil {
-			env = map[string]string{}
-		}
-		maps.Copy(env, e.env)
+		env := maps.Clone(e.env)
+		maps.Copy(env, s.Env)
 		s.Env = env
 	}
 }

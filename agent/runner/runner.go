@@ -420,6 +420,8 @@ func (x *run) stopped(ctx context.Context) (Result, bool) {
 	switch {
 	case errors.As(cause, &c):
 		return Result{Status: StatusCancelled, Reason: c.reason}, true
+	case errors.As(cause, new(*serviceFailed)):
+		return Result{Status: StatusFailed, Reason: cause.Error()}, true
 	case errors.Is(cause, errPipelineTimeout):
 		return Result{Status: StatusFailed, Reason: fmt.Sprintf("timeout: the pipeline ran past its maximum of %s",
 			x.lease.Plan.Runner.MaxDuration.Std())}, true

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/nimbus-build/nimbus/agent"
+	"github.com/nimbus-build/nimbus/agent/dockerservice"
 	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/agent/gpu"
 	"github.com/nimbus-build/nimbus/agent/protocol"
@@ -71,6 +72,18 @@ Usage: nimbus-agent [flags]`)
 	s.String(&cfg.WorkDir, "work-dir", "NIMBUS_AGENT_WORK_DIR", "./nimbus-agent", "directory for workspaces, the agent id and the agent token")
 	s.Duration(&cfg.StopGrace, "stop-grace", "NIMBUS_AGENT_STOP_GRACE", 0, "on SIGTERM, how long running pipelines may go on before they are killed (agent_stopped)")
 	s.Duration(&cfg.StopTimeout, "stop-timeout", "NIMBUS_AGENT_STOP_TIMEOUT", agent.DefaultStopTimeout, "on SIGTERM, after the grace: the most time for killing containers and reporting the pipelines' ends")
+	s.String(&cfg.DockerService.Mode, "docker-service", "NIMBUS_AGENT_DOCKER_SERVICE", dockerservice.ModeRootless,
+		"how pipelines that list services: docker get their own Docker engine: rootless (as the docker service user; root in its containers, privileged ones included, is that user on the host), privileged (a root engine per pipeline, whose privileged containers are root on the host: trusted tenants only) or off")
+	s.String(&cfg.DockerService.User, "docker-service-user", "NIMBUS_AGENT_DOCKER_SERVICE_USER", dockerservice.DefaultUser,
+		"unprivileged host user that runs rootless docker services; it needs ranges in /etc/subuid and /etc/subgid")
+	s.String(&cfg.DockerService.Network, "docker-service-network", "NIMBUS_AGENT_DOCKER_SERVICE_NETWORK", dockerservice.NetworkHost,
+		"network of rootless docker services: host (the engine pulls and pushes over the host's network; its containers get none) or slirp4netns (user-mode NAT for the engine and its containers; needs /dev/net/tun)")
+	s.String(&cfg.DockerService.Dir, "docker-service-dir", "NIMBUS_AGENT_DOCKER_SERVICE_DIR", "",
+		"where docker services keep their images and containers; empty = "+agent.DefaultServiceDir+"/<agent id>")
+	s.Size(&cfg.DockerService.DiskLimit, "docker-service-disk", "NIMBUS_AGENT_DOCKER_SERVICE_DISK", 50<<30,
+		"most disk one pipeline's docker service may use (images, containers, build cache); above it the pipeline fails; 0 = no limit")
+	s.String(&cfg.DockerService.CLI, "docker-cli", "NIMBUS_AGENT_DOCKER_CLI", "",
+		"statically linked docker client mounted into the jobs of pipelines with services: docker; empty = docker on PATH or /usr/local/bin/docker")
 	s.String(&logFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&logLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := s.Parse(args, getenv, stdout); err != nil {

@@ -86,7 +86,7 @@ type rig struct {
 	rootfs string // a busybox root file system
 }
 
-func newRig(t *testing.T, cfg Config) *rig {
+func newRig(t testing.TB, cfg Config) *rig {
 	t.Helper()
 	userName := testenv.DindUser(t)
 	if os.Geteuid() != 0 {

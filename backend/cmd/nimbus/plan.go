@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/envflag"
+	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 )
 
@@ -66,6 +67,8 @@ func runPlan(_ context.Context, e env, args []string) int {
 	fs.Bool(&t.IsNewBranch, "new-branch", "", false, "the branch is new (CNB_IS_NEW_BRANCH, ifNewBranch)")
 	fs.Var(changed, "changed", "", "changed files, comma-separated; repeatable")
 	fs.Var(vars, "env", "", "a built-in variable K=V the build would have (CNB_REPO_SLUG=…); repeatable")
+	var explain bool
+	fs.Bool(&explain, "explain", "", false, "add to each pipeline whether this version's agent runs all of it (runs) and what it does not run (blockers)")
 	if err := fs.Parse(args, e.getenv, e.stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -100,11 +103,33 @@ func runPlan(_ context.Context, e env, args []string) int {
 	if err != nil {
 		return 1
 	}
+	var out any = set
+	if explain {
+		out = explained(set)
+	}
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(set); err != nil {
+	if err := enc.Encode(out); err != nil {
 		fmt.Fprintln(e.stderr, "nimbus plan:", err)
 		return 2
 	}
 	return 0
+}
+
+// explainedPlan is a plan with the agent's verdict on it.
+type explainedPlan struct {
+	protocol.Plan
+	Runs     bool     `json:"runs"`
+	Blockers []string `json:"blockers,omitempty"`
+}
+
+func explained(set *protocol.PlanSet) any {
+	out := struct {
+		Pipelines []explainedPlan `json:"pipelines"`
+	}{Pipelines: []explainedPlan{}}
+	for _, p := range set.Pipelines {
+		b := protocol.Blockers(p)
+		out.Pipelines = append(out.Pipelines, explainedPlan{Plan: p, Runs: len(b) == 0, Blockers: b})
+	}
+	return out
 }

@@ -246,3 +246,42 @@ func TestRepoDirStaysInside(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanExplain(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, ".cnb.yml")
+	os.WriteFile(file, []byte(`main:
+  push:
+    - name: builds-images
+      services: [docker]
+      docker: { volumes: [node_modules] }
+      stages: [{ name: b, script: docker build . }]
+    - name: workspace
+      services: [vscode, docker]
+      imports: https://example.com/secrets/-/blob/main/env.yml
+      stages:
+        - name: s
+          type: git:release
+`), 0o644)
+	code, stdout, stderr := runCLI([]string{"plan", "--explain", "--event", "push", "--branch", "main", file}, nil)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var out struct {
+		Pipelines []struct {
+			Name     string   `json:"name"`
+			Runs     bool     `json:"runs"`
+			Blockers []string `json:"blockers"`
+			Stages   []any    `json:"stages"`
+		} `json:"pipelines"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Pipelines) != 2 || !out.Pipelines[0].Runs || len(out.Pipelines[0].Blockers) != 0 || len(out.Pipelines[0].Stages) != 1 {
+		t.Fatalf("the docker pipeline: %+v", out.Pipelines)
+	}
+	if p := out.Pipelines[1]; p.Runs || strings.Join(p.Blockers, ",") != "builtin:git:release,imports,services:vscode" {
+		t.Fatalf("the workspace pipeline: %+v", p)
+	}
+}

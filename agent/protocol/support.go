@@ -1,0 +1,60 @@
+package protocol
+
+import (
+	"slices"
+	"sort"
+)
+
+// Blockers lists what in a plan this version of the agent does not run, as short names
+// ("services:vscode", "imports", "lock", "settingsFrom", "builtin:git:release"); none means
+// the whole pipeline runs. `nimbus plan --explain` prints it, so what a .cnb.yml needs beyond
+// this installation is visible before it is pushed. It must follow what agent/runner does:
+// the runner tests of each feature are where a change here is proven.
+func Blockers(p Plan) []string {
+	var out []string
+	add := func(s string) {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	for _, s := range p.Services {
+		if s.Name != "docker" {
+			add("services:" + s.Name)
+		}
+	}
+	if len(p.Imports) > 0 {
+		add("imports")
+	}
+	if p.Lock != nil {
+		add("lock")
+	}
+	for _, group := range [][]Stage{p.Stages, p.FailStages, p.EndStages} {
+		for _, st := range group {
+			if st.Lock != nil {
+				add("lock")
+			}
+			for _, j := range st.Jobs {
+				switch {
+				case j.Unsupported != "":
+					add("builtin:" + j.Type)
+				case j.Kind == KindBuiltin && !slices.Contains(AgentBuiltins(), j.Type):
+					add("builtin:" + j.Type)
+				}
+				if len(j.SettingsFrom) > 0 {
+					add("settingsFrom")
+				}
+				if len(j.Imports) > 0 {
+					add("imports")
+				}
+				if j.Lock != nil {
+					add("lock")
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// AgentBuiltins are the built-in task types (type: …) the agent runs itself.
+func AgentBuiltins() []string { return []string{"docker:cache"} }

@@ -257,6 +257,8 @@ type Spec struct {
 	// CPUs (cores, may be fractional) and MemoryBytes bound the engine and all it starts; 0 = none.
 	CPUs        float64
 	MemoryBytes int64
+	// GPUs are the indexes of the GPUs reserved for the pipeline: the engine sees no other.
+	GPUs []string
 	// Registry is Nimbus's registry host (CNB_DOCKER_REGISTRY), logged in as User with Password.
 	// Insecure makes the engine talk plain HTTP to it.
 	Registry, User, Password string
@@ -409,6 +411,17 @@ const joinCgroup = `for f in $NIMBUS_CGROUP_PROCS; do echo $$ > "$f" || exit 97;
 // host's /run/docker and the like must go, so the engine can create its own.
 const inNamespace = `set -e
 rm -f /run/docker /run/containerd /run/xtables.lock /run/docker.pid /run/docker.sock
+# GPUs the pipeline did not reserve are /dev/null in the engine's view, so neither --device
+# nor --privileged reaches them; without any, the driver's control devices go too.
+for f in /dev/nvidia[0-9]*; do
+	[ -e "$f" ] || continue
+	case " $NIMBUS_ALLOWED_GPUS " in *" ${f#/dev/nvidia} "*) ;; *) mount --bind /dev/null "$f" ;; esac
+done
+if [ -z "$NIMBUS_ALLOWED_GPUS" ]; then
+	for f in /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools /dev/nvidia-modeset; do
+		if [ -e "$f" ]; then mount --bind /dev/null "$f"; fi
+	done
+fi
 mount --bind "$1" "$2"
 shift 2
 exec "$@"`
@@ -419,6 +432,17 @@ exec "$@"`
 const inPrivilegedNamespace = `set -e
 mkdir -p /run/docker
 mount -t tmpfs -o mode=0700 tmpfs /run/docker
+# GPUs the pipeline did not reserve are /dev/null in the engine's view, so neither --device
+# nor --privileged reaches them; without any, the driver's control devices go too.
+for f in /dev/nvidia[0-9]*; do
+	[ -e "$f" ] || continue
+	case " $NIMBUS_ALLOWED_GPUS " in *" ${f#/dev/nvidia} "*) ;; *) mount --bind /dev/null "$f" ;; esac
+done
+if [ -z "$NIMBUS_ALLOWED_GPUS" ]; then
+	for f in /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools /dev/nvidia-modeset; do
+		if [ -e "$f" ]; then mount --bind /dev/null "$f"; fi
+	done
+fi
 mount --bind "$1" "$2"
 shift 2
 exec "$@"`
@@ -468,7 +492,8 @@ func (e *Engine) command(ws string) (*exec.Cmd, error) {
 			path += ":" + p
 		}
 	}
-	cmd.Env = []string{"PATH=" + path, "HOME=" + filepath.Join(e.dir, "home"), "XDG_RUNTIME_DIR=" + run}
+	cmd.Env = []string{"PATH=" + path, "HOME=" + filepath.Join(e.dir, "home"), "XDG_RUNTIME_DIR=" + run,
+		"NIMBUS_ALLOWED_GPUS=" + strings.Join(e.spec.GPUs, " ")}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if m.id != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(m.id.uid), Gid: uint32(m.id.gid), Groups: []uint32{}}

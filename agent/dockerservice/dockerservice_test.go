@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nimbus-build/nimbus/e2e/testenv"
 )
 
@@ -323,5 +325,30 @@ func TestPrivilegedEngine(t *testing.T) {
 	}
 	if err := e.Stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestGPUsThePipelineDidNotReserveAreHidden(t *testing.T) {
+	r := newRig(t, Config{Mode: ModeRootless})
+	// Stand-ins for two GPUs of the host: character devices that read as zeros, world-readable
+	// like NVIDIA's.
+	for _, n := range []string{"97", "98"} {
+		p := "/dev/nvidia" + n
+		if err := syscall.Mknod(p, syscall.S_IFCHR|0o666, int(unix.Mkdev(1, 5))); err != nil {
+			t.Fatalf("mknod %s: %v", p, err)
+		}
+		os.Chmod(p, 0o666)
+		t.Cleanup(func() { os.Remove(p) })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e, _ := r.start(t, "lease-gpu", Spec{GPUs: []string{"98"}})
+	out, err := docker(ctx, e, "run", "--rm", "--network", "none", "--device", "/dev/nvidia97", "--device", "/dev/nvidia98", "bb:1", "sh", "-c",
+		"echo other=$(head -c 4 /dev/nvidia97 | wc -c) mine=$(head -c 4 /dev/nvidia98 | wc -c)")
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !strings.Contains(out, "other=0 mine=4") {
+		t.Fatalf("a container of the pipeline given both devices sees %q; want the reserved GPU only (other=0 mine=4)", out)
 	}
 }

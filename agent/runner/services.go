@@ -63,7 +63,7 @@ func (x *run) prepareServices(ctx context.Context) (release, error) {
 	}
 	eng, err := mgr.Start(ctx, dockerservice.Spec{
 		ID: x.lease.ID, Workspace: x.ws, Mount: x.mount,
-		CPUs: float64(r.Cpus), MemoryBytes: int64(r.MemoryGiB) << 30,
+		CPUs: float64(r.Cpus), MemoryBytes: int64(r.MemoryGiB) << 30, GPUs: x.lease.GPUs,
 		Registry: reg, User: user, Password: x.lease.JobToken,
 		Insecure: plainHTTP(x.lease.Plan.Builtins["CNB_WEB_ENDPOINT"]),
 	})

@@ -205,6 +205,7 @@ type run struct {
 	mount string // where jobs see it
 
 	extras extras // what the preparations add to every step (prepare.go)
+	pushes pushes // background pushes of environment images, waited for before the finish (envimage.go)
 
 	mu      sync.Mutex
 	exports map[string]string // variables exported so far, for later jobs

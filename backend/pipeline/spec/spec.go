@@ -43,7 +43,8 @@ type Options struct {
 	Location *time.Location
 	// FiredEvents are the events this installation fires; DefaultFiredEvents() when nil.
 	FiredEvents []string
-	// SupportedBuiltins are the built-in task types (type: …) the agents run; none when nil.
+	// SupportedBuiltins are the built-in task types (type: …) the agents run beyond
+	// protocol.AgentBuiltins (which every agent runs); no others when nil.
 	SupportedBuiltins []string
 	// DefaultBuildImage and DefaultDevImage are the images of pipelines that name none, for
 	// builds and for workspaces.

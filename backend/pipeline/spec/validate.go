@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
 )
 
 // Validation rules that need configuration: runner classes and their caps, the built-in tasks
@@ -17,9 +19,10 @@ var knownBuiltins = []string{"docker:cache", "cnb:await", "cnb:resolve", "cnb:ap
 	"testing:coverage", "artifact:remove-tag"}
 
 // unsupportedBuiltin returns the message a job of this built-in type fails with, or "" when this
-// installation runs it.
+// installation runs it: every agent runs protocol.AgentBuiltins itself, beside what the
+// installation declares in Options.SupportedBuiltins.
 func unsupportedBuiltin(typ string, supported []string) string {
-	if slices.Contains(supported, typ) {
+	if slices.Contains(protocol.AgentBuiltins(), typ) || slices.Contains(supported, typ) {
 		return ""
 	}
 	return fmt.Sprintf("built-in task %q is not supported by this installation", typ)

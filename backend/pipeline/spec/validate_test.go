@@ -517,6 +517,8 @@ func TestValidFilesHaveNoDiagnostics(t *testing.T) {
 		"main:\n  vscode:\n    - services: [vscode]\n",
 		".tpl: &tpl\n  stages: [make]\nmain:\n  push:\n    - <<: *tpl\n      name: a\n    - <<: *tpl\n      name: b\n",
 		"main:\n  web_trigger_deploy:\n    - stages: [make]\n  api_trigger_x:\n    - stages: [make]\n",
+		// Every agent runs docker:cache, whatever the installation declares.
+		"main:\n  push:\n    - stages:\n        - type: docker:cache\n          options: {dockerfile: Dockerfile}\n          exports: {name: IMAGE}\n",
 	} {
 		if ds := Lint([]byte(src), Options{}); len(ds) != 0 {
 			t.Errorf("%s\ngot diagnostics:\n%v", src, ds)
@@ -574,5 +576,18 @@ func TestInvalidYAMLLines(t *testing.T) {
 		if len(errs) == 0 || errs[0].Pos.Line != tt.line || !strings.Contains(errs[0].Message, "invalid YAML") {
 			t.Errorf("%q: %v, want an invalid-YAML error on line %d", tt.src, errs, tt.line)
 		}
+	}
+}
+
+// docker:cache is the agents' own: its jobs are planned runnable with no configuration, while a
+// task nothing runs still carries the reason it fails.
+func TestDockerCacheIsSupportedEverywhere(t *testing.T) {
+	src := "main:\n  push:\n    - stages:\n        - type: docker:cache\n          options: {dockerfile: Dockerfile}\n        - type: git:release\n"
+	p := onlyPipeline(t, mustPlan(t, src, pushMain, Options{}))
+	if cache := p.Stages[0].Jobs[0]; cache.Type != "docker:cache" || cache.Unsupported != "" {
+		t.Errorf("docker:cache: %+v", cache)
+	}
+	if release := p.Stages[1].Jobs[0]; release.Unsupported == "" {
+		t.Errorf("git:release is not run by anything here: %+v", release)
 	}
 }

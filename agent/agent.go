@@ -50,6 +50,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/gpu"
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/agent/runner"
+	"github.com/nimbus-build/nimbus/agent/volumes"
 )
 
 // Config is an agent's configuration.
@@ -92,6 +93,9 @@ type Config struct {
 	// DockerService is how pipelines that list `services: docker` get their own engine (Docker
 	// executor only). Its Dir "" means DefaultServiceDir/<agent id>.
 	DockerService dockerservice.Config
+	// CacheBudget is the most bytes the caches of docker.volumes take in WorkDir/caches (least
+	// recently used ones are evicted); 0 means volumes.DefaultBudget (20 GiB).
+	CacheBudget int64
 }
 
 // DefaultServiceDir holds the state of the pipelines' docker services (their images and
@@ -117,6 +121,8 @@ type Agent struct {
 	tags []string
 	// docker runs the pipelines' docker services; nil with the shell executor.
 	docker *dockerservice.Manager
+	// caches keeps the caches of docker.volumes, for every run of every session.
+	caches *volumes.Store
 }
 
 // IDFile holds the agent's id in its work dir; TokenFile its registration with the server.
@@ -166,6 +172,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 		ex.Close()
 		return nil, err
 	}
+	// After the cleanup: the containers of a crashed run no longer hold its cache mounts.
+	a.caches, err = volumes.Open(volumes.Config{Dir: filepath.Join(cfg.WorkDir, "caches"), Budget: cfg.CacheBudget, Log: log})
+	if err != nil {
+		ex.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	log.Info("agent ready", "executor", ex.Name(), "tags", strings.Join(a.tags, ","), "cpus", cfg.CPUs,
 		"gpus", len(gpus), "work_dir", cfg.WorkDir)
 	return a, nil
@@ -180,8 +192,12 @@ func (a *Agent) Executor() executor.Executor { return a.exec }
 // Tags returns the tags the agent serves: the configured ones and those of its GPUs.
 func (a *Agent) Tags() []string { return slices.Clone(a.tags) }
 
-// Close releases the executor.
-func (a *Agent) Close() error { return a.exec.Close() }
+// Caches returns the store of the docker.volumes caches (Repos lists the repositories this
+// host holds caches for).
+func (a *Agent) Caches() *volumes.Store { return a.caches }
+
+// Close releases the executor and the cache store.
+func (a *Agent) Close() error { return errors.Join(a.exec.Close(), a.caches.Close()) }
 
 // cleanup removes containers and workspaces that an earlier run of this agent left behind: a
 // crash or kill -9 skips the normal teardown, and the next start must not inherit its debris.
@@ -529,6 +545,7 @@ func (l *loop) newSession(reg protocol.RegisterResponse) (*session, error) {
 		HeartbeatInterval: reg.HeartbeatInterval.Std(), LogFlushInterval: reg.LogFlushInterval.Std(),
 		Log:      l.log,
 		Services: runner.ServiceConfig{Docker: l.docker},
+		Caches:   runner.CacheConfig{Store: l.caches},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/agent/gpu"
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/agent/volumes"
 )
 
 var version = "dev"
@@ -84,6 +85,8 @@ Usage: nimbus-agent [flags]`)
 		"most disk one pipeline's docker service may use (images, containers, build cache); above it the pipeline fails; 0 = no limit")
 	s.String(&cfg.DockerService.CLI, "docker-cli", "NIMBUS_AGENT_DOCKER_CLI", "",
 		"statically linked docker client mounted into the jobs of pipelines with services: docker; empty = docker on PATH or /usr/local/bin/docker")
+	s.Size(&cfg.CacheBudget, "cache-budget", "NIMBUS_AGENT_CACHE_BUDGET", volumes.DefaultBudget,
+		"most disk the docker.volumes caches take in the work dir (20GiB, 500MB or a byte count); least recently used caches are evicted")
 	s.String(&logFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&logLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := s.Parse(args, getenv, stdout); err != nil {

@@ -428,6 +428,10 @@ func (l *loop) serve(ctx context.Context, reg protocol.RegisterResponse, control
 			return nil
 		}
 		req := l.cap.request()
+		// Cache affinity: the server prefers this agent for pipelines of these repositories.
+		if repos := a.caches.Repos(); len(repos) > 0 {
+			req.Caches = repos[:min(len(repos), protocol.MaxPollCaches)]
+		}
 		// The server holds a poll for PollTimeout; allow for the network on top.
 		pctx, cancel := context.WithTimeout(ctx, reg.PollTimeout.Std()+30*time.Second)
 		lease, err := sess.api.Poll(pctx, req)

@@ -21,6 +21,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/agent/volumes"
 	"github.com/nimbus-build/nimbus/e2e/testenv"
 )
 
@@ -372,5 +373,36 @@ func TestStoppingTheAgentEndsItsPipelines(t *testing.T) {
 	}
 	if f := srv.Get("long").Finish; f == nil || f.Status != "failed" || !strings.HasPrefix(f.Reason, "agent_stopped") {
 		t.Fatalf("finish %+v", f)
+	}
+}
+
+// Every poll lists the repositories whose caches the host holds, for the scheduler's cache
+// affinity.
+func TestPollsListTheCachedRepositories(t *testing.T) {
+	srv := fakeserver.New(t)
+	cfg := agentConfig(t, srv)
+	store, err := volumes.Open(volumes.Config{Dir: filepath.Join(cfg.WorkDir, "caches")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := store.Acquire(context.Background(), volumes.Key{Repo: "42", Path: "/root/.cache"}, protocol.VolumeReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(m.Dir, "dep"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Release(true); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+
+	_, stop := start(t, cfg)
+	polls := waitPolls(t, srv, 1)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := polls[0].Caches; len(got) != 1 || got[0] != "42" {
+		t.Fatalf("the poll listed caches %v, want [42]", got)
 	}
 }

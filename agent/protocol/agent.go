@@ -30,6 +30,15 @@ import "time"
 // otherwise after HeartbeatInterval; each call also tells the server the agent is alive, which is
 // what "online" means (heard from within one LeaseTTL). A graceful stop deregisters.
 //
+// Caches: an agent keeps the docker.volumes caches of the pipelines it ran on its host, per
+// repository (the plan's Builtins["CNB_REPO_ID"]), and lists those repositories in every poll
+// (PollRequest.Caches). When a queued pipeline uses caches (a Plan.Volumes entry other than
+// data) and an agent that holds its repository's is waiting in a poll with room for it, the
+// server hands the pipeline to that agent rather than to a cold one; a cold agent is never kept
+// from it for long on that account (the scheduler's README states the bound). The list is a
+// hint, not a promise: a lease may still come for a repository whose caches the agent does not
+// hold, and an agent that lists none is scheduled as before.
+//
 // Outages: while the server cannot be reached the agent keeps its jobs running and keeps every
 // report (events in order, log bytes, the finish) until the server takes it, retrying with
 // backoff; the server never counts time it was down against a lease (see scheduler.Reap).
@@ -94,7 +103,15 @@ type PollRequest struct {
 	FreeCPUs int      `json:"freeCpus"`
 	FreeGPUs []string `json:"freeGpus,omitempty"` // device ids (index or UUID) not in use
 	Running  []string `json:"running,omitempty"`  // lease ids the agent is working on
+	// Caches are the repositories (CNB_REPO_ID values) whose docker.volumes caches this host
+	// holds, for cache affinity (see Caches above). The server reads at most MaxPollCaches of
+	// them and ignores any that is not a repository id.
+	Caches []string `json:"caches,omitempty"`
 }
+
+// MaxPollCaches is how many entries of PollRequest.Caches the server reads; an agent holding
+// more should list the ones it used most recently first.
+const MaxPollCaches = 256
 
 // JobRef names the server's id of one job of the plan, for events and logs.
 type JobRef struct {

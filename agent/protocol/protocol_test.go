@@ -102,3 +102,23 @@ func TestDurationJSON(t *testing.T) {
 		}
 	}
 }
+
+// A poll carries the repositories whose caches the agent holds; an agent that holds none (or
+// predates the field) sends what it always sent.
+func TestPollRequestCaches(t *testing.T) {
+	in := PollRequest{FreeCPUs: 8, FreeGPUs: []string{"0"}, Running: []string{"lease_1"}, Caches: []string{"42", "7"}}
+	data, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"freeCpus":8,"freeGpus":["0"],"running":["lease_1"],"caches":["42","7"]}`; string(data) != want {
+		t.Errorf("got %s, want %s", data, want)
+	}
+	var out PollRequest
+	if err := json.Unmarshal(data, &out); err != nil || !reflect.DeepEqual(in, out) {
+		t.Errorf("round trip: %+v %v", out, err)
+	}
+	if data, _ := json.Marshal(PollRequest{FreeCPUs: 2}); string(data) != `{"freeCpus":2}` {
+		t.Errorf("no caches: got %s", data)
+	}
+}

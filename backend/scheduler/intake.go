@@ -2,10 +2,15 @@ package scheduler
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 )
@@ -39,7 +44,7 @@ var (
 // Enqueue puts a queued pipeline on its class's queue and wakes agents waiting for that class.
 func (in *Intake) Enqueue(ctx context.Context, p *build.Pipeline) error {
 	if _, err := in.queue.Enqueue(ctx, Entry{PipelineID: p.ID, OrgID: p.OrgID, Class: p.RunnerTag, CPUs: p.CPUs,
-		GPUs: in.classes.gpusOf(p.RunnerTag), Enqueued: p.QueuedSince()}); err != nil {
+		GPUs: in.classes.gpusOf(p.RunnerTag), Enqueued: p.QueuedSince(), Cache: cacheRepo(p)}); err != nil {
 		return err
 	}
 	in.notify(ctx, p.RunnerTag)
@@ -56,6 +61,77 @@ func (in *Intake) StopRequested(ctx context.Context, agentIDs []string) {
 	}
 }
 
+// cacheRepo is the repo whose caches a pipeline uses: its plan's CNB_REPO_ID (the key agents
+// keep caches under) when the plan's docker.volumes has a cache, else "". A data volume is no
+// cache (the engine makes it afresh for each pipeline), so a plan with only those has no
+// preference. Only plans that spell "volumes" are decoded, so the enqueue of the others costs no
+// JSON parsing. A pipeline enqueued without its plan (the reconciler and the reaper load rows
+// without it) gets no affinity either: it goes to the first agent that fits, as before.
+func cacheRepo(p *build.Pipeline) string {
+	if !strings.Contains(p.Plan, `"volumes"`) {
+		return ""
+	}
+	var plan struct {
+		Volumes  []protocol.Volume `json:"volumes"`
+		Builtins map[string]string `json:"builtins"`
+	}
+	if err := json.Unmarshal([]byte(p.Plan), &plan); err != nil {
+		return ""
+	}
+	if !slices.ContainsFunc(plan.Volumes, func(v protocol.Volume) bool { return v.Type != protocol.VolumeData }) {
+		return ""
+	}
+	if id := plan.Builtins["CNB_REPO_ID"]; isRepoID(id) {
+		return id
+	}
+	if p.RepoID > 0 {
+		return strconv.FormatInt(p.RepoID, 10)
+	}
+	return ""
+}
+
+// isRepoID says whether s looks like a repo id (a positive decimal number): only those name
+// Redis keys, whatever an agent sends.
+func isRepoID(s string) bool {
+	if s == "" || len(s) > 19 || s[0] == '0' {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// pollCaches is the agent's list of cached repos as the scheduler uses it: repo ids only, each
+// once, at most protocol.MaxPollCaches.
+func pollCaches(list []string) []string {
+	var out []string
+	for _, id := range list {
+		if len(out) == protocol.MaxPollCaches {
+			break
+		}
+		if isRepoID(id) && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// handOver wakes the long-polls of the warm agents a cold agent's dispatch left pipelines for,
+// on this replica directly and on the others through the work channel (whose listeners fire
+// whatever key it carries).
+func (in *Intake) handOver(ctx context.Context, agentIDs []string) {
+	for _, id := range agentIDs {
+		in.wake.fire(handOverKey(id))
+		in.rdb.Publish(ctx, workChannel, handOverKey(id))
+	}
+}
+
+// handOverKey is the wake-up key of an agent's work long-poll, for a hand-over.
+func handOverKey(agentID string) string { return "handover " + agentID }
+
 // stopKey is the wake-up key of an agent's control long-poll (class tags never start so).
 func stopKey(agentID string) string { return "stop " + agentID }
 
@@ -69,8 +145,8 @@ func (in *Intake) notify(ctx context.Context, class string) {
 	in.rdb.Publish(ctx, workChannel, class)
 }
 
-// listen relays other replicas' work and stop notifications to local long-polls until ctx
-// ends.
+// listen relays other replicas' work (classes and hand-overs) and stop notifications to local
+// long-polls until ctx ends.
 func (in *Intake) listen(ctx context.Context) {
 	sub := in.rdb.Subscribe(ctx, workChannel, stopChannel)
 	defer sub.Close()
@@ -92,9 +168,9 @@ func (in *Intake) listen(ctx context.Context) {
 	}
 }
 
-// wakeup lets long-polls sleep until something may be there: a channel per key (a class, or
-// stopKey of an agent), closed (and replaced) when that class gets work or that agent must
-// stop something.
+// wakeup lets long-polls sleep until something may be there: a channel per key (a class,
+// stopKey or handOverKey of an agent), closed (and replaced) when that class gets work, that
+// agent must stop something, or a pipeline was left for that agent.
 type wakeup struct {
 	mu sync.Mutex
 	ch map[string]chan struct{}

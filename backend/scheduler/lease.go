@@ -22,23 +22,58 @@ var ErrLeaseLost = build.ErrLeaseLost
 
 // Poll waits up to the poll timeout for a pipeline that fits the agent and leases it. It returns
 // nil, nil when none came (or the server is draining).
+//
+// Cache affinity (queue.go, rule 5): an agent that holds caches and finds nothing records in
+// Redis that it waits, so that cold agents' dispatches, on any replica, leave it the pipelines
+// of those repos and wake it; a cold agent that left one looks again when the hand-over runs out
+// (HandOver after the first cold agent left it), and takes it if the warm agent did not.
 func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, draining <-chan struct{}) (*protocol.Lease, error) {
 	s.seen(ctx, a, req.FreeCPUs, len(req.FreeGPUs))
 	if len(req.Running) >= a.Concurrency || req.FreeCPUs < 1 {
 		return s.idle(ctx, draining, nil)
 	}
 	classes := s.in.classes.servedBy(a.tags())
+	who := Poller{AgentID: a.ID, Caches: pollCaches(req.Caches)}
+	capacity := Capacity{FreeCPUs: req.FreeCPUs, TotalCPUs: a.CPUs, FreeGPUs: len(req.FreeGPUs), TotalGPUs: a.gpuCount()}
+	until := s.clock.Now().Add(s.cfg.PollTimeout)
 	deadline := time.NewTimer(s.cfg.PollTimeout)
 	defer deadline.Stop()
-	for {
-		// Subscribe before looking, so work enqueued between the look and the wait wakes us.
-		waits := make([]<-chan struct{}, len(classes))
-		for i, c := range classes {
-			waits[i] = s.in.wake.wait(c)
+	waiting := false
+	defer func() {
+		if waiting {
+			s.stopWaiting(ctx, classes, who)
 		}
-		lease, err := s.tryDispatch(ctx, a, classes, req)
+	}()
+	for {
+		// Subscribe before looking, so work enqueued (or handed over) between the look and the
+		// wait wakes us.
+		waits := make([]<-chan struct{}, 0, len(classes)+1)
+		for _, c := range classes {
+			waits = append(waits, s.in.wake.wait(c))
+		}
+		if len(who.Caches) > 0 {
+			waits = append(waits, s.in.wake.wait(handOverKey(a.ID))) // only warm agents get hand-overs
+		}
+		lease, handedOver, recheckIn, err := s.tryDispatch(ctx, a, classes, who, capacity, req)
+		s.in.handOver(ctx, handedOver)
 		if lease != nil || err != nil {
 			return lease, err
+		}
+		if !waiting && len(who.Caches) > 0 && s.cfg.HandOver > 0 {
+			// Recorded only now that there is nothing to take: an agent that finds work at once
+			// never writes it. A failure costs the affinity of this poll, nothing else.
+			waiting = true
+			now := s.clock.Now()
+			for _, c := range classes {
+				if err := s.queue.Waiting(ctx, c, who, capacity, now, until); err != nil {
+					s.log.WarnContext(ctx, "cache affinity: waiting agent not recorded", "agent", a.ID, "err", err)
+					break
+				}
+			}
+		}
+		var recheck <-chan time.Time
+		if len(handedOver) > 0 {
+			recheck = time.After(recheckIn) // collected once it fires or is dropped
 		}
 		woke := make(chan struct{})
 		stop := make(chan struct{})
@@ -57,6 +92,8 @@ func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, 
 		select {
 		case <-woke:
 			close(stop)
+		case <-recheck:
+			close(stop)
 		case <-deadline.C:
 			close(stop)
 			return nil, nil
@@ -67,6 +104,16 @@ func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, 
 			close(stop)
 			return nil, nil
 		}
+	}
+}
+
+// stopWaiting forgets that the agent waits, even when its poll ended because the agent went
+// away (ctx is done then); what fails here expires with the poll's until time.
+func (s *Service) stopWaiting(ctx context.Context, classes []string, who Poller) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if err := s.queue.StopWaiting(ctx, classes, who); err != nil {
+		s.log.WarnContext(ctx, "cache affinity: waiting agent not forgotten", "agent", who.AgentID, "err", err)
 	}
 }
 
@@ -83,36 +130,42 @@ func (s *Service) idle(ctx context.Context, draining <-chan struct{}, _ any) (*p
 }
 
 // tryDispatch asks each class's queue once, starting at a rotating class so a multi-class agent
-// serves them evenly, and claims what it gets.
-func (s *Service) tryDispatch(ctx context.Context, a *Agent, classes []string, req protocol.PollRequest) (*protocol.Lease, error) {
+// serves them evenly, and claims what it gets. It also returns the warm agents that pipelines
+// were left for, to wake, and when the first of those hand-overs runs out.
+func (s *Service) tryDispatch(ctx context.Context, a *Agent, classes []string, who Poller, capacity Capacity, req protocol.PollRequest) (lease *protocol.Lease, handedOver []string, recheck time.Duration, err error) {
 	if len(classes) == 0 {
-		return nil, nil
+		return nil, nil, 0, nil
 	}
 	start := int(s.clock.Now().UnixNano() % int64(len(classes)))
-	capacity := Capacity{FreeCPUs: req.FreeCPUs, TotalCPUs: a.CPUs, FreeGPUs: len(req.FreeGPUs), TotalGPUs: a.gpuCount()}
 	for i := range classes {
 		class := classes[(start+i)%len(classes)]
 		for attempt := 0; attempt < 20; attempt++ {
-			id, org, err := s.queue.Dispatch(ctx, class, capacity, s.rules(class), s.clock.Now())
+			d, err := s.queue.Dispatch(ctx, class, who, capacity, s.rules(class), s.clock.Now())
+			if len(d.HandedOver) > 0 {
+				if len(handedOver) == 0 || d.Recheck < recheck {
+					recheck = d.Recheck
+				}
+				handedOver = append(handedOver, d.HandedOver...)
+			}
 			if errors.Is(err, ErrEmpty) {
 				break
 			}
 			if err != nil {
-				return nil, err
+				return nil, handedOver, recheck, err
 			}
-			lease, err := s.claim(ctx, a, id, req)
+			lease, err := s.claim(ctx, a, d.PipelineID, req)
 			if err != nil {
-				s.queue.Released(ctx, class, org)
-				return nil, err
+				s.queue.Released(ctx, class, d.OrgID)
+				return nil, handedOver, recheck, err
 			}
 			if lease != nil {
-				return lease, nil
+				return lease, handedOver, recheck, nil
 			}
 			// Cancelled or claimed since it was queued: not ours, try the next entry.
-			s.queue.Released(ctx, class, org)
+			s.queue.Released(ctx, class, d.OrgID)
 		}
 	}
-	return nil, nil
+	return nil, handedOver, recheck, nil
 }
 
 func newLeaseID() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -22,6 +23,10 @@ import (
 //	{q:C}:members     set of queued pipeline ids (no double enqueue, and the reconciler's check)
 //	{q:C}:running     hash team → pipelines leased (for per-team concurrency caps)
 //	{q:C}:reserve     "<pipeline>:<cpus>:<gpus>" of a big pipeline that waited too long (see below)
+//	{q:C}:cache       hash pipeline → repo id, for the queued pipelines that use caches (rule 5)
+//	{q:C}:warm:<repo> hash agent → "<free cpus>:<free gpus>:<until unix ms>": agents holding the
+//	                  repo's caches that wait in a long-poll of C now (Waiting, StopWaiting)
+//	{q:C}:handover:<pipeline>  when a cold agent first left that pipeline to a warm one (unix ms)
 //
 // The dispatch rule, in one Lua script so it is atomic across replicas:
 //
@@ -37,6 +42,17 @@ import (
 //     capacity could hold it but whose free capacity cannot receives nothing from this class:
 //     it drains until the big pipeline fits. Agents too small for it keep serving small work.
 //  4. A team at its concurrency cap for the class is skipped.
+//  5. Cache affinity: a pipeline that uses caches, about to go to an agent that does not hold
+//     its repo's, is left (skipped like one that does not fit) when another agent that holds
+//     them waits in a long-poll of the class with room for it. The caller wakes that agent,
+//     which takes it. The hand-over is bounded: from the first time a cold agent left the
+//     pipeline, cold agents leave it for at most Rules.HandOver, then take it whoever waits
+//     (the warm agent may have taken other work, been drained by a reservation, or never heard
+//     the wake-up because its server died). Reservations (rule 3) are exempt: a starving
+//     pipeline has waited enough.
+//
+// The cache hash is apart from the entries, whose format stays as it was: a replica of the
+// previous release, during a rolling upgrade, still parses every entry.
 type Queue struct {
 	rdb redis.UniversalClient
 }
@@ -52,6 +68,8 @@ type Entry struct {
 	CPUs       int
 	GPUs       int
 	Enqueued   time.Time
+	// Cache is the repo whose caches the pipeline uses; "" when it uses none.
+	Cache string
 }
 
 func (e Entry) encode() string {
@@ -67,6 +85,7 @@ func prefix(class string) string { return "{q:" + class + "}" }
 var enqueueScript = redis.NewScript(`
 local p = KEYS[1]
 if redis.call('SADD', p .. ':members', ARGV[2]) == 0 then return 0 end
+if ARGV[5] ~= '' then redis.call('HSET', p .. ':cache', ARGV[2], ARGV[5]) end
 local list = p .. ':org:' .. ARGV[1]
 local id, at = tonumber(ARGV[2]), tonumber(ARGV[4])
 local function later(e)
@@ -91,7 +110,7 @@ return 1
 
 // Enqueue adds a pipeline to its class's queue; it reports false when it was already queued.
 func (q *Queue) Enqueue(ctx context.Context, e Entry) (bool, error) {
-	n, err := enqueueScript.Run(ctx, q.rdb, []string{prefix(e.Class)}, e.OrgID, e.PipelineID, e.encode(), e.Enqueued.UnixMilli()).Int()
+	n, err := enqueueScript.Run(ctx, q.rdb, []string{prefix(e.Class)}, e.OrgID, e.PipelineID, e.encode(), e.Enqueued.UnixMilli(), e.Cache).Int()
 	if err != nil {
 		return false, fmt.Errorf("scheduler: enqueue: %w", err)
 	}
@@ -110,6 +129,27 @@ type Rules struct {
 	StarveAfter time.Duration // how long a skipped entry waits before it is reserved
 	// Caps is the per-team concurrency cap of the class; 0 = none.
 	Cap int
+	// HandOver bounds how long cold agents leave a cache-bound pipeline to a waiting warm one
+	// (rule 5); 0 turns cache affinity off.
+	HandOver time.Duration
+}
+
+// Poller is the agent a dispatch is for, as cache affinity sees it. The zero Poller holds no
+// caches.
+type Poller struct {
+	AgentID string
+	Caches  []string // repo ids whose caches the agent's host holds
+}
+
+// Dispatched is what one dispatch did.
+type Dispatched struct {
+	PipelineID, OrgID int64 // 0 when nothing was taken (ErrEmpty)
+	// HandedOver are the waiting warm agents that cache-bound pipelines were left for: the
+	// caller wakes them (Intake.handOver), so they come and take them.
+	HandedOver []string
+	// Recheck, when HandedOver is not empty, is how long until the first of those hand-overs
+	// runs out: a cold agent that got nothing dispatches again then, and takes what is left.
+	Recheck time.Duration
 }
 
 var dispatchScript = redis.NewScript(`
@@ -117,6 +157,10 @@ local p = KEYS[1]
 local freeC, totalC = tonumber(ARGV[1]), tonumber(ARGV[2])
 local freeG, totalG = tonumber(ARGV[3]), tonumber(ARGV[4])
 local depth, starve, now, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local me, handover = ARGV[9], tonumber(ARGV[10])
+local mine = {}
+for i = 11, #ARGV do mine[ARGV[i]] = true end
+local woken, soonest = {}, handover
 
 local function parse(e)
   local id, c, g, t = string.match(e, '^(%d+):(%d+):(%d+):(%d+)$')
@@ -128,8 +172,40 @@ local function take(org, e, id)
   redis.call('LREM', list, 1, e)
   redis.call('SREM', p .. ':members', id)
   if redis.call('LLEN', list) == 0 then redis.call('LREM', p .. ':ring', 0, org) end
+  if redis.call('HDEL', p .. ':cache', id) == 1 then redis.call('DEL', p .. ':handover:' .. id) end
   redis.call('HINCRBY', p .. ':running', org, 1)
-  return {id, org}
+  local out = {id, org, soonest}
+  for _, a in ipairs(woken) do table.insert(out, a) end
+  return out
+end
+
+-- 5. Cache affinity: whether to leave a pipeline that fits this agent to a warm one.
+local function leave(id, c, g)
+  if handover <= 0 then return false end
+  local repo = redis.call('HGET', p .. ':cache', id)
+  if not repo or mine[repo] then return false end
+  local warm = p .. ':warm:' .. repo
+  local waiters = redis.call('HGETALL', warm)
+  local found = {}
+  for i = 1, #waiters, 2 do
+    local wc, wg, till = string.match(waiters[i + 1], '^(%d+):(%d+):(%d+)$')
+    if not till or tonumber(till) <= now then
+      redis.call('HDEL', warm, waiters[i]) -- its poll ended without saying so (a server died)
+    elseif waiters[i] ~= me and c <= tonumber(wc) and g <= tonumber(wg) then
+      table.insert(found, waiters[i])
+    end
+  end
+  if #found == 0 then return false end
+  local key = p .. ':handover:' .. id
+  local first = tonumber(redis.call('GET', key) or '')
+  if not first then
+    first = now
+    redis.call('SET', key, now, 'PX', 10 * handover)
+  end
+  if now - first >= handover then return false end
+  soonest = math.min(soonest, first + handover - now)
+  for _, a in ipairs(found) do table.insert(woken, a) end
+  return true
 end
 
 -- 3. A reservation comes first.
@@ -157,38 +233,108 @@ for i = 1, teams do
     local entries = redis.call('LRANGE', p .. ':org:' .. org, 0, depth - 1)
     for _, e in ipairs(entries) do
       local id, c, g, t = parse(e)
-      -- 2. Backfill: the first that fits.
+      -- 2. Backfill: the first that fits (and is not left to a warm agent).
       if c <= freeC and g <= freeG then
-        return take(org, e, id)
-      end
-      if now - t > starve and not redis.call('GET', p .. ':reserve') then
+        if not leave(id, c, g) then
+          return take(org, e, id)
+        end
+      elseif now - t > starve and not redis.call('GET', p .. ':reserve') then
         redis.call('SET', p .. ':reserve', org .. '|' .. e)
       end
     end
   end
 end
-return {}
+if #woken == 0 then return {} end
+local out = {0, 0, soonest}
+for _, a in ipairs(woken) do table.insert(out, a) end
+return out
 `)
 
 // ErrEmpty means nothing in the queue fits the agent right now.
 var ErrEmpty = errors.New("scheduler: no queued pipeline fits")
 
-// Dispatch takes the next pipeline of class that fits capacity, by the rules above, and returns
-// its pipeline and team ids. The caller must then claim the pipeline in the database; if that
-// fails (cancelled meanwhile) it simply dispatches again.
-func (q *Queue) Dispatch(ctx context.Context, class string, c Capacity, r Rules, now time.Time) (pipelineID, orgID int64, err error) {
-	res, err := dispatchScript.Run(ctx, q.rdb, []string{prefix(class)},
-		c.FreeCPUs, c.TotalCPUs, c.FreeGPUs, c.TotalGPUs, max(r.Depth, 1), r.StarveAfter.Milliseconds(), now.UnixMilli(), r.Cap).Slice()
+// Dispatch takes the next pipeline of class that fits capacity, by the rules above, for the
+// agent who. The caller must then claim the pipeline in the database; if that fails (cancelled
+// meanwhile) it simply dispatches again. With ErrEmpty, HandedOver may still name agents to wake.
+func (q *Queue) Dispatch(ctx context.Context, class string, who Poller, c Capacity, r Rules, now time.Time) (Dispatched, error) {
+	args := make([]any, 0, 10+len(who.Caches))
+	args = append(args, c.FreeCPUs, c.TotalCPUs, c.FreeGPUs, c.TotalGPUs, max(r.Depth, 1), r.StarveAfter.Milliseconds(),
+		now.UnixMilli(), r.Cap, who.AgentID, r.HandOver.Milliseconds())
+	for _, repo := range who.Caches {
+		args = append(args, repo)
+	}
+	res, err := dispatchScript.Run(ctx, q.rdb, []string{prefix(class)}, args...).Slice()
 	if err != nil {
-		return 0, 0, fmt.Errorf("scheduler: dispatch: %w", err)
+		return Dispatched{}, fmt.Errorf("scheduler: dispatch: %w", err)
 	}
-	if len(res) != 2 {
-		return 0, 0, ErrEmpty
+	var d Dispatched
+	if len(res) < 3 {
+		return d, ErrEmpty
 	}
-	pipelineID, _ = strconv.ParseInt(fmt.Sprint(res[0]), 10, 64)
-	orgID, _ = strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
-	return pipelineID, orgID, nil
+	d.PipelineID, _ = strconv.ParseInt(fmt.Sprint(res[0]), 10, 64)
+	d.OrgID, _ = strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
+	ms, _ := strconv.ParseInt(fmt.Sprint(res[2]), 10, 64)
+	d.Recheck = time.Duration(ms) * time.Millisecond
+	for _, a := range res[3:] {
+		if id := fmt.Sprint(a); !slices.Contains(d.HandedOver, id) {
+			d.HandedOver = append(d.HandedOver, id)
+		}
+	}
+	if d.PipelineID == 0 {
+		return d, ErrEmpty
+	}
+	return d, nil
 }
+
+// waitScript records one agent in the warm hashes (KEYS, one per repo, of one class) and keeps
+// each hash at least ARGV[3] ms: a poll that ends without StopWaiting (its server died) is
+// dropped by its until time, and the hash by this expiry once nobody waits any more.
+var waitScript = redis.NewScript(`
+for _, k in ipairs(KEYS) do
+  redis.call('HSET', k, ARGV[1], ARGV[2])
+  if redis.call('PTTL', k) < tonumber(ARGV[3]) then redis.call('PEXPIRE', k, ARGV[3]) end
+end
+return 1
+`)
+
+// Waiting records that the poller, holding the caches of who.Caches, waits in a long-poll of
+// class until until with capacity c free: while it does, cold agents leave it the class's
+// pipelines of those repos that fit c (rule 5). StopWaiting ends it.
+func (q *Queue) Waiting(ctx context.Context, class string, who Poller, c Capacity, now, until time.Time) error {
+	if len(who.Caches) == 0 {
+		return nil
+	}
+	keys := make([]string, len(who.Caches))
+	for i, repo := range who.Caches {
+		keys[i] = warmKey(class, repo)
+	}
+	keep := until.Sub(now) + time.Minute
+	err := waitScript.Run(ctx, q.rdb, keys, who.AgentID, fmt.Sprintf("%d:%d:%d", c.FreeCPUs, c.FreeGPUs, until.UnixMilli()),
+		keep.Milliseconds()).Err()
+	if err != nil {
+		return fmt.Errorf("scheduler: record a waiting agent: %w", err)
+	}
+	return nil
+}
+
+// StopWaiting removes what Waiting recorded for the poller in the classes.
+func (q *Queue) StopWaiting(ctx context.Context, classes []string, who Poller) error {
+	if len(who.Caches) == 0 {
+		return nil
+	}
+	pipe := q.rdb.Pipeline()
+	for _, class := range classes {
+		for _, repo := range who.Caches {
+			pipe.HDel(ctx, warmKey(class, repo), who.AgentID)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("scheduler: forget a waiting agent: %w", err)
+	}
+	return nil
+}
+
+func warmKey(class, repo string) string { return prefix(class) + ":warm:" + repo }
 
 // Released tells the queue a team's leased pipeline of class ended (for concurrency caps).
 func (q *Queue) Released(ctx context.Context, class string, orgID int64) error {

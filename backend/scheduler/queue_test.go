@@ -58,14 +58,14 @@ func enqueue(t fataler, q *Queue, class string, id, org int64, cpus int, at time
 
 func dispatch(t testing.TB, q *Queue, class string, c Capacity, r Rules, now time.Time) int64 {
 	t.Helper()
-	id, _, err := q.Dispatch(context.Background(), class, c, r, now)
+	d, err := q.Dispatch(context.Background(), class, Poller{}, c, r, now)
 	if errors.Is(err, ErrEmpty) {
 		return 0
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return id
+	return d.PipelineID
 }
 
 func TestOneTeamsBacklogDelaysAnotherByOneDispatch(t *testing.T) {
@@ -199,7 +199,7 @@ func TestFairnessProperty(t *testing.T) {
 				next++
 				continue
 			}
-			id, org, err := q.Dispatch(context.Background(), class, big, Rules{Depth: 3}, now)
+			d, err := q.Dispatch(context.Background(), class, Poller{}, big, Rules{Depth: 3}, now)
 			if errors.Is(err, ErrEmpty) {
 				for team, w := range waiting {
 					if len(w) > 0 {
@@ -211,6 +211,7 @@ func TestFairnessProperty(t *testing.T) {
 			if err != nil {
 				rt.Fatal(err)
 			}
+			id, org := d.PipelineID, d.OrgID
 			if len(waiting[org]) == 0 || waiting[org][0] != id {
 				rt.Fatalf("team %d got %d, FIFO says %v", org, id, waiting[org])
 			}

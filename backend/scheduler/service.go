@@ -28,6 +28,10 @@ type Config struct {
 	LogFlushInterval  time.Duration // 1 s
 	StarveAfter       time.Duration // 2 min: when a big pipeline that fits nowhere is reserved
 	Depth             int           // 50: backfill depth in a team's queue
+	// HandOver (1 s) is how long cold agents leave a pipeline that uses caches to a waiting
+	// agent that holds them (queue.go, rule 5): the most a cache-bound pipeline can wait for
+	// affinity while a cold agent is free. Negative turns cache affinity off.
+	HandOver time.Duration
 	// Caps limits pipelines per team per class (class canonical tag → cap); 0 or absent = none.
 	Caps map[string]int
 	// Location is the time zone of cron schedules (UTC+8 when nil).
@@ -83,6 +87,9 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, repos *repo.Ser
 	if cfg.StarveAfter <= 0 {
 		cfg.StarveAfter = 2 * time.Minute
 	}
+	if cfg.HandOver == 0 {
+		cfg.HandOver = time.Second
+	}
 	if cfg.Depth <= 0 {
 		cfg.Depth = 50
 	}
@@ -102,7 +109,7 @@ func (s *Service) Enqueue(ctx context.Context, p *build.Pipeline) error { return
 
 // rules returns the dispatch rules of a class.
 func (s *Service) rules(class string) Rules {
-	return Rules{Depth: s.cfg.Depth, StarveAfter: s.cfg.StarveAfter, Cap: s.cfg.Caps[class]}
+	return Rules{Depth: s.cfg.Depth, StarveAfter: s.cfg.StarveAfter, Cap: s.cfg.Caps[class], HandOver: max(s.cfg.HandOver, 0)}
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -54,15 +54,5 @@ func (w *world) timedEnvRun(files map[string]string) time.Duration {
 	w.t.Helper()
 	n := w.pushFiles(files)
 	w.waitBuildSuccess(n, 2*time.Minute)
-	var b struct {
-		Pipelines []struct {
-			StartedAt  *time.Time `json:"started_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-		} `json:"pipelines"`
-	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &b)
-	if len(b.Pipelines) != 1 || b.Pipelines[0].StartedAt == nil || b.Pipelines[0].FinishedAt == nil {
-		w.t.Fatalf("build #%d has no pipeline times: %+v", n, b)
-	}
-	return b.Pipelines[0].FinishedAt.Sub(*b.Pipelines[0].StartedAt)
+	return firstPipelineDuration(w.t, w, n)
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +38,7 @@ func BenchmarkVolumeCache(b *testing.B) {
 				b.Fatalf("run %d: %q", run+1, log)
 			}
 			job[run] = uptimeSpan(b, log)
-			pipeline[run] = volumePipelineDuration(b, w, int64(w.pushes))
+			pipeline[run] = firstPipelineDuration(b, w, int64(w.pushes))
 		}
 		speedup := job[0].Seconds() / job[1].Seconds()
 		b.ReportMetric(job[0].Seconds(), "first-job-s")
@@ -56,31 +55,16 @@ func BenchmarkVolumeCache(b *testing.B) {
 // uptimeSpan is the time between a log's "start T" and "end T" lines.
 func uptimeSpan(tb testing.TB, log string) time.Duration {
 	tb.Helper()
-	var start, end float64
-	for _, line := range strings.Split(log, "\n") {
-		f := strings.Fields(line)
-		if len(f) != 2 {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[1], 64)
-		if err != nil {
-			continue
-		}
-		switch f[0] {
-		case "start":
-			start = v
-		case "end":
-			end = v
-		}
+	sp := parseSpan(tb, log)
+	if sp.end < sp.start {
+		tb.Fatalf("end before start in %q", log)
 	}
-	if start == 0 || end < start {
-		tb.Fatalf("no start/end in %q", log)
-	}
-	return time.Duration((end - start) * float64(time.Second))
+	return time.Duration((sp.end - sp.start) * float64(time.Second))
 }
 
-// volumePipelineDuration is how long the server recorded build n's first pipeline running.
-func volumePipelineDuration(tb testing.TB, w *world, n int64) time.Duration {
+// firstPipelineDuration is how long the server recorded build n's first pipeline running, from
+// its lease to its finish.
+func firstPipelineDuration(tb testing.TB, w *world, n int64) time.Duration {
 	var b struct {
 		Pipelines []struct {
 			StartedAt  *time.Time `json:"started_at"`

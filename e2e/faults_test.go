@@ -87,16 +87,9 @@ func (w *world) push(script string) int64 {
 
 // pushOn is push on the given runner (a .cnb.yml flow mapping).
 func (w *world) pushOn(runner, script string) int64 {
-	w.pushes++
 	cnb := "main:\n  push:\n    - name: job\n      runner: " + runner + "\n      docker: { image: " + w.image +
 		" }\n      stages:\n        - name: only\n          script: " + script + "\n"
-	os.WriteFile(filepath.Join(w.work, ".cnb.yml"), []byte(cnb), 0o644)
-	gitRun(w.t, w.work, "add", ".")
-	gitRun(w.t, w.work, "commit", "-q", "--allow-empty", "-m", "run")
-	u, _ := url.Parse(w.base + "/ml/trainer.git")
-	u.User = url.UserPassword("alice", w.token)
-	gitRun(w.t, w.work, "push", "-q", u.String(), "main")
-	return int64(w.pushes)
+	return w.pushFiles(map[string]string{".cnb.yml": cnb})
 }
 
 func (w *world) build(n int64) buildJSON {

@@ -50,7 +50,7 @@ main:
 
 type span struct{ start, end float64 }
 
-func parseSpan(t *testing.T, log string) span {
+func parseSpan(t testing.TB, log string) span {
 	t.Helper()
 	var s span
 	for _, line := range strings.Split(log, "\n") {

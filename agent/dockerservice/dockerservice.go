@@ -64,7 +64,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,6 +71,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/agent/executor"
 )
 
@@ -406,14 +406,10 @@ func (e *Engine) start(ctx context.Context) error {
 // outside. On v2 the process is started in it (CLONE_INTO_CGROUP) and the list is empty.
 const joinCgroup = `for f in $NIMBUS_CGROUP_PROCS; do echo $$ > "$f" || exit 97; done; exec "$@"`
 
-// inNamespace runs in a rootless engine's own mount namespace: the workspace appears at the
-// jobs' path, then dockerd replaces the shell. The symlinks rootlesskit's copy-up made for the
-// host's /run/docker and the like must go, so the engine can create its own.
-const inNamespace = `set -e
-rm -f /run/docker /run/containerd /run/xtables.lock /run/docker.pid /run/docker.sock
-# GPUs the pipeline did not reserve are /dev/null in the engine's view, so neither --device
-# nor --privileged reaches them; without any, the driver's control devices go too.
-for f in /dev/nvidia[0-9]*; do
+// maskGPUs runs in the engine's namespace before dockerd: GPUs the pipeline did not reserve are
+// /dev/null in the engine's view, so neither --device nor --privileged reaches them; without
+// any, the driver's control devices go too.
+const maskGPUs = `for f in /dev/nvidia[0-9]*; do
 	[ -e "$f" ] || continue
 	case " $NIMBUS_ALLOWED_GPUS " in *" ${f#/dev/nvidia} "*) ;; *) mount --bind /dev/null "$f" ;; esac
 done
@@ -422,7 +418,14 @@ if [ -z "$NIMBUS_ALLOWED_GPUS" ]; then
 		if [ -e "$f" ]; then mount --bind /dev/null "$f"; fi
 	done
 fi
-mount --bind "$1" "$2"
+`
+
+// inNamespace runs in a rootless engine's own mount namespace: the workspace appears at the
+// jobs' path, then dockerd replaces the shell. The symlinks rootlesskit's copy-up made for the
+// host's /run/docker and the like must go, so the engine can create its own.
+const inNamespace = `set -e
+rm -f /run/docker /run/containerd /run/xtables.lock /run/docker.pid /run/docker.sock
+` + maskGPUs + `mount --bind "$1" "$2"
 shift 2
 exec "$@"`
 
@@ -432,18 +435,7 @@ exec "$@"`
 const inPrivilegedNamespace = `set -e
 mkdir -p /run/docker
 mount -t tmpfs -o mode=0700 tmpfs /run/docker
-# GPUs the pipeline did not reserve are /dev/null in the engine's view, so neither --device
-# nor --privileged reaches them; without any, the driver's control devices go too.
-for f in /dev/nvidia[0-9]*; do
-	[ -e "$f" ] || continue
-	case " $NIMBUS_ALLOWED_GPUS " in *" ${f#/dev/nvidia} "*) ;; *) mount --bind /dev/null "$f" ;; esac
-done
-if [ -z "$NIMBUS_ALLOWED_GPUS" ]; then
-	for f in /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools /dev/nvidia-modeset; do
-		if [ -e "$f" ]; then mount --bind /dev/null "$f"; fi
-	done
-fi
-mount --bind "$1" "$2"
+` + maskGPUs + `mount --bind "$1" "$2"
 shift 2
 exec "$@"`
 
@@ -637,7 +629,7 @@ func (e *Engine) watch() {
 			used := diskUsage(filepath.Join(e.dir, "data"))
 			if used > e.m.cfg.DiskLimit {
 				e.fail(fmt.Errorf("the pipeline's docker service uses %s of disk, above this agent's limit of %s per pipeline (images, containers and build cache count; the agent's --docker-service-disk sets it)",
-					formatBytes(used), formatBytes(e.m.cfg.DiskLimit)))
+					envflag.HumanSize(used), envflag.HumanSize(e.m.cfg.DiskLimit)))
 				return
 			}
 		}
@@ -759,19 +751,6 @@ func diskUsage(dir string) int64 {
 		return nil
 	})
 	return total
-}
-
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 func lookPath(configured, name string) (string, error) {

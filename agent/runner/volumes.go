@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/agent/volumes"
@@ -191,26 +192,12 @@ func cacheNote(v pipelineVolume, m *volumes.Mount) string {
 	if m.Fresh {
 		s += "empty (first use)"
 	} else {
-		s += humanSize(m.Bytes) + " restored"
+		s += envflag.HumanSize(m.Bytes) + " restored"
 	}
 	if m.Method == volumes.MethodCopy {
 		s += ", as a copy (" + m.Fallback + ")"
 	}
 	return s
-}
-
-// humanSize prints a byte count for a person: "120.5 MiB".
-func humanSize(n int64) string {
-	const unit = 1 << 10
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + string("KMGTPE"[exp]) + "iB"
 }
 
 // holdData creates the pipeline's data volume.

@@ -379,29 +379,12 @@ func (c *Config) checkStorage() error {
 	return nil
 }
 
-// sizeUnits are the suffixes StorageQuota takes, longest first so "GiB" is not read as "B".
-var sizeUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1},
-}
-
 // Quota is StorageQuota in bytes (0 = no cap): a whole number with an optional unit (KB, MB,
 // GB, TB powers of 1000; KiB, MiB, GiB, TiB powers of 1024; B).
 func (c *Config) Quota() (int64, error) {
-	s := strings.TrimSpace(c.StorageQuota)
-	mult := int64(1)
-	for _, u := range sizeUnits {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = strings.TrimSpace(n), u.mult
-			break
-		}
+	n, err := envflag.ParseSize(c.StorageQuota)
+	if err != nil {
+		return 0, fmt.Errorf("invalid NIMBUS_STORAGE_QUOTA %q: want bytes or a number with KB, MB, GB, TB, KiB, MiB, GiB or TiB; 0 = no cap", c.StorageQuota)
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 || (mult > 1 && n > (1<<62)/mult) {
-		return 0, fmt.Errorf("invalid NIMBUS_STORAGE_QUOTA %q: want bytes or a whole number with KB, MB, GB, TB, KiB, MiB, GiB or TiB; 0 = no cap", c.StorageQuota)
-	}
-	return n * mult, nil
+	return n, nil
 }

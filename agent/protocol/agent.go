@@ -173,6 +173,9 @@ const (
 	EventPipelineStarted = "pipeline_started"
 	EventJobStarted      = "job_started"
 	EventJobFinished     = "job_finished"
+	// EventWorkspaceReady: a workspace pipeline's environment is up and may be entered (at once
+	// after its preparation, or when its vscode:go task is reached).
+	EventWorkspaceReady = "workspace_ready"
 )
 
 // Event is one step of a running pipeline. At is when it happened on the agent's clock; the

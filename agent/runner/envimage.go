@@ -201,6 +201,8 @@ func (x *run) builtin(typ string) builtinFunc {
 	switch typ {
 	case typeDockerCache:
 		return x.dockerCache
+	case "vscode:go":
+		return x.vscodeGo
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"strings"
 	"sync"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
@@ -62,15 +63,49 @@ func (x *run) runPlan(ctx context.Context) Result {
 	} else {
 		x.skipStages(p.FailStages, nMain, "not run: the pipeline did not fail", false)
 	}
+	// A ready workspace stays up here (devenv.go); one that failed before it was ready ends.
+	held := ""
+	if x.dev != nil && x.dev.readyYet() {
+		held = x.dev.hold(ctx, x.deadline)
+		if res, stopped := x.stopped(ctx); stopped {
+			return res
+		}
+		x.log.Info("the workspace is stopping", "why", held)
+	}
 	// The endStages' own result does not change the pipeline's.
 	x.runGroup(ctx, p.EndStages, nMain+nFail, map[string]string{"CNB_PIPELINE_STATUS": status})
 	if res, stopped := x.stopped(ctx); stopped {
 		return res
 	}
+	if held != "" {
+		return x.endWorkspace(ctx, held, out)
+	}
 	if out.failed {
 		return Result{Status: StatusFailed, Reason: out.msg}
 	}
 	return Result{Status: StatusSuccess, Reason: out.stop}
+}
+
+// endWorkspace saves a stopping workspace's work and says how it ended: stopped, with why (and
+// the failure of its stages, which did not end it).
+func (x *run) endWorkspace(ctx context.Context, why string, out outcome) Result {
+	reason := why
+	if !strings.HasPrefix(why, StopByServer) {
+		reason = "stopped: " + why
+	}
+	ref, err := x.saveWork(ctx)
+	switch {
+	case err != nil:
+		x.log.Warn("saving the workspace's work failed", "err", err)
+		reason += "; saving the work failed: " + err.Error()
+	case ref != "":
+		x.log.Info("the workspace's work is saved", "ref", ref)
+		reason += "; work saved to " + ref
+	}
+	if out.failed {
+		reason += " (a stage had failed: " + out.msg + ")"
+	}
+	return Result{Status: StatusSuccess, Reason: reason}
 }
 
 // planJob stands for the pipeline itself where a condition of the pipeline or of a stage needs

@@ -129,7 +129,7 @@ func (r *Runner) Unstopped() []string {
 	defer r.mu.Unlock()
 	out := make([]string, 0, len(r.runs))
 	for id, x := range r.runs {
-		if !x.stopping.Load() {
+		if !x.stopping.Load() && !x.softStopped.Load() {
 			out = append(out, id)
 		}
 	}
@@ -194,6 +194,8 @@ type run struct {
 	cancel   context.CancelCauseFunc
 	lost     atomic.Bool
 	stopping atomic.Bool  // the server asked to stop it
+	// softStopped: the server asked a ready workspace to stop, and it is ending gracefully.
+	softStopped atomic.Bool
 	heard    atomic.Int64 // when the server last answered a renew or an event (unix ns)
 	reports  context.Context
 	outbox   chan report // events, in order, for the sender (deliverEvents)
@@ -204,7 +206,10 @@ type run struct {
 	ws    string // workspace on this host
 	mount string // where jobs see it
 
-	extras extras // what the preparations add to every step (prepare.go)
+	extras extras  // what the preparations add to every step (prepare.go)
+	dev    *devEnv // the cloud development environment of a workspace pipeline (devenv.go)
+	// deadline is the pipeline's lifetime cap (zero: none).
+	deadline time.Time
 	pushes pushes // background pushes of environment images, waited for before the finish (envimage.go)
 
 	mu      sync.Mutex
@@ -238,7 +243,11 @@ func (r *Runner) Run(ctx, reports context.Context, lease *protocol.Lease) (Resul
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	x.cancel = cancel
+	if lease.Plan.Workspace {
+		x.dev = newDevEnv(&lease.Plan, func() { x.event(protocol.Event{Kind: protocol.EventWorkspaceReady}) })
+	}
 	if max := lease.Plan.Runner.MaxDuration.Std(); max > 0 {
+		x.deadline = time.Now().Add(max)
 		var stop context.CancelFunc
 		runCtx, stop = context.WithTimeoutCause(runCtx, max, errPipelineTimeout)
 		defer stop()
@@ -405,6 +414,9 @@ func (x *run) execute(ctx context.Context) Result {
 		x.failSetup(err)
 		return Result{Status: StatusFailed, Reason: err.Error()}
 	}
+	if x.dev != nil && !x.dev.gated {
+		x.dev.ready() // the environment is up: it may be entered while the stages run
+	}
 	res := x.runPlan(ctx)
 	x.closeSetupLog()
 	done(res.Status == StatusSuccess)
@@ -461,11 +473,28 @@ func (x *run) heartbeat(ctx context.Context) {
 	}
 }
 
-// stop cancels the run because the server asked.
+// stop cancels the run because the server asked. A ready workspace stops gracefully first: its
+// hold ends, its endStages run and its work is saved; workspaceStopGrace later it is killed if
+// it has not ended by then.
 func (x *run) stop(reason string) {
 	if reason == "" {
 		reason = "cancelled by the server"
 	}
+	if x.dev != nil && x.dev.readyYet() && x.dev.requestStop(StopByServer+": "+reason) {
+		x.log.Info("the server stopped the workspace; ending it", "reason", reason)
+		x.softStopped.Store(true)
+		x.signal()
+		time.AfterFunc(workspaceStopGrace, func() { x.kill(reason) })
+		return
+	}
+	if x.softStopped.Load() {
+		return // already ending; the grace timer kills it if it must
+	}
+	x.kill(reason)
+}
+
+// kill cancels the run: its containers are killed and it finishes cancelled.
+func (x *run) kill(reason string) {
 	if x.stopping.CompareAndSwap(false, true) {
 		x.log.Info("the server stopped the pipeline", "reason", reason)
 		x.cancel(&cancelled{reason: reason})

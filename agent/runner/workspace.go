@@ -65,21 +65,7 @@ func (x *run) clone(ctx context.Context) error {
 	if target == "" {
 		target = "HEAD"
 	}
-	env := []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull,
-	}
-	if x.lease.JobToken != "" {
-		user := x.lease.Env["CNB_TOKEN_USER_NAME"]
-		if user == "" {
-			user = "cnb"
-		}
-		cred := base64.StdEncoding.EncodeToString([]byte(user + ":" + x.lease.JobToken))
-		origin := u.Scheme + "://" + u.Host + "/"
-		env = append(env, "GIT_CONFIG_COUNT=1",
-			"GIT_CONFIG_KEY_0=http."+origin+".extraHeader",
-			"GIT_CONFIG_VALUE_0=Authorization: Basic "+cred)
-	}
+	env := x.gitEnv(u)
 	steps := [][]string{
 		{"init", "--quiet"},
 		{"remote", "add", "origin", x.lease.CloneURL},
@@ -112,6 +98,27 @@ func (x *run) clone(ctx context.Context) error {
 		return fmt.Errorf("clone %s at %s: %w", x.lease.CloneURL, target, err)
 	}
 	return nil
+}
+
+// gitEnv is the environment of the agent's git commands for the clone URL u: no prompts, no
+// system or global config, and the job token as HTTP Basic in a header scoped to u's origin.
+func (x *run) gitEnv(u *url.URL) []string {
+	env := []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull,
+	}
+	if x.lease.JobToken != "" {
+		user := x.lease.Env["CNB_TOKEN_USER_NAME"]
+		if user == "" {
+			user = "cnb"
+		}
+		cred := base64.StdEncoding.EncodeToString([]byte(user + ":" + x.lease.JobToken))
+		origin := u.Scheme + "://" + u.Host + "/"
+		env = append(env, "GIT_CONFIG_COUNT=1",
+			"GIT_CONFIG_KEY_0=http."+origin+".extraHeader",
+			"GIT_CONFIG_VALUE_0=Authorization: Basic "+cred)
+	}
+	return env
 }
 
 // Bounds on reading .gitattributes files: a checkout with more, or larger, ones is not what

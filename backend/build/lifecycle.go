@@ -240,7 +240,9 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 	var finishedJob int64
 	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		switch ev.Kind {
-		case protocol.EventPipelineStarted:
+		case protocol.EventPipelineStarted, protocol.EventWorkspaceReady:
+			// A workspace's readiness is the agent's to tell; its states and entry points are
+			// not kept by the server yet (issue 15).
 			return nil
 		case protocol.EventJobStarted:
 			// From here on user code may have run: an expired lease now fails the pipeline.

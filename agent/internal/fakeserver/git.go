@@ -84,7 +84,8 @@ func (s *Server) git(w http.ResponseWriter, r *http.Request) {
 		Path: gitPath,
 		Args: []string{"http-backend"},
 		Root: "/git",
-		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
+		// REMOTE_USER: an authenticated user may push (receive-pack), as on Nimbus.
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=" + GitUser},
 	}
 	h.ServeHTTP(w, r)
 }
@@ -99,4 +100,20 @@ func gitRun(t testing.TB, dir string, args ...string) string {
 		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 	return string(out)
+}
+
+// RepoFile reads path at ref in the bare repository name (what an agent pushed); ok is false
+// when the ref or the path does not exist.
+func (s *Server) RepoFile(t testing.TB, name, ref, path string) (content string, ok bool) {
+	t.Helper()
+	s.mu.Lock()
+	root := s.gitRoot
+	s.mu.Unlock()
+	cmd := exec.Command("git", "--git-dir", filepath.Join(root, name+".git"), "show", ref+":"+path)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", false
+	}
+	return string(out), true
 }

@@ -1,0 +1,277 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+)
+
+// A workspace pipeline (Plan.Workspace: the vscode event, or services: vscode) is a pipeline
+// that stays up after its stages: its cloud development environment. The runner's part:
+//
+//	prepare ─► dev environment up ─► ready (at once, or when vscode:go is reached)
+//	        ─► stages (a failure before ready ends the workspace; after it, it stays)
+//	        ─► hold: until the user stops it, it is idle for keepAliveTimeout (no open
+//	           connection), its lifetime cap is near, or the server stops it
+//	        ─► endStages ─► uncommitted work saved to the repo ─► finish (success, reason
+//	           "stopped: <why>")
+//
+// A stop of a ready workspace is graceful: the hold ends, endStages run and the work is saved
+// before the containers go. A second stop, or a stop that takes longer than workspaceStopGrace,
+// kills it as any pipeline.
+
+// Defaults of the vscode service (§2.4 of the reference).
+const (
+	DefaultKeepAlive   = 10 * time.Minute
+	workspaceStopGrace = 2 * time.Minute
+	// capMargin is how long before its lifetime cap a workspace starts stopping, so its
+	// endStages and the save of its work fit.
+	capMargin = time.Minute
+)
+
+// Reasons a workspace stops, as reported in the finish.
+const (
+	StopIdle     = "idle"
+	StopCap      = "lifetime cap"
+	StopByServer = "stopped"
+)
+
+// devEnv is the state of one workspace pipeline's environment.
+type devEnv struct {
+	keepAlive time.Duration
+	gated     bool // the plan has a vscode:go task: ready waits for it
+
+	mu        sync.Mutex
+	isReady   bool
+	readyAt   time.Time
+	conns     int       // open connections (terminals, IDE, SSH, previews)
+	last      time.Time // last activity
+	stopWhy   string
+	stopping  chan struct{} // closed by requestStop
+	readyOnce sync.Once
+	onReady   func() // reports the workspace_ready event
+}
+
+func newDevEnv(p *protocol.Plan, onReady func()) *devEnv {
+	d := &devEnv{keepAlive: DefaultKeepAlive, stopping: make(chan struct{}), onReady: onReady}
+	for _, s := range p.Services {
+		if s.Name == "vscode" {
+			if v, ok := s.Options["keepAliveTimeout"]; ok {
+				if k, err := parseKeepAlive(v); err == nil && k > 0 {
+					d.keepAlive = k
+				}
+			}
+		}
+	}
+	for _, group := range [][]protocol.Stage{p.Stages, p.FailStages, p.EndStages} {
+		for _, st := range group {
+			for _, j := range st.Jobs {
+				if j.Kind == protocol.KindBuiltin && j.Type == "vscode:go" {
+					d.gated = true
+				}
+			}
+		}
+	}
+	return d
+}
+
+// parseKeepAlive reads keepAliveTimeout: milliseconds as CNB has it (a number, or digits in a
+// string), or a duration string such as "18h" or "30m" (seen in real files).
+func parseKeepAlive(v any) (time.Duration, error) {
+	switch t := v.(type) {
+	case float64:
+		return time.Duration(t) * time.Millisecond, nil
+	case int:
+		return time.Duration(t) * time.Millisecond, nil
+	case string:
+		s := strings.TrimSpace(t)
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return time.Duration(n) * time.Millisecond, nil
+		}
+		return time.ParseDuration(s)
+	}
+	return 0, fmt.Errorf("keepAliveTimeout %v is neither milliseconds nor a duration", v)
+}
+
+// ready marks the environment ready (once) and reports it.
+func (d *devEnv) ready() {
+	d.readyOnce.Do(func() {
+		d.mu.Lock()
+		d.isReady, d.readyAt, d.last = true, time.Now(), time.Now()
+		d.mu.Unlock()
+		if d.onReady != nil {
+			d.onReady()
+		}
+	})
+}
+
+func (d *devEnv) readyYet() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.isReady
+}
+
+// attach counts an open connection until the returned func is called.
+func (d *devEnv) attach() func() {
+	d.mu.Lock()
+	d.conns++
+	d.last = time.Now()
+	d.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			d.mu.Lock()
+			d.conns--
+			d.last = time.Now()
+			d.mu.Unlock()
+		})
+	}
+}
+
+// touch records activity (keep-alive from the dashboard).
+func (d *devEnv) touch() {
+	d.mu.Lock()
+	d.last = time.Now()
+	d.mu.Unlock()
+}
+
+// requestStop ends the hold with a reason; it reports whether this was the first request.
+func (d *devEnv) requestStop(why string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopWhy != "" {
+		return false
+	}
+	d.stopWhy = why
+	close(d.stopping)
+	return true
+}
+
+// idleFor is how long nothing has been connected, 0 while something is.
+func (d *devEnv) idleFor(now time.Time) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conns > 0 {
+		return 0
+	}
+	return now.Sub(d.last)
+}
+
+// hold keeps the workspace up until it is stopped, idle or near its cap, and says why it ended.
+// deadline is the run's lifetime cap (zero: none).
+func (d *devEnv) hold(ctx context.Context, deadline time.Time) string {
+	tick := time.NewTicker(min(time.Second, d.keepAlive/4+time.Millisecond))
+	defer tick.Stop()
+	var capTimer <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline) - min(capMargin, time.Until(deadline)/10))
+		defer t.Stop()
+		capTimer = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return StopByServer
+		case <-d.stopping:
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			return d.stopWhy
+		case <-capTimer:
+			return StopCap
+		case now := <-tick.C:
+			if d.idleFor(now) >= d.keepAlive {
+				return StopIdle
+			}
+		}
+	}
+}
+
+// vscodeGo is the built-in task vscode:go: the workspace is ready from here on.
+func (x *run) vscodeGo(ctx context.Context, job protocol.Job, env map[string]string, jl *jobLog) jobResult {
+	if x.dev == nil {
+		jl.note("vscode:go: this pipeline is not a workspace; nothing to do")
+		return jobResult{status: StatusSuccess}
+	}
+	x.dev.ready()
+	jl.note("vscode:go: the workspace is ready")
+	code := 0
+	return jobResult{status: StatusSuccess, code: &code}
+}
+
+// ErrNoWorkspace means a lease is not a running workspace (or not ready yet).
+var ErrNoWorkspace = errors.New("runner: no ready workspace for this lease")
+
+// Attach counts a connection to the workspace of a lease (a terminal, the IDE, SSH, a preview)
+// for idle recycling, until the returned release is called.
+func (r *Runner) Attach(leaseID string) (func(), error) {
+	r.mu.Lock()
+	x := r.runs[leaseID]
+	r.mu.Unlock()
+	if x == nil || x.dev == nil || !x.dev.readyYet() {
+		return nil, ErrNoWorkspace
+	}
+	return x.dev.attach(), nil
+}
+
+// KeepAlive records activity in a lease's workspace (the dashboard's "keep alive").
+func (r *Runner) KeepAlive(leaseID string) error {
+	r.mu.Lock()
+	x := r.runs[leaseID]
+	r.mu.Unlock()
+	if x == nil || x.dev == nil {
+		return ErrNoWorkspace
+	}
+	x.dev.touch()
+	return nil
+}
+
+// saveWork keeps what the user changed in the workspace and did not push: a commit of the whole
+// tree as it is (tracked changes and untracked files not ignored), on top of the checked-out
+// commit, pushed to refs/nimbus/workspaces/<branch>/<pipeline id> of the repo. A temporary
+// index is used, so the user's own index and branch are left as they were. Nothing is pushed
+// when the tree is the checked-out commit's. It reports the ref, or "" when nothing was saved.
+func (x *run) saveWork(ctx context.Context) (string, error) {
+	p := &x.lease.Plan
+	if !p.Git.Enable || x.lease.CloneURL == "" {
+		return "", nil
+	}
+	u, err := url.Parse(x.lease.CloneURL)
+	if err != nil {
+		return "", fmt.Errorf("save work: %w", err)
+	}
+	index := filepath.Join(x.cfg.WorkDir, "workspaces", x.lease.ID+".save-index")
+	defer os.Remove(index)
+	env := append(x.gitEnv(u), "GIT_INDEX_FILE="+index,
+		"GIT_AUTHOR_NAME=Nimbus workspace", "GIT_AUTHOR_EMAIL=workspace@nimbus.invalid",
+		"GIT_COMMITTER_NAME=Nimbus workspace", "GIT_COMMITTER_EMAIL=workspace@nimbus.invalid")
+	if err := x.git(ctx, env, "add", "--all", "--", "."); err != nil {
+		return "", fmt.Errorf("save work: %w", err)
+	}
+	tree, err := x.gitOutput(ctx, env, "write-tree")
+	if err != nil {
+		return "", fmt.Errorf("save work: %w", err)
+	}
+	head, err := x.gitOutput(ctx, env, "rev-parse", "HEAD^{tree}")
+	if err == nil && strings.TrimSpace(head) == strings.TrimSpace(tree) {
+		return "", nil // nothing changed
+	}
+	commit, err := x.gitOutput(ctx, env, "commit-tree", strings.TrimSpace(tree), "-p", "HEAD",
+		"-m", "Work saved from workspace "+x.lease.ID+" when it stopped")
+	if err != nil {
+		return "", fmt.Errorf("save work: %w", err)
+	}
+	ref := "refs/nimbus/workspaces/" + p.Ref + "/" + strconv.FormatInt(x.lease.PipelineID, 10)
+	if err := x.gitRetrying(ctx, env, "push", "--quiet", "--force", "origin", strings.TrimSpace(commit)+":"+ref); err != nil {
+		return "", fmt.Errorf("save work: %w", err)
+	}
+	return ref, nil
+}

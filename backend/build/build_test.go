@@ -379,3 +379,40 @@ func TestOnePushRunsThreeGitProcesses(t *testing.T) {
 		t.Fatalf("%d git processes for one ref update, want 3:\n%s", len(lines), log)
 	}
 }
+
+func TestOpenWorkspace(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		f.commit("ws", map[string]string{".cnb.yml": `
+$:
+  vscode:
+    - services: [vscode, docker]
+      stages: [ { name: deps, script: "pip install -r requirements.txt" } ]
+main:
+  push:
+    - stages: [ { name: build, script: "make" } ]
+`})
+		f.push("refs/heads/main", git.ZeroSHA, "main")
+		b, err := f.builds.OpenWorkspace(ctx, f.access, f.user, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ps []build.Pipeline
+		db.Where("build_id = ?", b.ID).Find(&ps)
+		if b.Event != "vscode" || b.Branch != "main" || len(ps) != 1 || !ps[0].Workspace || ps[0].ReadyAt != nil {
+			t.Fatalf("workspace build %+v pipelines %+v", b, ps)
+		}
+		// The push build's pipeline is no workspace.
+		var pushed build.Pipeline
+		db.Joins("JOIN builds ON builds.id = pipelines.build_id").Where("builds.event = ?", "push").Take(&pushed)
+		if pushed.ID == 0 || pushed.Workspace {
+			t.Fatalf("the push pipeline: %+v", pushed)
+		}
+		if _, err := f.builds.OpenWorkspace(ctx, f.access, f.user, "nope"); err == nil {
+			t.Fatal("a workspace on a branch that does not exist opened")
+		} else if ae, ok := err.(*api.Error); !ok || ae.Status != 422 {
+			t.Fatalf("unknown branch: %v, want 422", err)
+		}
+	})
+}

@@ -57,6 +57,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs := api.NewRoutes(v1, h.log)
 	rs.GET("/repos/:org/:repo/builds", h.list)
 	rs.POST("/repos/:org/:repo/builds", h.trigger)
+	rs.POST("/repos/:org/:repo/workspaces", h.openWorkspace)
 	rs.GET("/repos/:org/:repo/builds/:number", h.get)
 	rs.POST("/repos/:org/:repo/builds/:number/cancel", h.cancel)
 	rs.POST("/repos/:org/:repo/builds/:number/rerun", h.rerun)
@@ -99,7 +100,11 @@ type PipelineJSON struct {
 	Cost        string      `json:"cost"`
 	WrittenOff  string      `json:"written_off"`
 	UncoveredMs *int64      `json:"uncovered_ms"`
-	Stages      []StageJSON `json:"stages,omitempty"`
+	// Workspace pipelines stay up after their stages; ReadyAt is when their environment could
+	// be entered (null while starting, and for builds).
+	Workspace bool        `json:"workspace"`
+	ReadyAt   *time.Time  `json:"ready_at"`
+	Stages    []StageJSON `json:"stages,omitempty"`
 }
 
 // ErrorJSON is why a build failed before any pipeline existed (its .cnb.yml).
@@ -176,6 +181,33 @@ func (h *Handler) trigger(c *gin.Context) error {
 		return err
 	}
 	b, err := h.svc.Manual(c.Request.Context(), a, auth.From(c).User, req.Branch, req.Event, req.Env)
+	if err != nil {
+		return err
+	}
+	out, err := h.describe(c.Request.Context(), []Build{*b}, true)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusCreated, out[0])
+}
+
+// openWorkspace fires the vscode event on a branch: a build whose workspace pipelines stay up
+// after their stages (the branch page's "Open workspace").
+func (h *Handler) openWorkspace(c *gin.Context) error {
+	if auth.From(c).Kind == auth.KindJob {
+		return api.Forbidden("a pipeline's job token cannot open workspaces")
+	}
+	a, err := repo.Load(c, h.repos, repo.Write)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Branch string `json:"branch"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	b, err := h.svc.OpenWorkspace(c.Request.Context(), a, auth.From(c).User, req.Branch)
 	if err != nil {
 		return err
 	}
@@ -314,7 +346,7 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 	for _, p := range ps {
 		pj := PipelineJSON{ID: p.ID, Key: p.Key, Name: p.Name, Status: p.Status, Reason: p.Reason, RunnerTag: p.RunnerTag,
 			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt, Cost: billing.Amount(0).Display(),
-			WrittenOff: billing.Amount(0).Display()}
+			WrittenOff: billing.Amount(0).Display(), Workspace: p.Workspace, ReadyAt: p.ReadyAt}
 		if u, ok := usage[p.ID]; ok {
 			pj.CoreSeconds, pj.Cost, pj.WrittenOff = u.CoreSeconds, u.Cost.Display(), u.WrittenOff.Display()
 			if p.FinishedAt != nil {

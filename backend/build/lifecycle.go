@@ -240,10 +240,12 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 	var finishedJob int64
 	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		switch ev.Kind {
-		case protocol.EventPipelineStarted, protocol.EventWorkspaceReady:
-			// A workspace's readiness is the agent's to tell; its states and entry points are
-			// not kept by the server yet (issue 15).
+		case protocol.EventPipelineStarted:
 			return nil
+		case protocol.EventWorkspaceReady:
+			// A workspace's readiness is the agent's to tell (at once, or at its vscode:go).
+			return tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND workspace AND ready_at IS NULL", p.ID, leaseID).
+				Update("ready_at", now).Error
 		case protocol.EventJobStarted:
 			// From here on user code may have run: an expired lease now fails the pipeline.
 			if err := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ?", p.ID, leaseID).Update("user_started", true).Error; err != nil {

@@ -89,6 +89,10 @@ type Pipeline struct {
 	UserStarted     bool   `gorm:"not null"` // user code may have run: an expired lease fails, not re-queues
 	CancelRequested bool   `gorm:"not null"`
 	JobTokenHash    string `gorm:"not null"`
+	// Workspace pipelines (a cloud development environment) stay up after their stages;
+	// ReadyAt is when the agent reported the environment ready to enter.
+	Workspace bool `gorm:"not null"`
+	ReadyAt   *time.Time
 }
 
 // QueuedSince is when the pipeline entered the queue it waits in (its creation when the row

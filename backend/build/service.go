@@ -333,7 +333,7 @@ func createPipeline(tx *gorm.DB, b *Build, orgID int64, pos int, plan *protocol.
 		status, reason, queued = StatusSkipped, plan.Conditions.Skip, nil
 	}
 	p := &Pipeline{BuildID: b.ID, Position: pos, Key: plan.Key, Name: plan.Name, Status: status, Reason: reason,
-		RunnerTag: tag, CPUs: plan.Runner.Cpus, Plan: string(raw), OrgID: orgID, RepoID: b.RepoID,
+		RunnerTag: tag, CPUs: plan.Runner.Cpus, Plan: string(raw), OrgID: orgID, RepoID: b.RepoID, Workspace: plan.Workspace,
 		CreatedAt: now, UpdatedAt: now, QueuedAt: queued}
 	if err := tx.Create(p).Error; err != nil {
 		return nil, err

@@ -187,6 +187,23 @@ func (s *Service) Manual(ctx context.Context, a *repo.Access, user *auth.User, b
 	if a.Repo.Archived {
 		return nil, api.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
 	}
+	return s.manual(ctx, a, user, branch, event, env)
+}
+
+// OpenWorkspace fires the vscode event on a branch (the default one when ""): the pipelines
+// the .cnb.yml declares for it (its own branch key, else "$") are workspaces.
+func (s *Service) OpenWorkspace(ctx context.Context, a *repo.Access, user *auth.User, branch string) (*Build, error) {
+	if branch == "" {
+		branch = a.Repo.DefaultBranch
+	}
+	if a.Repo.Archived {
+		return nil, api.Conflict("%s/%s is archived; unarchive it to open workspaces", a.Org.Name, a.Repo.Name)
+	}
+	return s.manual(ctx, a, user, branch, spec.EventVSCode, nil)
+}
+
+// manual creates a build of event on branch, started by user.
+func (s *Service) manual(ctx context.Context, a *repo.Access, user *auth.User, branch, event string, env map[string]string) (*Build, error) {
 	b, err := s.createAt(ctx, a.Repo, branch, request{repo: a.Repo, org: a.Org, user: user, event: event, branch: branch,
 		trigger: spec.Trigger{Event: event, Branch: branch}, extraEnv: env})
 	if errors.Is(err, git.ErrUnknownRevision) || errors.Is(err, git.ErrInvalid) {

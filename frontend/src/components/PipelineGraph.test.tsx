@@ -17,6 +17,8 @@ const p: Pipeline = {
   cost: '0.0000',
   written_off: '0.0000',
   uncovered_ms: null,
+  workspace: false,
+  ready_at: null,
   stages: [
     { name: 'fetch', status: 'queued', parallel: true, jobs: [{ id: 1, name: 'data', status: 'queued' }, { id: 2, name: 'weights', status: 'queued' }] },
     { name: 'run', status: 'queued', parallel: false, jobs: [{ id: 3, name: 'fit', status: 'queued' }, { id: 4, name: 'eval', status: 'queued' }] },

@@ -433,6 +433,27 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/workspaces": {
+    /**
+     * Open a cloud workspace on a branch
+     * @description Fires the `vscode` event on the head of `branch` (default: the repo's default branch):
+     * a build whose pipelines are workspaces (`workspace: true`). Each is scheduled like any
+     * pipeline on its runner class, runs its stages, and then stays up: `ready_at` is set
+     * when it can be entered; it stops when idle for its `keepAliveTimeout` (default 10 min),
+     * near its lifetime cap, or when the build is cancelled, and its uncommitted work is then
+     * saved to `refs/nimbus/workspaces/<branch>/<pipeline id>` of the repo. A branch that does
+     * not exist, or whose `.cnb.yml` declares no pipeline for `vscode` (under its branch key or
+     * `$`), is 422; an archived repo is a 409. Write access (role `developer` or stronger);
+     * token scope `repo:write`. Anonymous callers get 401 on a public repo.
+     */
+    post: operations["openWorkspace"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/builds/{number}": {
     /**
      * A build with its pipelines, stages and jobs
@@ -1598,6 +1619,13 @@ export interface components {
        * milliseconds (0 when it ended inside it); null before.
        */
       uncovered_ms: number | null;
+      /** @description A cloud workspace (the `vscode` event, or `services` with `vscode`), which stays up after its stages. */
+      workspace: boolean;
+      /**
+       * Format: date-time
+       * @description When the workspace could be entered (its agent said so); null while it starts, and for builds.
+       */
+      ready_at: string | null;
       /**
        * @description Only when one build is shown. In order: the pipeline's `stages`, then its
        * `failStages` (`kind: fail`), then its `endStages` (`kind: end`).
@@ -1624,6 +1652,10 @@ export interface components {
       status: components["schemas"]["Status"];
       /** @description Present once the job's process has exited. */
       exit_code?: number;
+    };
+    WorkspaceOpen: {
+      /** @description Default the repo's default branch. */
+      branch?: string;
     };
     BuildTrigger: {
       /** @description Default the repo's default branch. */
@@ -3434,6 +3466,47 @@ export interface operations {
     };
     responses: {
       /** @description The build, with its pipelines, stages and jobs. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["Build"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Open a cloud workspace on a branch
+   * @description Fires the `vscode` event on the head of `branch` (default: the repo's default branch):
+   * a build whose pipelines are workspaces (`workspace: true`). Each is scheduled like any
+   * pipeline on its runner class, runs its stages, and then stays up: `ready_at` is set
+   * when it can be entered; it stops when idle for its `keepAliveTimeout` (default 10 min),
+   * near its lifetime cap, or when the build is cancelled, and its uncommitted work is then
+   * saved to `refs/nimbus/workspaces/<branch>/<pipeline id>` of the repo. A branch that does
+   * not exist, or whose `.cnb.yml` declares no pipeline for `vscode` (under its branch key or
+   * `$`), is 422; an archived repo is a 409. Write access (role `developer` or stronger);
+   * token scope `repo:write`. Anonymous callers get 401 on a public repo.
+   */
+  openWorkspace: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["WorkspaceOpen"];
+      };
+    };
+    responses: {
+      /** @description The build, with its workspace pipelines, stages and jobs. */
       201: {
         content: {
           "application/json": components["schemas"]["Build"];

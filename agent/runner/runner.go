@@ -193,15 +193,15 @@ type run struct {
 	log      *slog.Logger
 	cancel   context.CancelCauseFunc
 	lost     atomic.Bool
-	stopping atomic.Bool  // the server asked to stop it
+	stopping atomic.Bool // the server asked to stop it
 	// softStopped: the server asked a ready workspace to stop, and it is ending gracefully.
 	softStopped atomic.Bool
-	heard    atomic.Int64 // when the server last answered a renew or an event (unix ns)
-	reports  context.Context
-	outbox   chan report // events, in order, for the sender (deliverEvents)
-	sent     chan struct{}
-	secrets  []string
-	jobIDs   map[[2]int]int64 // (stage index over all groups, job index) → server job id
+	heard       atomic.Int64 // when the server last answered a renew or an event (unix ns)
+	reports     context.Context
+	outbox      chan report // events, in order, for the sender (deliverEvents)
+	sent        chan struct{}
+	secrets     []string
+	jobIDs      map[[2]int]int64 // (stage index over all groups, job index) → server job id
 
 	ws    string // workspace on this host
 	mount string // where jobs see it
@@ -210,7 +210,7 @@ type run struct {
 	dev    *devEnv // the cloud development environment of a workspace pipeline (devenv.go)
 	// deadline is the pipeline's lifetime cap (zero: none).
 	deadline time.Time
-	pushes pushes // background pushes of environment images, waited for before the finish (envimage.go)
+	pushes   pushes // background pushes of environment images, waited for before the finish (envimage.go)
 
 	mu      sync.Mutex
 	exports map[string]string // variables exported so far, for later jobs

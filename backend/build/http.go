@@ -96,10 +96,10 @@ type PipelineJSON struct {
 	// is settled: Cost is then what was paid); decimal strings in the billing currency, 4
 	// places. WrittenOff is the part of its price the platform wrote off (it ran past what its
 	// team could pay), and UncoveredMs how long it ran past its last paid window, once settled.
-	CoreSeconds int64       `json:"core_seconds"`
-	Cost        string      `json:"cost"`
-	WrittenOff  string      `json:"written_off"`
-	UncoveredMs *int64      `json:"uncovered_ms"`
+	CoreSeconds int64  `json:"core_seconds"`
+	Cost        string `json:"cost"`
+	WrittenOff  string `json:"written_off"`
+	UncoveredMs *int64 `json:"uncovered_ms"`
 	// Workspace pipelines stay up after their stages; ReadyAt is when their environment could
 	// be entered (null while starting, and for builds).
 	Workspace bool        `json:"workspace"`

@@ -41,6 +41,7 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
 			Reason    string     `json:"reason"`
 			Workspace bool       `json:"workspace"`
 			ReadyAt   *time.Time `json:"ready_at"`
+			State     *string    `json:"workspace_state"`
 		} `json:"pipelines"`
 	}
 	get := func() wsJSON {
@@ -50,12 +51,14 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
 	}
 	deadline := time.Now().Add(90 * time.Second)
 	var readyAt time.Time
+	states := map[string]bool{}
 	for {
 		b := get()
 		p := b.Pipelines[0]
-		if !p.Workspace {
+		if !p.Workspace || p.State == nil {
 			t.Fatalf("the pipeline is not a workspace: %+v", p)
 		}
+		states[*p.State] = true
 		if p.ReadyAt != nil && readyAt.IsZero() {
 			readyAt = *p.ReadyAt
 		}
@@ -66,6 +69,9 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
 			if p.Status != "success" || !strings.Contains(p.Reason, "stopped: idle") ||
 				!strings.Contains(p.Reason, "work saved to refs/nimbus/workspaces/main/"+itoa(pid)) {
 				t.Fatalf("the workspace ended %s (%s)", p.Status, p.Reason)
+			}
+			if *p.State != "stopped" || !states["ready"] {
+				t.Fatalf("workspace states %v, ending %s; want ready, then stopped", states, *p.State)
 			}
 			break
 		}

@@ -416,3 +416,26 @@ main:
 		}
 	})
 }
+
+func TestWorkspaceState(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		p    build.Pipeline
+		want string
+	}{
+		{build.Pipeline{Status: build.StatusQueued}, build.WorkspaceQueued},
+		{build.Pipeline{Status: build.StatusRunning}, build.WorkspaceStarting},
+		{build.Pipeline{Status: build.StatusRunning, ReadyAt: &now}, build.WorkspaceReady},
+		{build.Pipeline{Status: build.StatusRunning, ReadyAt: &now, CancelRequested: true}, build.WorkspaceStopping},
+		{build.Pipeline{Status: build.StatusSuccess, ReadyAt: &now, Reason: "stopped: idle"}, build.WorkspaceStopped},
+		{build.Pipeline{Status: build.StatusCancelled, ReadyAt: &now}, build.WorkspaceStopped},
+		{build.Pipeline{Status: build.StatusTerminated, ReadyAt: &now, Reason: "insufficient_balance"}, build.WorkspaceStopped},
+		{build.Pipeline{Status: build.StatusFailed, ReadyAt: &now, Reason: "agent_lost"}, build.WorkspaceFailed},
+		{build.Pipeline{Status: build.StatusFailed}, build.WorkspaceFailed},
+		{build.Pipeline{Status: build.StatusCancelled}, build.WorkspaceFailed},
+	} {
+		if got := build.WorkspaceState(tc.p); got != tc.want {
+			t.Errorf("WorkspaceState(%s, ready %v, cancel %v) = %s, want %s", tc.p.Status, tc.p.ReadyAt != nil, tc.p.CancelRequested, got, tc.want)
+		}
+	}
+}

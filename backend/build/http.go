@@ -101,9 +101,11 @@ type PipelineJSON struct {
 	WrittenOff  string `json:"written_off"`
 	UncoveredMs *int64 `json:"uncovered_ms"`
 	// Workspace pipelines stay up after their stages; ReadyAt is when their environment could
-	// be entered (null while starting, and for builds).
-	Workspace bool        `json:"workspace"`
-	ReadyAt   *time.Time  `json:"ready_at"`
+	// be entered (null while starting, and for builds), WorkspaceState where it is (null for
+	// builds; see WorkspaceState).
+	Workspace      bool       `json:"workspace"`
+	ReadyAt        *time.Time `json:"ready_at"`
+	WorkspaceState *string    `json:"workspace_state"`
 	Stages    []StageJSON `json:"stages,omitempty"`
 }
 
@@ -189,6 +191,36 @@ func (h *Handler) trigger(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusCreated, out[0])
+}
+
+// Workspace states, as the dashboard shows them.
+const (
+	WorkspaceQueued   = "queued"
+	WorkspaceStarting = "starting"
+	WorkspaceReady    = "ready"
+	WorkspaceStopping = "stopping"
+	WorkspaceStopped  = "stopped"
+	WorkspaceFailed   = "failed"
+)
+
+// WorkspaceState is where a workspace pipeline is: queued → starting → ready → stopping →
+// stopped (ended after it was ready: cancelled by the user, idle, its lifetime cap, terminated
+// for its bill), or failed (ended before it was ready, or failed after, as with agent_lost);
+// the pipeline's reason says why.
+func WorkspaceState(p Pipeline) string {
+	switch {
+	case p.Status == StatusQueued:
+		return WorkspaceQueued
+	case p.Status == StatusRunning && p.ReadyAt == nil:
+		return WorkspaceStarting
+	case p.Status == StatusRunning && p.CancelRequested:
+		return WorkspaceStopping
+	case p.Status == StatusRunning:
+		return WorkspaceReady
+	case p.ReadyAt != nil && p.Status != StatusFailed:
+		return WorkspaceStopped // after it was ready: the user, idle, its cap, its bill
+	}
+	return WorkspaceFailed // before it was ready, or lost with its agent
 }
 
 // openWorkspace fires the vscode event on a branch: a build whose workspace pipelines stay up
@@ -347,6 +379,10 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 		pj := PipelineJSON{ID: p.ID, Key: p.Key, Name: p.Name, Status: p.Status, Reason: p.Reason, RunnerTag: p.RunnerTag,
 			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt, Cost: billing.Amount(0).Display(),
 			WrittenOff: billing.Amount(0).Display(), Workspace: p.Workspace, ReadyAt: p.ReadyAt}
+		if p.Workspace {
+			st := WorkspaceState(p)
+			pj.WorkspaceState = &st
+		}
 		if u, ok := usage[p.ID]; ok {
 			pj.CoreSeconds, pj.Cost, pj.WrittenOff = u.CoreSeconds, u.Cost.Display(), u.WrittenOff.Display()
 			if p.FinishedAt != nil {

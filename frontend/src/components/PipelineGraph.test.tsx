@@ -19,6 +19,7 @@ const p: Pipeline = {
   uncovered_ms: null,
   workspace: false,
   ready_at: null,
+  workspace_state: null,
   stages: [
     { name: 'fetch', status: 'queued', parallel: true, jobs: [{ id: 1, name: 'data', status: 'queued' }, { id: 2, name: 'weights', status: 'queued' }] },
     { name: 'run', status: 'queued', parallel: false, jobs: [{ id: 3, name: 'fit', status: 'queued' }, { id: 4, name: 'eval', status: 'queued' }] },

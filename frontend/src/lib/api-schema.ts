@@ -1627,6 +1627,14 @@ export interface components {
        */
       ready_at: string | null;
       /**
+       * @description Where a workspace is (null for builds): queued → starting → ready → stopping →
+       * stopped (it ended after it was ready: the user, idle, its lifetime cap, its bill), or
+       * failed (before it was ready, or failed after, as with `agent_lost`). `reason` says why.
+       *
+       * @enum {string|null}
+       */
+      workspace_state: "queued" | "starting" | "ready" | "stopping" | "stopped" | "failed" | null;
+      /**
        * @description Only when one build is shown. In order: the pipeline's `stages`, then its
        * `failStages` (`kind: fail`), then its `endStages` (`kind: end`).
        */

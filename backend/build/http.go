@@ -103,10 +103,10 @@ type PipelineJSON struct {
 	// Workspace pipelines stay up after their stages; ReadyAt is when their environment could
 	// be entered (null while starting, and for builds), WorkspaceState where it is (null for
 	// builds; see WorkspaceState).
-	Workspace      bool       `json:"workspace"`
-	ReadyAt        *time.Time `json:"ready_at"`
-	WorkspaceState *string    `json:"workspace_state"`
-	Stages    []StageJSON `json:"stages,omitempty"`
+	Workspace      bool        `json:"workspace"`
+	ReadyAt        *time.Time  `json:"ready_at"`
+	WorkspaceState *string     `json:"workspace_state"`
+	Stages         []StageJSON `json:"stages,omitempty"`
 }
 
 // ErrorJSON is why a build failed before any pipeline existed (its .cnb.yml).

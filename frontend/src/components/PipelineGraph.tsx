@@ -17,6 +17,11 @@ export function PipelineCard({ p, jobHref, currency }: { p: Pipeline; jobHref: (
             {p.runner_tag}
           </span>
           <span className="tag">{p.cpus} cores</span>
+          {p.workspace_state && (
+            <span className="tag" title="workspace" data-workspace-state={p.workspace_state}>
+              workspace: {p.workspace_state}
+            </span>
+          )}
           <span title="duration">{span(p.started_at, p.finished_at)}</span>
           <span title="core-hours">{coreHours(p.core_seconds)}</span>
           <span title="cost">{money(p.cost, currency)}</span>

@@ -156,6 +156,10 @@ export const endpoints = {
       cancel: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/cancel', { org, repo, number }),
       rerun: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/rerun', { org, repo, number }),
     },
+    workspaces: {
+      /** Fires the vscode event on a branch: a build whose pipelines stay up as workspaces. */
+      open: (org: string, repo: string, body: RequestBody<'/repos/{org}/{repo}/workspaces', 'post'>) => call('post', '/repos/{org}/{repo}/workspaces', { org, repo }, body),
+    },
     artifacts: {
       /** The first 100 packages (one page). */
       packages: (org: string, repo: string) => call('get', '/repos/{org}/{repo}/artifacts', { org, repo }, undefined, { limit: 100 }),

@@ -100,6 +100,23 @@ function TriggerForm({ org, repo, branch }: { org: string; repo: string; branch:
   )
 }
 
+/** "Open workspace": the vscode event on the default branch; the build page shows its state. */
+function OpenWorkspace({ org, repo, branch }: { org: string; repo: string; branch: string }) {
+  const navigate = useNavigate()
+  const { submit, busy, error } = useSubmit(async () => {
+    const b = await endpoints.repos.workspaces.open(org, repo, { branch })
+    navigate(`${repoPath(org, repo)}/builds/${b.number}`)
+  })
+  return (
+    <form onSubmit={submit} className="inline">
+      <button type="submit" className="secondary" disabled={busy}>
+        {busy ? 'Opening…' : 'Open workspace'}
+      </button>
+      <FormError error={error} />
+    </form>
+  )
+}
+
 export function BuildsTable({ builds, base }: { builds: Build[]; base: string }) {
   return (
     <div className="tablewrap">
@@ -153,6 +170,7 @@ export default function Repo() {
           <span className="muted">Clone</span>
           <CopyField value={r.data.clone_url} label="Clone URL" />
           {r.data.permission !== 'read' && !r.data.archived && <TriggerForm org={r.data.org} repo={r.data.name} branch={r.data.default_branch} />}
+          {r.data.permission !== 'read' && !r.data.archived && <OpenWorkspace org={r.data.org} repo={r.data.name} branch={r.data.default_branch} />}
         </div>
       )}
       <h2>Builds</h2>

@@ -64,84 +64,14 @@ func (d *Docker) Close() error { return d.cli.Close() }
 
 // Run implements Executor.
 func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
-	if s.Image == "" {
-		return -1, fmt.Errorf("executor: step %q has no image", s.Name)
-	}
-	mount := s.WorkspaceMount
-	if mount == "" {
-		mount = "/workspace"
-	}
-	cfg := &container.Config{
-		Image:      s.Image,
-		Env:        envList(s.Env, s.GPUs),
-		WorkingDir: mount,
-		Labels:     map[string]string{LabelAgent: d.agentID},
-		// No TTY: stdout and stderr arrive multiplexed and are demuxed below.
-		AttachStdout: true,
-		AttachStderr: true,
-	}
-	for k, v := range s.Labels {
-		cfg.Labels[k] = v
-	}
-	if s.Script != "" {
-		cfg.Entrypoint = []string{"sh", "-c"}
-		cfg.Cmd = []string{s.Script}
-	} else {
-		cfg.Cmd = s.Args
-	}
-	host := &container.HostConfig{
-		NetworkMode: container.NetworkMode(d.NetworkMode),
-		Init:        boolPtr(true), // reap zombies and forward signals for scripts that spawn children
-	}
-	if s.Workspace != "" {
-		host.Binds = []string{s.Workspace + ":" + mount}
-	}
-	for _, m := range s.Mounts {
-		mt := dmount.TypeBind
-		if m.Kind == MountVolume {
-			mt = dmount.TypeVolume
-		}
-		host.Mounts = append(host.Mounts, dmount.Mount{Type: mt, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
-	}
-	if len(s.PathAppend) > 0 {
-		path, err := d.imagePath(ctx, s.Image, s.ImageAuth)
-		if err != nil {
-			return -1, fmt.Errorf("executor: %q: %w", s.Name, err)
-		}
-		if v, ok := s.Env["PATH"]; ok {
-			path = v // the job's own PATH wins over the image's
-		}
-		cfg.Env = setEnv(cfg.Env, "PATH", joinPath(path, s.PathAppend))
-	}
-	if s.CPUs > 0 {
-		// A pipeline sized for a bigger node still runs (with fewer cores) where the agent was
-		// told to hand out more cores than the engine has, instead of failing to start.
-		cpus := s.CPUs
-		if d.hostCPUs > 0 && cpus > d.hostCPUs {
-			cpus = d.hostCPUs
-		}
-		host.NanoCPUs = int64(cpus * 1e9)
-	}
-	if s.MemoryBytes > 0 {
-		host.Memory = s.MemoryBytes
-	}
-	if len(s.GPUs) > 0 && !d.SimulateGPUs {
-		host.DeviceRequests = []container.DeviceRequest{{
-			Driver: "nvidia", DeviceIDs: s.GPUs, Capabilities: [][]string{{"gpu"}},
-		}}
-	}
-	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
-	if client.IsErrNotFound(err) {
-		// The image is not here yet: pull it once and try again.
-		if perr := d.pull(ctx, s.Image, s.ImageAuth); perr != nil {
-			return -1, fmt.Errorf("executor: create container for %q: %w", s.Name, errors.Join(err, perr))
-		}
-		created, err = d.cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
-	}
+	cfg, host, err := d.containerConfig(ctx, s)
 	if err != nil {
-		return -1, fmt.Errorf("executor: create container for %q: %w", s.Name, err)
+		return -1, err
 	}
-	id := created.ID
+	id, err := d.createContainer(ctx, s, cfg, host)
+	if err != nil {
+		return -1, err
+	}
 	// Removal must happen even when ctx is already cancelled, hence its own context.
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -192,6 +122,93 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 		}
 		return -1, ctx.Err()
 	}
+}
+
+// containerConfig builds the container of a step, for Run and StartContainer: image, env,
+// workspace and extra mounts, PATH additions, limits, GPUs, labels. The main process is
+// `sh -c Script`, or the entrypoint with Args; StartContainer may replace it.
+func (d *Docker) containerConfig(ctx context.Context, s Step) (*container.Config, *container.HostConfig, error) {
+	if s.Image == "" {
+		return nil, nil, fmt.Errorf("executor: step %q has no image", s.Name)
+	}
+	mount := s.WorkspaceMount
+	if mount == "" {
+		mount = "/workspace"
+	}
+	cfg := &container.Config{
+		Image:      s.Image,
+		Env:        envList(s.Env, s.GPUs),
+		WorkingDir: mount,
+		Labels:     map[string]string{LabelAgent: d.agentID},
+		// No TTY: stdout and stderr arrive multiplexed and are demuxed by the reader.
+		AttachStdout: true,
+		AttachStderr: true,
+	}
+	for k, v := range s.Labels {
+		cfg.Labels[k] = v
+	}
+	if s.Script != "" {
+		cfg.Entrypoint = []string{"sh", "-c"}
+		cfg.Cmd = []string{s.Script}
+	} else {
+		cfg.Cmd = s.Args
+	}
+	host := &container.HostConfig{
+		NetworkMode: container.NetworkMode(d.NetworkMode),
+		Init:        boolPtr(true), // reap zombies (exec'd shells leave them) and forward signals
+	}
+	if s.Workspace != "" {
+		host.Binds = []string{s.Workspace + ":" + mount}
+	}
+	for _, m := range s.Mounts {
+		mt := dmount.TypeBind
+		if m.Kind == MountVolume {
+			mt = dmount.TypeVolume
+		}
+		host.Mounts = append(host.Mounts, dmount.Mount{Type: mt, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+	}
+	if len(s.PathAppend) > 0 {
+		p, err := d.imagePath(ctx, s.Image, s.ImageAuth)
+		if err != nil {
+			return nil, nil, fmt.Errorf("executor: %q: %w", s.Name, err)
+		}
+		if v, ok := s.Env["PATH"]; ok {
+			p = v // the job's own PATH wins over the image's
+		}
+		cfg.Env = setEnv(cfg.Env, "PATH", joinPath(p, s.PathAppend))
+	}
+	if s.CPUs > 0 {
+		// Capped at the engine's cores, as in Run: the engine refuses more.
+		cpus := s.CPUs
+		if d.hostCPUs > 0 && cpus > d.hostCPUs {
+			cpus = d.hostCPUs
+		}
+		host.NanoCPUs = int64(cpus * 1e9)
+	}
+	if s.MemoryBytes > 0 {
+		host.Memory = s.MemoryBytes
+	}
+	if len(s.GPUs) > 0 && !d.SimulateGPUs {
+		host.DeviceRequests = []container.DeviceRequest{{
+			Driver: "nvidia", DeviceIDs: s.GPUs, Capabilities: [][]string{{"gpu"}},
+		}}
+	}
+	return cfg, host, nil
+}
+
+// createContainer creates the container, pulling its image once when the engine lacks it.
+func (d *Docker) createContainer(ctx context.Context, s Step, cfg *container.Config, host *container.HostConfig) (string, error) {
+	created, err := d.cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
+	if client.IsErrNotFound(err) {
+		if perr := d.pull(ctx, s.Image, s.ImageAuth); perr != nil {
+			return "", fmt.Errorf("executor: create container for %q: %w", s.Name, errors.Join(err, perr))
+		}
+		created, err = d.cli.ContainerCreate(ctx, cfg, host, nil, nil, "")
+	}
+	if err != nil {
+		return "", fmt.Errorf("executor: create container for %q: %w", s.Name, err)
+	}
+	return created.ID, nil
 }
 
 // imagePath is the PATH an image's containers start with, pulling the image when it is missing.

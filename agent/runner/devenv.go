@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/protocol"
 )
 
@@ -59,6 +60,9 @@ type devEnv struct {
 	stopping  chan struct{} // closed by requestStop
 	readyOnce sync.Once
 	onReady   func() // reports the workspace_ready event
+	// container is the long-lived container terminals and previews enter; nil with the shell
+	// executor, which has none.
+	container *executor.Container
 }
 
 func newDevEnv(p *protocol.Plan, onReady func()) *devEnv {
@@ -211,15 +215,48 @@ func (x *run) vscodeGo(ctx context.Context, job protocol.Job, env map[string]str
 var ErrNoWorkspace = errors.New("runner: no ready workspace for this lease")
 
 // Attach counts a connection to the workspace of a lease (a terminal, the IDE, SSH, a preview)
-// for idle recycling, until the returned release is called.
-func (r *Runner) Attach(leaseID string) (func(), error) {
+// for idle recycling, until the returned release is called. The container is where the
+// connection goes (nil with the shell executor).
+func (r *Runner) Attach(leaseID string) (*executor.Container, func(), error) {
 	r.mu.Lock()
 	x := r.runs[leaseID]
 	r.mu.Unlock()
 	if x == nil || x.dev == nil || !x.dev.readyYet() {
-		return nil, ErrNoWorkspace
+		return nil, nil, ErrNoWorkspace
 	}
-	return x.dev.attach(), nil
+	return x.dev.container, x.dev.attach(), nil
+}
+
+// containerStarter is an executor that can keep a container up (the Docker executor).
+type containerStarter interface {
+	StartContainer(ctx context.Context, s executor.Step) (*executor.Container, error)
+}
+
+// startDevEnv starts the workspace's long-lived container: the pipeline's image with its
+// workspace, mounts and limits, which terminals and previews enter. It returns what stops it.
+func (x *run) startDevEnv(ctx context.Context) (func(), error) {
+	cs, ok := x.cfg.Executor.(containerStarter)
+	if !ok {
+		return func() {}, nil
+	}
+	env := x.jobEnv(protocol.Stage{}, x.planJob(), nil, nil)
+	image, auth := x.envImage(env)
+	c, err := cs.StartContainer(ctx, x.step("workspace", image, auth, env))
+	if errors.Is(err, executor.ErrNeedsDocker) {
+		x.setupLog().note("workspace: terminals and previews need the Docker executor; this agent runs jobs as host processes")
+		return func() {}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("workspace: start the environment: %w", err)
+	}
+	x.dev.container = c
+	return func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := c.Stop(sctx); err != nil {
+			x.log.Warn("removing the workspace's container failed; the agent's next start removes it", "err", err)
+		}
+	}, nil
 }
 
 // KeepAlive records activity in a lease's workspace (the dashboard's "keep alive").

@@ -1,10 +1,13 @@
 package runner
 
 import (
+	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/protocol"
 )
 
@@ -49,7 +52,7 @@ func TestWorkspaceIdleStopSavesTheWork(t *testing.T) {
 	var release func()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		r, err := h.runner.Attach(l.ID)
+		_, r, err := h.runner.Attach(l.ID)
 		if err == nil {
 			release = r
 			break
@@ -140,5 +143,65 @@ func TestWorkspaceFailureBeforeVscodeGoEndsIt(t *testing.T) {
 	}
 	if len(rec.EventsOf(protocol.EventWorkspaceReady, 0)) != 0 {
 		t.Fatal("a workspace that failed before vscode:go was reported ready")
+	}
+}
+
+// A workspace on the Docker executor has a container that stays up: a terminal enters it and
+// sees the workspace; it is gone when the workspace stops.
+func TestWorkspaceContainerTakesATerminal(t *testing.T) {
+	h := newHarness(t, executor.ModeDocker)
+	p := workspacePlan(600000, serial("s", script("s", "echo from-the-stages > made.txt")))
+	p.Image = &protocol.Image{Name: h.image}
+	l := lease("ws-docker", p)
+	done := h.start(t, l)
+	var c *executor.Container
+	var release func()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if c, release, err = h.runner.Attach(l.ID); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the workspace never became ready: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if c == nil {
+		t.Fatal("a Docker workspace has no container")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The stages run beside the environment: wait for their file, then read it from a shell.
+	for len(h.srv.Get(l.ID).EventsOf(protocol.EventJobFinished, jobID(0, 0))) == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the stage did not finish")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sess, err := c.Exec(ctx, executor.ExecSpec{Cmd: []string{"sh"}, TTY: true, Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(sess, "cat made.txt; exit\n")
+	out, _ := io.ReadAll(sess)
+	if !strings.Contains(string(out), "from-the-stages") {
+		t.Fatalf("the terminal saw %q", out)
+	}
+	sess.Close()
+	release()
+	if !h.runner.Stop(l.ID, "done") {
+		t.Fatal("no run to stop")
+	}
+	select {
+	case o := <-done:
+		if o.res.Status != StatusSuccess {
+			t.Fatalf("result %+v", o.res)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the workspace did not stop")
+	}
+	if n := h.containers(t, l.ID); n != 0 {
+		t.Fatalf("%d containers of the workspace are left", n)
 	}
 }

@@ -414,8 +414,17 @@ func (x *run) execute(ctx context.Context) Result {
 		x.failSetup(err)
 		return Result{Status: StatusFailed, Reason: err.Error()}
 	}
-	if x.dev != nil && !x.dev.gated {
-		x.dev.ready() // the environment is up: it may be entered while the stages run
+	if x.dev != nil {
+		stopEnv, err := x.startDevEnv(ctx)
+		if err != nil {
+			x.failSetup(err)
+			done(false)
+			return Result{Status: StatusFailed, Reason: err.Error()}
+		}
+		defer stopEnv()
+		if !x.dev.gated {
+			x.dev.ready() // the environment is up: it may be entered while the stages run
+		}
 	}
 	res := x.runPlan(ctx)
 	x.closeSetupLog()

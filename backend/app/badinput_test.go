@@ -410,6 +410,16 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "env as a list", Body: map[string]any{"branch": "main", "env": []string{"X=1"}}, Want: 400},
 			{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo + "/builds", Body: map[string]any{"branch": "main"}, Want: 404},
 		}},
+	{Method: "POST", Path: mxAPriv + "/workspaces", JSON: true,
+		Valid: map[string]any{"branch": "main"},
+		Cases: []mxBad{
+			{Name: "no such branch", Body: map[string]any{"branch": "nope"}, Want: 422},
+			{Name: "branch path traversal", Body: map[string]any{"branch": "../../main"}, Want: 422},
+			{Name: "branch as an option", Body: map[string]any{"branch": "--upload-pack=x"}, Want: 422},
+			{Name: "branch as a number", Body: map[string]any{"branch": 7}, Want: 400},
+			{Name: "an unknown field", Body: map[string]any{"branch": "main", "event": "push"}, Want: 400},
+			{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo + "/workspaces", Body: map[string]any{"branch": "main"}, Want: 404},
+		}},
 }
 
 // Build controls and the agent API. Agent calls go as the first agent ("agent-token"), on its

@@ -64,7 +64,8 @@ const (
 )
 
 // mxConfigFile is the .cnb.yml pushed to both repos of A: a push pipeline (so the push makes
-// build #1) and a web_trigger pipeline (so manual triggers succeed).
+// build #1), a web_trigger pipeline (so manual triggers succeed) and a workspace (so opening
+// workspaces succeeds).
 const mxConfigFile = `main:
   push:
     - name: build
@@ -76,6 +77,12 @@ const mxConfigFile = `main:
       stages:
         - name: run
           script: echo manual
+  vscode:
+    - name: dev
+      services: [vscode]
+      stages:
+        - name: deps
+          script: echo deps
 `
 
 // Columns of the matrix's expectation strings, in order. Every principal maps to one column

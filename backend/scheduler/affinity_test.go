@@ -353,8 +353,8 @@ func TestColdAgentGetsTheCachePipelineWhenNoWarmAgentIsFree(t *testing.T) {
 				}
 				coldLease := pollAsync(ctx, t, f.sched, cold, protocol.PollRequest{FreeCPUs: 8})
 				time.Sleep(50 * time.Millisecond)
-				start := time.Now()
 				f.push("main", cachedJob)
+				start := time.Now()
 				l := receive(t, "cold agent", coldLease, 8*time.Second)
 				if l == nil || l.Plan.Name != "cached" {
 					t.Fatalf("the cold agent got %+v", l)
@@ -400,7 +400,6 @@ func TestHandOverIsBoundedAndOnlyForCachePipelines(t *testing.T) {
 		// the hand-over runs out.
 		coldLease = pollAsync(ctx, t, f.sched, cold, protocol.PollRequest{FreeCPUs: 8})
 		time.Sleep(50 * time.Millisecond)
-		start := time.Now()
 		f.push("main", cachedJob)
 		waitFor(t, "the cold agent leaves the pipeline", func() bool {
 			keys, _ := f.rdb.Keys(ctx, prefix(amd64)+":handover:*").Result()
@@ -411,13 +410,12 @@ func TestHandOverIsBoundedAndOnlyForCachePipelines(t *testing.T) {
 			t.Fatalf("the cold agent took it during the hand-over: %+v", l)
 		case <-time.After(handOver / 3):
 		}
-		f.clock.Advance(handOver) // the scheduler's clock: the hand-over runs out
+		// The scheduler's clock: the hand-over runs out, and the cold agent gets the pipeline
+		// without waiting for anything else (its poll would otherwise last PollTimeout, 10 s).
+		f.clock.Advance(handOver)
 		l := receive(t, "cold agent", coldLease, 3*time.Second)
 		if l == nil || l.Plan.Name != "cached" {
 			t.Fatalf("the cold agent got %+v after the hand-over", l)
-		}
-		if waited := time.Since(start); waited > handOver+time.Second {
-			t.Fatalf("the cold agent got it after %v; the hand-over is %v", waited, handOver)
 		}
 		cancel()
 		if l := receive(t, "warm agent", warmLease, 3*time.Second); l != nil {

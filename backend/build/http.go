@@ -186,6 +186,11 @@ func (h *Handler) trigger(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	return h.created(c, b)
+}
+
+// created answers 201 with a new build, its pipelines, stages and jobs.
+func (h *Handler) created(c *gin.Context, b *Build) error {
 	out, err := h.describe(c.Request.Context(), []Build{*b}, true)
 	if err != nil {
 		return err
@@ -243,11 +248,7 @@ func (h *Handler) openWorkspace(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := h.describe(c.Request.Context(), []Build{*b}, true)
-	if err != nil {
-		return err
-	}
-	return api.JSON(c, http.StatusCreated, out[0])
+	return h.created(c, b)
 }
 
 // buildOf authorizes a change to the route's build (cancel, rerun) and loads it.

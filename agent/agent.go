@@ -20,6 +20,8 @@
 // Beside the poll, one control long-poll is always held (control): the server answers it the
 // moment a running pipeline must stop, so a cancel or a termination kills its containers within
 // a second, and each call tells the server the agent is alive.
+// Beside them the agent holds its tunnel (agent/tunnel): the one connection the server opens
+// streams to this host on, since the host accepts none. It ends with the control long-poll.
 //
 // Stopping (ctx ends: SIGTERM or SIGINT) is bounded: the agent takes no new work, lets running
 // pipelines go on for StopGrace (0 by default: they are killed at once), then kills what still
@@ -50,6 +52,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/gpu"
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/agent/runner"
+	"github.com/nimbus-build/nimbus/agent/tunnel"
 	"github.com/nimbus-build/nimbus/agent/volumes"
 )
 
@@ -395,8 +398,9 @@ type loop struct {
 
 // session is the client and runner of one registration.
 type session struct {
-	api *client.Client
-	run *runner.Runner
+	api   *client.Client
+	run   *runner.Runner
+	token string
 }
 
 // current returns the API client of the current registration, nil before the first.
@@ -420,7 +424,11 @@ func (l *loop) serve(ctx context.Context, reg protocol.RegisterResponse, control
 	}
 	go func() {
 		defer close(controlDone)
+		// The tunnel lives beside the control long-poll, until the reports context ends too.
+		var tunnel sync.WaitGroup
+		tunnel.Go(l.holdTunnel)
 		l.control(reg.HeartbeatInterval.Std())
+		tunnel.Wait()
 	}()
 	a := l.Agent
 	for {
@@ -537,6 +545,29 @@ func (l *loop) control(heartbeat time.Duration) {
 	}
 }
 
+// holdTunnel holds the agent's tunnel (agent/tunnel), the connection the server opens streams
+// to this host on, with the current registration's token until the reports context ends.
+// Nothing serves streams on it yet: each is refused as an unknown kind.
+func (l *loop) holdTunnel() {
+	t, err := tunnel.New(tunnel.Config{ServerURL: l.cfg.ServerURL, Token: l.token,
+		UserAgent: "nimbus-agent/" + l.cfg.Version, Log: l.log})
+	if err != nil {
+		l.log.Error("the agent holds no tunnel", "err", err)
+		return
+	}
+	t.Run(l.reports)
+}
+
+// token is the agent token of the current registration.
+func (l *loop) token() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.session == nil {
+		return ""
+	}
+	return l.session.token
+}
+
 // newSession makes the client and runner of one registration and makes them current.
 func (l *loop) newSession(reg protocol.RegisterResponse) (*session, error) {
 	api := l.api.WithToken(reg.Token)
@@ -554,7 +585,7 @@ func (l *loop) newSession(reg protocol.RegisterResponse) (*session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	sess := &session{api: api, run: run}
+	sess := &session{api: api, run: run, token: reg.Token}
 	l.mu.Lock()
 	l.session = sess
 	l.mu.Unlock()

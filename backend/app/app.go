@@ -40,6 +40,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/server"
 	"github.com/nimbus-build/nimbus/backend/store"
+	"github.com/nimbus-build/nimbus/backend/tunnel"
 	"github.com/nimbus-build/nimbus/frontend"
 )
 
@@ -69,6 +70,8 @@ type App struct {
 	Collector *artifacts.Collector
 	// RegistrationToken is what agents present to register (the built-in agent uses it too).
 	RegistrationToken string
+	// Tunnel opens streams to agents over the connections they hold to the server replicas.
+	Tunnel *tunnel.Hub
 
 	agent   *agent.Agent
 	version string
@@ -210,6 +213,21 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	a.Files = artifacts.NewService(a.DB, a.Storage, a.Blobs, a.Builds, clk, log)
 	a.Collector = artifacts.NewCollector(a.DB, a.Storage, a.Registry, clk, log.With("component", "gc"), artifacts.CollectorConfig{})
 
+	if a.Tunnel, err = tunnel.New(tunnel.Config{
+		Authenticate: func(ctx context.Context, token string) (string, error) {
+			ag, err := a.Scheduler.AgentByToken(ctx, token)
+			if err != nil {
+				return "", err
+			}
+			return ag.ID, nil
+		},
+		Redis: a.Redis.Client, Secret: key, InternalURL: cfg.InternalURL,
+		Draining: func() <-chan struct{} { return a.Server.Draining() }, Log: log,
+	}); err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, a.Tunnel.Close)
+
 	authHandler := auth.NewHandler(a.Auth, log)
 	logHandler, err := logs.NewHandler(a.Logs, logs.HandlerConfig{
 		Authorize: a.authorizeJob,
@@ -232,6 +250,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
 			build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: a.Billing, Log: log}),
 			scheduler.NewHandler(a.Scheduler, func() <-chan struct{} { return a.Server.Draining() }, log),
+			a.Tunnel,
 			logHandler,
 			billing.NewHandler(a.Billing, a.Orgs, a.Stripe, billing.HandlerConfig{AllowPrivateWebhooks: cfg.AlertWebhookPrivate}, log),
 			artifacts.NewHandler(artifacts.HandlerConfig{Service: a.Files, Blobs: a.Blobs, Repos: a.Repos, Orgs: a.Orgs,
@@ -245,13 +264,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 // startAgent starts the built-in agent against the address the server listens on (not the
 // public URL, which may be a load balancer the host cannot reach).
 func (a *App) startAgent(ctx context.Context, addr string) error {
-	host, port, _ := net.SplitHostPort(addr)
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		host = "127.0.0.1"
-	}
 	var err error
 	a.agent, err = agent.New(ctx, agent.Config{
-		ServerURL: "http://" + net.JoinHostPort(host, port),
+		ServerURL: listenURL(addr),
 		Token:     a.RegistrationToken,
 		Name:      "built-in",
 		Tags:      []string{"cnb:arch:default", "cnb:arch:amd64"},
@@ -272,12 +287,28 @@ func (a *App) startAgent(ctx context.Context, addr string) error {
 	return nil
 }
 
+// listenURL is the URL of the address the server listens on, as this host reaches it.
+func listenURL(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
 // Serve listens on the configured address and serves until ctx ends, then shuts down
 // gracefully. ready, when non-nil, receives the bound address once the listener is up.
 func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	ln, err := net.Listen("tcp", a.Config.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", a.Config.Listen, err)
+	}
+	if a.Config.InternalURL == "" {
+		// Enough for one replica; several set NIMBUS_INTERNAL_URL (backend/tunnel's README).
+		if err := a.Tunnel.SetInternalURL(listenURL(ln.Addr().String())); err != nil {
+			ln.Close()
+			return err
+		}
 	}
 	agentCtx, stopAgent := context.WithCancel(ctx)
 	defer stopAgent()

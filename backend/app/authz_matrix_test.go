@@ -317,6 +317,11 @@ var mxMatrix = []mxRow{
 		agent(200).prep(mxStoppingLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/deregister").
 		agent(204),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "GET", "/api/v1/agent/tunnel").
+		note("a WebSocket: the agent token without the upgrade is a 400").agent(400),
+	// The replicas' forwarding of tunnel streams: only a replica's signature opens it.
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "GET", "/internal/v1/tunnel/forward?agent=agt_matrix").
+		note("replicas only").agent(401),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").
 		agent(200).prep(mxOwnLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").

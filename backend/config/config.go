@@ -49,6 +49,9 @@ type Config struct {
 	TeamCaps          string // "class=cap,…"
 	Timezone          string
 	TrustedProxies    string
+	// InternalURL is where the other replicas reach this one, for agent tunnels (package
+	// backend/tunnel); "" = http:// and the address the server listens on.
+	InternalURL string
 	// Built-in agent.
 	AgentNetwork string
 	// DefaultBuildImage runs pipelines that name no image (CNB's cnbcool/default-build-env).
@@ -100,6 +103,7 @@ Usage: `+name+` [serve] [flags]     run the server (default)
        `+name+` admin grant|revoke USERNAME [flags]   set or clear a user's platform-admin flag`)
 	s.String(&c.Listen, "listen", "NIMBUS_LISTEN", "127.0.0.1:8080", "address the HTTP server listens on")
 	s.String(&c.PublicURL, "public-url", "NIMBUS_PUBLIC_URL", "", "URL users and agents reach the server at (default: http://LISTEN)")
+	s.String(&c.InternalURL, "internal-url", "NIMBUS_INTERNAL_URL", "", "URL the other server replicas reach this one at, for agent tunnels (http(s)://host:port, e.g. the pod's address); empty = http:// and the address the server listens on, enough for one replica")
 	s.String(&c.DataDir, "data-dir", "NIMBUS_DATA_DIR", "./data", "directory for the SQLite file, the generated secret key, repos and artifacts")
 	s.String(&c.DatabaseURL, "database-url", "NIMBUS_DATABASE_URL", "", "postgres://… for PostgreSQL; empty = SQLite in the data dir")
 	s.String(&c.RedisURL, "redis-url", "NIMBUS_REDIS_URL", "", "redis://… ; empty = embedded Redis-protocol server on loopback")
@@ -171,6 +175,13 @@ func (c *Config) Resolve(builtinAgent string) error {
 		return fmt.Errorf("invalid NIMBUS_PUBLIC_URL %q: want http(s)://host[:port]", c.PublicURL)
 	}
 	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	if c.InternalURL != "" {
+		u, err := url.Parse(c.InternalURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" {
+			return fmt.Errorf("invalid NIMBUS_INTERNAL_URL %q: want http(s)://host[:port]", c.InternalURL)
+		}
+		c.InternalURL = strings.TrimRight(c.InternalURL, "/")
+	}
 	if c.DataDir == "" {
 		return fmt.Errorf("NIMBUS_DATA_DIR must not be empty")
 	}

@@ -807,6 +807,21 @@ export interface paths {
      */
     post: operations["agentDeregister"];
   };
+  "/agent/tunnel": {
+    /**
+     * Hold the agent's tunnel (a WebSocket the server opens streams on)
+     * @description The one connection the server reaches the agent's host on (the host accepts no inbound
+     * connection): a WebSocket (`Upgrade: websocket`, subprotocol `nimbus-tunnel.v1`) whose
+     * binary messages carry a yamux session. Only the server opens streams; each starts with
+     * a JSON header line (`kind`, `fields`) and the agent's accept or refuse line, then raw
+     * bytes both ways. Both ends ping every 3 s and drop a connection that does not answer
+     * within 5 s; the agent connects again with backoff, and its new connection replaces the
+     * old one on whichever replica holds it. The protocol, and how a replica reaches an agent
+     * connected to another, are in `agent/protocol/tunnel.go`. Needs the agent token
+     * (`nba_…`).
+     */
+    get: operations["agentTunnel"];
+  };
   "/agent/leases/{lease}/renew": {
     /**
      * Extend a lease, and learn whether to stop
@@ -4280,6 +4295,30 @@ export interface operations {
         content: never;
       };
       401: components["responses"]["AgentUnauthenticated"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Hold the agent's tunnel (a WebSocket the server opens streams on)
+   * @description The one connection the server reaches the agent's host on (the host accepts no inbound
+   * connection): a WebSocket (`Upgrade: websocket`, subprotocol `nimbus-tunnel.v1`) whose
+   * binary messages carry a yamux session. Only the server opens streams; each starts with
+   * a JSON header line (`kind`, `fields`) and the agent's accept or refuse line, then raw
+   * bytes both ways. Both ends ping every 3 s and drop a connection that does not answer
+   * within 5 s; the agent connects again with backoff, and its new connection replaces the
+   * old one on whichever replica holds it. The protocol, and how a replica reaches an agent
+   * connected to another, are in `agent/protocol/tunnel.go`. Needs the agent token
+   * (`nba_…`).
+   */
+  agentTunnel: {
+    responses: {
+      /** @description The WebSocket is open; the connection is the tunnel from here on. */
+      101: {
+        content: never;
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["AgentUnauthenticated"];
+      503: components["responses"]["Unavailable"];
       default: components["responses"]["Error"];
     };
   };

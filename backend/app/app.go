@@ -41,6 +41,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/server"
 	"github.com/nimbus-build/nimbus/backend/store"
 	"github.com/nimbus-build/nimbus/backend/tunnel"
+	"github.com/nimbus-build/nimbus/backend/workspace"
 	"github.com/nimbus-build/nimbus/frontend"
 )
 
@@ -72,6 +73,8 @@ type App struct {
 	RegistrationToken string
 	// Tunnel opens streams to agents over the connections they hold to the server replicas.
 	Tunnel *tunnel.Hub
+	// Workspaces lets people into cloud workspaces: terminals, SSH, previews.
+	Workspaces *workspace.Service
 
 	agent   *agent.Agent
 	version string
@@ -163,9 +166,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	// and the scheduler, which drives builds through build.Lifecycle, dispatches from it.
 	intake := scheduler.NewIntake(a.Redis.Client, nil)
 	a.Builds = build.NewService(build.Config{DB: a.DB, Repos: a.Repos, Users: a.Auth, Queue: intake, Agents: intake, Logs: a.Logs, Clock: clk,
-		Log: log, PublicURL: cfg.PublicURL, Spec: spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage}})
+		Log: log, PublicURL: cfg.PublicURL, Spec: spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage, DefaultDevImage: cfg.DefaultDevImage}})
 	a.Scheduler = scheduler.NewService(a.DB, intake, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
+		WorkspaceEnv: workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}.Env,
 	})
 	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Builds.ResolveJobToken)
 
@@ -237,6 +241,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	if err != nil {
 		return nil, err
 	}
+	links := workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}
+	a.Workspaces = workspace.New(workspace.Config{DB: a.DB, Repos: a.Repos, Orgs: a.Orgs, Builds: a.Builds,
+		Tunnel: a.Tunnel, Meter: a.Billing, Links: links, Users: a.Auth.UserByID, Secret: key, Clock: clk, Log: log})
 	a.Server = server.New(server.Deps{
 		DB: a.DB, Redis: a.Redis.Client, Log: log, Frontend: frontend.Dist(), Version: opt.Version,
 		ReadyTimeout:   cfg.ReadyTimeout,
@@ -244,6 +251,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		Authenticate:   authHandler.Middleware,
 		Git:            gitHandler,
 		Registry:       a.Registry,
+		Preview:        workspace.NewPreview(a.Workspaces),
 		Modules: []server.Module{
 			authHandler,
 			org.NewHandler(a.Orgs, log),
@@ -251,6 +259,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: a.Billing, Log: log}),
 			scheduler.NewHandler(a.Scheduler, func() <-chan struct{} { return a.Server.Draining() }, log),
 			a.Tunnel,
+			workspace.NewHandler(a.Workspaces, log),
 			logHandler,
 			billing.NewHandler(a.Billing, a.Orgs, a.Stripe, billing.HandlerConfig{AllowPrivateWebhooks: cfg.AlertWebhookPrivate}, log),
 			artifacts.NewHandler(artifacts.HandlerConfig{Service: a.Files, Blobs: a.Blobs, Repos: a.Repos, Orgs: a.Orgs,
@@ -388,6 +397,9 @@ func billingConfig(cfg *config.Config, loc *time.Location) (b billing.Config, er
 	b.FreezeInterval = cfg.FreezeInterval
 	b.FreezeLeadPercent = cfg.FreezeLead
 	if b.FreeCoreSeconds, err = cfg.FreeCoreSeconds(); err != nil {
+		return b, err
+	}
+	if b.FreeWorkspaceCoreSeconds, err = cfg.FreeWorkspaceCoreSeconds(); err != nil {
 		return b, err
 	}
 	b.Location = loc

@@ -1,9 +1,9 @@
 // Package billing owns each team's billing account and the money of Nimbus: a double-entry
-// ledger in integer units (money.go), the monthly free CPU quota in core-seconds, and the
-// lifecycle of a pipeline's cost:
+// ledger in integer units (money.go), the monthly free CPU quotas in core-seconds (one per
+// bucket: builds and workspaces), and the lifecycle of a pipeline's cost:
 //
-//	Start   at dispatch: freeze the first window (free quota first for CPU classes, then
-//	        money); a pipeline whose account cannot cover it never starts
+//	Start   at dispatch: freeze the first window (its bucket's free quota first for CPU
+//	        classes, then money); a pipeline whose account cannot cover it never starts
 //	Tick    every few seconds: freeze the next window of every running pipeline whose frozen
 //	        time runs out; the ones that cannot be covered are to be terminated
 //	Settle  at the end, once: the real core-seconds (backend-observed start to end, rounded up
@@ -79,10 +79,34 @@ type Posting struct {
 // TableName implements gorm's Tabler.
 func (Posting) TableName() string { return "ledger_postings" }
 
-// QuotaUsage is an account's free CPU quota use in one calendar month.
+// Bucket is what a pipeline's compute is billed as. Each bucket has its own monthly free CPU
+// quota (Config.FreeQuota); prices, freezing, settlement and the spending cap are the same.
+type Bucket string
+
+const (
+	// BucketBuild is every pipeline that is not a workspace (160 free CPU core-hours a month).
+	BucketBuild Bucket = "build"
+	// BucketWorkspace is a cloud development workspace, build.Pipeline.Workspace (1,600 free CPU
+	// core-hours a month).
+	BucketWorkspace Bucket = "workspace"
+)
+
+// Buckets lists the buckets in the order the API shows them.
+var Buckets = []Bucket{BucketBuild, BucketWorkspace}
+
+// BucketOf is the bucket of a pipeline: a workspace's, or a build's.
+func BucketOf(workspace bool) Bucket {
+	if workspace {
+		return BucketWorkspace
+	}
+	return BucketBuild
+}
+
+// QuotaUsage is an account's use of one bucket's free CPU quota in one calendar month.
 type QuotaUsage struct {
 	AccountID         int64  `gorm:"primaryKey;autoIncrement:false"`
 	Month             string `gorm:"primaryKey"`
+	Bucket            Bucket `gorm:"primaryKey"`
 	UsedCoreSeconds   int64  `gorm:"not null"`
 	FrozenCoreSeconds int64  `gorm:"not null"`
 }
@@ -96,6 +120,7 @@ type PipelineBilling struct {
 	AccountID        int64     `gorm:"not null"`
 	RepoID           int64     `gorm:"not null"`
 	Class            string    `gorm:"not null"`
+	Bucket           Bucket    `gorm:"not null"` // whose free quota it draws on, and where usage shows it
 	Cores            int       `gorm:"not null"`
 	Price            Amount    `gorm:"not null"` // per core-hour, fixed at start
 	QuotaMonth       string    `gorm:"not null"` // "" when the class has no free quota

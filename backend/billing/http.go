@@ -90,21 +90,41 @@ func (h *Handler) load(c *gin.Context, write bool) (*org.Org, *Account, error) {
 }
 
 // SummaryJSON is an account as GET …/billing shows it. Money is a decimal string with 4 places.
+// FreeQuota is the builds' bucket, WorkspaceFreeQuota the workspaces'; MonthSpent and
+// MonthWrittenOff add up both buckets (what the cap counts), MonthByBucket splits them.
 type SummaryJSON struct {
-	Currency            string     `json:"currency"`
-	Balance             string     `json:"balance"`
-	Frozen              string     `json:"frozen"`
-	FreeQuota           QuotaJSON  `json:"free_quota"`
-	Month               string     `json:"month"`
-	MonthSpent          string     `json:"month_spent"`
-	MonthWrittenOff     string     `json:"month_written_off"`
-	SpendingCap         *string    `json:"spending_cap"`
-	LowBalanceThreshold *string    `json:"low_balance_threshold"`
-	AlertWebhookURL     string     `json:"alert_webhook_url"`
-	Topups              TopupsJSON `json:"topups"`
+	Currency            string           `json:"currency"`
+	Balance             string           `json:"balance"`
+	Frozen              string           `json:"frozen"`
+	FreeQuota           QuotaJSON        `json:"free_quota"`
+	WorkspaceFreeQuota  QuotaJSON        `json:"workspace_free_quota"`
+	Month               string           `json:"month"`
+	MonthSpent          string           `json:"month_spent"`
+	MonthWrittenOff     string           `json:"month_written_off"`
+	MonthByBucket       MonthBucketsJSON `json:"month_by_bucket"`
+	SpendingCap         *string          `json:"spending_cap"`
+	LowBalanceThreshold *string          `json:"low_balance_threshold"`
+	AlertWebhookURL     string           `json:"alert_webhook_url"`
+	Topups              TopupsJSON       `json:"topups"`
 }
 
-// QuotaJSON is the month's free CPU quota.
+// MonthBucketsJSON is the month's spending of each bucket.
+type MonthBucketsJSON struct {
+	Build     SpendingJSON `json:"build"`
+	Workspace SpendingJSON `json:"workspace"`
+}
+
+// SpendingJSON is what one bucket's pipelines settled this month paid and had written off.
+type SpendingJSON struct {
+	Spent      string `json:"spent"`
+	WrittenOff string `json:"written_off"`
+}
+
+func spendingJSON(sp Spending) SpendingJSON {
+	return SpendingJSON{Spent: sp.Paid.Display(), WrittenOff: sp.WrittenOff.Display()}
+}
+
+// QuotaJSON is the month's free CPU quota of one bucket.
 type QuotaJSON struct {
 	TotalCoreSeconds  int64 `json:"total_core_seconds"`
 	UsedCoreSeconds   int64 `json:"used_core_seconds"`
@@ -127,9 +147,25 @@ func display(a *Amount) *string {
 	return &s
 }
 
+// quota is the month's use of bucket's free quota.
+func (h *Handler) quota(ctx context.Context, a *Account, bucket Bucket) (QuotaJSON, error) {
+	q, err := h.svc.Quota(ctx, a.ID, bucket)
+	if err != nil {
+		return QuotaJSON{}, err
+	}
+	total := h.svc.Config().FreeQuota(bucket)
+	return QuotaJSON{TotalCoreSeconds: total, UsedCoreSeconds: q.UsedCoreSeconds, FrozenCoreSeconds: q.FrozenCoreSeconds,
+		LeftCoreSeconds: max(0, total-q.UsedCoreSeconds-q.FrozenCoreSeconds)}, nil
+}
+
 func (h *Handler) summarize(c *gin.Context, a *Account) (*SummaryJSON, error) {
 	ctx := c.Request.Context()
-	q, err := h.svc.Quota(ctx, a.ID)
+	month := h.svc.Month()
+	builds, err := h.quota(ctx, a, BucketBuild)
+	if err != nil {
+		return nil, err
+	}
+	workspaces, err := h.quota(ctx, a, BucketWorkspace)
 	if err != nil {
 		return nil, err
 	}
@@ -137,13 +173,16 @@ func (h *Handler) summarize(c *gin.Context, a *Account) (*SummaryJSON, error) {
 	if err != nil {
 		return nil, err
 	}
-	total := h.svc.Config().FreeCoreSeconds
+	byBucket, err := h.svc.MonthSpendingByBucket(ctx, a.ID)
+	if err != nil {
+		return nil, err
+	}
+	buckets := MonthBucketsJSON{Build: spendingJSON(byBucket[BucketBuild]), Workspace: spendingJSON(byBucket[BucketWorkspace])}
 	lo, hi := h.stripe.Bounds()
 	return &SummaryJSON{
 		Currency: a.Currency, Balance: a.Balance.Display(), Frozen: a.Frozen.Display(),
-		FreeQuota: QuotaJSON{TotalCoreSeconds: total, UsedCoreSeconds: q.UsedCoreSeconds, FrozenCoreSeconds: q.FrozenCoreSeconds,
-			LeftCoreSeconds: max(0, total-q.UsedCoreSeconds-q.FrozenCoreSeconds)},
-		Month: q.Month, MonthSpent: spent.Paid.Display(), MonthWrittenOff: spent.WrittenOff.Display(),
+		FreeQuota: builds, WorkspaceFreeQuota: workspaces,
+		Month: month, MonthSpent: spent.Paid.Display(), MonthWrittenOff: spent.WrittenOff.Display(), MonthByBucket: buckets,
 		SpendingCap: display(a.SpendingCap), LowBalanceThreshold: display(a.LowBalanceThreshold), AlertWebhookURL: a.AlertWebhookURL,
 		Topups: TopupsJSON{Enabled: h.stripe.Enabled(), Min: lo.Display(), Max: hi.Display()},
 	}, nil
@@ -258,9 +297,10 @@ func (h *Handler) webhookSetting(raw json.RawMessage) (*string, error) {
 	return &v, nil
 }
 
-// UsageJSON is one day × runner class × repo of settled use.
+// UsageJSON is one day × bucket × runner class × repo of settled use.
 type UsageJSON struct {
 	Date             string `json:"date"`
+	Bucket           string `json:"bucket"` // "build" or "workspace"
 	RunnerClass      string `json:"runner_class"`
 	RepoID           int64  `json:"repo_id"`
 	Repo             string `json:"repo"`
@@ -301,7 +341,7 @@ func (h *Handler) usage(c *gin.Context) error {
 	}
 	out := make([]UsageJSON, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, UsageJSON{Date: r.Day, RunnerClass: r.Class, RepoID: r.RepoID, Repo: r.Repo, Pipelines: r.Pipelines,
+		out = append(out, UsageJSON{Date: r.Day, Bucket: string(r.Bucket), RunnerClass: r.Class, RepoID: r.RepoID, Repo: r.Repo, Pipelines: r.Pipelines,
 			CoreSeconds: r.CoreSeconds, QuotaCoreSeconds: r.QuotaCoreSeconds, Cost: r.Cost.Display(), WrittenOff: r.WrittenOff.Display()})
 	}
 	return api.JSON(c, http.StatusOK, api.Paginate(page, out, usageKey(out)))

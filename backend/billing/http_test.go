@@ -303,7 +303,8 @@ func TestSummaryAndAdminGrant(t *testing.T) {
 	htEachDialect(t, htOptions{}, func(t *testing.T, w *htWorld) {
 		s := w.summary()
 		if s.Currency != "CNY" || s.Balance != "0.0000" || s.Frozen != "0.0000" || s.FreeQuota.TotalCoreSeconds != 576000 ||
-			s.FreeQuota.LeftCoreSeconds != 576000 || s.Month != "2026-03" || s.Topups.Enabled || s.Topups.Min != "10.0000" ||
+			s.FreeQuota.LeftCoreSeconds != 576000 || s.WorkspaceFreeQuota.TotalCoreSeconds != 5760000 ||
+			s.WorkspaceFreeQuota.LeftCoreSeconds != 5760000 || s.MonthByBucket.Workspace.Spent != "0.0000" || s.Month != "2026-03" || s.Topups.Enabled || s.Topups.Min != "10.0000" ||
 			s.Topups.Max != "100000.0000" || s.SpendingCap != nil {
 			t.Fatalf("fresh summary %+v", s)
 		}
@@ -409,10 +410,16 @@ func TestSettingsValidation(t *testing.T) {
 	}
 }
 
-// htRun starts a pipeline of acme at start and settles it at end.
+// htRun starts a build of acme at start and settles it at end.
 func (w *htWorld) htRun(id, repoID int64, class string, cores int, start, end time.Time) {
 	w.t.Helper()
-	r := billing.Run{PipelineID: id, OrgID: w.org.ID, RepoID: repoID, Class: class, Cores: cores}
+	w.htRunOf(billing.Run{PipelineID: id, OrgID: w.org.ID, RepoID: repoID, Class: class, Cores: cores}, start, end)
+}
+
+// htRunOf starts r at start and settles it at end.
+func (w *htWorld) htRunOf(r billing.Run, start, end time.Time) {
+	w.t.Helper()
+	id := r.PipelineID
 	if err := w.app.Billing.Start(w.ctx, r, start); err != nil {
 		w.t.Fatalf("start pipeline %d: %v", id, err)
 	}
@@ -460,9 +467,9 @@ func TestUsageLedgerAndStatement(t *testing.T) {
 		}
 		w.json("billing", "GET", htBase+"/usage?from=2026-03-01&to=2026-03-31", nil, http.StatusOK, &usage)
 		want := []billing.UsageJSON{
-			{Date: "2026-03-01", RunnerClass: htCPU, RepoID: models.ID, Repo: "models", Pipelines: 1, CoreSeconds: 400, QuotaCoreSeconds: 400, Cost: "0.0000", WrittenOff: "0.0000"},
-			{Date: "2026-03-02", RunnerClass: htGPU, RepoID: docs.ID, Repo: "docs", Pipelines: 1, CoreSeconds: 720, Cost: "0.1000", WrittenOff: "0.0000"},
-			{Date: "2026-03-02", RunnerClass: htGPU, RepoID: models.ID, Repo: "models", Pipelines: 2, CoreSeconds: 2400, Cost: "0.3333", WrittenOff: "0.0000"},
+			{Date: "2026-03-01", Bucket: "build", RunnerClass: htCPU, RepoID: models.ID, Repo: "models", Pipelines: 1, CoreSeconds: 400, QuotaCoreSeconds: 400, Cost: "0.0000", WrittenOff: "0.0000"},
+			{Date: "2026-03-02", Bucket: "build", RunnerClass: htGPU, RepoID: docs.ID, Repo: "docs", Pipelines: 1, CoreSeconds: 720, Cost: "0.1000", WrittenOff: "0.0000"},
+			{Date: "2026-03-02", Bucket: "build", RunnerClass: htGPU, RepoID: models.ID, Repo: "models", Pipelines: 2, CoreSeconds: 2400, Cost: "0.3333", WrittenOff: "0.0000"},
 		}
 		if fmt.Sprint(usage.Items) != fmt.Sprint(want) || usage.NextCursor != "" {
 			t.Fatalf("usage\n got %+v\nwant %+v", usage.Items, want)
@@ -642,4 +649,65 @@ func TestWrittenOffShownBesidePaid(t *testing.T) {
 	if len(usage.Items) != 1 || usage.Items[0].Cost != paid.Display() || usage.Items[0].WrittenOff != writtenOff.Display() {
 		t.Fatalf("usage %+v", usage.Items)
 	}
+}
+
+// Workspaces show apart from builds: usage rows say their bucket, the summary has the
+// workspaces' own free quota (1 600 core-hours by default) and each bucket's spending, and the
+// two buckets add up to the month's total.
+func TestUsageAndSummarySplitBuckets(t *testing.T) {
+	t.Parallel()
+	htEachDialect(t, htOptions{}, func(t *testing.T, w *htWorld) {
+		w.grant("10")
+		models, err := w.app.Repos.Create(w.ctx, w.org, "models", repo.Private, "main", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := w.clock.Now()
+		run := func(id int64, class string, cores int, workspace bool, secs int) {
+			w.htRunOf(billing.Run{PipelineID: id, OrgID: w.org.ID, RepoID: models.ID, Class: class, Cores: cores, Workspace: workspace},
+				start, start.Add(time.Duration(secs)*time.Second))
+		}
+		run(1, htCPU, 4, false, 100) // a build: 400 core-seconds of the builds' quota
+		run(2, htCPU, 8, true, 200)  // a workspace: 1 600 of the workspaces'
+		run(3, htCPU, 8, true, 100)  // and 800 more
+		run(4, htGPU, 16, true, 90)  // a GPU workspace: 0.2 from the first second
+		run(5, htGPU, 16, false, 45) // a GPU build: 0.1
+		w.clock.Set(start.Add(time.Hour))
+
+		var usage struct {
+			Items []billing.UsageJSON `json:"items"`
+		}
+		w.json("billing", "GET", htBase+"/usage", nil, http.StatusOK, &usage)
+		want := []billing.UsageJSON{
+			{Date: "2026-03-01", Bucket: "build", RunnerClass: htCPU, RepoID: models.ID, Repo: "models", Pipelines: 1, CoreSeconds: 400, QuotaCoreSeconds: 400, Cost: "0.0000", WrittenOff: "0.0000"},
+			{Date: "2026-03-01", Bucket: "build", RunnerClass: htGPU, RepoID: models.ID, Repo: "models", Pipelines: 1, CoreSeconds: 720, Cost: "0.1000", WrittenOff: "0.0000"},
+			{Date: "2026-03-01", Bucket: "workspace", RunnerClass: htCPU, RepoID: models.ID, Repo: "models", Pipelines: 2, CoreSeconds: 2400, QuotaCoreSeconds: 2400, Cost: "0.0000", WrittenOff: "0.0000"},
+			{Date: "2026-03-01", Bucket: "workspace", RunnerClass: htGPU, RepoID: models.ID, Repo: "models", Pipelines: 1, CoreSeconds: 1440, Cost: "0.2000", WrittenOff: "0.0000"},
+		}
+		if fmt.Sprint(usage.Items) != fmt.Sprint(want) {
+			t.Fatalf("usage\n got %+v\nwant %+v", usage.Items, want)
+		}
+		s := w.summary()
+		if s.FreeQuota.UsedCoreSeconds != 400 || s.FreeQuota.LeftCoreSeconds != 576000-400 {
+			t.Fatalf("build quota %+v", s.FreeQuota)
+		}
+		if q := s.WorkspaceFreeQuota; q.TotalCoreSeconds != 5760000 || q.UsedCoreSeconds != 2400 || q.FrozenCoreSeconds != 0 || q.LeftCoreSeconds != 5760000-2400 {
+			t.Fatalf("workspace quota %+v", q)
+		}
+		if s.MonthSpent != "0.3000" || s.MonthByBucket.Build.Spent != "0.1000" || s.MonthByBucket.Workspace.Spent != "0.2000" ||
+			s.MonthByBucket.Build.WrittenOff != "0.0000" || s.MonthByBucket.Workspace.WrittenOff != "0.0000" {
+			t.Fatalf("month spent %s, by bucket %+v", s.MonthSpent, s.MonthByBucket)
+		}
+		// The raw document has the fields the OpenAPI schema names.
+		r := w.do("billing", "GET", htBase, nil)
+		var raw map[string]any
+		if err := json.Unmarshal(r.Body, &raw); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"free_quota", "workspace_free_quota", "month_by_bucket"} {
+			if _, ok := raw[k]; !ok {
+				t.Errorf("summary without %s: %s", k, r.Body)
+			}
+		}
+	})
 }

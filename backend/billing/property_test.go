@@ -12,16 +12,17 @@ import (
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
 
-// Property: whatever sequence of starts, ticks, finishes, agent losses, top-ups, refunds,
-// duplicate webhooks and spending-cap changes happens, the ledger balances, the cached balances
-// equal it, no account goes negative, each pipeline is settled at most once, and the free quota
-// is never exceeded. Dispatch (Start) and its preview (CanStart) always give the same answer, and
+// Property: whatever sequence of starts (builds and workspaces), ticks, finishes, agent losses,
+// top-ups, refunds, duplicate webhooks and spending-cap changes happens, the ledger balances, the
+// cached balances equal it, no account goes negative, each pipeline is settled at most once, and
+// neither bucket's free quota is ever exceeded. Dispatch (Start) and its preview (CanStart) always give the same answer, and
 // every settled pipeline's paid cost and write-off add up to its price and agree with the ledger
-// and the month's spending.
+// and the month's spending, in total and by bucket.
 func TestLedgerInvariantsProperty(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		cfg := DefaultConfig()
 		cfg.FreeCoreSeconds = rapid.Int64Range(0, 20000).Draw(rt, "free core-seconds")
+		cfg.FreeWorkspaceCoreSeconds = rapid.Int64Range(0, 40000).Draw(rt, "free workspace core-seconds")
 		f := newFixture(t, storetest.SQLite(t), cfg)
 		ctx := context.Background()
 		accounts := []*Account{f.account(), f.account()}
@@ -38,6 +39,7 @@ func TestLedgerInvariantsProperty(t *testing.T) {
 				if rapid.Bool().Draw(rt, "gpu") {
 					r = gpuRun(next, a.OrgID)
 				}
+				r.Workspace = rapid.Bool().Draw(rt, "workspace")
 				preview := f.svc.CanStart(ctx, r)
 				err := f.svc.Start(ctx, r, f.clock.Now())
 				if class(err) != class(preview) {
@@ -138,6 +140,11 @@ func (f *fixture) checkSettlements(rt *rapid.T, accounts []*Account) {
 	var pbs []PipelineBilling
 	f.db.Where("settled = ?", true).Find(&pbs)
 	paid, writtenOff := map[int64]Amount{}, map[int64]Amount{}
+	type inBucket struct {
+		account int64
+		bucket  Bucket
+	}
+	bucketPaid, bucketWrittenOff := map[inBucket]Amount{}, map[inBucket]Amount{}
 	for _, pb := range pbs {
 		if pb.Cost+pb.WrittenOff() != CostOf(pb.CoreSeconds-pb.QuotaCoreSeconds, pb.Price) || pb.Cost < 0 {
 			rt.Fatalf("pipeline %d: paid %s + written off %s is not its price", pb.PipelineID, pb.Cost, pb.WrittenOff())
@@ -156,11 +163,23 @@ func (f *fixture) checkSettlements(rt *rapid.T, accounts []*Account) {
 		}
 		paid[pb.AccountID] += pb.Cost
 		writtenOff[pb.AccountID] += pb.WrittenOff()
+		bucketPaid[inBucket{pb.AccountID, pb.Bucket}] += pb.Cost
+		bucketWrittenOff[inBucket{pb.AccountID, pb.Bucket}] += pb.WrittenOff()
 	}
 	for _, a := range accounts {
 		sp, err := f.svc.MonthSpending(context.Background(), a.ID)
 		if err != nil || sp.Paid != paid[a.ID] || sp.WrittenOff != writtenOff[a.ID] {
 			rt.Fatalf("account %d: month spending %+v (%v), its pipelines paid %s, %s written off", a.ID, sp, err, paid[a.ID], writtenOff[a.ID])
+		}
+		byBucket, err := f.svc.MonthSpendingByBucket(context.Background(), a.ID)
+		if err != nil || len(byBucket) != len(Buckets) {
+			rt.Fatalf("account %d: spending by bucket %+v (%v)", a.ID, byBucket, err)
+		}
+		for b, sp := range byBucket {
+			k := inBucket{a.ID, b}
+			if sp.Paid != bucketPaid[k] || sp.WrittenOff != bucketWrittenOff[k] {
+				rt.Fatalf("account %d: %s spending %+v, its %s pipelines paid %s, %s written off", a.ID, b, sp, b, bucketPaid[k], bucketWrittenOff[k])
+			}
 		}
 	}
 }

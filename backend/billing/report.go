@@ -27,12 +27,13 @@ import (
 // Month is the current calendar month in the billing time zone ("2026-06").
 func (s *Service) Month() string { return s.month(s.clock.Now()) }
 
-// Quota returns the account's free quota use in the current month (zero when none yet).
-func (s *Service) Quota(ctx context.Context, accountID int64) (QuotaUsage, error) {
-	q := QuotaUsage{AccountID: accountID, Month: s.Month()}
-	err := s.db.WithContext(ctx).Where("account_id = ? AND month = ?", accountID, q.Month).Take(&q).Error
+// Quota returns the account's use of bucket's free quota in the current month (zero when none
+// yet).
+func (s *Service) Quota(ctx context.Context, accountID int64, bucket Bucket) (QuotaUsage, error) {
+	q := QuotaUsage{AccountID: accountID, Month: s.Month(), Bucket: bucket}
+	err := quotaRow(s.db.WithContext(ctx), accountID, quotaKey{bucket, q.Month}).Take(&q).Error
 	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-		return q, fmt.Errorf("billing: quota of account %d: %w", accountID, err)
+		return q, fmt.Errorf("billing: %s quota of account %d: %w", bucket, accountID, err)
 	}
 	return q, nil
 }
@@ -45,11 +46,27 @@ func (s *Service) MonthSpent(ctx context.Context, accountID int64) (Amount, erro
 	return sp.Paid, err
 }
 
-// MonthSpending is what the account's pipelines settled this month paid and had written off.
+// MonthSpending is what the account's pipelines settled this month paid and had written off,
+// builds and workspaces together.
 func (s *Service) MonthSpending(ctx context.Context, accountID int64) (Spending, error) {
 	sp, err := s.spentSince(s.db.WithContext(ctx), accountID, s.monthStart(s.clock.Now()))
 	if err != nil {
 		return sp, fmt.Errorf("billing: spending of account %d: %w", accountID, err)
+	}
+	return sp, nil
+}
+
+// MonthSpendingByBucket is MonthSpending for each bucket (every bucket present, zero when it
+// settled nothing); the buckets add up to MonthSpending.
+func (s *Service) MonthSpendingByBucket(ctx context.Context, accountID int64) (map[Bucket]Spending, error) {
+	sp, err := s.spentSinceByBucket(s.db.WithContext(ctx), accountID, s.monthStart(s.clock.Now()))
+	if err != nil {
+		return nil, fmt.Errorf("billing: spending of account %d: %w", accountID, err)
+	}
+	for _, b := range Buckets {
+		if _, ok := sp[b]; !ok {
+			sp[b] = Spending{}
+		}
 	}
 	return sp, nil
 }
@@ -96,9 +113,10 @@ func roundUpMs(d time.Duration) time.Duration {
 	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
 }
 
-// UsageRow is the settled use of one day × runner class × repo.
+// UsageRow is the settled use of one day × bucket × runner class × repo.
 type UsageRow struct {
 	Day              string // "2026-06-10" in the billing time zone
+	Bucket           Bucket // builds and workspaces are never added up in one row
 	Class            string
 	RepoID           int64
 	Repo             string // "" when the repo was deleted
@@ -112,9 +130,9 @@ type UsageRow struct {
 // MaxUsageDays bounds the range of one usage query.
 const MaxUsageDays = 366
 
-// Usage adds up the account's settled pipelines by the day they ended (billing time zone), the
-// runner class and the repo (what they paid, and what was written off beside it), for the days from..to (inclusive, "2006-01-02"), sorted by day,
-// class and repo.
+// Usage adds up the account's settled pipelines by the day they ended (billing time zone), their
+// bucket, the runner class and the repo (what they paid, and what was written off beside it),
+// for the days from..to (inclusive, "2006-01-02"), sorted by day, bucket, class and repo.
 func (s *Service) Usage(ctx context.Context, accountID int64, from, to string) ([]UsageRow, error) {
 	start, err := time.ParseInLocation(time.DateOnly, from, s.cfg.Location)
 	if err != nil {
@@ -129,7 +147,7 @@ func (s *Service) Usage(ctx context.Context, accountID int64, from, to string) (
 	}
 	end := last.AddDate(0, 0, 1)
 	rows, err := s.db.WithContext(ctx).Table("pipeline_billing").
-		Select("pipeline_billing.ended_at, pipeline_billing.class, pipeline_billing.repo_id, COALESCE(repos.name, '') AS repo, "+
+		Select("pipeline_billing.ended_at, pipeline_billing.bucket, pipeline_billing.class, pipeline_billing.repo_id, COALESCE(repos.name, '') AS repo, "+
 			"pipeline_billing.core_seconds, pipeline_billing.quota_core_seconds, pipeline_billing.price, pipeline_billing.cost").
 		Joins("LEFT JOIN repos ON repos.id = pipeline_billing.repo_id").
 		Where("pipeline_billing.account_id = ? AND pipeline_billing.settled = ? AND pipeline_billing.ended_at >= ? AND pipeline_billing.ended_at < ?",
@@ -139,13 +157,16 @@ func (s *Service) Usage(ctx context.Context, accountID int64, from, to string) (
 	}
 	defer rows.Close()
 	type key struct {
-		day, class string
-		repo       int64
+		day    string
+		bucket Bucket
+		class  string
+		repo   int64
 	}
 	sums := map[key]*UsageRow{}
 	for rows.Next() {
 		var r struct {
 			EndedAt          time.Time
+			Bucket           Bucket
 			Class            string
 			RepoID           int64
 			Repo             string
@@ -157,10 +178,10 @@ func (s *Service) Usage(ctx context.Context, accountID int64, from, to string) (
 		if err := s.db.ScanRows(rows, &r); err != nil {
 			return nil, fmt.Errorf("billing: usage of account %d: %w", accountID, err)
 		}
-		k := key{r.EndedAt.In(s.cfg.Location).Format(time.DateOnly), r.Class, r.RepoID}
+		k := key{r.EndedAt.In(s.cfg.Location).Format(time.DateOnly), r.Bucket, r.Class, r.RepoID}
 		u := sums[k]
 		if u == nil {
-			u = &UsageRow{Day: k.day, Class: k.class, RepoID: k.repo, Repo: r.Repo}
+			u = &UsageRow{Day: k.day, Bucket: k.bucket, Class: k.class, RepoID: k.repo, Repo: r.Repo}
 			sums[k] = u
 		}
 		u.Pipelines++
@@ -178,7 +199,7 @@ func (s *Service) Usage(ctx context.Context, accountID int64, from, to string) (
 		out = append(out, *u)
 	}
 	slices.SortFunc(out, func(a, b UsageRow) int {
-		return cmpFirst(strings.Compare(a.Day, b.Day), strings.Compare(a.Class, b.Class),
+		return cmpFirst(strings.Compare(a.Day, b.Day), strings.Compare(string(a.Bucket), string(b.Bucket)), strings.Compare(a.Class, b.Class),
 			strings.Compare(a.Repo, b.Repo), int(a.RepoID-b.RepoID))
 	})
 	return out, nil

@@ -17,15 +17,19 @@ import (
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
-// Config holds prices, the free quota and the freeze interval. All of it is configuration.
+// Config holds prices, the free quotas and the freeze interval. All of it is configuration.
 type Config struct {
 	Currency string
 	// Prices per core-hour by runner class (canonical tag). A class without a price is free.
 	Prices map[string]Amount
-	// QuotaClasses are the classes the monthly free quota pays for (the CPU classes).
+	// QuotaClasses are the classes the monthly free quotas pay for (the CPU classes), in both
+	// buckets.
 	QuotaClasses map[string]bool
-	// FreeCoreSeconds is the monthly free quota (160 core-hours = 576 000 core-seconds).
+	// FreeCoreSeconds is the builds' monthly free quota (160 core-hours = 576 000 core-seconds).
 	FreeCoreSeconds int64
+	// FreeWorkspaceCoreSeconds is the workspaces' monthly free quota, a bucket of its own (1 600
+	// core-hours = 5 760 000 core-seconds).
+	FreeWorkspaceCoreSeconds int64
 	// FreezeInterval is the window frozen ahead (5 minutes).
 	FreezeInterval time.Duration
 	// FreezeLeadPercent is how early the next window is frozen, in percent of FreezeInterval:
@@ -37,8 +41,8 @@ type Config struct {
 	Location *time.Location
 }
 
-// DefaultConfig is Part A's pricing: CPU 0.125 per core-hour after 160 free core-hours a month,
-// GPU 0.5 per core-hour with no free quota.
+// DefaultConfig is Part A's pricing: CPU 0.125 per core-hour after 160 free core-hours a month
+// for builds and 1 600 for workspaces, GPU 0.5 per core-hour with no free quota.
 func DefaultConfig() Config {
 	cpu, gpu := Amount(Scale/8), Amount(Scale/2)
 	return Config{
@@ -47,11 +51,12 @@ func DefaultConfig() Config {
 			"cnb:arch:amd64": cpu, "cnb:arch:arm64:v8": cpu,
 			"cnb:arch:amd64:gpu": gpu, "cnb:arch:amd64:gpu:L40": gpu, "cnb:arch:amd64:gpu:H20": gpu,
 		},
-		QuotaClasses:      map[string]bool{"cnb:arch:amd64": true, "cnb:arch:arm64:v8": true},
-		FreeCoreSeconds:   160 * 3600,
-		FreezeInterval:    5 * time.Minute,
-		FreezeLeadPercent: 20,
-		Location:          time.FixedZone("UTC+8", 8*3600),
+		QuotaClasses:             map[string]bool{"cnb:arch:amd64": true, "cnb:arch:arm64:v8": true},
+		FreeCoreSeconds:          160 * 3600,
+		FreeWorkspaceCoreSeconds: 1600 * 3600,
+		FreezeInterval:           5 * time.Minute,
+		FreezeLeadPercent:        20,
+		Location:                 time.FixedZone("UTC+8", 8*3600),
 	}
 }
 
@@ -81,6 +86,14 @@ func NewService(db *gorm.DB, clk clock.Clock, log *slog.Logger, cfg Config) *Ser
 // Config returns the service's configuration.
 func (s *Service) Config() Config { return s.cfg }
 
+// FreeQuota is the monthly free CPU quota of bucket b, in core-seconds.
+func (c Config) FreeQuota(b Bucket) int64 {
+	if b == BucketWorkspace {
+		return c.FreeWorkspaceCoreSeconds
+	}
+	return c.FreeCoreSeconds
+}
+
 // Run is what billing needs to know about a pipeline.
 type Run struct {
 	PipelineID int64
@@ -88,6 +101,9 @@ type Run struct {
 	RepoID     int64
 	Class      string
 	Cores      int
+	// Workspace puts the pipeline in the workspaces' bucket (build.Pipeline.Workspace): their
+	// own free CPU quota; everything else is billed as for builds.
+	Workspace bool
 }
 
 // Reasons a pipeline is refused or stopped by billing.
@@ -134,23 +150,37 @@ func lockAccount(tx *gorm.DB, id int64) (*Account, error) {
 	return &a, nil
 }
 
-// quotaLeft returns the free core-seconds the account has left in month, creating the row.
-func (s *Service) quotaLeft(tx *gorm.DB, accountID int64, month string) (int64, error) {
-	q := QuotaUsage{AccountID: accountID, Month: month}
-	if err := tx.Where(QuotaUsage{AccountID: accountID, Month: month}).FirstOrCreate(&q).Error; err != nil {
+// quotaKey names one bucket's free quota in one month.
+type quotaKey struct {
+	bucket Bucket
+	month  string
+}
+
+// quotaOf is the free quota pb draws on.
+func quotaOf(pb *PipelineBilling) quotaKey { return quotaKey{pb.Bucket, pb.QuotaMonth} }
+
+// quotaRow selects the account's row of the quota k.
+func quotaRow(db *gorm.DB, accountID int64, k quotaKey) *gorm.DB {
+	return db.Model(&QuotaUsage{}).Where("account_id = ? AND month = ? AND bucket = ?", accountID, k.month, k.bucket)
+}
+
+// quotaLeft returns the free core-seconds the account has left of the quota k, creating the row.
+func (s *Service) quotaLeft(tx *gorm.DB, accountID int64, k quotaKey) (int64, error) {
+	q := QuotaUsage{AccountID: accountID, Month: k.month, Bucket: k.bucket}
+	if err := tx.Where(QuotaUsage{AccountID: accountID, Month: k.month, Bucket: k.bucket}).FirstOrCreate(&q).Error; err != nil {
 		return 0, err
 	}
-	return max(0, s.cfg.FreeCoreSeconds-q.UsedCoreSeconds-q.FrozenCoreSeconds), nil
+	return max(0, s.cfg.FreeQuota(k.bucket)-q.UsedCoreSeconds-q.FrozenCoreSeconds), nil
 }
 
 // quotaLeftNow is quotaLeft without creating the row: for reading only.
-func (s *Service) quotaLeftNow(db *gorm.DB, accountID int64, month string) (int64, error) {
+func (s *Service) quotaLeftNow(db *gorm.DB, accountID int64, k quotaKey) (int64, error) {
 	var q QuotaUsage
-	err := db.Where("account_id = ? AND month = ?", accountID, month).Take(&q).Error
+	err := quotaRow(db, accountID, k).Take(&q).Error
 	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
 		return 0, err
 	}
-	return max(0, s.cfg.FreeCoreSeconds-q.UsedCoreSeconds-q.FrozenCoreSeconds), nil
+	return max(0, s.cfg.FreeQuota(k.bucket)-q.UsedCoreSeconds-q.FrozenCoreSeconds), nil
 }
 
 // window is what freezing one more window of pb takes: core-seconds of free quota (from left)
@@ -180,7 +210,8 @@ func freezeTxn(accountID int64, pb *PipelineBilling, money Amount) *Txn {
 
 // admit is the one rule that decides whether the next window of pb may be charged to account a
 // at `at` — Start (dispatch) and CanStart (the queue's "why it waits") both ask it. The free
-// quota pays first (quota classes); the rest is the window's money. Under a spending cap, what
+// quota of pb's bucket pays first (quota classes); the rest is the window's money, whichever the
+// bucket: the cap counts builds and workspaces together. Under a spending cap, what
 // the account paid this month (settled cost less what was written off: see spentSince), the
 // money frozen for its running pipelines and the window's money must stay within the cap; a
 // window that costs no money never passes a cap. Then the balance must hold the money. It
@@ -188,7 +219,7 @@ func freezeTxn(accountID int64, pb *PipelineBilling, money Amount) *Txn {
 func (s *Service) admit(db *gorm.DB, a *Account, pb *PipelineBilling, at time.Time) (fromQuota int64, money Amount, err error) {
 	var left int64
 	if pb.QuotaMonth != "" {
-		if left, err = s.quotaLeftNow(db, a.ID, pb.QuotaMonth); err != nil {
+		if left, err = s.quotaLeftNow(db, a.ID, quotaOf(pb)); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -214,10 +245,10 @@ func (s *Service) admit(db *gorm.DB, a *Account, pb *PipelineBilling, at time.Ti
 // money), writing the quota and the ledger; the caller saves pb.
 func (s *Service) hold(tx *gorm.DB, a *Account, pb *PipelineBilling, fromQuota int64, money Amount, now time.Time) error {
 	if fromQuota > 0 {
-		if _, err := s.quotaLeft(tx, a.ID, pb.QuotaMonth); err != nil { // creates the month's row
+		if _, err := s.quotaLeft(tx, a.ID, quotaOf(pb)); err != nil { // creates the month's row
 			return err
 		}
-		if err := tx.Model(&QuotaUsage{}).Where("account_id = ? AND month = ?", a.ID, pb.QuotaMonth).
+		if err := quotaRow(tx, a.ID, quotaOf(pb)).
 			Update("frozen_core_seconds", gorm.Expr("frozen_core_seconds + ?", fromQuota)).Error; err != nil {
 			return err
 		}
@@ -234,10 +265,11 @@ func (s *Service) hold(tx *gorm.DB, a *Account, pb *PipelineBilling, fromQuota i
 	return nil
 }
 
-// newBilling is the billing record a pipeline starts with at `at`, nothing frozen yet.
+// newBilling is the billing record a pipeline starts with at `at`, nothing frozen yet: in its
+// bucket, at its class's price, drawing on the bucket's free quota if the class is a CPU one.
 func (s *Service) newBilling(accountID int64, r Run, at time.Time) *PipelineBilling {
-	pb := &PipelineBilling{PipelineID: r.PipelineID, AccountID: accountID, RepoID: r.RepoID, Class: r.Class, Cores: r.Cores,
-		Price: s.cfg.Prices[r.Class], StartedAt: at, FrozenUntil: at}
+	pb := &PipelineBilling{PipelineID: r.PipelineID, AccountID: accountID, RepoID: r.RepoID, Class: r.Class, Bucket: BucketOf(r.Workspace),
+		Cores: r.Cores, Price: s.cfg.Prices[r.Class], StartedAt: at, FrozenUntil: at}
 	if s.cfg.QuotaClasses[r.Class] {
 		pb.QuotaMonth = s.month(at)
 	}
@@ -286,16 +318,41 @@ type Spending struct {
 
 // spentSince reads the account's spending since t from the ledger's settle transactions: what
 // a settlement paid is what it took from the account's two books (its postings on the account
-// sum to minus that), what it wrote off its posting to the writeoff book.
+// sum to minus that), what it wrote off its posting to the writeoff book. Builds and workspaces
+// alike: it is what the spending cap counts.
 func (s *Service) spentSince(db *gorm.DB, accountID int64, t time.Time) (Spending, error) {
 	var out struct{ Paid, WrittenOff int64 }
-	err := db.Table("ledger_txns").
-		Select("COALESCE(-SUM(CASE WHEN ledger_postings.account_id = ledger_txns.account_id THEN ledger_postings.amount ELSE 0 END), 0) AS paid, "+
-			"COALESCE(-SUM(CASE WHEN ledger_postings.book = ? THEN ledger_postings.amount ELSE 0 END), 0) AS written_off", BookWriteoff).
-		Joins("JOIN ledger_postings ON ledger_postings.txn_id = ledger_txns.id").
-		Where("ledger_txns.account_id = ? AND ledger_txns.kind = ? AND ledger_txns.created_at >= ?", accountID, KindSettle, t).
-		Scan(&out).Error
+	err := settledSince(db, accountID, t).Select(settledSums, BookWriteoff).Scan(&out).Error
 	return Spending{Paid: Amount(out.Paid), WrittenOff: Amount(out.WrittenOff)}, err
+}
+
+// spentSinceByBucket is spentSince split by the buckets of the settled pipelines (a bucket with
+// no settlement is absent).
+func (s *Service) spentSinceByBucket(db *gorm.DB, accountID int64, t time.Time) (map[Bucket]Spending, error) {
+	var rows []struct {
+		Bucket           Bucket
+		Paid, WrittenOff int64
+	}
+	err := settledSince(db, accountID, t).Select("pipeline_billing.bucket AS bucket, "+settledSums, BookWriteoff).
+		Joins("JOIN pipeline_billing ON pipeline_billing.pipeline_id = ledger_txns.pipeline_id").
+		Group("pipeline_billing.bucket").Scan(&rows).Error
+	out := make(map[Bucket]Spending, len(rows))
+	for _, r := range rows {
+		out[r.Bucket] = Spending{Paid: Amount(r.Paid), WrittenOff: Amount(r.WrittenOff)}
+	}
+	return out, err
+}
+
+// settledSums adds up what settle transactions paid (their postings on the account's books) and
+// wrote off (their posting to the writeoff book, the one parameter).
+const settledSums = "COALESCE(-SUM(CASE WHEN ledger_postings.account_id = ledger_txns.account_id THEN ledger_postings.amount ELSE 0 END), 0) AS paid, " +
+	"COALESCE(-SUM(CASE WHEN ledger_postings.book = ? THEN ledger_postings.amount ELSE 0 END), 0) AS written_off"
+
+// settledSince selects the postings of the account's settle transactions since t.
+func settledSince(db *gorm.DB, accountID int64, t time.Time) *gorm.DB {
+	return db.Table("ledger_txns").
+		Joins("JOIN ledger_postings ON ledger_postings.txn_id = ledger_txns.id").
+		Where("ledger_txns.account_id = ? AND ledger_txns.kind = ? AND ledger_txns.created_at >= ?", accountID, KindSettle, t)
 }
 
 // Tick freezes the next window of every running pipeline whose frozen time runs out within the
@@ -342,8 +399,8 @@ func (s *Service) tickAccount(tx *gorm.DB, group []PipelineBilling, now time.Tim
 	if err != nil {
 		return nil, err
 	}
-	quotaLeft := map[string]int64{}
-	quotaFrozen := map[string]int64{}
+	quotaLeft := map[quotaKey]int64{}
+	quotaFrozen := map[quotaKey]int64{}
 	var stop []int64
 	var txns []Txn
 	var changed []*PipelineBilling
@@ -353,12 +410,13 @@ func (s *Service) tickAccount(tx *gorm.DB, group []PipelineBilling, now time.Tim
 		pb := &group[i]
 		moved := false
 		for !pb.FrozenUntil.After(horizon) {
-			left, ok := quotaLeft[pb.QuotaMonth]
+			k := quotaOf(pb)
+			left, ok := quotaLeft[k]
 			if pb.QuotaMonth != "" && !ok {
-				if left, err = s.quotaLeft(tx, a.ID, pb.QuotaMonth); err != nil {
+				if left, err = s.quotaLeft(tx, a.ID, k); err != nil {
 					return nil, err
 				}
-				quotaLeft[pb.QuotaMonth] = left
+				quotaLeft[k] = left
 			}
 			fromQuota, money, covered := s.window(pb, left, a.Balance)
 			if !covered {
@@ -366,8 +424,8 @@ func (s *Service) tickAccount(tx *gorm.DB, group []PipelineBilling, now time.Tim
 				break
 			}
 			if fromQuota > 0 {
-				quotaLeft[pb.QuotaMonth] -= fromQuota
-				quotaFrozen[pb.QuotaMonth] += fromQuota
+				quotaLeft[k] -= fromQuota
+				quotaFrozen[k] += fromQuota
 			}
 			if money > 0 {
 				t := freezeTxn(a.ID, pb, money)
@@ -383,8 +441,8 @@ func (s *Service) tickAccount(tx *gorm.DB, group []PipelineBilling, now time.Tim
 			changed = append(changed, pb)
 		}
 	}
-	for month, n := range quotaFrozen {
-		if err := tx.Model(&QuotaUsage{}).Where("account_id = ? AND month = ?", a.ID, month).
+	for k, n := range quotaFrozen {
+		if err := quotaRow(tx, a.ID, k).
 			Update("frozen_core_seconds", gorm.Expr("frozen_core_seconds + ?", n)).Error; err != nil {
 			return nil, err
 		}
@@ -442,10 +500,10 @@ WHERE pb.pipeline_id = v.id AND NOT pb.settled`, intArray(ids), intArray(windows
 }
 
 // Settle charges a pipeline's real run time, once: cores × the seconds from its start to end,
-// rounded up to the second. Free quota pays first (for quota classes), then the frozen money,
-// then the balance; what the balance cannot pay (a terminated pipeline that ran past its last
-// covered window) is written off, so an account never goes below zero. The unused freeze is
-// released. The pipeline's Cost and the settle transaction's Amount are what the account paid;
+// rounded up to the second. Its bucket's free quota pays first (for quota classes), then the
+// frozen money, then the balance; what the balance cannot pay (a terminated pipeline that ran
+// past its last covered window) is written off, so an account never goes below zero. The unused
+// freeze is released. The pipeline's Cost and the settle transaction's Amount are what the account paid;
 // the write-off is the settle transaction's posting to the writeoff book (WrittenOff, Uncovered).
 // Settling twice changes nothing.
 func (s *Service) Settle(ctx context.Context, pipelineID int64, end time.Time) error {
@@ -483,7 +541,7 @@ func (s *Service) Settle(ctx context.Context, pipelineID int64, end time.Time) e
 		paid := fromFrozen + fromBalance
 		release := pb.FrozenAmount - fromFrozen
 		if pb.FrozenQuota > 0 {
-			if err := tx.Model(&QuotaUsage{}).Where("account_id = ? AND month = ?", a.ID, pb.QuotaMonth).Updates(map[string]any{
+			if err := quotaRow(tx, a.ID, quotaOf(&pb)).Updates(map[string]any{
 				"frozen_core_seconds": gorm.Expr("frozen_core_seconds - ?", pb.FrozenQuota),
 				"used_core_seconds":   gorm.Expr("used_core_seconds + ?", fromQuota),
 			}).Error; err != nil {
@@ -493,7 +551,7 @@ func (s *Service) Settle(ctx context.Context, pipelineID int64, end time.Time) e
 		if pb.FrozenAmount > 0 || cost > 0 {
 			pid := pipelineID
 			legs := []leg{{a.ID, BookFrozen, -pb.FrozenAmount}, {a.ID, BookAvailable, release - fromBalance}, {0, BookRevenue, cost}}
-			note := fmt.Sprintf("pipeline %d: %d core-seconds (%d from the free quota)", pipelineID, used, fromQuota)
+			note := fmt.Sprintf("pipeline %d: %d core-seconds (%d from the %s free quota)", pipelineID, used, fromQuota, pb.Bucket)
 			if writeoff > 0 {
 				legs = append(legs, leg{0, BookWriteoff, -writeoff})
 				note += fmt.Sprintf("; %s of its %s written off: it ran %s past its last covered window",

@@ -94,9 +94,11 @@ func (f *fixture) checkLedger() {
 		}
 	}
 	var over int64
-	f.db.Raw("SELECT COUNT(*) FROM quota_usage WHERE used_core_seconds + frozen_core_seconds > ? OR frozen_core_seconds < 0", f.svc.cfg.FreeCoreSeconds).Scan(&over)
+	f.db.Raw("SELECT COUNT(*) FROM quota_usage WHERE used_core_seconds + frozen_core_seconds > CASE WHEN bucket = ? THEN ? ELSE ? END "+
+		"OR frozen_core_seconds < 0 OR bucket NOT IN (?, ?)", BucketWorkspace, f.svc.cfg.FreeWorkspaceCoreSeconds, f.svc.cfg.FreeCoreSeconds,
+		BucketBuild, BucketWorkspace).Scan(&over)
 	if over != 0 {
-		f.t.Fatalf("%d quota rows beyond the free quota", over)
+		f.t.Fatalf("%d quota rows beyond their bucket's free quota", over)
 	}
 }
 

@@ -52,16 +52,23 @@ type Config struct {
 	// InternalURL is where the other replicas reach this one, for agent tunnels (package
 	// backend/tunnel); "" = http:// and the address the server listens on.
 	InternalURL string
+	// PreviewDomain is the domain of workspace preview origins: {port}-{id}.<domain> (package
+	// workspace). It needs a wildcard DNS record (and certificate) pointing at the server.
+	PreviewDomain string
 	// Built-in agent.
 	AgentNetwork string
 	// DefaultBuildImage runs pipelines that name no image (CNB's cnbcool/default-build-env).
 	DefaultBuildImage string
+	// DefaultDevImage runs workspaces whose .cnb.yml names no image (CNB's cnbcool/default-dev-env).
+	DefaultDevImage string
 	// Billing.
 	FreezeInterval   time.Duration
 	FreezeLead       int    // percent of FreezeInterval: how early the next window is frozen
 	BillingPrices    string // "class=price,…" per core-hour, merged over the defaults
 	FreeCPUCoreHours string // decimal hours
-	Currency         string
+	// FreeWorkspaceCPUCoreHours is the workspaces' own free CPU quota, decimal hours.
+	FreeWorkspaceCPUCoreHours string
+	Currency                  string
 	// Stripe top-ups: disabled while StripeSecretKey is empty (admin grants still work).
 	StripeSecretKey     string
 	StripeWebhookSecret string
@@ -103,6 +110,7 @@ Usage: `+name+` [serve] [flags]     run the server (default)
        `+name+` admin grant|revoke USERNAME [flags]   set or clear a user's platform-admin flag`)
 	s.String(&c.Listen, "listen", "NIMBUS_LISTEN", "127.0.0.1:8080", "address the HTTP server listens on")
 	s.String(&c.PublicURL, "public-url", "NIMBUS_PUBLIC_URL", "", "URL users and agents reach the server at (default: http://LISTEN)")
+	s.String(&c.PreviewDomain, "preview-domain", "NIMBUS_PREVIEW_DOMAIN", "preview.localhost", "domain of workspace previews and IDEs, served at {port}-{workspace id}.<domain> on the public URL's scheme and port; needs a wildcard DNS record (and TLS certificate) for *.<domain> pointing at the server (the default suits make run: browsers resolve *.localhost to this machine)")
 	s.String(&c.InternalURL, "internal-url", "NIMBUS_INTERNAL_URL", "", "URL the other server replicas reach this one at, for agent tunnels (http(s)://host:port, e.g. the pod's address); empty = http:// and the address the server listens on, enough for one replica")
 	s.String(&c.DataDir, "data-dir", "NIMBUS_DATA_DIR", "./data", "directory for the SQLite file, the generated secret key, repos and artifacts")
 	s.String(&c.DatabaseURL, "database-url", "NIMBUS_DATABASE_URL", "", "postgres://… for PostgreSQL; empty = SQLite in the data dir")
@@ -111,11 +119,13 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(builtin, "builtin-agent", "NIMBUS_BUILTIN_AGENT", "auto", "run an agent inside the server: true, false or auto (= on when both URLs are empty)")
 	s.String(&c.AgentExecutor, "agent-executor", "NIMBUS_AGENT_EXECUTOR", ExecutorAuto, "built-in agent executor: auto (Docker when an engine answers), docker or shell")
 	s.String(&c.AgentNetwork, "agent-network", "NIMBUS_AGENT_NETWORK", "", "built-in agent: network mode of job containers (none, host, bridge, …); empty = the engine's default")
+	s.String(&c.DefaultDevImage, "default-dev-image", "NIMBUS_DEFAULT_DEV_IMAGE", "cnbcool/default-dev-env", "image of workspaces (vscode pipelines) whose .cnb.yml names none (written into their plans)")
 	s.String(&c.DefaultBuildImage, "default-build-image", "NIMBUS_DEFAULT_BUILD_IMAGE", "cnbcool/default-build-env", "image of pipelines whose .cnb.yml names none (written into their plans)")
 	s.Duration(&c.FreezeInterval, "billing-freeze-interval", "NIMBUS_BILLING_FREEZE_INTERVAL", 5*time.Minute, "how much run time is frozen ahead (and how often the next window is frozen)")
 	s.Int(&c.FreezeLead, "billing-freeze-lead", "NIMBUS_BILLING_FREEZE_LEAD", 20, "how early the next window is frozen, in percent of the freeze interval (0–99), so a pipeline its team can no longer pay for is stopped before the unpaid window starts")
 	s.String(&c.BillingPrices, "billing-prices", "NIMBUS_BILLING_PRICES", "", "price per core-hour by runner class, e.g. cnb:arch:amd64=0.125,cnb:arch:amd64:gpu=0.5 (over those defaults)")
 	s.String(&c.FreeCPUCoreHours, "billing-free-cpu-core-hours", "NIMBUS_BILLING_FREE_CPU_CORE_HOURS", "160", "free CPU core-hours per team per calendar month, decimals allowed (never for GPU classes)")
+	s.String(&c.FreeWorkspaceCPUCoreHours, "billing-free-workspace-cpu-core-hours", "NIMBUS_BILLING_FREE_WORKSPACE_CPU_CORE_HOURS", "1600", "free CPU core-hours of cloud development workspaces per team per calendar month, apart from builds', decimals allowed (never for GPU classes)")
 	s.String(&c.Currency, "billing-currency", "NIMBUS_BILLING_CURRENCY", "CNY", "currency of balances, prices and top-ups")
 	s.String(&c.StripeSecretKey, "stripe-secret-key", "NIMBUS_STRIPE_SECRET_KEY", "", "Stripe secret key (sk_…); empty = top-ups disabled, admin grants only")
 	s.String(&c.StripeWebhookSecret, "stripe-webhook-secret", "NIMBUS_STRIPE_WEBHOOK_SECRET", "", "signing secret (whsec_…) of the webhook endpoint POST /api/v1/billing/stripe/webhook")
@@ -242,6 +252,9 @@ func (c *Config) Resolve(builtinAgent string) error {
 	if _, err := c.FreeCoreSeconds(); err != nil {
 		return err
 	}
+	if _, err := c.FreeWorkspaceCoreSeconds(); err != nil {
+		return err
+	}
 	if c.LeaseTTL < 3*time.Second {
 		// Agents renew every third of the TTL; below a second a heartbeat is mostly latency.
 		return fmt.Errorf("invalid NIMBUS_LEASE_TTL %s: at least 3s (agents renew every third of it)", c.LeaseTTL)
@@ -356,9 +369,19 @@ func (c *Config) checkStripe() error {
 
 // FreeCoreSeconds is NIMBUS_BILLING_FREE_CPU_CORE_HOURS in core-seconds.
 func (c *Config) FreeCoreSeconds() (int64, error) {
-	h, err := strconv.ParseFloat(strings.TrimSpace(c.FreeCPUCoreHours), 64)
+	return coreSeconds("NIMBUS_BILLING_FREE_CPU_CORE_HOURS", c.FreeCPUCoreHours)
+}
+
+// FreeWorkspaceCoreSeconds is NIMBUS_BILLING_FREE_WORKSPACE_CPU_CORE_HOURS in core-seconds.
+func (c *Config) FreeWorkspaceCoreSeconds() (int64, error) {
+	return coreSeconds("NIMBUS_BILLING_FREE_WORKSPACE_CPU_CORE_HOURS", c.FreeWorkspaceCPUCoreHours)
+}
+
+// coreSeconds reads a setting of core-hours (decimals allowed) as whole core-seconds.
+func coreSeconds(name, v string) (int64, error) {
+	h, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 	if err != nil || h < 0 || h > 1e9 {
-		return 0, fmt.Errorf("invalid NIMBUS_BILLING_FREE_CPU_CORE_HOURS %q: want a number of hours ≥ 0", c.FreeCPUCoreHours)
+		return 0, fmt.Errorf("invalid %s %q: want a number of hours ≥ 0", name, v)
 	}
 	return int64(h*3600 + 0.5), nil
 }

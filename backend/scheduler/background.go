@@ -27,7 +27,7 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 	if since := time.Unix(0, s.heardSince.Load()); now.Sub(since) < s.cfg.LeaseTTL {
 		return 0, nil
 	}
-	reaped, err := s.builds.Reap(ctx, now)
+	reaped, err := s.builds.Reap(ctx, now, s.cfg.LeaseTTL)
 	for i := range reaped {
 		p := &reaped[i].Pipeline
 		if !reaped[i].Requeued {

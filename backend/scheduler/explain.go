@@ -61,7 +61,7 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 		}
 		if s.bill != nil {
 			// Money comes first: a pipeline its account cannot pay for would fail at dispatch.
-			if err := s.bill.CanStart(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs}); err != nil {
+			if err := s.bill.CanStart(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs, Workspace: p.Workspace}); err != nil {
 				if errors.Is(err, billing.ErrSpendingCap) {
 					out[p.ID] = "the team's monthly spending cap is reached"
 				} else if errors.Is(err, billing.ErrInsufficientBalance) {

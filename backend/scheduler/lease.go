@@ -191,7 +191,8 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 	if s.bill != nil {
 		// The first window is frozen before the agent hears of the pipeline: one the account
 		// cannot cover never starts.
-		err := s.bill.Start(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs}, *p.StartedAt)
+		err := s.bill.Start(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs,
+			Workspace: p.Workspace}, *p.StartedAt)
 		if errors.Is(err, billing.ErrInsufficientBalance) || errors.Is(err, billing.ErrSpendingCap) {
 			reason := build.ReasonInsufficientBalance
 			if errors.Is(err, billing.ErrSpendingCap) {
@@ -247,6 +248,11 @@ func (s *Service) leaseFor(ctx context.Context, p *build.Pipeline, leaseID, jobT
 			"CNB_BUILD_WEB_URL":    s.cfg.PublicURL + "/" + slug + "/builds/" + itoa(run.BuildNumber),
 			"CNB_BUILD_START_TIME": p.StartedAt.UTC().Format(time.RFC1123),
 		}}
+	if p.Workspace && s.cfg.WorkspaceEnv != nil {
+		for k, v := range s.cfg.WorkspaceEnv(run.OrgName, run.RepoName, p.ID) {
+			l.Env[k] = v
+		}
+	}
 	if n := s.in.classes.gpusOf(p.RunnerTag); n > 0 && len(req.FreeGPUs) >= n {
 		l.GPUs = append([]string(nil), req.FreeGPUs[:n]...)
 	}

@@ -36,6 +36,9 @@ type Config struct {
 	Caps map[string]int
 	// Location is the time zone of cron schedules (UTC+8 when nil).
 	Location *time.Location
+	// WorkspaceEnv is what a workspace pipeline's lease adds to its built-in variables
+	// (CNB_VSCODE_WEB_URL, CNB_VSCODE_PROXY_URI: package workspace); nil adds nothing.
+	WorkspaceEnv func(org, repo string, pipelineID int64) map[string]string
 }
 
 // LogSink stores job logs (package logs).

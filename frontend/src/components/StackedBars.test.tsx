@@ -6,9 +6,9 @@ describe('StackedBars', () => {
   it('draws one bar segment per non-zero value, a legend and a data table', () => {
     const data = shapeUsage(
       [
-        { date: '2026-06-01', runner_class: 'cpu', repo_id: 1, repo: 'a', pipelines: 1, core_seconds: 7200, quota_core_seconds: 0, cost: '0', written_off: '0' },
-        { date: '2026-06-02', runner_class: 'gpu', repo_id: 1, repo: 'a', pipelines: 1, core_seconds: 3600, quota_core_seconds: 0, cost: '0', written_off: '0' },
-        { date: '2026-06-02', runner_class: 'cpu', repo_id: 1, repo: 'a', pipelines: 1, core_seconds: 3600, quota_core_seconds: 0, cost: '0', written_off: '0' },
+        { date: '2026-06-01', bucket: 'build', runner_class: 'cpu', repo_id: 1, repo: 'a', pipelines: 1, core_seconds: 7200, quota_core_seconds: 0, cost: '0', written_off: '0' },
+        { date: '2026-06-02', bucket: 'build', runner_class: 'gpu', repo_id: 1, repo: 'a', pipelines: 1, core_seconds: 3600, quota_core_seconds: 0, cost: '0', written_off: '0' },
+        { date: '2026-06-02', bucket: 'build', runner_class: 'cpu', repo_id: 1, repo: 'a', pipelines: 1, core_seconds: 3600, quota_core_seconds: 0, cost: '0', written_off: '0' },
       ],
       'runner_class',
       '2026-06-01',

@@ -928,8 +928,8 @@ export interface paths {
   "/orgs/{org}/billing": {
     /**
      * The billing account of an organization
-     * @description Balance, money frozen for running pipelines, the month's free CPU quota and spending,
-     * the account's controls and whether top-ups are possible. Money is a decimal string
+     * @description Balance, money frozen for running pipelines, the month's free CPU quotas and spending
+     * (builds and cloud development workspaces each apart, and in total), the account's controls and whether top-ups are possible. Money is a decimal string
      * with 4 places in `currency`. Role `billing`, `admin` or `owner` (other members get 403,
      * non-members and deploy or job tokens 404); token scope `billing:read`.
      */
@@ -965,10 +965,11 @@ export interface paths {
   };
   "/orgs/{org}/billing/usage": {
     /**
-     * Settled use by day, runner class and repo
+     * Settled use by day, bucket, runner class and repo
      * @description The settled pipelines of the account added up by the day they ended (in the billing
-     * time zone, `NIMBUS_TIMEZONE`), their runner class and their repo; running pipelines
-     * count once they are settled. Sorted by `date`, `runner_class`, then `repo`; paginated
+     * time zone, `NIMBUS_TIMEZONE`), their bucket (`build` or `workspace`), their runner class
+     * and their repo; running pipelines count once they are settled. Sorted by `date`,
+     * `bucket`, `runner_class`, then `repo`; paginated
      * (the cursor is a position in that order). Role `billing`, `admin` or `owner`; token
      * scope `billing:read`.
      */
@@ -1948,6 +1949,32 @@ export interface components {
      */
     Money: string;
     /**
+     * @description One bucket's free CPU quota of `month`, in core-seconds (never used for GPU classes):
+     * builds have theirs (`NIMBUS_BILLING_FREE_CPU_CORE_HOURS`, 160 core-hours by default),
+     * cloud development workspaces theirs (`NIMBUS_BILLING_FREE_WORKSPACE_CPU_CORE_HOURS`, 1600).
+     */
+    BillingFreeQuota: {
+      /**
+       * Format: int64
+       * @example 576000
+       */
+      total_core_seconds: number;
+      /** Format: int64 */
+      used_core_seconds: number;
+      /**
+       * Format: int64
+       * @description Held for the current windows of the bucket's running CPU pipelines.
+       */
+      frozen_core_seconds: number;
+      /** Format: int64 */
+      left_core_seconds: number;
+    };
+    /** @description What one bucket's pipelines settled this month paid and had written off. */
+    BillingBucketSpending: {
+      spent: components["schemas"]["Money"];
+      written_off: components["schemas"]["Money"];
+    };
+    /**
      * @example {
      *   "currency": "CNY",
      *   "balance": "12.3400",
@@ -1958,9 +1985,25 @@ export interface components {
      *     "frozen_core_seconds": 1200,
      *     "left_core_seconds": 573566
      *   },
+     *   "workspace_free_quota": {
+     *     "total_core_seconds": 5760000,
+     *     "used_core_seconds": 86400,
+     *     "frozen_core_seconds": 2400,
+     *     "left_core_seconds": 5671200
+     *   },
      *   "month": "2026-06",
      *   "month_spent": "3.2000",
      *   "month_written_off": "0.0000",
+     *   "month_by_bucket": {
+     *     "build": {
+     *       "spent": "1.2000",
+     *       "written_off": "0.0000"
+     *     },
+     *     "workspace": {
+     *       "spent": "2.0000",
+     *       "written_off": "0.0000"
+     *     }
+     *   },
      *   "spending_cap": "500.0000",
      *   "low_balance_threshold": null,
      *   "alert_webhook_url": "",
@@ -1975,33 +2018,23 @@ export interface components {
       /** @example CNY */
       currency: string;
       balance: components["schemas"]["Money"];
-      /** @description Money held for the current windows of running pipelines. */
+      /** @description Money held for the current windows of running pipelines (builds and workspaces). */
       frozen: components["schemas"]["Money"];
-      /** @description The free CPU quota of `month`, in core-seconds (never used for GPU classes). */
-      free_quota: {
-        /**
-         * Format: int64
-         * @example 576000
-         */
-        total_core_seconds: number;
-        /** Format: int64 */
-        used_core_seconds: number;
-        /**
-         * Format: int64
-         * @description Held for the current windows of running CPU pipelines.
-         */
-        frozen_core_seconds: number;
-        /** Format: int64 */
-        left_core_seconds: number;
-      };
+      /** @description The builds' free CPU quota of `month`. */
+      free_quota: components["schemas"]["BillingFreeQuota"];
+      /**
+       * @description The cloud development workspaces' free CPU quota of `month`, a bucket apart from the
+       * builds'. GPU workspaces have none: they pay from their first second.
+       */
+      workspace_free_quota: components["schemas"]["BillingFreeQuota"];
       /**
        * @description The current calendar month in the billing time zone.
        * @example 2026-06
        */
       month: string;
       /**
-       * @description What this month's settled pipelines paid: their cost less what was written off (what
-       * the spending cap counts, with `frozen`).
+       * @description What this month's settled pipelines, builds and workspaces, paid: their cost less
+       * what was written off (what the spending cap counts, with `frozen`).
        */
       month_spent: components["schemas"]["Money"];
       /**
@@ -2010,6 +2043,11 @@ export interface components {
        * Never counted by the spending cap.
        */
       month_written_off: components["schemas"]["Money"];
+      /** @description `month_spent` and `month_written_off` split by bucket: the two add up to them. */
+      month_by_bucket: {
+        build: components["schemas"]["BillingBucketSpending"];
+        workspace: components["schemas"]["BillingBucketSpending"];
+      };
       /** @description Per calendar month; null = none. */
       spending_cap: string | null;
       /** @description An alert when the balance falls below it; null = none. */
@@ -2046,6 +2084,11 @@ export interface components {
     Usage: {
       /** Format: date */
       date: string;
+      /**
+       * @description Builds and cloud development workspaces are billed apart (each its own free CPU quota) and never share a row.
+       * @enum {string}
+       */
+      bucket: "build" | "workspace";
       /** @example cnb:arch:amd64:gpu */
       runner_class: string;
       /** Format: int64 */
@@ -2057,7 +2100,7 @@ export interface components {
       core_seconds: number;
       /**
        * Format: int64
-       * @description Of `core_seconds`, how many the free quota paid.
+       * @description Of `core_seconds`, how many the free quota of the row's bucket paid.
        */
       quota_core_seconds: number;
       /** @description What the pipelines paid (their price less `written_off`). */
@@ -4502,8 +4545,8 @@ export interface operations {
   };
   /**
    * The billing account of an organization
-   * @description Balance, money frozen for running pipelines, the month's free CPU quota and spending,
-   * the account's controls and whether top-ups are possible. Money is a decimal string
+   * @description Balance, money frozen for running pipelines, the month's free CPU quotas and spending
+   * (builds and cloud development workspaces each apart, and in total), the account's controls and whether top-ups are possible. Money is a decimal string
    * with 4 places in `currency`. Role `billing`, `admin` or `owner` (other members get 403,
    * non-members and deploy or job tokens 404); token scope `billing:read`.
    */
@@ -4569,10 +4612,11 @@ export interface operations {
     };
   };
   /**
-   * Settled use by day, runner class and repo
+   * Settled use by day, bucket, runner class and repo
    * @description The settled pipelines of the account added up by the day they ended (in the billing
-   * time zone, `NIMBUS_TIMEZONE`), their runner class and their repo; running pipelines
-   * count once they are settled. Sorted by `date`, `runner_class`, then `repo`; paginated
+   * time zone, `NIMBUS_TIMEZONE`), their bucket (`build` or `workspace`), their runner class
+   * and their repo; running pipelines count once they are settled. Sorted by `date`,
+   * `bucket`, `runner_class`, then `repo`; paginated
    * (the cursor is a position in that order). Role `billing`, `admin` or `owner`; token
    * scope `billing:read`.
    */

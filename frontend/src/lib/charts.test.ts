@@ -1,8 +1,9 @@
-import { OTHER, dayRange, niceTicks, shapeUsage } from './charts'
+import { OTHER, bucketTotals, dayRange, niceTicks, shapeUsage } from './charts'
 import type { Usage } from './types'
 
-const u = (date: string, runner_class: string, repo: string, core_seconds: number, repo_id = 1): Usage => ({
+const u = (date: string, runner_class: string, repo: string, core_seconds: number, repo_id = 1, bucket: Usage['bucket'] = 'build'): Usage => ({
   date,
+  bucket,
   runner_class,
   repo_id,
   repo,
@@ -61,6 +62,24 @@ describe('shapeUsage', () => {
 
   it('is empty without rows', () => {
     expect(shapeUsage([], 'repo', '2026-06-01', '2026-06-02')).toEqual({ days: ['2026-06-01', '2026-06-02'], series: [], max: 0 })
+  })
+})
+
+describe('bucketTotals', () => {
+  it('adds up builds and workspaces apart, both always present', () => {
+    const rows = [
+      u('2026-06-01', 'cnb:arch:amd64', 'trainer', 7200),
+      { ...u('2026-06-01', 'cnb:arch:amd64', 'trainer', 3600, 1, 'workspace'), pipelines: 2, quota_core_seconds: 3600 },
+      u('2026-06-02', 'cnb:arch:amd64:gpu', 'trainer', 1800, 1, 'workspace'),
+    ]
+    expect(bucketTotals(rows)).toEqual({
+      build: { pipelines: 1, core_seconds: 7200, quota_core_seconds: 0 },
+      workspace: { pipelines: 3, core_seconds: 5400, quota_core_seconds: 3600 },
+    })
+    expect(bucketTotals([])).toEqual({
+      build: { pipelines: 0, core_seconds: 0, quota_core_seconds: 0 },
+      workspace: { pipelines: 0, core_seconds: 0, quota_core_seconds: 0 },
+    })
   })
 })
 

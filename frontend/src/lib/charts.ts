@@ -1,6 +1,34 @@
-// Shapes billing usage rows (date × runner class × repo, core-seconds) into chart series:
-// core-hours per day, one series per runner class or per repo, every day of the range present.
+// Shapes billing usage rows (date × bucket × runner class × repo, core-seconds) into chart
+// series: core-hours per day, one series per runner class or per repo, every day of the range
+// present. Builds and workspaces are billed in buckets of their own and charted apart.
 import type { Usage } from './types'
+
+export type Bucket = Usage['bucket']
+
+/** The buckets in the order the page shows them, with their names for people. */
+export const BUCKETS: { bucket: Bucket; label: string }[] = [
+  { bucket: 'build', label: 'Builds' },
+  { bucket: 'workspace', label: 'Workspaces' },
+]
+
+export interface BucketTotal {
+  pipelines: number
+  core_seconds: number
+  quota_core_seconds: number // of core_seconds, what the bucket's free quota paid
+}
+
+/** Adds up the rows of each bucket (every bucket present, zero when it has no rows). */
+export function bucketTotals(rows: Usage[]): Record<Bucket, BucketTotal> {
+  const out = {} as Record<Bucket, BucketTotal>
+  for (const { bucket } of BUCKETS) out[bucket] = { pipelines: 0, core_seconds: 0, quota_core_seconds: 0 }
+  for (const r of rows) {
+    const t = (out[r.bucket] ??= { pipelines: 0, core_seconds: 0, quota_core_seconds: 0 })
+    t.pipelines += r.pipelines
+    t.core_seconds += r.core_seconds
+    t.quota_core_seconds += r.quota_core_seconds
+  }
+  return out
+}
 
 export interface Series {
   key: string

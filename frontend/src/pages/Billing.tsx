@@ -3,7 +3,7 @@ import { useParams, useSearchParams } from 'react-router'
 import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
 import type { BillingAccount } from '../lib/types'
-import { shapeUsage } from '../lib/charts'
+import { BUCKETS, bucketTotals, shapeUsage, type Bucket } from '../lib/charts'
 import { StackedBars } from '../components/StackedBars'
 import { Empty, ErrorBox, Field, FormError, Loading, Notice, QueryView } from '../components/ui'
 import { coreHours, dateTime, money } from '../lib/format'
@@ -13,22 +13,23 @@ const today = () => {
   return `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, '0')}-${String(d.getDate()).padStart(2, '0')}`
 }
 
-function QuotaGauge({ a }: { a: BillingAccount }) {
-  const q = a.free_quota
+/** One bucket's free CPU quota of the month: builds and workspaces each have their own. */
+function QuotaGauge({ q, bucket, month }: { q: BillingAccount['free_quota']; bucket: Bucket; month: string }) {
   const used = q.used_core_seconds + q.frozen_core_seconds
   const pct = q.total_core_seconds > 0 ? Math.min(100, (used / q.total_core_seconds) * 100) : 100
+  const id = `quota-label-${bucket}`
   return (
-    <div className="stat">
-      <span className="label" id="quota-label">
-        Free CPU quota, {a.month}
+    <div className="stat" data-quota={bucket}>
+      <span className="label" id={id}>
+        Free {bucket === 'workspace' ? 'workspace' : 'build'} CPU quota, {month}
       </span>
-      <div className="gauge" role="meter" aria-labelledby="quota-label" aria-valuemin={0} aria-valuemax={q.total_core_seconds} aria-valuenow={used} aria-valuetext={`${pct.toFixed(0)}% used`}>
+      <div className="gauge" role="meter" aria-labelledby={id} aria-valuemin={0} aria-valuemax={q.total_core_seconds} aria-valuenow={used} aria-valuetext={`${pct.toFixed(0)}% used`}>
         <div className="gauge-used" style={{ width: `${(q.used_core_seconds / Math.max(1, q.total_core_seconds)) * 100}%` }} />
         <div className="gauge-frozen" style={{ width: `${(q.frozen_core_seconds / Math.max(1, q.total_core_seconds)) * 100}%` }} />
       </div>
       <span className="muted">
         {coreHours(q.used_core_seconds)} used{q.frozen_core_seconds ? `, ${coreHours(q.frozen_core_seconds)} held` : ''} of {coreHours(q.total_core_seconds)} ·{' '}
-        <span data-testid="quota-left">{coreHours(q.left_core_seconds)} left</span>
+        <span data-testid={bucket === 'workspace' ? 'workspace-quota-left' : 'quota-left'}>{coreHours(q.left_core_seconds)} left</span>
       </span>
     </div>
   )
@@ -52,14 +53,18 @@ function Summary({ a }: { a: BillingAccount }) {
         <strong className="big" data-testid="month-spent">
           {money(a.month_spent, a.currency)}
         </strong>
-        <span className="muted">{a.spending_cap ? `cap ${money(a.spending_cap, a.currency)}` : 'no spending cap'}</span>
+        <span className="muted" data-testid="month-by-bucket">
+          builds {money(a.month_by_bucket.build.spent, a.currency)} · workspaces {money(a.month_by_bucket.workspace.spent, a.currency)}
+        </span>
+        <span className="muted">{a.spending_cap ? `cap ${money(a.spending_cap, a.currency)}, builds and workspaces together` : 'no spending cap'}</span>
         {Number(a.month_written_off) > 0 && (
           <span className="muted" data-testid="month-written-off" title="Run time past a pipeline's last covered window that the balance could not pay: not charged, not counted by the cap">
             {money(a.month_written_off, a.currency)} written off
           </span>
         )}
       </div>
-      <QuotaGauge a={a} />
+      <QuotaGauge q={a.free_quota} bucket="build" month={a.month} />
+      <QuotaGauge q={a.workspace_free_quota} bucket="workspace" month={a.month} />
     </div>
   )
 }
@@ -147,8 +152,18 @@ function UsageCharts({ org, month }: { org: string; month: string }) {
     refetchInterval: 30_000,
   })
   const end = useMemo(() => to || (q.data ?? []).reduce((m, r) => (r.date > m ? r.date : m), today()), [q.data, to])
-  const byClass = useMemo(() => (q.data ? shapeUsage(q.data, 'runner_class', from, end) : null), [q.data, from, end])
-  const byRepo = useMemo(() => (q.data ? shapeUsage(q.data, 'repo', from, end) : null), [q.data, from, end])
+  // Builds and workspaces are billed in buckets of their own: each gets its charts.
+  const charts = useMemo(
+    () =>
+      q.data
+        ? BUCKETS.map(({ bucket, label }) => {
+            const rows = q.data.filter((r) => r.bucket === bucket)
+            return { bucket, label, byClass: shapeUsage(rows, 'runner_class', from, end), byRepo: shapeUsage(rows, 'repo', from, end) }
+          })
+        : null,
+    [q.data, from, end],
+  )
+  const byBucket = useMemo(() => bucketTotals(q.data ?? []), [q.data])
   const totals = useMemo(() => {
     const t = { core: 0, pipelines: 0 }
     for (const r of q.data ?? []) {
@@ -168,15 +183,27 @@ function UsageCharts({ org, month }: { org: string; month: string }) {
       </div>
       {q.isPending && <Loading what="Loading usage" />}
       {q.isError && <ErrorBox error={q.error} retry={() => q.refetch()} />}
-      {q.data && byClass && byRepo && (
+      {q.data && charts && (
         <>
           <p data-testid="usage-total">
             {totals.pipelines} {totals.pipelines === 1 ? 'pipeline' : 'pipelines'}, <strong>{coreHours(totals.core)}</strong> settled in this period.
           </p>
-          <div className="charts">
-            <StackedBars data={byClass} title="Core-hours per day by runner class" />
-            <StackedBars data={byRepo} title="Core-hours per day by repo" />
-          </div>
+          {charts.map((c) => {
+            const t = byBucket[c.bucket]
+            return (
+              <section key={c.bucket} data-bucket={c.bucket} aria-labelledby={`usage-${c.bucket}-h`}>
+                <h3 id={`usage-${c.bucket}-h`}>{c.label}</h3>
+                <p className="muted" data-testid={`usage-${c.bucket}`}>
+                  {t.pipelines} {t.pipelines === 1 ? 'pipeline' : 'pipelines'}, {coreHours(t.core_seconds)}
+                  {t.quota_core_seconds > 0 ? `, ${coreHours(t.quota_core_seconds)} of them from the free ${c.bucket} quota` : ''}
+                </p>
+                <div className="charts">
+                  <StackedBars data={c.byClass} title={`${c.label}: core-hours per day by runner class`} />
+                  <StackedBars data={c.byRepo} title={`${c.label}: core-hours per day by repo`} />
+                </div>
+              </section>
+            )
+          })}
         </>
       )}
     </section>

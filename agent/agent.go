@@ -54,6 +54,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/runner"
 	"github.com/nimbus-build/nimbus/agent/tunnel"
 	"github.com/nimbus-build/nimbus/agent/volumes"
+	"github.com/nimbus-build/nimbus/agent/workspace"
 )
 
 // Config is an agent's configuration.
@@ -546,8 +547,8 @@ func (l *loop) control(heartbeat time.Duration) {
 }
 
 // holdTunnel holds the agent's tunnel (agent/tunnel), the connection the server opens streams
-// to this host on, with the current registration's token until the reports context ends.
-// Nothing serves streams on it yet: each is refused as an unknown kind.
+// to this host on, with the current registration's token until the reports context ends. It
+// serves the workspaces' streams (agent/workspace): terminals, ports, SSH.
 func (l *loop) holdTunnel() {
 	t, err := tunnel.New(tunnel.Config{ServerURL: l.cfg.ServerURL, Token: l.token,
 		UserAgent: "nimbus-agent/" + l.cfg.Version, Log: l.log})
@@ -555,7 +556,37 @@ func (l *loop) holdTunnel() {
 		l.log.Error("the agent holds no tunnel", "err", err)
 		return
 	}
+	ws := workspace.New(workspace.Config{Runtime: l.workspaces, Log: l.log})
+	defer ws.Close()
+	for kind, h := range ws.Handlers() {
+		t.Register(kind, h)
+	}
 	t.Run(l.reports)
+}
+
+// workspaces is the current registration's runner, as agent/workspace sees it.
+func (l *loop) workspaces() workspace.Runtime {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.session == nil {
+		return nil
+	}
+	return workspaceRuntime{l.session.run}
+}
+
+// workspaceRuntime adapts the runner's workspaces to agent/workspace.
+type workspaceRuntime struct{ *runner.Runner }
+
+func (w workspaceRuntime) Attach(leaseID string) (workspace.Target, func(), error) {
+	c, release, err := w.Runner.Attach(leaseID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c == nil {
+		release()
+		return nil, nil, errors.New("this agent runs jobs as host processes: its workspaces have no container to enter")
+	}
+	return workspace.ContainerTarget(c), release, nil
 }
 
 // token is the agent token of the current registration.

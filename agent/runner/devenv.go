@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -63,6 +64,12 @@ type devEnv struct {
 	// container is the long-lived container terminals and previews enter; nil with the shell
 	// executor, which has none.
 	container *executor.Container
+	// ide is what serves the IDE port (protocol.IDE*), ideReason why there is none.
+	ide, ideReason string
+	// launch and onlyPreview are the vscode service's options (§2.4): a command that serves
+	// protocol.IDEPort instead of the IDE.
+	launch      string
+	onlyPreview bool
 }
 
 func newDevEnv(p *protocol.Plan, onReady func()) *devEnv {
@@ -74,6 +81,10 @@ func newDevEnv(p *protocol.Plan, onReady func()) *devEnv {
 					d.keepAlive = k
 				}
 			}
+			if v, ok := s.Options["launch"].(string); ok {
+				d.launch = strings.TrimSpace(v)
+			}
+			d.onlyPreview, _ = s.Options["onlyPreview"].(bool)
 		}
 	}
 	for _, group := range [][]protocol.Stage{p.Stages, p.FailStages, p.EndStages} {
@@ -250,6 +261,7 @@ func (x *run) startDevEnv(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("workspace: start the environment: %w", err)
 	}
 	x.dev.container = c
+	x.startIDE(ctx, c, env)
 	return func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -257,6 +269,50 @@ func (x *run) startDevEnv(ctx context.Context) (func(), error) {
 			x.log.Warn("removing the workspace's container failed; the agent's next start removes it", "err", err)
 		}
 	}, nil
+}
+
+// startIDE starts what serves the IDE port: the vscode service's launch command when it has
+// one (onlyPreview's preview service), else the image's code-server. It runs for the life of
+// the container; what it prints goes to the preparation log. Nothing there is an error: the
+// terminal is always the way in, and the status says why there is no IDE.
+func (x *run) startIDE(ctx context.Context, c *executor.Container, env map[string]string) {
+	d := x.dev
+	var cmd []string
+	switch {
+	case d.launch != "":
+		d.ide, cmd = protocol.IDELaunch, []string{"/bin/sh", "-c", d.launch}
+	case d.onlyPreview:
+		d.ide, d.ideReason = protocol.IDENone, "onlyPreview without launch: nothing serves the preview port"
+		return
+	default:
+		probe, err := c.Exec(ctx, executor.ExecSpec{Cmd: []string{"/bin/sh", "-c", "command -v code-server"}})
+		code := -1
+		if err == nil {
+			probe.CloseWrite()
+			io.Copy(io.Discard, probe)
+			code, _ = probe.Wait(ctx)
+			probe.Close()
+		}
+		if code != 0 {
+			d.ide, d.ideReason = protocol.IDENone, "the image has no code-server: use the terminal, or an image with code-server on its PATH"
+			return
+		}
+		d.ide = protocol.IDECodeServer
+		cmd = []string{"code-server", "--bind-addr", "127.0.0.1:" + strconv.Itoa(protocol.IDEPort), "--auth", "none",
+			"--disable-telemetry", "--disable-update-check", x.mount}
+	}
+	proc, err := c.Exec(context.WithoutCancel(ctx), executor.ExecSpec{Cmd: cmd, Env: env})
+	if err != nil {
+		d.ide, d.ideReason = protocol.IDENone, "starting the IDE failed: "+err.Error()
+		x.setupLog().note("workspace: " + d.ideReason)
+		return
+	}
+	x.setupLog().note(fmt.Sprintf("workspace: %s serves port %d: %s", d.ide, protocol.IDEPort, strings.Join(cmd, " ")))
+	go func() {
+		proc.CloseWrite()
+		io.Copy(io.Discard, proc)
+		proc.Close()
+	}()
 }
 
 // KeepAlive records activity in a lease's workspace (the dashboard's "keep alive").
@@ -269,6 +325,73 @@ func (r *Runner) KeepAlive(leaseID string) error {
 	}
 	x.dev.touch()
 	return nil
+}
+
+// Status is what a lease's workspace is doing now: its connections, how long it has been
+// idle, its cap and its IDE.
+func (r *Runner) Status(leaseID string) (protocol.WorkspaceStatus, error) {
+	r.mu.Lock()
+	x := r.runs[leaseID]
+	r.mu.Unlock()
+	if x == nil || x.dev == nil {
+		return protocol.WorkspaceStatus{}, ErrNoWorkspace
+	}
+	d := x.dev
+	idle := d.idleFor(time.Now())
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := protocol.WorkspaceStatus{Connections: d.conns, IdleForMs: idle.Milliseconds(),
+		IdleTimeoutMs: d.keepAlive.Milliseconds(), Deadline: x.deadline, IDE: d.ide, IDEReason: d.ideReason}
+	if st.IDE == "" {
+		st.IDE, st.IDEReason = protocol.IDENone, "the workspace runs without a container (shell executor)"
+	}
+	return st, nil
+}
+
+// Restore applies a saved work (saveWork's ref, of this workspace's repo) to the workspace's
+// tree: what that commit changed against its parent, left uncommitted. It returns the files
+// the saved work touched; a change that does not apply (the tree has moved on) changes nothing.
+func (r *Runner) Restore(ctx context.Context, leaseID, ref string) ([]string, error) {
+	r.mu.Lock()
+	x := r.runs[leaseID]
+	r.mu.Unlock()
+	if x == nil || x.dev == nil || !x.dev.readyYet() {
+		return nil, ErrNoWorkspace
+	}
+	if !strings.HasPrefix(ref, "refs/nimbus/workspaces/") || strings.Contains(ref, "..") {
+		return nil, fmt.Errorf("restore: %q is not a saved work", ref)
+	}
+	u, err := url.Parse(x.lease.CloneURL)
+	if err != nil || x.lease.CloneURL == "" || !x.lease.Plan.Git.Enable {
+		return nil, errors.New("restore: this workspace has no clone of its repo")
+	}
+	env := x.gitEnv(u)
+	if err := x.gitRetrying(ctx, env, "fetch", "--quiet", "--no-tags", "origin", ref); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	saved, err := x.gitOutput(ctx, env, "rev-parse", "FETCH_HEAD")
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	saved = strings.TrimSpace(saved)
+	names, err := x.gitOutput(ctx, env, "diff", "--name-only", saved+"^", saved)
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	patch := filepath.Join(x.cfg.WorkDir, "workspaces", x.lease.ID+".restore.patch")
+	defer os.Remove(patch)
+	diff, err := x.gitOutput(ctx, env, "diff", "--binary", "--full-index", saved+"^", saved)
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	if err := os.WriteFile(patch, []byte(diff), 0o600); err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	if err := x.git(ctx, env, "apply", "--binary", patch); err != nil {
+		return nil, fmt.Errorf("restore: the saved work does not apply to this tree: %w", err)
+	}
+	x.dev.touch()
+	return strings.Fields(names), nil
 }
 
 // saveWork keeps what the user changed in the workspace and did not push: a commit of the whole

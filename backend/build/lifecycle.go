@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -50,7 +51,7 @@ type Lifecycle interface {
 	RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error)
 	// Reap handles up to 500 running pipelines whose lease expired before now: it ends or
 	// re-queues each and returns them.
-	Reap(ctx context.Context, now time.Time) ([]Reaped, error)
+	Reap(ctx context.Context, now time.Time, leaseTTL time.Duration) ([]Reaped, error)
 	// RequestStop asks the agent of a running pipeline to stop it, with a reason; the agent is
 	// told at once through Config.Agents (and at its next renew in any case).
 	RequestStop(ctx context.Context, pipelineID int64, reason string) error
@@ -244,8 +245,10 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 			return nil
 		case protocol.EventWorkspaceReady:
 			// A workspace's readiness is the agent's to tell (at once, or at its vscode:go).
+			// From then on people work in it: a lost agent fails it (agent_lost) rather than
+			// handing a fresh environment to the queue, even when it has no stages.
 			return tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND workspace AND ready_at IS NULL", p.ID, leaseID).
-				Update("ready_at", now).Error
+				Updates(map[string]any{"ready_at": now, "user_started": true}).Error
 		case protocol.EventJobStarted:
 			// From here on user code may have run: an expired lease now fails the pipeline.
 			if err := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ?", p.ID, leaseID).Update("user_started", true).Error; err != nil {
@@ -305,7 +308,14 @@ func (s *Service) Finish(ctx context.Context, agentID, leaseID string, req proto
 		return p, false, nil // a retried finish
 	}
 	status, reason := req.Status, req.Reason
-	if p.CancelRequested && p.Reason != "" {
+	switch {
+	case p.CancelRequested && p.Reason != "" && p.Workspace && req.Status == StatusSuccess && strings.Contains(req.Reason, p.Reason):
+		// A workspace stopped gracefully: the agent's reason names the stop and where the
+		// work was saved; money still ends it as terminated.
+		if p.Reason == ReasonInsufficientBalance {
+			status = StatusTerminated
+		}
+	case p.CancelRequested && p.Reason != "":
 		// Billing or the API stopped it: its reason wins over the agent's view.
 		status, reason = stoppedStatus(p.Reason), p.Reason
 	}
@@ -362,8 +372,10 @@ type Reaped struct {
 // Reap implements Lifecycle. A pipeline whose user code may have run fails with reason
 // agent_lost — user code is never re-run on its own —, one that had not started any job goes
 // back to the queue, and one a user or billing stopped while its agent was gone ends as they
-// asked.
-func (s *Service) Reap(ctx context.Context, now time.Time) ([]Reaped, error) {
+// asked. A lost pipeline ends at its agent's last heartbeat (the lease's expiry less leaseTTL,
+// which every renew restarts): what is billed is what the agent was last heard running, not the
+// wait for the lease to run out.
+func (s *Service) Reap(ctx context.Context, now time.Time, leaseTTL time.Duration) ([]Reaped, error) {
 	var expired []Pipeline
 	if err := s.db.WithContext(ctx).Omit("plan").Where("status = ? AND lease_expires_at < ?", StatusRunning, now).
 		Limit(500).Find(&expired).Error; err != nil {
@@ -378,7 +390,17 @@ func (s *Service) Reap(ctx context.Context, now time.Time) ([]Reaped, error) {
 		case p.CancelRequested:
 			done, err = s.End(ctx, p, stoppedStatus(p.Reason), p.Reason)
 		case p.UserStarted:
-			done, err = s.End(ctx, p, StatusFailed, ReasonAgentLost)
+			at := now
+			if p.LeaseExpiresAt != nil && leaseTTL > 0 {
+				at = p.LeaseExpiresAt.Add(-leaseTTL).UTC()
+			}
+			if p.StartedAt != nil && at.Before(*p.StartedAt) {
+				at = *p.StartedAt
+			}
+			if at.After(now) {
+				at = now
+			}
+			done, err = s.end(ctx, p, StatusFailed, ReasonAgentLost, at, false)
 		default:
 			if done, err = s.Requeue(ctx, p, now); err == nil && done {
 				out = append(out, Reaped{Pipeline: *p, Requeued: true})

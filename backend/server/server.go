@@ -50,7 +50,16 @@ type Deps struct {
 	// Registry serves /v2 and everything under it (the OCI registry, which speaks OCI's error
 	// format and authenticates on its own); nil disables it.
 	Registry http.Handler
-	Modules  []Module
+	// Preview serves the hosts it matches (workspace previews, package workspace) before any
+	// route: those origins are the workspaces' applications, not Nimbus. nil serves none.
+	Preview HostHandler
+	Modules []Module
+}
+
+// HostHandler serves the requests for the hosts it matches.
+type HostHandler interface {
+	http.Handler
+	MatchHost(host string) bool
 }
 
 // Server is the HTTP server of one nimbus-server process.
@@ -99,7 +108,18 @@ func New(d Deps) *Server {
 }
 
 // Handler returns the HTTP handler.
-func (s *Server) Handler() http.Handler { return s.engine }
+func (s *Server) Handler() http.Handler {
+	if s.deps.Preview == nil {
+		return s.engine
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.deps.Preview.MatchHost(r.Host) {
+			s.deps.Preview.ServeHTTP(w, r)
+			return
+		}
+		s.engine.ServeHTTP(w, r)
+	})
+}
 
 // Draining is closed when a graceful shutdown begins. Long-poll handlers select on it and answer
 // at once ("no work"), so a shutdown never waits for a poll to time out.
@@ -111,7 +131,7 @@ func (s *Server) startDrain() { s.drainOnce.Do(func() { close(s.drain) }) }
 // long-polls are released, in-flight requests get up to timeout to finish.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, timeout time.Duration) error {
 	hs := &http.Server{
-		Handler:           s.engine,
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },

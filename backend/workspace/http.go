@@ -1,0 +1,331 @@
+package workspace
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/gorilla/websocket"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+)
+
+// WebSocket subprotocols of the terminal and SSH routes.
+const (
+	TerminalSubprotocol = "nimbus-terminal.v1"
+	SSHSubprotocol      = "nimbus-ssh.v1"
+)
+
+// Handler is the workspace HTTP module.
+type Handler struct {
+	s   *Service
+	log *slog.Logger
+	// The default origin check: a browser page of another origin (a preview, another site)
+	// cannot open a terminal with the user's cookie.
+	upgrader websocket.Upgrader
+}
+
+// NewHandler returns the HTTP module of s.
+func NewHandler(s *Service, log *slog.Logger) *Handler {
+	return &Handler{s: s, log: log, upgrader: websocket.Upgrader{
+		Subprotocols: []string{TerminalSubprotocol, SSHSubprotocol}, ReadBufferSize: 32 << 10, WriteBufferSize: 32 << 10}}
+}
+
+// Routes implements server.Module.
+func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
+	rs := api.NewRoutes(v1, h.log)
+	rs.GET("/orgs/:org/workspaces", h.list)
+	rs.GET("/workspaces/:id", h.get)
+	rs.POST("/workspaces/:id/stop", h.stop)
+	rs.POST("/workspaces/:id/keepalive", h.keepAlive)
+	rs.POST("/workspaces/:id/restore", h.restore)
+	rs.GET("/workspaces/:id/preview/:port", h.preview)
+	rs.POST("/workspaces/:id/preview/:port/token", h.previewToken)
+	rs.GET("/workspaces/:id/terminal", h.terminal)
+	rs.GET("/workspaces/:id/ssh", h.ssh)
+}
+
+func idOf(c *gin.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, errNotFound()
+	}
+	return id, nil
+}
+
+func portOf(c *gin.Context) (int, error) {
+	p, err := strconv.Atoi(c.Param("port"))
+	if err != nil || p < 1 || p > 65535 {
+		return 0, api.Invalid("port", "%q is not a TCP port (1-65535)", c.Param("port"))
+	}
+	return p, nil
+}
+
+func (h *Handler) list(c *gin.Context) error {
+	all := c.Query("all") == "true"
+	vs, err := h.s.List(c.Request.Context(), auth.From(c), c.Param("org"), all)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, gin.H{"items": vs})
+}
+
+func (h *Handler) get(c *gin.Context) error {
+	id, err := idOf(c)
+	if err != nil {
+		return err
+	}
+	v, err := h.s.Get(c.Request.Context(), auth.From(c), id)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, v)
+}
+
+func (h *Handler) stop(c *gin.Context) error {
+	id, err := idOf(c)
+	if err != nil {
+		return err
+	}
+	v, err := h.s.Stop(c.Request.Context(), auth.From(c), id)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusAccepted, v)
+}
+
+func (h *Handler) keepAlive(c *gin.Context) error {
+	id, err := idOf(c)
+	if err != nil {
+		return err
+	}
+	v, err := h.s.KeepAlive(c.Request.Context(), auth.From(c), id)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, v)
+}
+
+func (h *Handler) restore(c *gin.Context) error {
+	id, err := idOf(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Ref string `json:"ref"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	if req.Ref == "" {
+		return api.Invalid("ref", "required: one of the workspace's saved_work refs")
+	}
+	out, err := h.s.Restore(c.Request.Context(), auth.From(c), id, req.Ref)
+	if err != nil {
+		return err
+	}
+	files := out.Files
+	if files == nil {
+		files = []string{}
+	}
+	return api.JSON(c, http.StatusOK, gin.H{"ref": req.Ref, "files": files})
+}
+
+func (h *Handler) preview(c *gin.Context) error {
+	id, err := idOf(c)
+	if err != nil {
+		return err
+	}
+	port, err := portOf(c)
+	if err != nil {
+		return err
+	}
+	u, err := h.s.PreviewLogin(c.Request.Context(), auth.From(c), id, port, c.Query("path"))
+	if err != nil {
+		return err
+	}
+	c.Header("Cache-Control", "no-store")
+	c.Redirect(http.StatusSeeOther, u)
+	return nil
+}
+
+func (h *Handler) previewToken(c *gin.Context) error {
+	id, err := idOf(c)
+	if err != nil {
+		return err
+	}
+	port, err := portOf(c)
+	if err != nil {
+		return err
+	}
+	token, u, exp, err := h.s.PreviewToken(c.Request.Context(), auth.From(c), id, port)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, gin.H{"url": u, "token": token, "expires_at": exp, "header": PreviewHeader})
+}
+
+// stream authorizes the caller and opens the workspace stream before the upgrade, so every
+// refusal is an ordinary JSON error.
+func (h *Handler) stream(c *gin.Context, kind string, fields map[string]string) (net.Conn, error) {
+	id, err := idOf(c)
+	if err != nil {
+		return nil, err
+	}
+	r, err := h.s.load(c.Request.Context(), auth.From(c), id)
+	if err != nil {
+		return nil, err
+	}
+	if !websocket.IsWebSocketUpgrade(c.Request) {
+		return nil, api.BadRequest("this route is a WebSocket: connect with Upgrade: websocket")
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 15*time.Second)
+	defer cancel()
+	conn, err := h.s.open(ctx, r, kind, fields)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	return conn, nil
+}
+
+// terminal bridges the browser's WebSocket and the agent's terminal stream (README).
+func (h *Handler) terminal(c *gin.Context) error {
+	q := c.Request.URL.Query()
+	conn, err := h.stream(c, protocol.KindWorkspaceTerminal, map[string]string{
+		"session": q.Get("session"), "cols": q.Get("cols"), "rows": q.Get("rows")})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ws, err := h.upgrader.Upgrade(c.Writer, c.Request, nil)
+	if err != nil {
+		return nil // the upgrader has answered
+	}
+	defer ws.Close()
+	var wmu sync.Mutex
+	write := func(typ int, b []byte) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		return ws.WriteMessage(typ, b)
+	}
+	done := make(chan struct{})
+	go func() {
+		// Agent → browser.
+		defer close(done)
+		for {
+			typ, b, err := protocol.ReadTermFrame(conn)
+			if err != nil {
+				write(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "the workspace's terminal ended"))
+				ws.Close()
+				return
+			}
+			switch typ {
+			case protocol.TermData:
+				err = write(websocket.BinaryMessage, b)
+			case protocol.TermSession:
+				var si protocol.TermSessionInfo
+				json.Unmarshal(b, &si)
+				out, _ := json.Marshal(map[string]string{"type": "session", "id": si.ID})
+				err = write(websocket.TextMessage, out)
+			case protocol.TermExit:
+				var ei protocol.TermExitInfo
+				json.Unmarshal(b, &ei)
+				out, _ := json.Marshal(map[string]any{"type": "exit", "code": ei.Code})
+				write(websocket.TextMessage, out)
+				write(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "the shell exited"))
+				ws.Close()
+				return
+			}
+			if err != nil {
+				ws.Close()
+				return
+			}
+		}
+	}()
+	// Browser → agent.
+	ws.SetReadLimit(protocol.MaxTermFrame)
+	for {
+		typ, b, err := ws.ReadMessage()
+		if err != nil {
+			break
+		}
+		switch typ {
+		case websocket.BinaryMessage:
+			err = protocol.WriteTermFrame(conn, protocol.TermData, b)
+		case websocket.TextMessage:
+			var m struct {
+				Type string `json:"type"`
+				Cols uint   `json:"cols"`
+				Rows uint   `json:"rows"`
+			}
+			if json.Unmarshal(b, &m) == nil && m.Type == "resize" && m.Cols > 0 && m.Rows > 0 {
+				err = protocol.WriteTermJSON(conn, protocol.TermResize, protocol.TermSize{Cols: m.Cols, Rows: m.Rows})
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	conn.Close()
+	<-done
+	return nil
+}
+
+// ssh carries an SSH connection between the CLI's WebSocket and the agent's SSH server.
+func (h *Handler) ssh(c *gin.Context) error {
+	conn, err := h.stream(c, protocol.KindWorkspaceSSH, nil)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ws, err := h.upgrader.Upgrade(c.Writer, c.Request, nil)
+	if err != nil {
+		return nil
+	}
+	defer ws.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := conn.Read(buf)
+			if n > 0 {
+				ws.SetWriteDeadline(time.Now().Add(30 * time.Second))
+				if ws.WriteMessage(websocket.BinaryMessage, buf[:n]) != nil {
+					break
+				}
+			}
+			if err != nil {
+				ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+				break
+			}
+		}
+		ws.Close()
+	}()
+	for {
+		typ, r, err := ws.NextReader()
+		if err != nil {
+			break
+		}
+		if typ != websocket.BinaryMessage {
+			continue
+		}
+		if _, err := io.Copy(conn, r); err != nil {
+			break
+		}
+	}
+	conn.Close()
+	<-done
+	return nil
+}

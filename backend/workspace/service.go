@@ -1,0 +1,476 @@
+// Package workspace is how people get into cloud workspaces (pipelines with services: vscode):
+// the API that lists, shows, keeps alive, stops and restores them, the terminal and SSH
+// WebSockets, and the preview proxy for the ports they listen on. Every byte to a workspace
+// goes through the agent's tunnel (backend/tunnel) to agent/workspace on its host. README.md
+// has the API; start there.
+package workspace
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/billing"
+	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/tunnel"
+)
+
+// Opener opens a stream to an agent over its tunnel (*tunnel.Hub).
+type Opener interface {
+	Open(ctx context.Context, agentID string, h tunnel.Header) (net.Conn, error)
+}
+
+// Meter says what pipelines cost so far (billing).
+type Meter interface {
+	PipelineUsage(ctx context.Context, until map[int64]time.Time) (map[int64]billing.PipelineUsage, error)
+}
+
+// Stopper asks a running pipeline to stop, or cancels a build (build.Service).
+type Stopper interface {
+	RequestStop(ctx context.Context, pipelineID int64, reason string) error
+	Cancel(ctx context.Context, buildID int64, reason string) error
+}
+
+// Config is what a Service needs.
+type Config struct {
+	DB     *gorm.DB
+	Repos  *repo.Service
+	Orgs   *org.Service
+	Builds Stopper
+	Tunnel Opener
+	Meter  Meter // nil: costs show as zero
+	Links  Links
+	// Users finds a user by id (auth.Service.UserByID): preview credentials name their user.
+	Users func(ctx context.Context, id int64) (*auth.User, error)
+	// Secret signs preview credentials (derived from NIMBUS_SECRET_KEY).
+	Secret []byte
+	Clock  clock.Clock
+	Log    *slog.Logger
+}
+
+// Service answers for workspaces.
+type Service struct {
+	cfg Config
+
+	mu     sync.Mutex
+	access map[accessKey]time.Time // preview access checked, until
+	used   map[string]time.Time    // one-time preview logins spent, until they expire
+}
+
+// New returns a Service.
+func New(cfg Config) *Service {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{cfg: cfg, access: map[accessKey]time.Time{}, used: map[string]time.Time{}}
+}
+
+// record is a workspace pipeline with its build, repo and team.
+type record struct {
+	ID          int64
+	BuildID     int64
+	Name        string
+	Status      string
+	Reason      string
+	RunnerTag   string
+	CPUs        int
+	Plan        string
+	OrgID       int64
+	RepoID      int64
+	AgentID     string
+	LeaseID     string
+	CreatedAt   time.Time
+	StartedAt   *time.Time
+	ReadyAt     *time.Time
+	FinishedAt  *time.Time
+	BuildNumber int64
+	Branch      string
+	RepoName    string
+	OrgName     string
+}
+
+func (s *Service) query(ctx context.Context) *gorm.DB {
+	return s.cfg.DB.WithContext(ctx).Table("pipelines").
+		Select("pipelines.id, pipelines.build_id, pipelines.name, pipelines.status, pipelines.reason, "+
+			"pipelines.runner_tag, pipelines.cpus, pipelines.plan, pipelines.org_id, pipelines.repo_id, pipelines.agent_id, "+
+			"pipelines.lease_id, pipelines.created_at, pipelines.started_at, pipelines.ready_at, pipelines.finished_at, "+
+			"builds.number AS build_number, builds.branch, repos.name AS repo_name, orgs.name AS org_name").
+		Joins("JOIN builds ON builds.id = pipelines.build_id").
+		Joins("JOIN repos ON repos.id = pipelines.repo_id").
+		Joins("JOIN orgs ON orgs.id = repos.org_id").
+		Where("pipelines.workspace = ?", true)
+}
+
+// errNotFound is every workspace the caller may not see.
+func errNotFound() error { return api.NotFound("workspace not found") }
+
+// load authorizes the caller for workspace id: write access to its repo. A workspace the
+// caller cannot read is a 404, as one that does not exist.
+func (s *Service) load(ctx context.Context, p *auth.Principal, id int64) (*record, error) {
+	if p.Kind == auth.KindJob {
+		return nil, api.Forbidden("a pipeline's job token cannot enter workspaces")
+	}
+	var r record
+	err := s.query(ctx).Where("pipelines.id = ?", id).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, errNotFound()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.cfg.Repos.Resolve(ctx, p, r.OrgName, r.RepoName, repo.Write); err != nil {
+		var ae *api.Error
+		if errors.As(err, &ae) && ae.Status == 404 {
+			return nil, errNotFound()
+		}
+		return nil, err
+	}
+	return &r, nil
+}
+
+// View is a workspace as the API shows it.
+type View struct {
+	ID           int64      `json:"id"`
+	Org          string     `json:"org"`
+	Repo         string     `json:"repo"`
+	Branch       string     `json:"branch"`
+	BuildNumber  int64      `json:"build_number"`
+	PipelineName string     `json:"pipeline_name"`
+	Status       string     `json:"status"`
+	State        string     `json:"state"`
+	Reason       string     `json:"reason"`
+	RunnerTag    string     `json:"runner_tag"`
+	CPUs         int        `json:"cpus"`
+	GPUs         int        `json:"gpus"`
+	CreatedAt    time.Time  `json:"created_at"`
+	StartedAt    *time.Time `json:"started_at"`
+	ReadyAt      *time.Time `json:"ready_at"`
+	FinishedAt   *time.Time `json:"finished_at"`
+	CoreSeconds  int64      `json:"core_seconds"`
+	Cost         string     `json:"cost"`
+	// From the agent, while it runs and can be reached.
+	Connections      *int       `json:"connections"`
+	IdleTimeoutMs    *int64     `json:"idle_timeout_ms"`
+	IdleDeadline     *time.Time `json:"idle_deadline"`
+	LifetimeDeadline *time.Time `json:"lifetime_deadline"`
+	IDE              *IDEView   `json:"ide"`
+	// PreviewURLTemplate has {{port}} for the port (CNB_VSCODE_PROXY_URI).
+	PreviewURLTemplate string      `json:"preview_url_template"`
+	SavedWork          []SavedWork `json:"saved_work"`
+}
+
+// IDEView says what serves the IDE and where to open it.
+type IDEView struct {
+	Kind   string  `json:"kind"`
+	Reason string  `json:"reason"`
+	URL    *string `json:"url"`
+}
+
+// SavedWork is the uncommitted work a workspace of the branch saved when it stopped.
+type SavedWork struct {
+	Ref        string    `json:"ref"`
+	PipelineID int64     `json:"pipeline_id"`
+	SavedAt    time.Time `json:"saved_at"`
+}
+
+// ready says whether streams can be opened to the workspace.
+func (r *record) ready() bool {
+	return r.Status == build.StatusRunning && r.ReadyAt != nil && r.AgentID != "" && r.LeaseID != ""
+}
+
+// view assembles the View of records; live asks the agents of the ready ones.
+func (s *Service) view(ctx context.Context, rs []record, live bool) ([]View, error) {
+	now := s.cfg.Clock.Now().UTC()
+	until := map[int64]time.Time{}
+	for _, r := range rs {
+		if r.StartedAt != nil {
+			until[r.ID] = now
+		}
+	}
+	usage := map[int64]billing.PipelineUsage{}
+	if s.cfg.Meter != nil && len(until) > 0 {
+		var err error
+		if usage, err = s.cfg.Meter.PipelineUsage(ctx, until); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]View, len(rs))
+	var wg sync.WaitGroup
+	for i := range rs {
+		r := &rs[i]
+		p := build.Pipeline{Status: r.Status, Workspace: true, ReadyAt: r.ReadyAt, StartedAt: r.StartedAt}
+		v := View{ID: r.ID, Org: r.OrgName, Repo: r.RepoName, Branch: r.Branch, BuildNumber: r.BuildNumber,
+			PipelineName: r.Name, Status: r.Status, State: build.WorkspaceState(p), Reason: r.Reason,
+			RunnerTag: r.RunnerTag, CPUs: r.CPUs, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, ReadyAt: r.ReadyAt,
+			FinishedAt: r.FinishedAt, Cost: billing.Amount(0).Display(),
+			PreviewURLTemplate: s.cfg.Links.PreviewTemplate(r.ID), SavedWork: []SavedWork{}}
+		if r.Status == build.StatusRunning && r.Reason != "" {
+			v.State = build.WorkspaceStopping
+		}
+		var plan protocol.Plan
+		if json.Unmarshal([]byte(r.Plan), &plan) == nil && plan.Runner.GPU != "" {
+			v.GPUs = 1
+		}
+		if u, ok := usage[r.ID]; ok {
+			v.CoreSeconds, v.Cost = u.CoreSeconds, u.Cost.Display()
+		}
+		out[i] = v
+		if live && r.ready() {
+			wg.Go(func() {
+				sctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				defer cancel()
+				if st, err := s.agentStatus(sctx, r, protocol.KindWorkspaceStatus); err == nil {
+					s.applyStatus(&out[i], st, now)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return out, nil
+}
+
+func (s *Service) applyStatus(v *View, st protocol.WorkspaceStatus, now time.Time) {
+	v.Connections, v.IdleTimeoutMs = &st.Connections, &st.IdleTimeoutMs
+	if st.Connections == 0 {
+		d := now.Add(time.Duration(st.IdleTimeoutMs-st.IdleForMs) * time.Millisecond)
+		v.IdleDeadline = &d
+	}
+	if !st.Deadline.IsZero() {
+		d := st.Deadline.UTC()
+		v.LifetimeDeadline = &d
+	}
+	ide := &IDEView{Kind: st.IDE, Reason: st.IDEReason}
+	if st.IDE != protocol.IDENone && st.IDE != "" {
+		u := fmt.Sprintf("/api/v1/workspaces/%d/preview/%d", v.ID, protocol.IDEPort)
+		ide.URL = &u
+	}
+	v.IDE = ide
+}
+
+// Get is one workspace, with what its agent says and the work saved on its branch.
+func (s *Service) Get(ctx context.Context, p *auth.Principal, id int64) (*View, error) {
+	r, err := s.load(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := s.view(ctx, []record{*r}, true)
+	if err != nil {
+		return nil, err
+	}
+	v := vs[0]
+	if v.SavedWork, err = s.savedWork(ctx, r); err != nil {
+		s.cfg.Log.Warn("listing saved work failed", "workspace", r.ID, "err", err)
+		v.SavedWork = []SavedWork{}
+	}
+	return &v, nil
+}
+
+// List is a team's workspaces in repos the caller may write to, newest first: the active
+// ones, or all.
+func (s *Service) List(ctx context.Context, p *auth.Principal, orgName string, all bool) ([]View, error) {
+	if p.Kind == auth.KindJob {
+		return nil, api.Forbidden("a pipeline's job token cannot list workspaces")
+	}
+	o, role, err := s.cfg.Orgs.Access(ctx, p, orgName)
+	if err != nil {
+		return nil, err
+	}
+	if !role.IsMember() {
+		return nil, api.NotFound("team not found")
+	}
+	if !role.CanWrite() {
+		return []View{}, nil
+	}
+	q := s.query(ctx).Where("pipelines.org_id = ?", o.ID).Order("pipelines.id DESC").Limit(200)
+	if !all {
+		q = q.Where("pipelines.status IN ?", []string{build.StatusQueued, build.StatusRunning})
+	}
+	var rs []record
+	if err := q.Find(&rs).Error; err != nil {
+		return nil, err
+	}
+	return s.view(ctx, rs, true)
+}
+
+// Stop asks a running workspace to stop gracefully: its endStages run and its work is saved.
+func (s *Service) Stop(ctx context.Context, p *auth.Principal, id int64) (*View, error) {
+	r, err := s.load(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status != build.StatusRunning && r.Status != build.StatusQueued {
+		return nil, api.Conflict("workspace %d has already ended (%s)", id, r.Status)
+	}
+	if r.Status == build.StatusQueued {
+		// Not started: nothing to save; its build is cancelled (a workspace's build holds
+		// the pipelines of one vscode event).
+		if err := s.cfg.Builds.Cancel(ctx, r.BuildID, build.ReasonCancelled); err != nil {
+			return nil, err
+		}
+	} else if err := s.cfg.Builds.RequestStop(ctx, id, ReasonUser); err != nil {
+		return nil, err
+	}
+	return s.Get(ctx, p, id)
+}
+
+// ReasonUser is why a workspace the user stopped stopped.
+const ReasonUser = "by the user"
+
+// KeepAlive starts the workspace's idle countdown again.
+func (s *Service) KeepAlive(ctx context.Context, p *auth.Principal, id int64) (*View, error) {
+	r, err := s.load(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	if !r.ready() {
+		return nil, api.Conflict("workspace %d is not ready (%s)", id, r.Status)
+	}
+	if _, err := s.agentStatus(ctx, r, protocol.KindWorkspaceKeepAlive); err != nil {
+		return nil, err
+	}
+	return s.Get(ctx, p, id)
+}
+
+// Restore applies a saved work of the workspace's branch to its tree.
+func (s *Service) Restore(ctx context.Context, p *auth.Principal, id int64, ref string) (*protocol.WorkspaceRestore, error) {
+	r, err := s.load(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	if !r.ready() {
+		return nil, api.Conflict("workspace %d is not ready (%s)", id, r.Status)
+	}
+	saved, err := s.savedWork(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	found := false
+	for _, w := range saved {
+		found = found || w.Ref == ref
+	}
+	if !found {
+		return nil, api.Invalid("ref", "%q is not a saved work of branch %s", ref, r.Branch)
+	}
+	conn, err := s.open(ctx, r, protocol.KindWorkspaceRestore, map[string]string{"ref": ref})
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var out protocol.WorkspaceRestore
+	if err := protocol.ReadTunnelLine(conn, &out); err != nil {
+		return nil, api.Errorf(502, api.CodeUnavailable, "the workspace's agent did not answer: %v", err)
+	}
+	if out.Error != "" {
+		return nil, api.Conflict("%s", out.Error)
+	}
+	return &out, nil
+}
+
+// savedWork lists refs/nimbus/workspaces/<branch>/* of the repo, newest first, without the
+// workspace's own.
+func (s *Service) savedWork(ctx context.Context, r *record) ([]SavedWork, error) {
+	rp, _, err := s.cfg.Repos.ByID(ctx, r.RepoID)
+	if err != nil {
+		return nil, err
+	}
+	prefix := "refs/nimbus/workspaces/" + r.Branch + "/"
+	cmd := exec.CommandContext(ctx, "git", "--git-dir", s.cfg.Repos.Path(rp), "for-each-ref",
+		"--format=%(refname) %(committerdate:unix)", prefix)
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("workspace: list saved work: %w", err)
+	}
+	list := []SavedWork{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		ref, ts, ok := strings.Cut(line, " ")
+		if !ok {
+			continue
+		}
+		pid, err := strconv.ParseInt(strings.TrimPrefix(ref, prefix), 10, 64)
+		if err != nil || pid == r.ID {
+			continue
+		}
+		sec, _ := strconv.ParseInt(ts, 10, 64)
+		list = append(list, SavedWork{Ref: ref, PipelineID: pid, SavedAt: time.Unix(sec, 0).UTC()})
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].PipelineID > list[j].PipelineID })
+	return list, nil
+}
+
+// open opens a workspace stream to the record's agent and reads the workspace's reply line. A
+// workspace its agent cannot be reached for is a 503, one it refuses a 409.
+func (s *Service) open(ctx context.Context, r *record, kind string, fields map[string]string) (net.Conn, error) {
+	if !r.ready() {
+		return nil, api.Conflict("workspace %d is not ready (%s)", r.ID, build.WorkspaceState(build.Pipeline{
+			Status: r.Status, Workspace: true, ReadyAt: r.ReadyAt, StartedAt: r.StartedAt}))
+	}
+	f := map[string]string{"lease": r.LeaseID}
+	for k, v := range fields {
+		f[k] = v
+	}
+	conn, err := s.cfg.Tunnel.Open(ctx, r.AgentID, tunnel.Header{Kind: kind, Fields: f})
+	if errors.Is(err, tunnel.ErrNoTunnel) {
+		return nil, api.Errorf(503, api.CodeUnavailable, "the agent of workspace %d is not connected: try again in a moment", r.ID)
+	}
+	if err != nil {
+		return nil, api.Errorf(503, api.CodeUnavailable, "the agent of workspace %d cannot be reached: %v", r.ID, err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		conn.SetReadDeadline(d)
+	} else {
+		conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+	}
+	var reply protocol.TunnelReply
+	if err := protocol.ReadTunnelLine(conn, &reply); err != nil {
+		conn.Close()
+		return nil, api.Errorf(503, api.CodeUnavailable, "the agent of workspace %d did not answer: %v", r.ID, err)
+	}
+	conn.SetReadDeadline(time.Time{})
+	if !reply.Accepted {
+		conn.Close()
+		if reply.Code == protocol.TunnelPortClosed {
+			return nil, &PortClosedError{Message: reply.Message}
+		}
+		return nil, api.Conflict("workspace %d refused the connection (%s): %s", r.ID, reply.Code, reply.Message)
+	}
+	return conn, nil
+}
+
+// PortClosedError is a preview of a port nothing listens on.
+type PortClosedError struct{ Message string }
+
+func (e *PortClosedError) Error() string { return "nothing listens on that port: " + e.Message }
+
+// agentStatus asks the agent for the workspace's status (or keeps it alive first).
+func (s *Service) agentStatus(ctx context.Context, r *record, kind string) (protocol.WorkspaceStatus, error) {
+	var st protocol.WorkspaceStatus
+	conn, err := s.open(ctx, r, kind, nil)
+	if err != nil {
+		return st, err
+	}
+	defer conn.Close()
+	if err := protocol.ReadTunnelLine(conn, &st); err != nil {
+		return st, api.Errorf(503, api.CodeUnavailable, "the agent of workspace %d did not answer: %v", r.ID, err)
+	}
+	return st, nil
+}

@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nimbus-build/nimbus/backend/billing"
+	"github.com/nimbus-build/nimbus/e2e/testenv"
+)
+
+// The brief's GPU workspace, exactly as it is written there, on a simulated GPU host: it opens,
+// is billed as GPU (no free quota) in 10-second windows frozen ahead, and, when the team's money
+// runs out, stops as insufficient_balance with its uncommitted work saved.
+func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
+	w := newWorld(t, "NIMBUS_BILLING_FREEZE_INTERVAL=10s", "NIMBUS_BILLING_FREEZE_LEAD=50",
+		"NIMBUS_DEFAULT_DEV_IMAGE="+testenv.Image(t))
+	w.agent("", "NIMBUS_AGENT_TAGS=cnb:arch:amd64:gpu", "NIMBUS_AGENT_CPUS=16", "NIMBUS_AGENT_GPUS=simulate:1:L40")
+	// The brief's example (its image is the default dev image, the busybox test image here).
+	w.pushFiles(map[string]string{".cnb.yml": `$:
+  vscode:
+    - runner:
+        tags: cnb:arch:amd64:gpu
+        cpus: 16
+      services:
+        - vscode
+`})
+	// A GPU window is 16 cores × 10 s at 0.5 per core-hour: money for three.
+	window := billing.CostOf(16*10, billing.Scale/2)
+	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": (3 * window).String(), "note": "three windows"}, nil)
+
+	id := w.openWorkspace(2 * time.Minute)
+	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.Connections != nil })
+	if v.GPUs != 1 {
+		t.Fatalf("the GPU workspace shows %d GPUs", v.GPUs)
+	}
+	term := w.dialTerminal(id, "")
+	term.send("echo 'lr = 3e-4' > train.py && echo edited\n")
+	term.expect("edited", 20*time.Second)
+	// Keep it connected until the money runs out: it is terminated, not idle.
+	ended := w.waitWorkspace(id, 90*time.Second, "ended", func(v workspaceJSON) bool { return v.Status != "running" && v.Status != "queued" })
+	if ended.Status != "terminated" || ended.State != "stopped" || !strings.Contains(ended.Reason, "insufficient_balance") ||
+		!strings.Contains(ended.Reason, "work saved to refs/nimbus/workspaces/main/"+itoa(id)) {
+		t.Fatalf("the workspace ended %s/%s (%q)", ended.Status, ended.State, ended.Reason)
+	}
+	kinds := strings.Join(w.checkLedgerAddsUp("ml"), " ")
+	if !strings.HasPrefix(kinds, "grant freeze freeze freeze") || strings.Count(kinds, "settle") != 1 {
+		t.Fatalf("ledger kinds: %s", kinds)
+	}
+	// Billed as GPU from the first second: what was paid is the run time at the GPU price, all
+	// of the three windows at most.
+	var settled workspaceJSON
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &settled)
+		if settled.CoreSeconds > 0 && amount(t, settled.Cost) > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cost := amount(t, settled.Cost)
+	if want := billing.CostOf(settled.CoreSeconds, billing.Scale/2); settled.Cost != want.Display() || cost > 3*window || settled.CoreSeconds < 16*10 {
+		t.Fatalf("paid %s for %d core-seconds; at the GPU price that is %s (at most %s)", settled.Cost, settled.CoreSeconds, want.Display(), (3 * window).Display())
+	}
+	t.Logf("GPU workspace: %d core-seconds, paid %s, ended %q", settled.CoreSeconds, settled.Cost, ended.Reason)
+}
+
+// kill -9 of the agent under an open workspace: it ends as agent_lost, billed to the agent's
+// last heartbeat, not to when the lease ran out.
+func TestWorkspaceAgentKilledIsLostAndBilledToTheLastHeartbeat(t *testing.T) {
+	w := newWorld(t, "NIMBUS_LEASE_TTL=6s", "NIMBUS_DEFAULT_DEV_IMAGE="+testenv.Image(t))
+	ag, dir := w.agent("")
+	w.pushFiles(map[string]string{".cnb.yml": `$:
+  vscode:
+    - runner: { tags: cnb:arch:amd64, cpus: 2 }
+      services: [vscode]
+`})
+	id := w.openWorkspace(2 * time.Minute)
+	term := w.dialTerminal(id, "")
+	term.send("echo alive\n")
+	term.expect("alive", 20*time.Second)
+	ag.cmd.Process.Kill()
+	<-ag.done
+	ag.done <- nil
+	killed := time.Now().UTC()
+	ended := w.waitWorkspace(id, 45*time.Second, "lost", func(v workspaceJSON) bool { return v.Status != "running" })
+	if ended.Status != "failed" || ended.Reason != "agent_lost" || ended.State != "failed" {
+		t.Fatalf("after kill -9: %s/%s (%q)", ended.Status, ended.State, ended.Reason)
+	}
+	var full struct {
+		StartedAt  time.Time `json:"started_at"`
+		FinishedAt time.Time `json:"finished_at"`
+	}
+	w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &full)
+	// Renewals come every 2 s (a third of the TTL): the last one was at most that before the
+	// kill, and never after it.
+	if full.FinishedAt.After(killed) || full.FinishedAt.Before(killed.Add(-3*time.Second)) {
+		t.Fatalf("billed until %v; the agent was killed at %v (renewals every 2 s)", full.FinishedAt, killed)
+	}
+	var settled workspaceJSON
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &settled)
+		if settled.CoreSeconds > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if secs := full.FinishedAt.Sub(full.StartedAt).Seconds(); settled.CoreSeconds > 2*int64(secs+1) || settled.CoreSeconds == 0 {
+		t.Fatalf("%d core-seconds billed for %.1f s on 2 cores", settled.CoreSeconds, secs)
+	}
+	w.checkLedgerAddsUp("ml")
+	// The restarted agent removes the orphaned workspace container.
+	w.agent(dir)
+	deadline = time.Now().Add(30 * time.Second)
+	for w.containers(dir) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the restarted agent left the orphaned workspace container behind")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

@@ -2,7 +2,7 @@ import { Suspense } from 'react'
 import { Link, NavLink, Navigate, Outlet, useLocation, useNavigate, useParams } from 'react-router'
 import { useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
-import { BILLING_ROLES } from '../lib/types'
+import { BILLING_ROLES, WRITE_ROLES } from '../lib/types'
 import { USER_KEY, useUser } from '../session'
 import { ErrorBox, Loading } from './ui'
 
@@ -84,6 +84,7 @@ export function Layout() {
               <NavLink to={teamBase} end>
                 Repos
               </NavLink>
+              {role && WRITE_ROLES.has(role) && <NavLink to={`${teamBase}/workspaces`}>Workspaces</NavLink>}
               <NavLink to={`${teamBase}/members`}>Members</NavLink>
               {role && BILLING_ROLES.has(role) && <NavLink to={`${teamBase}/billing`}>Billing</NavLink>}
             </>

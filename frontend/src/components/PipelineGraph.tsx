@@ -5,7 +5,7 @@ import { coreHours, money, span } from '../lib/format'
 import { StatusBadge } from './ui'
 
 /** One pipeline: its runner, cores, cost and reason, then its stages left to right. */
-export function PipelineCard({ p, jobHref, currency }: { p: Pipeline; jobHref: (jobId: number) => string; currency?: string }) {
+export function PipelineCard({ p, jobHref, currency, workspaceHref }: { p: Pipeline; jobHref: (jobId: number) => string; currency?: string; workspaceHref?: string }) {
   const layout = layoutPipeline(p.stages ?? [])
   return (
     <article className="pipeline" aria-label={`Pipeline ${p.name}`} data-pipeline={p.key}>
@@ -21,6 +21,11 @@ export function PipelineCard({ p, jobHref, currency }: { p: Pipeline; jobHref: (
             <span className="tag" title="workspace" data-workspace-state={p.workspace_state}>
               workspace: {p.workspace_state}
             </span>
+          )}
+          {p.workspace && workspaceHref && (
+            <Link to={workspaceHref} data-testid="workspace-link">
+              {p.workspace_state === 'stopped' || p.workspace_state === 'failed' ? 'Workspace →' : 'Open workspace →'}
+            </Link>
           )}
           <span title="duration">{span(p.started_at, p.finished_at)}</span>
           <span title="core-hours">{coreHours(p.core_seconds)}</span>

@@ -46,5 +46,7 @@ export interface Page<T> {
 export const FINAL: ReadonlySet<Status> = new Set(['success', 'failed', 'cancelled', 'terminated', 'skipped'])
 export const isFinal = (s: Status) => FINAL.has(s)
 export const BILLING_ROLES: ReadonlySet<string> = new Set(['billing', 'admin', 'owner'])
+/** The roles that may write to the team's repos (and so open and enter workspaces). */
+export const WRITE_ROLES: ReadonlySet<string> = new Set(['developer', 'admin', 'owner'])
 /** The roles in the order the member forms offer them, weakest first. */
 export const ROLES: Role[] = ['reporter', 'billing', 'developer', 'admin', 'owner']

@@ -136,7 +136,7 @@ export default function Build() {
             ) : (
               <div className="pipelines">
                 {b.pipelines.map((p) => (
-                  <PipelineCard key={p.id} p={p} jobHref={(id) => `${base}/builds/${b.number}/jobs/${id}`} />
+                  <PipelineCard key={p.id} p={p} jobHref={(id) => `${base}/builds/${b.number}/jobs/${id}`} workspaceHref={p.workspace ? `${base}/workspaces/${p.id}` : undefined} />
                 ))}
               </div>
             )}

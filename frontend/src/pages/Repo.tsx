@@ -1,11 +1,12 @@
 import { useState } from 'react'
 import { Link, useNavigate, useParams } from 'react-router'
-import { useQuery } from '@tanstack/react-query'
+import { useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
 import { isFinal, type Build } from '../lib/types'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, Field, FormError, QueryView, StatusBadge, useSubmit } from '../components/ui'
 import { ago, branchOf, shortSha, span } from '../lib/format'
+import { workspacePath } from '../lib/workspaces'
 
 export function useBuilds(org: string, repo: string) {
   return useQuery({
@@ -100,17 +101,22 @@ function TriggerForm({ org, repo, branch }: { org: string; repo: string; branch:
   )
 }
 
-/** "Open workspace": the vscode event on the default branch; the build page shows its state. */
-function OpenWorkspace({ org, repo, branch }: { org: string; repo: string; branch: string }) {
+/** "Open workspace": the vscode event on the branch, then the new workspace's page (its build's
+ * page when the build has no workspace pipeline, e.g. a .cnb.yml that did not parse). */
+export function OpenWorkspace({ org, repo, branch, className = 'secondary', label = 'Open workspace' }: { org: string; repo: string; branch: string; className?: string; label?: string }) {
   const navigate = useNavigate()
+  const qc = useQueryClient()
   const { submit, busy, error } = useSubmit(async () => {
     const b = await endpoints.repos.workspaces.open(org, repo, { branch })
-    navigate(`${repoPath(org, repo)}/builds/${b.number}`)
+    qc.invalidateQueries({ queryKey: ['builds', org, repo] })
+    qc.invalidateQueries({ queryKey: ['workspaces'] })
+    const ws = b.pipelines.find((p) => p.workspace)
+    navigate(ws ? workspacePath({ org, repo, id: ws.id }) : `${repoPath(org, repo)}/builds/${b.number}`)
   })
   return (
     <form onSubmit={submit} className="inline">
-      <button type="submit" className="secondary" disabled={busy}>
-        {busy ? 'Opening…' : 'Open workspace'}
+      <button type="submit" className={className} disabled={busy} data-testid="open-workspace" data-branch={branch}>
+        {busy ? 'Opening…' : label}
       </button>
       <FormError error={error} />
     </form>

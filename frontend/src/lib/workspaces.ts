@@ -1,0 +1,164 @@
+// Cloud workspaces: the API of backend/workspace/README.md (the team's list, one workspace, stop,
+// keepalive, restore, and the terminal WebSocket's URL).
+//
+// The routes are not in backend/server/openapi.yaml yet, so these types mirror the README's
+// WorkspaceJSON by hand and the calls go through api.ts directly instead of endpoints.ts. Once
+// the document has them: replace each interface below with an alias of the generated schema
+// (`export type Workspace = components['schemas']['Workspace']`, …, as types.ts does), and move
+// the calls into endpoints.ts (`workspaces: { list, get, stop, keepalive, restore }`) — the pages
+// only import the names from here.
+import { BASE, api, seg } from './api'
+import type { Status } from './types'
+
+/** queued → starting → ready → stopping → stopped | failed */
+export type WorkspaceState = 'queued' | 'starting' | 'ready' | 'stopping' | 'stopped' | 'failed'
+
+/**
+ * How the IDE is reached: `code-server` (in the image), `sidecar` (the operator's IDE container),
+ * `launch` (the vscode service's launch command), `none` (then `reason` says why; the terminal is
+ * the way in).
+ */
+export type IdeKind = 'code-server' | 'sidecar' | 'launch' | 'none'
+
+export interface WorkspaceIDE {
+  kind: IdeKind
+  reason: string
+  /** Opens the IDE in a browser (a 303 to its preview origin with a one-time login); null or ''
+   * when there is none. */
+  url: string | null
+}
+
+/** Work an earlier workspace of the branch saved when it stopped. */
+export interface SavedWork {
+  ref: string
+  pipeline_id: number
+  saved_at: string
+}
+
+/** One workspace (WorkspaceJSON); its id is its pipeline's id. */
+export interface Workspace {
+  id: number
+  org: string
+  repo: string
+  branch: string
+  build_number: number
+  pipeline_name: string
+  status: Status
+  state: WorkspaceState
+  /** Why it ended (stopped: idle, stopped: lifetime cap, stopped by the user, …). */
+  reason: string
+  runner_tag: string
+  cpus: number
+  gpus: number
+  created_at: string
+  started_at: string | null
+  ready_at: string | null
+  finished_at: string | null
+  core_seconds: number
+  cost: string
+  // From the agent while the workspace runs; null when it cannot be reached.
+  connections: number | null
+  idle_timeout_ms: number | null
+  /** When the idle countdown ends; null while something is connected. */
+  idle_deadline: string | null
+  lifetime_deadline: string | null
+  ide: WorkspaceIDE | null
+  /** e.g. http://{{port}}-42.preview.localhost:8080/ */
+  preview_url_template: string
+  /** Newest first. */
+  saved_work: SavedWork[] | null
+}
+
+export interface RestoreResult {
+  ref: string
+  files: string[]
+}
+
+/** A list answer: `{items}` (a next_cursor is followed should the list become paginated); a
+ * bare array is read too. */
+type ListAnswer = Workspace[] | { items: Workspace[]; next_cursor?: string | null }
+
+/** States in which the workspace still runs (or is about to). */
+export const ACTIVE_STATES: ReadonlySet<WorkspaceState> = new Set(['queued', 'starting', 'ready', 'stopping'])
+export const isEnded = (w: Pick<Workspace, 'state'>) => w.state === 'stopped' || w.state === 'failed'
+
+export const workspaces = {
+  /** The team's workspaces, newest first: the active ones, or with `all` the ended too. */
+  list: async (org: string, all = false): Promise<Workspace[]> => {
+    const path = `/orgs/${seg(org)}/workspaces${all ? '?all=true' : ''}`
+    const out: Workspace[] = []
+    let cursor: string | null | undefined
+    for (let i = 0; i < 20; i++) {
+      const sep = path.includes('?') ? '&' : '?'
+      const page = await api.get<ListAnswer>(cursor ? `${path}${sep}cursor=${encodeURIComponent(cursor)}` : path)
+      if (Array.isArray(page)) return page
+      out.push(...(page?.items ?? []))
+      cursor = page?.next_cursor
+      if (!cursor) break
+    }
+    return out
+  },
+  get: (id: number | string) => api.get<Workspace>(`/workspaces/${seg(String(id))}`),
+  /** A graceful stop: the endStages run and the work is saved (202). */
+  stop: (id: number) => api.post<unknown>(`/workspaces/${seg(String(id))}/stop`),
+  /** Starts the idle countdown again. */
+  keepalive: (id: number) => api.post<unknown>(`/workspaces/${seg(String(id))}/keepalive`),
+  /** Applies a saved work to the workspace's tree, uncommitted. */
+  restore: (id: number, ref: string) => api.post<RestoreResult>(`/workspaces/${seg(String(id))}/restore`, { ref }),
+}
+
+/** The dashboard's page of one workspace. */
+export const workspacePath = (w: { org: string; repo: string; id: number }) => `/${seg(w.org)}/${seg(w.repo)}/workspaces/${w.id}`
+
+/** The terminal WebSocket's subprotocol. */
+export const TERMINAL_PROTOCOL = 'nimbus-terminal.v1'
+
+/**
+ * The terminal WebSocket's URL on this page's origin (ws: or wss: as the page is http: or
+ * https:); the browser sends the session cookie with it. `session` reattaches to a shell.
+ */
+export function terminalUrl(
+  id: number | string,
+  q: { session?: string; cols?: number; rows?: number } = {},
+  loc: { protocol: string; host: string } = window.location,
+): string {
+  const params = new URLSearchParams()
+  if (q.session) params.set('session', q.session)
+  if (q.cols) params.set('cols', String(q.cols))
+  if (q.rows) params.set('rows', String(q.rows))
+  const s = params.toString()
+  return `${loc.protocol === 'https:' ? 'wss:' : 'ws:'}//${loc.host}${BASE}/workspaces/${seg(String(id))}/terminal${s ? '?' + s : ''}`
+}
+
+/** A countdown for people: 9m 05s, 1h 02m, 42s. */
+export function countdown(ms: number): string {
+  const s = Math.max(0, Math.ceil(ms / 1000))
+  const h = Math.floor(s / 3600)
+  const m = Math.floor((s % 3600) / 60)
+  const sec = s % 60
+  const two = (n: number) => String(n).padStart(2, '0')
+  if (h > 0) return `${h}h ${two(m)}m`
+  if (m > 0) return `${m}m ${two(sec)}s`
+  return `${sec}s`
+}
+
+/** What the idle column says: the countdown, "connected", or why there is none. */
+export function idleText(w: Workspace, now: number): { text: string; kind: 'countdown' | 'connected' | 'expired' | 'none' } {
+  if (w.state !== 'ready') return { text: '—', kind: 'none' }
+  if (w.idle_deadline) {
+    const left = Date.parse(w.idle_deadline) - now
+    if (left <= 0) return { text: 'idle: stopping', kind: 'expired' }
+    return { text: `stops in ${countdown(left)} if idle`, kind: 'countdown' }
+  }
+  if (w.connections != null && w.connections > 0) return { text: w.connections === 1 ? 'connected' : `connected (${w.connections})`, kind: 'connected' }
+  return { text: w.connections == null ? 'agent unreachable' : '—', kind: 'none' }
+}
+
+/** The lifetime cap: when, and how long until then while the workspace runs. */
+export function lifetimeText(w: Workspace, now: number): string {
+  if (!w.lifetime_deadline) return '—'
+  const at = new Date(w.lifetime_deadline).toLocaleString()
+  if (isEnded(w)) return at
+  const left = Date.parse(w.lifetime_deadline) - now
+  return left > 0 ? `${at} (in ${countdown(left)})` : `${at} (reached)`
+}

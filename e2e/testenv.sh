@@ -86,6 +86,8 @@ fi
 need_pkg docker.io command -v dockerd
 need_pkg rootlesskit command -v rootlesskit
 need_pkg uidmap command -v newuidmap
+# nimbus workspace ssh is tested with the real OpenSSH client as its ProxyCommand's caller.
+need_pkg openssh-client command -v ssh
 
 # --- helpers --------------------------------------------------------------------------------
 free_port() {

@@ -3,10 +3,12 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +186,15 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	again.expect("MARK=kept", 10*time.Second) // the replayed tail
 	again.send("echo value=$MARK\n")
 	again.expect("value=kept-2", 10*time.Second)
+
+	// SSH through the CLI (its own client over the WebSocket), a command and its exit status.
+	cmd := exec.Command(bin("nimbus"), "workspace", "ssh", "--server", w.base, "--token", w.token, itoa(id), "--",
+		"echo ssh-$((6*7)) && cat notes.missing 2>/dev/null; exit 3")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 || !strings.Contains(string(out), "ssh-42") {
+		t.Fatalf("nimbus workspace ssh: %v, output %q", err, out)
+	}
 
 	// A preview: busybox httpd on 8686, served at the port's origin after a login.
 	again.send("mkdir -p www && echo preview-ok > www/index.html; httpd -f -p 127.0.0.1:8686 -h \"$PWD/www\" & sleep 0.5; netstat -ltn | grep -q ':8686 ' && echo httpd-$((1+1))up\n")

@@ -38,9 +38,10 @@ func commands() map[string]command {
 			fmt.Fprintf(e.stdout, "nimbus %s\n", version)
 			return 0
 		}},
-		"lint":     lintCommand(),
-		"plan":     planCommand(),
-		"artifact": artifactCommand(),
+		"lint":      lintCommand(),
+		"plan":      planCommand(),
+		"artifact":  artifactCommand(),
+		"workspace": workspaceCommand(),
 	}
 }
 

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// BenchmarkWorkspace prints what a workspace user feels, through the real server, the agent's
+// tunnel and Docker (issue 15; targets in brackets):
+//
+//   - open → prompt: from POST …/workspaces to the shell's first prompt on the terminal
+//     WebSocket, the image already on the host, p50 over 5 opens [p50 < 3 s];
+//   - keystroke echo: one key sent on the terminal WebSocket to its echo back (browser →
+//     server → tunnel → agent → PTY and back), p50 and p99 over 300 keys [p99 < 30 ms];
+//   - preview throughput: a 1 GiB download from busybox httpd in the workspace through its
+//     preview URL (server → tunnel → container port), against the same download made inside
+//     the container straight from the port [≥ 70 %].
+//
+// Alone: make build && NIMBUS_E2E_BIN=$PWD/bin e2e/testenv.sh go test -run '^$' -bench Workspace -benchtime=1x -v ./e2e
+func BenchmarkWorkspace(b *testing.B) {
+	for range b.N {
+		w := newWorld(b)
+		w.agent("")
+		w.pushFiles(map[string]string{".cnb.yml": `$:
+  vscode:
+    - runner: { tags: cnb:arch:amd64, cpus: 2 }
+      docker: { image: ` + w.image + ` }
+      services: [vscode]
+`})
+		var opens []time.Duration
+		var last int64
+		for i := 0; i < 5; i++ {
+			d, id, term := w.openToPrompt(b)
+			opens = append(opens, d)
+			if i < 4 {
+				term.ws.Close()
+				w.api.must(202, "POST", "/api/v1/workspaces/"+itoa(id)+"/stop", nil, nil)
+				w.waitWorkspace(id, time.Minute, "stopped", func(v workspaceJSON) bool { return v.Status != "running" })
+			} else {
+				last = id
+				w.echoAndPreview(b, id, term)
+			}
+		}
+		p50 := percentile(opens, 50)
+		b.ReportMetric(float64(p50.Milliseconds()), "open-to-prompt-p50-ms")
+		b.Logf("open → first prompt over %d opens: p50 %v (target < 3 s: %s); all %v", len(opens), p50.Round(time.Millisecond),
+			verdict(p50 < 3*time.Second), opens)
+		_ = last
+	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+// openToPrompt opens a workspace and waits for the shell's prompt on a terminal.
+func (w *world) openToPrompt(tb testing.TB) (time.Duration, int64, *terminal) {
+	start := time.Now()
+	var opened buildJSON
+	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/workspaces", map[string]string{"branch": "main"}, &opened)
+	id := opened.Pipelines[0].ID
+	for {
+		var v workspaceJSON
+		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &v)
+		if v.State == "ready" {
+			break
+		}
+		if v.State == "failed" || time.Since(start) > 2*time.Minute {
+			tb.Fatalf("workspace %d: %+v", id, v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	term := w.dialTerminal(id, "")
+	term.expect("# ", 20*time.Second)
+	return time.Since(start), id, term
+}
+
+var busyboxReal = regexp.MustCompile(`real\s+(\d+)m\s*([\d.]+)s`)
+
+// echoAndPreview measures keystroke echo and preview throughput in workspace id.
+func (w *world) echoAndPreview(tb testing.TB, id int64, term *terminal) {
+	// Keystrokes: one at a time into cat (the PTY echoes them), each waiting for its echo.
+	term.send("cat\n")
+	term.expect("cat\r\n", 10*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	var echoes []time.Duration
+	buf := make([]byte, 0, 64)
+	for i := 0; i < 300; i++ {
+		c := byte('a' + i%26)
+		start := time.Now()
+		term.send(string(c))
+		term.ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		for got := false; !got; {
+			typ, msg, err := term.ws.ReadMessage()
+			if err != nil {
+				tb.Fatalf("echo of key %d: %v", i, err)
+			}
+			if typ == websocket.BinaryMessage {
+				buf = append(buf[:0], msg...)
+				got = strings.IndexByte(string(buf), c) >= 0
+			}
+		}
+		echoes = append(echoes, time.Since(start))
+		if i%60 == 59 {
+			// ^U: the line is killed (its echo is backspaces, no letters), so it never wraps.
+			term.send("\x15")
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	term.ws.SetReadDeadline(time.Time{})
+	term.out.Reset()
+	term.send("\x03") // ^C ends cat
+	term.expect("# ", 10*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	p50, p99 := percentile(echoes, 50), percentile(echoes, 99)
+	tb.(*testing.B).ReportMetric(float64(p50.Microseconds())/1000, "echo-p50-ms")
+	tb.(*testing.B).ReportMetric(float64(p99.Microseconds())/1000, "echo-p99-ms")
+	tb.Logf("keystroke echo over %d keys: p50 %v p99 %v (target p99 < 30 ms: %s)", len(echoes),
+		p50.Round(10*time.Microsecond), p99.Round(10*time.Microsecond), verdict(p99 < 30*time.Millisecond))
+
+	// Preview: 1 GiB from httpd, inside the container and through the preview URL.
+	term.send("mkdir -p big && dd if=/dev/zero of=big/file bs=1M count=1024 2>/dev/null && httpd -f -p 127.0.0.1:8686 -h \"$PWD/big\" & sleep 3; echo ready-$((2*3))\n")
+	term.expect("ready-6", 2*time.Minute)
+	term.out.Reset()
+	term.send("time wget -q -O /dev/null http://127.0.0.1:8686/file; echo done-$((3*3))\n")
+	term.expect("done-9", 5*time.Minute)
+	m := busyboxReal.FindStringSubmatch(term.out.String())
+	if m == nil {
+		tb.Fatalf("no time in %q", term.out.String())
+	}
+	mins, _ := strconv.Atoi(m[1])
+	secs, _ := strconv.ParseFloat(m[2], 64)
+	direct := time.Duration((float64(mins)*60 + secs) * float64(time.Second))
+
+	var tok struct{ Token, URL string }
+	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(id)+"/preview/8686/token", nil, &tok)
+	req, _ := http.NewRequest("GET", tok.URL+"file", nil)
+	req.Header.Set("X-Nimbus-Preview-Token", tok.Token)
+	start := time.Now()
+	resp, err := w.previewClient().Do(req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		body, _ := io.ReadAll(resp.Body)
+		tb.Fatalf("preview download: %d %s; the terminal showed %q", resp.StatusCode, body, term.out.String())
+	}
+	n, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	proxied := time.Since(start)
+	if err != nil || n != 1<<30 {
+		tb.Fatalf("preview download: %d bytes, %v", n, err)
+	}
+	mibs := func(d time.Duration) float64 { return 1024 / d.Seconds() }
+	ratio := direct.Seconds() / proxied.Seconds()
+	tb.(*testing.B).ReportMetric(mibs(proxied), "preview-MiB/s")
+	tb.(*testing.B).ReportMetric(mibs(direct), "direct-MiB/s")
+	tb.(*testing.B).ReportMetric(100*ratio, "preview-%-of-direct")
+	tb.Logf("1 GiB download: through the preview %.0f MiB/s (%v), straight from the port inside the container %.0f MiB/s (%v): %.0f %% (target ≥ 70 %%: %s)",
+		mibs(proxied), proxied.Round(time.Millisecond), mibs(direct), direct.Round(time.Millisecond), 100*ratio, verdict(ratio >= 0.7))
+}

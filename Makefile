@@ -10,7 +10,7 @@ BINARIES := bin/nimbus-server bin/nimbus-agent bin/nimbus
 # in 1.27). About 20 s on this machine.
 FUZZ_COMPILE_RUNS ?= 40000x
 
-.PHONY: all run build binaries frontend test test-all vet go-test fuzz bench frontend-test clean
+.PHONY: all run build binaries frontend test test-all test-ide vet go-test fuzz bench frontend-test clean
 .DEFAULT_GOAL := build
 
 all: build
@@ -34,6 +34,12 @@ frontend: frontend/node_modules/.installed
 frontend/node_modules/.installed: frontend/package.json frontend/package-lock.json
 	cd frontend && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
+
+## test-ide: build code-server 4.100.3 from npm into a test image (cached in CODE_SERVER_CACHE;
+## 3-4 minutes cold on 2 cores, e2e/testenv/CODE-SERVER.md) and open it through the preview proxy
+test-ide: build
+	e2e/testenv.sh bash -c 'out=$$(e2e/testenv/code-server.sh) && eval "$$out" && \
+		NIMBUS_E2E_IDE=1 NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -count=1 -timeout 15m -run "CodeServer" -v ./e2e'
 
 ## test: start real PostgreSQL, Redis and Docker (e2e/testenv.sh), run every check, tear down
 test: build

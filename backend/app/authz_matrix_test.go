@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -238,6 +239,46 @@ var mxMatrix = []mxRow{
 	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/builds/1/rerun"),
 	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/builds/1/rerun"),
 
+	// ---- workspaces ({id} is a workspace of A's private or public repo, opened once per world
+	// by mxWorkspace; stop gets a fresh one per call, mxFreshWorkspace). Write access to the repo:
+	// a caller who cannot read it gets 404 like an unknown id, a reader 403, a job token 403;
+	// anonymous callers 401 on the public repo. No agent runs them, so they stay queued: what
+	// needs a ready workspace answers 409 after authorization, the WebSockets (sent without
+	// the upgrade) 400, and the preview login and token only authorize.
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("401 | 200 200 200 200 200 | 404 | 403 403 | 404 403", "GET", mxA+"/workspaces").
+		note("members below developer: an empty list"),
+	mx("401 | 200 200 200 200 200 | 404 | 403 403 | 404 403", "GET", mxA+"/workspaces?all=true"),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 403", "GET", mxB+"/workspaces"),
+	mx("401 | 404 404 404 404 404 | 404 | 404 404 | 404 403", "GET", "/api/v1/orgs/"+mxGhostOrg+"/workspaces"),
+	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 403", "GET", "/api/v1/workspaces/{id}").
+		note("A's private repo").prep(mxWorkspace(mxPrivA)),
+	mx("401 | 403 200 200 200 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/workspaces/{id}").
+		note("A's public repo").prep(mxWorkspace(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 403", "GET", "/api/v1/workspaces/"+mxGhostWorkspace),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 403", "GET", "/api/v1/workspaces/{id}").
+		note("a pipeline that is not a workspace").prep(mxNotAWorkspace),
+	mx("404 | 403 202 202 202 403 | 404 | 403 403 | 403 403", "POST", "/api/v1/workspaces/{id}/stop").
+		note("A's private repo; queued: its build is cancelled").prep(mxFreshWorkspace(mxPrivA)),
+	mx("401 | 403 202 202 202 403 | 403 | 403 403 | 403 403", "POST", "/api/v1/workspaces/{id}/stop").
+		note("A's public repo; queued: its build is cancelled").prep(mxFreshWorkspace(mxPubA)),
+	mx("404 | 403 409 409 409 403 | 404 | 403 403 | 403 403", "POST", "/api/v1/workspaces/{id}/keepalive").
+		note("queued: not ready").prep(mxWorkspace(mxPrivA)),
+	mx("404 | 403 409 409 409 403 | 404 | 403 403 | 403 403", "POST", "/api/v1/workspaces/{id}/restore").
+		note("queued: not ready").body(map[string]string{"ref": "refs/nimbus/workspaces/main/1"}).prep(mxWorkspace(mxPrivA)),
+	mx("404 | 403 303 303 303 403 | 404 | 403 403 | 403 403", "GET", "/api/v1/workspaces/{id}/preview/8080").
+		note("the one-time login").prep(mxWorkspace(mxPrivA)),
+	mx("401 | 403 303 303 303 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/workspaces/{id}/preview/8080").
+		note("A's public repo").prep(mxWorkspace(mxPubA)),
+	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 403", "POST", "/api/v1/workspaces/{id}/preview/8080/token").
+		prep(mxWorkspace(mxPrivA)),
+	mx("404 | 403 400 400 400 403 | 404 | 403 403 | 403 403", "GET", "/api/v1/workspaces/{id}/terminal").
+		note("a WebSocket: without the upgrade a 400, after authorization").prep(mxWorkspace(mxPrivA)),
+	mx("401 | 403 400 400 400 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/workspaces/{id}/terminal").
+		note("A's public repo, without the upgrade").prep(mxWorkspace(mxPubA)),
+	mx("404 | 403 400 400 400 403 | 404 | 403 403 | 403 403", "GET", "/api/v1/workspaces/{id}/ssh").
+		note("a WebSocket: without the upgrade a 400, after authorization").prep(mxWorkspace(mxPrivA)),
+
 	// ---- job logs ({job} is a job of build #1, which the fixture's push made; the private
 	// repo's log holds a private marker). Read access to the job's repo, as for its builds; a
 	// job of a repo the caller may not see is a 404 like the repo. The stream rows complete the
@@ -404,6 +445,63 @@ func mxFreshLease(w *mxWorld, c *mxCall) {
 		w.manualBuild()
 		c.Vars["lease"] = w.pollLease(w.agentToken).ID
 	}
+}
+
+// Preps of the workspace routes.
+
+// mxGhostWorkspace is a workspace id that no pipeline has.
+const mxGhostWorkspace = "987654320"
+
+// mxWorkspace sets {id} to the shared workspace of repoName (a repo of A).
+func mxWorkspace(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) { c.Vars["id"] = fmt.Sprint(w.workspace(repoName)) }
+}
+
+// mxFreshWorkspace sets {id} to a workspace of repoName (a repo of A) opened for this call.
+func mxFreshWorkspace(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) { c.Vars["id"] = fmt.Sprint(w.openWorkspace(repoName)) }
+}
+
+// mxNotAWorkspace sets {id} to the pipeline of build #1 of A's private repo, a build's.
+func mxNotAWorkspace(w *mxWorld, c *mxCall) { c.Vars["id"] = fmt.Sprint(w.lease.PipelineID) }
+
+// workspace returns the workspace of repoName (a repo of A) that the rows share, opening it the
+// first time. No agent polls while the workspace rows run, so it stays queued.
+func (w *mxWorld) workspace(repoName string) int64 {
+	w.t.Helper()
+	if id, ok := w.workspaces[repoName]; ok {
+		return id
+	}
+	if w.workspaces == nil {
+		w.workspaces = map[string]int64{}
+	}
+	w.workspaces[repoName] = w.openWorkspace(repoName)
+	return w.workspaces[repoName]
+}
+
+// openWorkspace opens a workspace on main of repoName (a repo of A; the fixture's .cnb.yml
+// declares the vscode pipeline "dev") as A's developer and returns its id, its pipeline's.
+func (w *mxWorld) openWorkspace(repoName string) int64 {
+	w.t.Helper()
+	path := "/api/v1/repos/" + mxOrgA + "/" + repoName + "/workspaces"
+	r := w.do(w.byName["developer-token"], "POST", path, map[string]string{"branch": "main"})
+	if r.Status != http.StatusCreated {
+		w.t.Fatalf("open a workspace of %s: %d %s", repoName, r.Status, r.Body)
+	}
+	var b struct {
+		Pipelines []struct {
+			ID        int64 `json:"id"`
+			Workspace bool  `json:"workspace"`
+		} `json:"pipelines"`
+	}
+	r.decode(w.t, &b)
+	for _, p := range b.Pipelines {
+		if p.Workspace {
+			return p.ID
+		}
+	}
+	w.t.Fatalf("the workspace build of %s has no workspace pipeline: %s", repoName, r.Body)
+	return 0
 }
 
 // mxGhostJob is a job id that no job has.

@@ -399,6 +399,10 @@ func mxCheckIndistinguishable(t *testing.T, w *mxWorld, who string, p *mxPrincip
 		mxCheckJobIndistinguishable(t, w, who, p, q, res, rest)
 		return
 	}
+	if rest, ok := strings.CutPrefix(q.Path, "/api/v1/workspaces/"); ok {
+		mxCheckWorkspaceIndistinguishable(t, w, who, p, q, res, rest)
+		return
+	}
 	org, repo, at := mxTargetAt(q.Path)
 	layout := w.layout[org]
 	if (res.Status != http.StatusNotFound && res.Status != http.StatusForbidden) || layout == "" || p.Sees[layout] || repo == mxPubA {
@@ -446,6 +450,47 @@ func mxCheckJobIndistinguishable(t *testing.T, w *mxWorld, who string, p *mxPrin
 	}
 	if gres.Status != res.Status || norm(res.Body, id) != norm(gres.Body, mxGhostJob) {
 		t.Errorf("%s: a non-member can tell job %s exists:\n  %d %s\n  vs %s: %d %s", who, id,
+			res.Status, mxShort(res.Body), g.Path, gres.Status, mxShort(gres.Body))
+	}
+}
+
+// mxCheckWorkspaceIndistinguishable is mxCheckJobIndistinguishable for
+// /api/v1/workspaces/{id}/…: a 404 or 403 that a non-member gets for a workspace of a team's
+// private repo must be the answer for a workspace id that does not exist, but for the id.
+func mxCheckWorkspaceIndistinguishable(t *testing.T, w *mxWorld, who string, p *mxPrincipal, q mxReq, res *mxResp, rest string) {
+	t.Helper()
+	id, tail, slash := strings.Cut(rest, "/")
+	id, query, _ := strings.Cut(id, "?")
+	wid, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || id == mxGhostWorkspace || (res.Status != http.StatusNotFound && res.Status != http.StatusForbidden) {
+		return
+	}
+	var at struct{ Org, Repo string }
+	err = w.app.DB.Table("pipelines").Select("orgs.name AS org, repos.name AS repo").
+		Joins("JOIN repos ON repos.id = pipelines.repo_id").
+		Joins("JOIN orgs ON orgs.id = repos.org_id").
+		Where("pipelines.id = ?", wid).Take(&at).Error
+	if err != nil {
+		t.Fatalf("%s: the workspace's repo: %v", who, err)
+	}
+	layout := w.layout[at.Org]
+	if layout == "" || p.Sees[layout] || at.Repo == mxPubA {
+		return
+	}
+	g := q
+	g.Path = "/api/v1/workspaces/" + mxGhostWorkspace
+	switch {
+	case slash:
+		g.Path += "/" + tail
+	case query != "":
+		g.Path += "?" + query
+	}
+	gres := w.send(p, g)
+	norm := func(b []byte, id string) string {
+		return regexp.MustCompile(`\b`+id+`\b`).ReplaceAllString(string(b), "{}")
+	}
+	if gres.Status != res.Status || norm(res.Body, id) != norm(gres.Body, mxGhostWorkspace) {
+		t.Errorf("%s: a non-member can tell workspace %s exists:\n  %d %s\n  vs %s: %d %s", who, id,
 			res.Status, mxShort(res.Body), g.Path, gres.Status, mxShort(gres.Body))
 	}
 }

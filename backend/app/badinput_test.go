@@ -41,6 +41,7 @@ type mxBad struct {
 	Setup  func(w *mxWorld, vars map[string]string) // runs before the endpoint's snapshot
 	Header map[string]string                        // request headers (a checksum, …)
 	InMsg  string                                   // the error message must hold this
+	Field  string                                   // the error's details.field must be this
 }
 
 var mxLong = func(n int) string { return strings.Repeat("a", n) }
@@ -88,7 +89,8 @@ func mxSetScratchOrg(w *mxWorld, v map[string]string)  { v["org"] = w.scratchOrg
 func mxSetScratchRepo(w *mxWorld, v map[string]string) { v["repo"] = w.scratchRepo() }
 
 // mxBadEndpoints lists every write endpoint with its bad inputs.
-var mxBadEndpoints = slices.Concat(mxBadUserEndpoints, mxBadAgentEndpoints, mxBadBillingEndpoints, mxBadArtifactEndpoints)
+var mxBadEndpoints = slices.Concat(mxBadUserEndpoints, mxBadAgentEndpoints, mxBadBillingEndpoints, mxBadArtifactEndpoints,
+	mxBadWorkspaceEndpoints)
 
 var mxBadUserEndpoints = []mxBadEndpoint{
 	{Method: "POST", Path: "/api/v1/auth/signup", JSON: true,
@@ -605,6 +607,8 @@ func mxRunBadInput(t *testing.T, w *mxWorld, e mxBadEndpoint) {
 			t.Errorf("%s: the message echoes the input (%d bytes)", who, len(msg))
 		case !strings.Contains(msg, k.c.InMsg):
 			t.Errorf("%s: message %q does not name %q", who, msg, k.c.InMsg)
+		case k.c.Field != "" && mxDetailsField(res) != k.c.Field:
+			t.Errorf("%s: details.field = %q, want %q: %s", who, mxDetailsField(res), k.c.Field, mxShort(res.Body))
 		}
 	}
 	if d := before.diff(w.snapshot()); d != "" {
@@ -614,6 +618,19 @@ func mxRunBadInput(t *testing.T, w *mxWorld, e mxBadEndpoint) {
 		}
 		t.Errorf("bad input changed the database (cases: %s):\n%s", strings.Join(names, "; "), d)
 	}
+}
+
+// mxDetailsField is the details.field of an error envelope ("" when there is none).
+func mxDetailsField(r *mxResp) string {
+	var env struct {
+		Error struct {
+			Details struct {
+				Field string `json:"field"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	json.Unmarshal(r.Body, &env)
+	return env.Error.Details.Field
 }
 
 // mxExpandAll fills every {placeholder} of s that vars holds.
@@ -728,4 +745,106 @@ var mxBadBillingEndpoints = []mxBadEndpoint{
 				"data": map[string]any{"object": map[string]any{"id": "ch_1", "amount_refunded": 100}}}},
 			{Name: "as the owner", As: "owner", Want: 400, Body: map[string]any{"id": "evt_3", "type": "checkout.session.completed"}},
 		}},
+}
+
+// Workspaces. {id} is a queued workspace of A's private repo (no agent runs it, so whatever needs
+// it ready is a 409), {ended} one stopped before the snapshot, {build} a pipeline that is not a
+// workspace. The id is read first (not a positive integer: 404), then a preview's port (not
+// 1-65535: 422 naming "port") and restore's body (a missing or empty ref: 422 naming "ref"),
+// none of which depends on the workspace; then the caller is authorized (a reader 403, another
+// team 404), and only then the workspace's state is looked at. The GET rows (preview, the
+// WebSockets) change nothing either.
+
+func mxSetWorkspace(w *mxWorld, v map[string]string) {
+	v["id"] = fmt.Sprint(w.openWorkspace(mxPrivA))
+	ended := w.openWorkspace(mxPrivA)
+	if r := w.do(w.byName["developer-token"], "POST", fmt.Sprintf("/api/v1/workspaces/%d/stop", ended), nil); r.Status != 202 {
+		w.t.Fatalf("stop workspace %d: %d %s", ended, r.Status, r.Body)
+	}
+	v["ended"] = fmt.Sprint(ended)
+	v["build"] = fmt.Sprint(w.lease.PipelineID)
+}
+
+// mxWorkspaceIDs are the ids of no workspace, for the route /api/v1/workspaces/{id}/{verb}.
+var mxWorkspaceIDs = []mxBad{
+	{Name: "not a number", Path: "/api/v1/workspaces/abc/{verb}", Want: 404},
+	{Name: "zero", Path: "/api/v1/workspaces/0/{verb}", Want: 404},
+	{Name: "negative", Path: "/api/v1/workspaces/-1/{verb}", Want: 404},
+	{Name: "beyond int64", Path: "/api/v1/workspaces/99999999999999999999/{verb}", Want: 404},
+	{Name: "no such workspace", Path: "/api/v1/workspaces/987654/{verb}", Want: 404},
+	{Name: "a pipeline that is not a workspace", Path: "/api/v1/workspaces/{build}/{verb}", Want: 404},
+}
+
+// mxBadPorts are the ports that are not TCP ports, for /api/v1/workspaces/{id}/preview/{port}{rest}.
+var mxBadPorts = []mxBad{
+	{Name: "port 0", Path: "/api/v1/workspaces/{id}/preview/0{rest}", Want: 422, Field: "port"},
+	{Name: "port 70000", Path: "/api/v1/workspaces/{id}/preview/70000{rest}", Want: 422, Field: "port"},
+	{Name: "port -1", Path: "/api/v1/workspaces/{id}/preview/-1{rest}", Want: 422, Field: "port"},
+	{Name: "port abc", Path: "/api/v1/workspaces/{id}/preview/abc{rest}", Want: 422, Field: "port"},
+	{Name: "port 80.5", Path: "/api/v1/workspaces/{id}/preview/80.5{rest}", Want: 422, Field: "port"},
+	{Name: "not a number", Path: "/api/v1/workspaces/abc/preview/8080{rest}", Want: 404},
+	{Name: "no such workspace", Path: "/api/v1/workspaces/987654/preview/8080{rest}", Want: 404},
+	{Name: "a pipeline that is not a workspace", Path: "/api/v1/workspaces/{build}/preview/8080{rest}", Want: 404},
+	{Name: "a reader", As: "reporter", Path: "/api/v1/workspaces/{id}/preview/8080{rest}", Want: 403},
+	{Name: "another team", As: "outsider", Path: "/api/v1/workspaces/{id}/preview/8080{rest}", Want: 404},
+}
+
+func mxWorkspaceVerb(verb string) func(w *mxWorld, v map[string]string) {
+	return func(w *mxWorld, v map[string]string) {
+		mxSetWorkspace(w, v)
+		v["verb"] = verb
+	}
+}
+
+func mxPreviewRest(rest string) func(w *mxWorld, v map[string]string) {
+	return func(w *mxWorld, v map[string]string) {
+		mxSetWorkspace(w, v)
+		v["rest"] = rest
+	}
+}
+
+var mxBadWorkspaceEndpoints = []mxBadEndpoint{
+	{Method: "POST", Path: "/api/v1/workspaces/{id}/stop", Setup: mxWorkspaceVerb("stop"),
+		Cases: append(slices.Clip(mxWorkspaceIDs),
+			mxBad{Name: "already ended", Path: "/api/v1/workspaces/{ended}/stop", Want: 409},
+			mxBad{Name: "a reader", As: "reporter", Path: "/api/v1/workspaces/{id}/stop", Want: 403},
+			mxBad{Name: "another team", As: "outsider", Path: "/api/v1/workspaces/{id}/stop", Want: 404},
+			mxBad{Name: "a body is ignored", Path: "/api/v1/workspaces/{ended}/stop", Body: `{"force": true}`, Want: 409})},
+	{Method: "POST", Path: "/api/v1/workspaces/{id}/keepalive", Setup: mxWorkspaceVerb("keepalive"),
+		Cases: append(slices.Clip(mxWorkspaceIDs),
+			mxBad{Name: "queued: not ready", Path: "/api/v1/workspaces/{id}/keepalive", Want: 409},
+			mxBad{Name: "ended: not ready", Path: "/api/v1/workspaces/{ended}/keepalive", Want: 409})},
+	{Method: "POST", Path: "/api/v1/workspaces/{id}/restore", JSON: true, Setup: mxWorkspaceVerb("restore"),
+		Valid: map[string]any{"ref": "refs/nimbus/workspaces/main/1"},
+		Cases: []mxBad{
+			{Name: "no ref", Body: map[string]any{}, Want: 422, Field: "ref"},
+			{Name: "empty ref", Body: map[string]any{"ref": ""}, Want: 422, Field: "ref"},
+			{Name: "ref as a number", Body: map[string]any{"ref": 41}, Want: 400},
+			{Name: "ref as a list", Body: map[string]any{"ref": []string{"refs/nimbus/workspaces/main/1"}}, Want: 400},
+			{Name: "ref as null", Body: `{"ref": null}`, Want: 422, Field: "ref"},
+			{Name: "valid, but queued: not ready", Body: map[string]any{"ref": "refs/nimbus/workspaces/main/1"}, Want: 409},
+			{Name: "valid, but ended: not ready", Path: "/api/v1/workspaces/{ended}/restore", Body: map[string]any{"ref": "refs/nimbus/workspaces/main/1"}, Want: 409},
+			{Name: "not a number", Path: "/api/v1/workspaces/abc/restore", Body: map[string]any{"ref": "refs/nimbus/workspaces/main/1"}, Want: 404},
+			{Name: "no such workspace", Path: "/api/v1/workspaces/987654/restore", Body: map[string]any{"ref": "refs/nimbus/workspaces/main/1"}, Want: 404},
+			{Name: "a pipeline that is not a workspace", Path: "/api/v1/workspaces/{build}/restore", Body: map[string]any{"ref": "refs/nimbus/workspaces/main/1"}, Want: 404},
+			{Name: "a reader", As: "reporter", Body: map[string]any{"ref": "refs/nimbus/workspaces/main/1"}, Want: 403},
+			{Name: "another team", As: "outsider", Body: map[string]any{"ref": "refs/nimbus/workspaces/main/1"}, Want: 404},
+		}},
+	{Method: "POST", Path: "/api/v1/workspaces/{id}/preview/{port}/token", Setup: mxPreviewRest("/token"),
+		Cases: append(slices.Clip(mxBadPorts),
+			mxBad{Name: "valid: changes nothing", Path: "/api/v1/workspaces/{id}/preview/8080/token", Want: 200})},
+	// Reads, with the same path checks.
+	{Method: "GET", Path: "/api/v1/workspaces/{id}/preview/{port}", Setup: mxPreviewRest(""),
+		Cases: append(slices.Clip(mxBadPorts),
+			mxBad{Name: "valid: the login redirect", Path: "/api/v1/workspaces/{id}/preview/8080", Want: 303})},
+	{Method: "GET", Path: "/api/v1/workspaces/{id}/terminal", Setup: mxWorkspaceVerb("terminal"),
+		Cases: append(slices.Clip(mxWorkspaceIDs),
+			mxBad{Name: "without the WebSocket upgrade", Path: "/api/v1/workspaces/{id}/terminal?session=x&cols=80&rows=24", Want: 400},
+			mxBad{Name: "a reader, without the upgrade", As: "reporter", Path: "/api/v1/workspaces/{id}/terminal", Want: 403},
+			mxBad{Name: "another team, without the upgrade", As: "outsider", Path: "/api/v1/workspaces/{id}/terminal", Want: 404})},
+	{Method: "GET", Path: "/api/v1/workspaces/{id}/ssh", Setup: mxWorkspaceVerb("ssh"),
+		Cases: append(slices.Clip(mxWorkspaceIDs),
+			mxBad{Name: "without the WebSocket upgrade", Path: "/api/v1/workspaces/{id}/ssh", Want: 400},
+			mxBad{Name: "a reader, without the upgrade", As: "reporter", Path: "/api/v1/workspaces/{id}/ssh", Want: 403},
+			mxBad{Name: "another team, without the upgrade", As: "outsider", Path: "/api/v1/workspaces/{id}/ssh", Want: 404})},
 }

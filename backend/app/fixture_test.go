@@ -151,6 +151,8 @@ type mxWorld struct {
 	// first (its job token is the "job" principal), and one leased by the second.
 	agentToken, otherAgentToken string
 	lease, otherLease           *protocol.Lease
+
+	workspaces map[string]int64 // repo name of A → its shared queued workspace (mxWorkspace)
 }
 
 // mxEachDialect runs fn against a fresh world on SQLite and on PostgreSQL (which is skipped,

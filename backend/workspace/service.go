@@ -291,12 +291,20 @@ func (s *Service) List(ctx context.Context, p *auth.Principal, orgName string, a
 	if p.Kind == auth.KindJob {
 		return nil, api.Forbidden("a pipeline's job token cannot list workspaces")
 	}
+	// As every org route (org.Load): anonymous callers 401, non-members 404, then the scope.
+	if !p.Authenticated() {
+		return nil, api.Unauthenticated("sign in or send a token")
+	}
 	o, role, err := s.cfg.Orgs.Access(ctx, p, orgName)
 	if err != nil {
 		return nil, err
 	}
 	if !role.IsMember() {
 		return nil, api.NotFound("team not found")
+	}
+	// The list shows what GET /workspaces/{id} shows, which needs repo:write.
+	if !p.Has(auth.ScopeRepoWrite) {
+		return nil, api.Forbidden("the token lacks the %s scope", auth.ScopeRepoWrite)
 	}
 	if !role.CanWrite() {
 		return []View{}, nil

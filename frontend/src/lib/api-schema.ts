@@ -750,6 +750,167 @@ export interface paths {
       };
     };
   };
+  "/orgs/{org}/workspaces": {
+    /**
+     * The team's workspaces
+     * @description The team's workspaces in the repos the caller may write to, newest first (by id): the
+     * active ones (`queued` or `running` pipelines), or with `all=true` the ended ones too; at
+     * most 200, not paginated. What each says comes from its agent too, as for `GET
+     * /workspaces/{id}`, but without `saved_work` (always empty here). Any member: a member
+     * below `developer` (reporter, billing) gets an empty list; token scope `repo:write`.
+     * Non-members get 404, anonymous callers 401, a job token 403.
+     */
+    get: operations["listWorkspaces"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+      };
+    };
+  };
+  "/workspaces/{id}": {
+    /**
+     * One workspace
+     * @description The workspace, with what its agent says while it runs (`connections`, `idle_deadline`,
+     * `idle_timeout_ms`, `lifetime_deadline`, `ide`: null when the agent cannot be reached)
+     * and the work earlier workspaces of its branch saved (`saved_work`). Write access to its
+     * repo (role `developer` or stronger); token scope `repo:write`; a job token gets 403. A
+     * workspace the caller cannot read is a 404, as is an id that is not one (or not a
+     * number); a reader gets 403, and anonymous callers 401 on a public repo.
+     */
+    get: operations["getWorkspace"];
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+  };
+  "/workspaces/{id}/stop": {
+    /**
+     * Stop a workspace
+     * @description A graceful stop of a running workspace: its `endStages` run and its uncommitted work is
+     * saved to `refs/nimbus/workspaces/<branch>/<id>` (see `saved_work`); its `reason` says the
+     * user stopped it. A workspace still queued has nothing to save: its build is cancelled.
+     * One that has already ended is a 409. No request body. Write access to its repo (role
+     * `developer` or stronger); token scope `repo:write`; a job token gets 403.
+     */
+    post: operations["stopWorkspace"];
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+  };
+  "/workspaces/{id}/keepalive": {
+    /**
+     * Start a workspace's idle countdown again
+     * @description Tells the workspace's agent that someone is still there: its idle countdown
+     * (`keepAliveTimeout`) starts again. No request body. A workspace that is not `ready` is a
+     * 409; one whose agent cannot be reached a 503. Write access to its repo (role
+     * `developer` or stronger); token scope `repo:write`; a job token gets 403.
+     */
+    post: operations["keepWorkspaceAlive"];
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+  };
+  "/workspaces/{id}/restore": {
+    /**
+     * Apply a saved work to a workspace
+     * @description Applies one of the workspace's `saved_work` refs to its tree, uncommitted, and says
+     * which files it changed. A missing or empty `ref`, or one that is not a saved work of the
+     * workspace's branch, is a 422 (`details.field` = `ref`); a workspace that is not `ready`,
+     * or whose tree the saved work does not apply to, a 409; one whose agent cannot be reached
+     * a 503 (502 when it does not answer). Write access to its repo (role `developer` or
+     * stronger); token scope `repo:write`; a job token gets 403.
+     */
+    post: operations["restoreWorkspace"];
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+  };
+  "/workspaces/{id}/preview/{port}": {
+    /**
+     * Open a port of a workspace in the browser
+     * @description A 303 to the port's preview origin (`{scheme}://{port}-{id}.{preview domain}/`, see
+     * `preview_url_template`) with a one-time login valid for a minute, which the preview
+     * origin turns into a cookie of its own valid for this workspace only; the IDE's
+     * `ide.url` is this route. The caller is authorized here; whether the workspace runs and
+     * something listens on the port, the preview origin tells. Write access to its repo (role
+     * `developer` or stronger); token scope `repo:write`; a job token gets 403. A port that is
+     * not 1–65535 is a 422.
+     */
+    get: operations["openWorkspacePreview"];
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+        port: components["parameters"]["PreviewPort"];
+      };
+    };
+  };
+  "/workspaces/{id}/preview/{port}/token": {
+    /**
+     * A preview credential for programs
+     * @description A credential for the port's preview origin, for programs (curl, tests): send it as the
+     * `X-Nimbus-Preview-Token` header (`header`) with every request to `url`. Valid for 12
+     * hours, for this workspace only, and only while its user may still write to the repo. No
+     * request body. Write access to its repo (role `developer` or stronger); token scope
+     * `repo:write`; a job token gets 403. A port that is not 1–65535 is a 422.
+     */
+    post: operations["createWorkspacePreviewToken"];
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+        port: components["parameters"]["PreviewPort"];
+      };
+    };
+  };
+  "/workspaces/{id}/terminal": {
+    /**
+     * A shell in a workspace (a WebSocket)
+     * @description A WebSocket (`Upgrade: websocket`, subprotocol `nimbus-terminal.v1`) to a shell in the
+     * workspace container, on a real PTY (`TERM=xterm-256color`). Binary messages both ways
+     * are the terminal's bytes. Text messages are JSON: the client sends
+     * `{"type":"resize","cols":120,"rows":40}`; the server sends `{"type":"session","id":"…"}`
+     * first and `{"type":"exit","code":0}` when the shell exits (then it closes). Each
+     * connection without `session` starts a new shell; a shell outlives a broken connection
+     * for 5 minutes, and connecting with `?session=<id>` within that time reattaches to it and
+     * replays the last 64 KiB of its output. In a browser the session cookie authenticates it
+     * (a page of another origin is refused); other clients send a token.
+     *
+     * The caller is authorized first, then the request must be an upgrade (a 400 otherwise);
+     * a workspace that is not `ready` is a 409, one whose agent cannot be reached a 503, all
+     * as JSON before the upgrade. Write access to its repo (role `developer` or stronger);
+     * token scope `repo:write`; a job token gets 403.
+     */
+    get: operations["workspaceTerminal"];
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+  };
+  "/workspaces/{id}/ssh": {
+    /**
+     * SSH into a workspace (a WebSocket)
+     * @description A WebSocket (`Upgrade: websocket`, subprotocol `nimbus-ssh.v1`) whose binary messages
+     * carry an SSH connection to the agent's SSH server for the workspace, as `nimbus
+     * workspace ssh` (and `nimbus workspace ssh --stdio` as a `ProxyCommand`) open it. The
+     * caller is authorized first, then the request must be an upgrade (a 400 otherwise); a
+     * workspace that is not `ready` is a 409, one whose agent cannot be reached a 503, all as
+     * JSON before the upgrade. Write access to its repo (role `developer` or stronger); token
+     * scope `repo:write`; a job token gets 403.
+     */
+    get: operations["workspaceSSH"];
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+  };
   "/agent/register": {
     /**
      * Register an agent
@@ -1681,6 +1842,150 @@ export interface components {
       /** @description Default the repo's default branch. */
       branch?: string;
     };
+    /**
+     * @description A cloud workspace (`GET /workspaces/{id}`); its id is its pipeline's id. The fields its
+     * agent reports (`connections`, `idle_timeout_ms`, `idle_deadline`, `lifetime_deadline`,
+     * `ide`) are null while it is not `ready` or its agent cannot be reached.
+     */
+    Workspace: {
+      /** Format: int64 */
+      id: number;
+      org: string;
+      repo: string;
+      branch: string;
+      /** Format: int64 */
+      build_number: number;
+      pipeline_name: string;
+      status: components["schemas"]["Status"];
+      /**
+       * @description queued → starting → ready → stopping → stopped (it ended after it was ready) or
+       * failed (before it was ready, or lost with its agent); `reason` says why.
+       *
+       * @enum {string}
+       */
+      state: "queued" | "starting" | "ready" | "stopping" | "stopped" | "failed";
+      /**
+       * @description Why it ended or is stopping (stopped: idle, stopped: lifetime cap, by the user,
+       * `insufficient_balance`, `agent_lost`, or the failure before ready); "" when there is
+       * nothing to say.
+       */
+      reason: string;
+      /** @description Its runner class, e.g. `cnb:arch:amd64:gpu`. */
+      runner_tag: string;
+      cpus: number;
+      /** @description 1 when its runner asks for a GPU, else 0. */
+      gpus: number;
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      started_at: string | null;
+      /**
+       * Format: date-time
+       * @description When it could be entered; null until then.
+       */
+      ready_at: string | null;
+      /** Format: date-time */
+      finished_at: string | null;
+      /**
+       * Format: int64
+       * @description Cores × the seconds it has run so far, as for a pipeline.
+       */
+      core_seconds: number;
+      /**
+       * @description What it costs so far, a decimal string with 4 places, as for a pipeline.
+       * @example 0.1333
+       */
+      cost: string;
+      /** @description How many connections to the workspace are open now (from the agent). */
+      connections: number | null;
+      /**
+       * Format: int64
+       * @description How long it may stay idle before it stops, in milliseconds (from the agent).
+       */
+      idle_timeout_ms: number | null;
+      /**
+       * Format: date-time
+       * @description When it stops if nothing connects; null while something is connected (and when the agent is not asked).
+       */
+      idle_deadline: string | null;
+      /**
+       * Format: date-time
+       * @description When its lifetime cap stops it (from the agent).
+       */
+      lifetime_deadline: string | null;
+      /** @description What serves its IDE (from the agent). */
+      ide: components["schemas"]["IDE"] | null;
+      /**
+       * @description Its ports' preview URL, with `{{port}}` for the port (`CNB_VSCODE_PROXY_URI`).
+       * @example http://{{port}}-42.preview.localhost:8080/
+       */
+      preview_url_template: string;
+      /**
+       * @description The work earlier workspaces of its branch saved when they stopped, newest first
+       * (empty in the list).
+       */
+      saved_work: components["schemas"]["SavedWork"][];
+    };
+    /** @description What serves a workspace's IDE and where to open it. */
+    IDE: {
+      /**
+       * @description `code-server` (in the image), `sidecar` (the operator's IDE container beside it),
+       * `launch` (the `vscode` service's `launch` command, `onlyPreview`), `none` (then
+       * `reason` says why and the terminal is the way in).
+       *
+       * @enum {string}
+       */
+      kind: "code-server" | "sidecar" | "launch" | "none";
+      reason: string;
+      /**
+       * @description Opens the IDE (`GET /workspaces/{id}/preview/{port}`); null when `kind` is `none`.
+       * @example /api/v1/workspaces/42/preview/8686
+       */
+      url: string | null;
+    };
+    /** @description The uncommitted work a workspace of the branch saved when it stopped. */
+    SavedWork: {
+      /** @example refs/nimbus/workspaces/main/41 */
+      ref: string;
+      /**
+       * Format: int64
+       * @description The workspace that saved it.
+       */
+      pipeline_id: number;
+      /** Format: date-time */
+      saved_at: string;
+    };
+    WorkspaceList: {
+      items: components["schemas"]["Workspace"][];
+    };
+    WorkspaceRestore: {
+      /**
+       * @description One of the workspace's `saved_work` refs.
+       * @example refs/nimbus/workspaces/main/41
+       */
+      ref: string;
+    };
+    WorkspaceRestoreResult: {
+      ref: string;
+      /** @description The files the saved work changed in the workspace's tree. */
+      files: string[];
+    };
+    /** @description A credential for a workspace port's preview origin. */
+    PreviewToken: {
+      /**
+       * @description The port's preview URL.
+       * @example http://8080-42.preview.localhost:8080/
+       */
+      url: string;
+      token: string;
+      /** Format: date-time */
+      expires_at: string;
+      /**
+       * @description The request header to send the token in.
+       * @enum {string}
+       */
+      header: "X-Nimbus-Preview-Token";
+    };
     BuildTrigger: {
       /** @description Default the repo's default branch. */
       branch?: string;
@@ -2387,6 +2692,13 @@ export interface components {
     BuildNumber: number;
     /** @description The lease's id (`lease_…`), from the `Lease` that `POST /agent/poll` answered. */
     Lease: string;
+    /**
+     * @description The workspace's id: its pipeline's id (`Pipeline.id` of a pipeline with
+     * `workspace: true`). Not a positive integer, or not a workspace, is a 404.
+     */
+    WorkspaceID: number;
+    /** @description A TCP port the workspace listens on; not an integer from 1 to 65535 is a 422. */
+    PreviewPort: number;
     /** @description Page size; not an integer from 1 to 100 is a 400. */
     Limit?: number;
     /** @description The `next_cursor` of the previous page; an invalid cursor is a 400. */
@@ -4221,6 +4533,307 @@ export interface operations {
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       416: components["responses"]["LogRangeNotSatisfiable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The team's workspaces
+   * @description The team's workspaces in the repos the caller may write to, newest first (by id): the
+   * active ones (`queued` or `running` pipelines), or with `all=true` the ended ones too; at
+   * most 200, not paginated. What each says comes from its agent too, as for `GET
+   * /workspaces/{id}`, but without `saved_work` (always empty here). Any member: a member
+   * below `developer` (reporter, billing) gets an empty list; token scope `repo:write`.
+   * Non-members get 404, anonymous callers 401, a job token 403.
+   */
+  listWorkspaces: {
+    parameters: {
+      query?: {
+        /** @description `true` lists the ended workspaces too; any other value, only the active ones. */
+        all?: boolean;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+      };
+    };
+    responses: {
+      /** @description The workspaces. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["WorkspaceList"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * One workspace
+   * @description The workspace, with what its agent says while it runs (`connections`, `idle_deadline`,
+   * `idle_timeout_ms`, `lifetime_deadline`, `ide`: null when the agent cannot be reached)
+   * and the work earlier workspaces of its branch saved (`saved_work`). Write access to its
+   * repo (role `developer` or stronger); token scope `repo:write`; a job token gets 403. A
+   * workspace the caller cannot read is a 404, as is an id that is not one (or not a
+   * number); a reader gets 403, and anonymous callers 401 on a public repo.
+   */
+  getWorkspace: {
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+    responses: {
+      /** @description The workspace. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Workspace"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Stop a workspace
+   * @description A graceful stop of a running workspace: its `endStages` run and its uncommitted work is
+   * saved to `refs/nimbus/workspaces/<branch>/<id>` (see `saved_work`); its `reason` says the
+   * user stopped it. A workspace still queued has nothing to save: its build is cancelled.
+   * One that has already ended is a 409. No request body. Write access to its repo (role
+   * `developer` or stronger); token scope `repo:write`; a job token gets 403.
+   */
+  stopWorkspace: {
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+    responses: {
+      /** @description The stop was asked for; the workspace as it is now. */
+      202: {
+        content: {
+          "application/json": components["schemas"]["Workspace"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Start a workspace's idle countdown again
+   * @description Tells the workspace's agent that someone is still there: its idle countdown
+   * (`keepAliveTimeout`) starts again. No request body. A workspace that is not `ready` is a
+   * 409; one whose agent cannot be reached a 503. Write access to its repo (role
+   * `developer` or stronger); token scope `repo:write`; a job token gets 403.
+   */
+  keepWorkspaceAlive: {
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+    responses: {
+      /** @description The workspace, its countdown started again. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Workspace"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      503: components["responses"]["Unavailable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Apply a saved work to a workspace
+   * @description Applies one of the workspace's `saved_work` refs to its tree, uncommitted, and says
+   * which files it changed. A missing or empty `ref`, or one that is not a saved work of the
+   * workspace's branch, is a 422 (`details.field` = `ref`); a workspace that is not `ready`,
+   * or whose tree the saved work does not apply to, a 409; one whose agent cannot be reached
+   * a 503 (502 when it does not answer). Write access to its repo (role `developer` or
+   * stronger); token scope `repo:write`; a job token gets 403.
+   */
+  restoreWorkspace: {
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["WorkspaceRestore"];
+      };
+    };
+    responses: {
+      /** @description The saved work is applied. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["WorkspaceRestoreResult"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      /** @description The workspace's agent did not answer the restore (`unavailable`). */
+      502: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      503: components["responses"]["Unavailable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Open a port of a workspace in the browser
+   * @description A 303 to the port's preview origin (`{scheme}://{port}-{id}.{preview domain}/`, see
+   * `preview_url_template`) with a one-time login valid for a minute, which the preview
+   * origin turns into a cookie of its own valid for this workspace only; the IDE's
+   * `ide.url` is this route. The caller is authorized here; whether the workspace runs and
+   * something listens on the port, the preview origin tells. Write access to its repo (role
+   * `developer` or stronger); token scope `repo:write`; a job token gets 403. A port that is
+   * not 1–65535 is a 422.
+   */
+  openWorkspacePreview: {
+    parameters: {
+      query?: {
+        /** @description The path to open on the preview origin (starting with `/`); default `/`. */
+        path?: string;
+      };
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+        port: components["parameters"]["PreviewPort"];
+      };
+    };
+    responses: {
+      /** @description Go to the preview origin's login URL in `Location` (`Cache-Control: no-store`). */
+      303: {
+        headers: {
+          /** @description The preview origin's one-time login URL. */
+          Location?: string;
+        };
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A preview credential for programs
+   * @description A credential for the port's preview origin, for programs (curl, tests): send it as the
+   * `X-Nimbus-Preview-Token` header (`header`) with every request to `url`. Valid for 12
+   * hours, for this workspace only, and only while its user may still write to the repo. No
+   * request body. Write access to its repo (role `developer` or stronger); token scope
+   * `repo:write`; a job token gets 403. A port that is not 1–65535 is a 422.
+   */
+  createWorkspacePreviewToken: {
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+        port: components["parameters"]["PreviewPort"];
+      };
+    };
+    responses: {
+      /** @description The credential and the port's URL. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PreviewToken"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A shell in a workspace (a WebSocket)
+   * @description A WebSocket (`Upgrade: websocket`, subprotocol `nimbus-terminal.v1`) to a shell in the
+   * workspace container, on a real PTY (`TERM=xterm-256color`). Binary messages both ways
+   * are the terminal's bytes. Text messages are JSON: the client sends
+   * `{"type":"resize","cols":120,"rows":40}`; the server sends `{"type":"session","id":"…"}`
+   * first and `{"type":"exit","code":0}` when the shell exits (then it closes). Each
+   * connection without `session` starts a new shell; a shell outlives a broken connection
+   * for 5 minutes, and connecting with `?session=<id>` within that time reattaches to it and
+   * replays the last 64 KiB of its output. In a browser the session cookie authenticates it
+   * (a page of another origin is refused); other clients send a token.
+   *
+   * The caller is authorized first, then the request must be an upgrade (a 400 otherwise);
+   * a workspace that is not `ready` is a 409, one whose agent cannot be reached a 503, all
+   * as JSON before the upgrade. Write access to its repo (role `developer` or stronger);
+   * token scope `repo:write`; a job token gets 403.
+   */
+  workspaceTerminal: {
+    parameters: {
+      query?: {
+        /** @description The id of a shell to reattach to (from its `session` message). */
+        session?: string;
+        /** @description The terminal's width in columns. */
+        cols?: number;
+        /** @description The terminal's height in rows. */
+        rows?: number;
+      };
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+    responses: {
+      /** @description The WebSocket is open; the connection is the terminal from here on. */
+      101: {
+        content: never;
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      503: components["responses"]["Unavailable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * SSH into a workspace (a WebSocket)
+   * @description A WebSocket (`Upgrade: websocket`, subprotocol `nimbus-ssh.v1`) whose binary messages
+   * carry an SSH connection to the agent's SSH server for the workspace, as `nimbus
+   * workspace ssh` (and `nimbus workspace ssh --stdio` as a `ProxyCommand`) open it. The
+   * caller is authorized first, then the request must be an upgrade (a 400 otherwise); a
+   * workspace that is not `ready` is a 409, one whose agent cannot be reached a 503, all as
+   * JSON before the upgrade. Write access to its repo (role `developer` or stronger); token
+   * scope `repo:write`; a job token gets 403.
+   */
+  workspaceSSH: {
+    parameters: {
+      path: {
+        id: components["parameters"]["WorkspaceID"];
+      };
+    };
+    responses: {
+      /** @description The WebSocket is open; the connection carries SSH from here on. */
+      101: {
+        content: never;
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      503: components["responses"]["Unavailable"];
       default: components["responses"]["Error"];
     };
   };

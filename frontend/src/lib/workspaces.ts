@@ -1,78 +1,41 @@
 // Cloud workspaces: the API of backend/workspace/README.md (the team's list, one workspace, stop,
 // keepalive, restore, and the terminal WebSocket's URL).
 //
-// The routes are not in backend/server/openapi.yaml yet, so these types mirror the README's
-// WorkspaceJSON by hand and the calls go through api.ts directly instead of endpoints.ts. Once
-// the document has them: replace each interface below with an alias of the generated schema
-// (`export type Workspace = components['schemas']['Workspace']`, …, as types.ts does), and move
-// the calls into endpoints.ts (`workspaces: { list, get, stop, keepalive, restore }`) — the pages
-// only import the names from here.
+// The types are aliases of the schemas generated from backend/server/openapi.yaml into
+// api-schema.ts (`npm run gen:api`), as types.ts does, so they cannot drift from the document. The
+// calls still go through api.ts directly; they may move into endpoints.ts
+// (`workspaces: { list, get, stop, keepalive, restore }`) — the pages only import the names from
+// here.
+import type { components } from './api-schema'
 import { BASE, api, seg } from './api'
-import type { Status } from './types'
+
+type S = components['schemas']
 
 /** queued → starting → ready → stopping → stopped | failed */
-export type WorkspaceState = 'queued' | 'starting' | 'ready' | 'stopping' | 'stopped' | 'failed'
+export type WorkspaceState = S['Workspace']['state']
 
 /**
  * How the IDE is reached: `code-server` (in the image), `sidecar` (the operator's IDE container),
  * `launch` (the vscode service's launch command), `none` (then `reason` says why; the terminal is
  * the way in).
  */
-export type IdeKind = 'code-server' | 'sidecar' | 'launch' | 'none'
+export type IdeKind = S['IDE']['kind']
 
-export interface WorkspaceIDE {
-  kind: IdeKind
-  reason: string
-  /** Opens the IDE in a browser (a 303 to its preview origin with a one-time login); null or ''
-   * when there is none. */
-  url: string | null
-}
+/** `url` opens the IDE in a browser (a 303 to its preview origin with a one-time login); null or
+ * '' when there is none. */
+export type WorkspaceIDE = S['IDE']
 
 /** Work an earlier workspace of the branch saved when it stopped. */
-export interface SavedWork {
-  ref: string
-  pipeline_id: number
-  saved_at: string
-}
+export type SavedWork = S['SavedWork']
 
-/** One workspace (WorkspaceJSON); its id is its pipeline's id. */
-export interface Workspace {
-  id: number
-  org: string
-  repo: string
-  branch: string
-  build_number: number
-  pipeline_name: string
-  status: Status
-  state: WorkspaceState
-  /** Why it ended (stopped: idle, stopped: lifetime cap, stopped by the user, …). */
-  reason: string
-  runner_tag: string
-  cpus: number
-  gpus: number
-  created_at: string
-  started_at: string | null
-  ready_at: string | null
-  finished_at: string | null
-  core_seconds: number
-  cost: string
-  // From the agent while the workspace runs; null when it cannot be reached.
-  connections: number | null
-  idle_timeout_ms: number | null
-  /** When the idle countdown ends; null while something is connected. */
-  idle_deadline: string | null
-  lifetime_deadline: string | null
-  ide: WorkspaceIDE | null
-  /** e.g. http://{{port}}-42.preview.localhost:8080/ */
-  preview_url_template: string
-  /** Newest first. */
-  saved_work: SavedWork[] | null
-}
+/**
+ * One workspace (WorkspaceJSON); its id is its pipeline's id. The server always sends
+ * `saved_work` as an array (newest first); it is typed nullable here only because the pages read
+ * it defensively (`?? []`) and their fixtures rely on that.
+ */
+export type Workspace = Omit<S['Workspace'], 'saved_work'> & { saved_work: SavedWork[] | null }
 
-export interface RestoreResult {
-  ref: string
-  files: string[]
-}
+export type RestoreResult = S['WorkspaceRestoreResult']
 
 /** A list answer: `{items}` (a next_cursor is followed should the list become paginated); a
  * bare array is read too. */

@@ -23,7 +23,8 @@
 // Beside them the agent holds its tunnel (agent/tunnel): the one connection the server opens
 // streams to this host on, since the host accepts none. It ends with the control long-poll.
 //
-// Stopping (ctx ends: SIGTERM or SIGINT) is bounded: the agent takes no new work, lets running
+// Stopping (ctx ends: SIGTERM or SIGINT) is bounded: the agent takes no new work, stops its
+// ready workspaces gracefully (their work is saved; at most WorkspaceStopWait), lets running
 // pipelines go on for StopGrace (0 by default: they are killed at once), then kills what still
 // runs and reports each pipeline failed with reason agent_stopped. Reports get StopTimeout in
 // all; what the server has not taken by then is given up (a server that is away must not hold
@@ -334,7 +335,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-// stop is the bounded shutdown: grace, kill, reports, deregistration.
+// WorkspaceStopWait bounds how long a stopping agent waits for its workspaces to save.
+const WorkspaceStopWait = 90 * time.Second
+
+// stop is the bounded shutdown: workspaces saved, grace, kill, reports, deregistration.
 func (a *Agent) stop(l *loop, killRuns, abandon context.CancelFunc) {
 	timeout := a.cfg.StopTimeout
 	if timeout <= 0 {
@@ -348,6 +352,23 @@ func (a *Agent) stop(l *loop, killRuns, abandon context.CancelFunc) {
 	if n := l.cap.runningCount(); n > 0 {
 		a.log.Info("stopping: no new work; running pipelines are killed after the grace period",
 			"running", n, "grace", a.cfg.StopGrace, "timeout", timeout)
+	}
+	// Workspaces first: each runs its endStages and saves its users' work to the repo before
+	// anything is killed (bounded by WorkspaceStopWait), so stopping an agent loses no edit.
+	l.mu.Lock()
+	sess := l.session
+	l.mu.Unlock()
+	if sess != nil {
+		if n, saved := sess.run.StopWorkspaces("the agent is stopping"); n > 0 {
+			a.log.Info("stopping: saving the work of open workspaces", "workspaces", n)
+			wait := time.NewTimer(WorkspaceStopWait)
+			select {
+			case <-saved:
+			case <-wait.C:
+				a.log.Warn("stopping: workspaces did not save their work in time; killing them", "wait", WorkspaceStopWait)
+			}
+			wait.Stop()
+		}
 	}
 	grace := time.NewTimer(a.cfg.StopGrace)
 	select {

@@ -241,6 +241,22 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != "preview-ok" {
 		t.Fatalf("preview: %d %q", resp.StatusCode, body)
 	}
+	// The application never sees Nimbus's cookies: a CGI script prints what reached it.
+	again.send("mkdir -p www/cgi-bin && printf '#!/bin/sh\\necho Content-Type: text/plain\\necho\\necho \"cookie=$HTTP_COOKIE\"\\n' > www/cgi-bin/env && chmod +x www/cgi-bin/env && echo cgi-$((2+2))\n")
+	again.expect("cgi-4", 10*time.Second)
+	creq, _ := http.NewRequest("GET", previewURL+"cgi-bin/env", nil)
+	creq.AddCookie(cookie)
+	creq.AddCookie(&http.Cookie{Name: "nimbus_session", Value: "a-session-it-must-not-see"})
+	creq.AddCookie(&http.Cookie{Name: "app", Value: "1"})
+	resp, err = pc.Do(creq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != "cookie=app=1" {
+		t.Fatalf("what the application saw: %d %q", resp.StatusCode, body)
+	}
 	// Without the credential, and with this workspace's credential on another workspace's
 	// origin, there is nothing.
 	if resp, err := pc.Get(previewURL); err != nil || resp.StatusCode != 404 {
@@ -320,10 +336,51 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 		Files []string `json:"files"`
 	}
 	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(next)+"/restore", map[string]string{"ref": nv.SavedWork[0].Ref}, &restored)
-	if fmt.Sprint(restored.Files) != "[notes.txt www/index.html]" {
+	if fmt.Sprint(restored.Files) != "[notes.txt www/cgi-bin/env www/index.html]" {
 		t.Fatalf("restored %v", restored.Files)
 	}
 	nt := w.dialTerminal(next, "")
 	nt.send("cat notes.txt\n")
 	nt.expect("draft-7", 10*time.Second)
+}
+
+// onlyPreview with launch (§2.4): the launch command serves port 8686 instead of an IDE, and
+// the dashboard's "Open" goes to it.
+func TestWorkspaceOnlyPreviewLaunch(t *testing.T) {
+	w := newWorld(t)
+	w.agent("")
+	w.pushFiles(map[string]string{".cnb.yml": `$:
+  vscode:
+    - runner: { tags: cnb:arch:amd64, cpus: 1 }
+      docker: { image: ` + w.image + ` }
+      services:
+        - name: vscode
+          options:
+            onlyPreview: true
+            launch: mkdir -p /tmp/site && echo launched-app > /tmp/site/index.html && exec httpd -f -p 127.0.0.1:8686 -h /tmp/site
+`})
+	id := w.openWorkspace(2 * time.Minute)
+	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.IDE != nil })
+	if v.IDE.Kind != "launch" || v.IDE.URL == nil || !strings.HasSuffix(*v.IDE.URL, "/preview/8686") {
+		t.Fatalf("ide %+v", v.IDE)
+	}
+	var tok struct{ Token, URL string }
+	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(id)+"/preview/8686/token", nil, &tok)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", tok.URL, nil)
+		req.Header.Set("X-Nimbus-Preview-Token", tok.Token)
+		resp, err := w.previewClient().Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && strings.TrimSpace(string(b)) == "launched-app" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the launch command's server did not come through the preview: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,34 @@ func TestWorkspaceAgentKilledIsLostAndBilledToTheLastHeartbeat(t *testing.T) {
 			t.Fatal("the restarted agent left the orphaned workspace container behind")
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// An agent that is stopped (SIGTERM) first stops its workspaces gracefully: the uncommitted
+// work is saved to the repo before anything is killed.
+func TestWorkspaceSavedWhenItsAgentStops(t *testing.T) {
+	w := newWorld(t, "NIMBUS_DEFAULT_DEV_IMAGE="+testenv.Image(t))
+	ag, _ := w.agent("")
+	w.pushFiles(map[string]string{".cnb.yml": `$:
+  vscode:
+    - runner: { tags: cnb:arch:amd64, cpus: 1 }
+      services: [vscode]
+`})
+	id := w.openWorkspace(2 * time.Minute)
+	term := w.dialTerminal(id, "")
+	term.send("echo unsaved-idea > idea.txt && echo written\n")
+	term.expect("written", 20*time.Second)
+	if err, _ := ag.stop(t, 2*time.Minute); err != nil {
+		t.Fatalf("the agent's stop: %v", err)
+	}
+	ended := w.waitWorkspace(id, 30*time.Second, "ended", func(v workspaceJSON) bool { return v.Status != "running" })
+	if ended.State != "stopped" || !strings.Contains(ended.Reason, "the agent is stopping") || !strings.Contains(ended.Reason, "work saved") {
+		t.Fatalf("after the agent's stop: %s/%s (%q)", ended.Status, ended.State, ended.Reason)
+	}
+	u, _ := url.Parse(w.base + "/ml/trainer.git")
+	u.User = url.UserPassword("alice", w.token)
+	gitRun(t, w.work, "fetch", "-q", u.String(), "refs/nimbus/workspaces/main/"+itoa(id))
+	if got := strings.TrimSpace(gitRun(t, w.work, "show", "FETCH_HEAD:idea.txt")); got != "unsaved-idea" {
+		t.Fatalf("idea.txt in the saved work: %q", got)
 	}
 }

@@ -93,4 +93,21 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
 	if got := strings.TrimSpace(gitRun(t, w.work, "show", "FETCH_HEAD:notes.txt")); got != "draft" {
 		t.Fatalf("notes.txt in the saved work: %q", got)
 	}
+
+	// The next workspace of the branch offers the saved work and restores it into its tree.
+	w.pushFiles(map[string]string{".cnb.yml": `$:
+  vscode:
+    - runner: { tags: cnb:arch:amd64, cpus: 1 }
+      docker: { image: ` + w.image + ` }
+      services: [vscode]
+`})
+	next := w.openWorkspace(2 * time.Minute)
+	nv := w.waitWorkspace(next, 10*time.Second, "offering the saved work", func(v workspaceJSON) bool { return len(v.SavedWork) > 0 })
+	if nv.SavedWork[0].Ref != ref {
+		t.Fatalf("saved work offered: %+v, want %s", nv.SavedWork, ref)
+	}
+	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(next)+"/restore", map[string]string{"ref": ref}, nil)
+	term := w.dialTerminal(next, "")
+	term.send("cat notes.txt\n")
+	term.expect("draft", 10*time.Second)
 }

@@ -435,3 +435,37 @@ func (x *run) saveWork(ctx context.Context) (string, error) {
 	}
 	return ref, nil
 }
+
+// StopWorkspaces stops every ready workspace gracefully (the agent is shutting down): each
+// runs its endStages and saves its work. done is closed when all of them have ended.
+func (r *Runner) StopWorkspaces(why string) (n int, done <-chan struct{}) {
+	r.mu.Lock()
+	var ids []string
+	for id, x := range r.runs {
+		if x.dev != nil && x.dev.readyYet() && x.dev.requestStop(StopByServer+": "+why) {
+			x.softStopped.Store(true)
+			x.signal()
+			ids = append(ids, id)
+		}
+	}
+	r.mu.Unlock()
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		for {
+			r.mu.Lock()
+			left := 0
+			for _, id := range ids {
+				if r.runs[id] != nil {
+					left++
+				}
+			}
+			r.mu.Unlock()
+			if left == 0 {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	return len(ids), ch
+}

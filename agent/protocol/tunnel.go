@@ -16,19 +16,24 @@ import (
 //
 //	GET /api/v1/agent/tunnel           Authorization: Bearer <agent token>
 //	     Connection: Upgrade, Upgrade: websocket, Sec-WebSocket-Protocol: nimbus-tunnel.v1
-//	     → 101, then binary WebSocket messages that carry a yamux session (hashicorp/yamux)
+//	     → 101, then binary WebSocket messages that carry a yamux session (the protocol of
+//	       hashicorp/yamux; both ends run libp2p/go-yamux, which speaks it)
 //	     → 401 with the error envelope for a missing or unknown token, 400 without the upgrade
 //
 // It is a plain HTTP(S) request upgraded to a WebSocket, so it passes the same load balancer as
-// the rest of the API. The agent is the yamux client, the server the yamux server; only the
-// server opens streams (an agent's stream is closed at once).
+// the rest of the API. The messages together are the session's byte stream: a reader must not
+// rely on where they are cut, though each end sends one whole yamux frame per message (a frame
+// carries at most 256 KiB of data). The agent masks its messages with a random key per message,
+// as RFC 6455 requires of a client. The agent is the yamux client, the server the yamux server;
+// only the server opens streams (an agent's stream is reset at once). A stream's receive window
+// starts at 256 KiB and grows, up to 16 MiB, while its reader keeps up within a few round trips.
 //
 // Streams. The first thing the server writes on a stream is one TunnelHeader as a JSON line
 // (at most MaxTunnelLine bytes, '\n' included); the agent answers one TunnelReply line: Accepted,
 // or refused with a code (TunnelUnknownKind for a kind it has no handler for, TunnelBadHeader
 // for a line it cannot read) and a message for people. After an accepted reply the stream is
 // raw bytes both ways, owned by the kind's handler; either side closing its writing half is an
-// EOF for the other.
+// EOF for the other (a yamux FIN). Close on either end's stream closes only its writing half.
 //
 // Liveness. Both ends send a yamux ping every TunnelKeepalive and drop the connection when a
 // ping or a write is not through within TunnelTimeout, so a dead connection is noticed within

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-	"github.com/hashicorp/yamux"
+	yamux "github.com/libp2p/go-yamux/v5"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 )
@@ -54,7 +54,7 @@ func newFakeServer(t *testing.T, token string) *fakeServer {
 		if err != nil {
 			return
 		}
-		mux, err := yamux.Server(WebSocketConn(ws), MuxConfig(time.Second, time.Second, slog.New(slog.DiscardHandler)))
+		mux, err := yamux.Server(WebSocketConn(ws, false), MuxConfig(time.Second, time.Second, slog.New(slog.DiscardHandler)), nil)
 		if err != nil {
 			t.Error(err)
 			return
@@ -104,10 +104,11 @@ func run(t *testing.T, f *fakeServer, tok func() string, register func(*Client))
 // open opens a stream on s, writes hdr and returns the agent's reply.
 func open(t *testing.T, s *yamux.Session, hdr any) (net.Conn, protocol.TunnelReply) {
 	t.Helper()
-	st, err := s.OpenStream()
+	raw, err := s.OpenStream(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := Stream(raw)
 	st.SetDeadline(time.Now().Add(5 * time.Second))
 	switch h := hdr.(type) {
 	case string:

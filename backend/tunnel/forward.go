@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -200,7 +201,7 @@ func (h *Hub) serveForward(c *gin.Context) error {
 		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "this replica is shutting down")
 	}
 	defer h.active.Done()
-	st, err := h.localStream(agentID)
+	st, err := h.localStream(c.Request.Context(), agentID)
 	if err != nil {
 		return api.NotFound("agent %s has no tunnel on this replica", agentID)
 	}
@@ -225,7 +226,9 @@ func (h *Hub) serveForward(c *gin.Context) error {
 func splice(a, b net.Conn) {
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		if _, err := io.Copy(dst, src); err != nil {
+		buf := copyBuffers.Get().(*[]byte)
+		defer copyBuffers.Put(buf)
+		if _, err := io.CopyBuffer(dst, src, *buf); err != nil {
 			a.Close()
 			b.Close()
 		} else {
@@ -241,8 +244,15 @@ func splice(a, b net.Conn) {
 	b.Close()
 }
 
-// closeWrite half-closes c: a TCP connection's writing half, or a yamux stream (whose Close is
-// a half-close: it keeps reading until the other end closes too).
+// copyBuffers are splice's buffers. io.Copy's 32 KiB would cut a bulk stream into 32 KiB yamux
+// frames (and WebSocket messages); 256 KiB makes one frame of each read of a fast sender.
+var copyBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 256<<10)
+	return &b
+}}
+
+// closeWrite half-closes c: a TCP connection's writing half, or a tunnel stream (its CloseWrite;
+// its Close is a half-close too).
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/gorilla/websocket"
-	"github.com/hashicorp/yamux"
+	yamux "github.com/libp2p/go-yamux/v5"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	agenttunnel "github.com/nimbus-build/nimbus/agent/tunnel"
@@ -62,8 +62,8 @@ func (h *Hub) serveAgent(c *gin.Context) error {
 		ws.Close()
 		return nil
 	}
-	conn := agenttunnel.WebSocketConn(ws)
-	s.mux, err = yamux.Server(conn, agenttunnel.MuxConfig(h.cfg.Keepalive, h.cfg.Timeout, h.log))
+	conn := agenttunnel.WebSocketConn(ws, false)
+	s.mux, err = yamux.Server(conn, agenttunnel.MuxConfig(h.cfg.Keepalive, h.cfg.Timeout, h.log), nil)
 	if err != nil {
 		conn.Close()
 		h.log.Error("tunnel session not started", "agent_id", agentID, "err", err)
@@ -113,7 +113,7 @@ func refuseStreams(mux *yamux.Session) {
 		if err != nil {
 			return
 		}
-		st.Close()
+		st.Reset()
 	}
 }
 

@@ -22,10 +22,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hashicorp/yamux"
+	yamux "github.com/libp2p/go-yamux/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	agenttunnel "github.com/nimbus-build/nimbus/agent/tunnel"
 )
 
 // Header is what a stream is for: a kind the agent has a handler for, and its fields.
@@ -176,22 +177,22 @@ func (h *Hub) dialAgent(ctx context.Context, agentID string) (net.Conn, error) {
 		h.log.Warn("tunnel routing record unreadable; trying this replica's session", "agent_id", agentID, "err", err)
 	}
 	if rec == nil || rec.Replica == h.replica {
-		return h.localStream(agentID)
+		return h.localStream(ctx, agentID)
 	}
 	return h.forward(ctx, agentID, *rec)
 }
 
 // localStream opens a stream on this replica's session of the agent.
-func (h *Hub) localStream(agentID string) (net.Conn, error) {
+func (h *Hub) localStream(ctx context.Context, agentID string) (net.Conn, error) {
 	s := h.local(agentID)
 	if s == nil {
 		return nil, fmt.Errorf("%w: agent %s", ErrNoTunnel, agentID)
 	}
-	st, err := s.mux.OpenStream()
+	st, err := s.mux.OpenStream(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: agent %s: %w", ErrNoTunnel, agentID, err)
 	}
-	return st, nil
+	return agenttunnel.Stream(st), nil
 }
 
 func (h *Hub) local(agentID string) *session {

@@ -78,6 +78,9 @@ type Config struct {
 	WorkDir     string // workspaces, the agent id and the agent token live here
 	// DefaultImage runs script jobs whose pipeline names no image.
 	DefaultImage string
+	// WorkspaceIDEImage is the IDE container of workspaces whose image has no code-server
+	// (it must have code-server on its PATH); "" = none: such workspaces offer the terminal.
+	WorkspaceIDEImage string
 	Version      string // announced to the server
 	// DetectGPUs finds the host's GPUs; nil means gpu.Detect (nvidia-smi when it is on PATH).
 	DetectGPUs func(context.Context) ([]protocol.GPU, error)
@@ -632,6 +635,7 @@ func (l *loop) newSession(reg protocol.RegisterResponse) (*session, error) {
 		HeartbeatInterval: reg.HeartbeatInterval.Std(), LogFlushInterval: reg.LogFlushInterval.Std(),
 		Log:      l.log,
 		Services: runner.ServiceConfig{Docker: l.docker},
+		IDEImage: l.cfg.WorkspaceIDEImage,
 		Caches:   runner.CacheConfig{Store: l.caches},
 	})
 	if err != nil {

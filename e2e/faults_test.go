@@ -26,19 +26,21 @@ import (
 // world is a server on PostgreSQL and its own Redis database, a team with a repo, and a way to
 // start agents and push pipelines.
 type world struct {
-	t        testing.TB
-	base     string
-	env      []string // the server's environment
-	dir      string
-	server   *proc
-	api      *client // alice's token (repo:write)
-	alice    *client // alice's browser session: the install's first user, so a platform admin
-	token    string
-	image    string
-	docker   string
-	redisURL string
-	pushes   int
-	work     string
+	t    testing.TB
+	base string
+	env  []string // the server's environment
+	// benchAgentDir is BenchmarkWorkspace's agent, whose workspace container it finds.
+	benchAgentDir string
+	dir           string
+	server        *proc
+	api           *client // alice's token (repo:write)
+	alice         *client // alice's browser session: the install's first user, so a platform admin
+	token         string
+	image         string
+	docker        string
+	redisURL      string
+	pushes        int
+	work          string
 }
 
 func newWorld(t testing.TB, extraEnv ...string) *world {

@@ -32,10 +32,37 @@ func TestWorkspaceCodeServerThroughThePreview(t *testing.T) {
       docker: { image: ` + image + ` }
       services: [vscode]
 `})
+	w.openIDE(t, "code-server")
+}
+
+// A workspace image without code-server gets the agent's IDE container beside it (CNB's
+// two-container mode): the same tree, the workspace's network, served on its IDE port.
+func TestWorkspaceSidecarCodeServer(t *testing.T) {
+	if os.Getenv("NIMBUS_E2E_IDE") != "1" {
+		t.Skip("opt-in: make test-ide builds code-server and runs this test")
+	}
+	image := os.Getenv("NIMBUS_TEST_CODE_SERVER_IMAGE")
+	if image == "" {
+		t.Fatal("NIMBUS_TEST_CODE_SERVER_IMAGE is not set: run e2e/testenv/code-server.sh (make test-ide does)")
+	}
+	w := newWorld(t)
+	w.agent("", "NIMBUS_AGENT_WORKSPACE_IDE_IMAGE="+image)
+	w.pushFiles(map[string]string{".cnb.yml": `$:
+  vscode:
+    - runner: { tags: cnb:arch:amd64, cpus: 2 }
+      docker: { image: ` + w.image + ` }
+      services: [vscode]
+`})
+	w.openIDE(t, "sidecar")
+}
+
+// openIDE opens a workspace whose IDE is kind and loads the workbench and its WebSocket
+// through the dashboard's "Open in VS Code" link.
+func (w *world) openIDE(t *testing.T, kind string) {
 	id := w.openWorkspace(2 * time.Minute)
 	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.IDE != nil })
-	if v.IDE.Kind != "code-server" || v.IDE.URL == nil {
-		t.Fatalf("ide %+v", v.IDE)
+	if v.IDE.Kind != kind || v.IDE.URL == nil {
+		t.Fatalf("ide %+v, want %s", v.IDE, kind)
 	}
 	// The dashboard's link: a login on the IDE's origin, then the workbench.
 	pc := w.previewClient()

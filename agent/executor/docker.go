@@ -157,6 +157,9 @@ func (d *Docker) containerConfig(ctx context.Context, s Step) (*container.Config
 		NetworkMode: container.NetworkMode(d.NetworkMode),
 		Init:        boolPtr(true), // reap zombies (exec'd shells leave them) and forward signals
 	}
+	if s.NetworkOf != "" {
+		host.NetworkMode = container.NetworkMode("container:" + s.NetworkOf)
+	}
 	if s.Workspace != "" {
 		host.Binds = []string{s.Workspace + ":" + mount}
 	}

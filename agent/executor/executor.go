@@ -66,6 +66,10 @@ type Step struct {
 	// PathAppend is added to the end of the image's PATH (Docker only), so a tool the agent
 	// mounts (the docker CLI) is found, and the image's own copy of it wins.
 	PathAppend []string
+	// NetworkOf, a container's id, runs the step in that container's network namespace (Docker
+	// only): a workspace's IDE container serves a port the workspace's own can reach, and the
+	// agent dials it as the workspace's.
+	NetworkOf string
 }
 
 // Mount kinds.

@@ -70,6 +70,8 @@ type devEnv struct {
 	// protocol.IDEPort instead of the IDE.
 	launch      string
 	onlyPreview bool
+	// sidecar is the IDE container beside the workspace's, when the agent runs one.
+	sidecar *executor.Container
 }
 
 func newDevEnv(p *protocol.Plan, onReady func()) *devEnv {
@@ -265,6 +267,11 @@ func (x *run) startDevEnv(ctx context.Context) (func(), error) {
 	return func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if x.dev.sidecar != nil {
+			if err := x.dev.sidecar.Stop(sctx); err != nil {
+				x.log.Warn("removing the workspace's IDE container failed; the agent's next start removes it", "err", err)
+			}
+		}
 		if err := c.Stop(sctx); err != nil {
 			x.log.Warn("removing the workspace's container failed; the agent's next start removes it", "err", err)
 		}
@@ -294,12 +301,11 @@ func (x *run) startIDE(ctx context.Context, c *executor.Container, env map[strin
 			probe.Close()
 		}
 		if code != 0 {
-			d.ide, d.ideReason = protocol.IDENone, "the image has no code-server: use the terminal, or an image with code-server on its PATH"
+			x.startSidecarIDE(ctx, c, env)
 			return
 		}
 		d.ide = protocol.IDECodeServer
-		cmd = []string{"code-server", "--bind-addr", "127.0.0.1:" + strconv.Itoa(protocol.IDEPort), "--auth", "none",
-			"--disable-telemetry", "--disable-update-check", x.mount}
+		cmd = x.ideCommand()
 	}
 	proc, err := c.Exec(context.WithoutCancel(ctx), executor.ExecSpec{Cmd: cmd, Env: env})
 	if err != nil {
@@ -313,6 +319,40 @@ func (x *run) startIDE(ctx context.Context, c *executor.Container, env map[strin
 		io.Copy(io.Discard, proc)
 		proc.Close()
 	}()
+}
+
+// ideCommand is code-server on the IDE port, without auth (the preview proxy is the gate).
+func (x *run) ideCommand() []string {
+	return []string{"code-server", "--bind-addr", "127.0.0.1:" + strconv.Itoa(protocol.IDEPort), "--auth", "none",
+		"--disable-telemetry", "--disable-update-check", x.mount}
+}
+
+// startSidecarIDE runs the agent's IDE image beside the workspace's container, as CNB does for
+// images without code-server: the same workspace mount, the workspace container's network (so
+// the IDE port is the workspace's), the pipeline's limits. It ends with the workspace.
+func (x *run) startSidecarIDE(ctx context.Context, c *executor.Container, env map[string]string) {
+	d := x.dev
+	if x.cfg.IDEImage == "" {
+		d.ide, d.ideReason = protocol.IDENone, "the image has no code-server and this agent has no IDE image (--workspace-ide-image): use the terminal, or an image with code-server on its PATH"
+		return
+	}
+	cs, ok := x.cfg.Executor.(containerStarter)
+	if !ok {
+		d.ide, d.ideReason = protocol.IDENone, "the IDE container needs the Docker executor"
+		return
+	}
+	st := x.step("workspace-ide", x.cfg.IDEImage, nil, env)
+	st.Script = strings.Join(x.ideCommand(), " ")
+	st.NetworkOf = c.ID
+	st.Mounts = nil // the docker socket and caches stay the workspace's; the IDE gets the tree
+	ide, err := cs.StartContainer(ctx, st)
+	if err != nil {
+		d.ide, d.ideReason = protocol.IDENone, "starting the IDE container failed: "+err.Error()
+		x.setupLog().note("workspace: " + d.ideReason)
+		return
+	}
+	d.ide, d.sidecar = protocol.IDESidecar, ide
+	x.setupLog().note(fmt.Sprintf("workspace: the IDE container (%s) serves port %d", x.cfg.IDEImage, protocol.IDEPort))
 }
 
 // KeepAlive records activity in a lease's workspace (the dashboard's "keep alive").

@@ -61,6 +61,8 @@ type Config struct {
 	WorkDir string
 	// DefaultImage runs script jobs when neither the job nor the pipeline names an image.
 	DefaultImage string
+	// IDEImage is the IDE container of workspaces whose image has no code-server (devenv.go).
+	IDEImage string
 	// GitPath is the git executable; "" means git on PATH.
 	GitPath string
 	// Intervals, as the server dictated them at registration.

@@ -169,8 +169,10 @@ func Splice(ctx context.Context, a, b net.Conn) {
 	var wg sync.WaitGroup
 	half := func(dst, src net.Conn) {
 		defer wg.Done()
+		// Plain Reader and Writer: net.TCPConn's WriteTo would copy in 32 KiB pieces (one
+		// tunnel frame each) whatever buffer is given here.
 		buf := make([]byte, 256<<10)
-		io.CopyBuffer(dst, src, buf)
+		io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		} else {

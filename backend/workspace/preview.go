@@ -179,6 +179,8 @@ func NewPreview(s *Service) *Preview {
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     30 * time.Second, // an idle pooled stream counts as a connection
 		DisableCompression:  true,
+		ReadBufferSize:      256 << 10,
+		WriteBufferSize:     64 << 10,
 		ForceAttemptHTTP2:   false,
 	}
 	pv.proxy = &httputil.ReverseProxy{

@@ -81,7 +81,7 @@ type Config struct {
 	// WorkspaceIDEImage is the IDE container of workspaces whose image has no code-server
 	// (it must have code-server on its PATH); "" = none: such workspaces offer the terminal.
 	WorkspaceIDEImage string
-	Version      string // announced to the server
+	Version           string // announced to the server
 	// DetectGPUs finds the host's GPUs; nil means gpu.Detect (nvidia-smi when it is on PATH).
 	DetectGPUs func(context.Context) ([]protocol.GPU, error)
 	// SimulatedGPUs says the GPUs DetectGPUs reports are pretend ones (nimbus-agent --gpus

@@ -95,7 +95,6 @@ func (w *world) openToPrompt(tb testing.TB) (time.Duration, int64, *terminal) {
 	return time.Since(start), id, term
 }
 
-
 // echoAndPreview measures keystroke echo and preview throughput in workspace id.
 func (w *world) echoAndPreview(tb testing.TB, id int64, term *terminal) {
 	// Keystrokes: one at a time into cat (the PTY echoes them), each waiting for its echo.

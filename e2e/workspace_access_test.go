@@ -320,8 +320,10 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	}
 
 	// Stop: an uncommitted file is saved; the next workspace offers it and restores it.
-	again.send("echo draft-7 > notes.txt && echo written\n")
-	again.expect("written", 10*time.Second)
+	// (Expected output is computed by the shell, so the terminal's echo of the typed line
+	// never matches it.)
+	again.send("echo draft-7 > notes.txt && echo written-$((1+1))\n")
+	again.expect("written-2", 10*time.Second)
 	w.api.must(202, "POST", "/api/v1/workspaces/"+itoa(id)+"/stop", nil, nil)
 	ended := w.waitWorkspace(id, time.Minute, "stopped", func(v workspaceJSON) bool { return v.State == "stopped" })
 	if !strings.Contains(ended.Reason, "by the user") || !strings.Contains(ended.Reason, "work saved") {

@@ -36,8 +36,8 @@ func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
 		t.Fatalf("the GPU workspace shows %d GPUs", v.GPUs)
 	}
 	term := w.dialTerminal(id, "")
-	term.send("echo 'lr = 3e-4' > train.py && echo edited\n")
-	term.expect("edited", 20*time.Second)
+	term.send("echo 'lr = 3e-4' > train.py && echo edited-$((1+1))\n")
+	term.expect("edited-2", 20*time.Second)
 	// Keep it connected until the money runs out: it is terminated, not idle.
 	ended := w.waitWorkspace(id, 90*time.Second, "ended", func(v workspaceJSON) bool { return v.Status != "running" && v.Status != "queued" })
 	if ended.Status != "terminated" || ended.State != "stopped" || !strings.Contains(ended.Reason, "insufficient_balance") ||
@@ -50,15 +50,7 @@ func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
 	}
 	// Billed as GPU from the first second: what was paid is the run time at the GPU price, all
 	// of the three windows at most.
-	var settled workspaceJSON
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &settled)
-		if settled.CoreSeconds > 0 && amount(t, settled.Cost) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	settled := w.waitSettled(id)
 	cost := amount(t, settled.Cost)
 	if want := billing.CostOf(settled.CoreSeconds, billing.Scale/2); settled.Cost != want.Display() || cost > 3*window || settled.CoreSeconds < 16*10 {
 		t.Fatalf("paid %s for %d core-seconds; at the GPU price that is %s (at most %s)", settled.Cost, settled.CoreSeconds, want.Display(), (3 * window).Display())
@@ -78,8 +70,9 @@ func TestWorkspaceAgentKilledIsLostAndBilledToTheLastHeartbeat(t *testing.T) {
 `})
 	id := w.openWorkspace(2 * time.Minute)
 	term := w.dialTerminal(id, "")
-	term.send("echo alive\n")
-	term.expect("alive", 20*time.Second)
+	term.send("echo alive-$((1+1))\n")
+	term.expect("alive-2", 20*time.Second)
+	time.Sleep(3 * time.Second) // past a renewal (every 2 s): the last heartbeat is after the start
 	ag.cmd.Process.Kill()
 	<-ag.done
 	ag.done <- nil
@@ -98,22 +91,14 @@ func TestWorkspaceAgentKilledIsLostAndBilledToTheLastHeartbeat(t *testing.T) {
 	if full.FinishedAt.After(killed) || full.FinishedAt.Before(killed.Add(-3*time.Second)) {
 		t.Fatalf("billed until %v; the agent was killed at %v (renewals every 2 s)", full.FinishedAt, killed)
 	}
-	var settled workspaceJSON
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &settled)
-		if settled.CoreSeconds > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	settled := w.waitSettled(id)
 	if secs := full.FinishedAt.Sub(full.StartedAt).Seconds(); settled.CoreSeconds > 2*int64(secs+1) || settled.CoreSeconds == 0 {
 		t.Fatalf("%d core-seconds billed for %.1f s on 2 cores", settled.CoreSeconds, secs)
 	}
 	w.checkLedgerAddsUp("ml")
 	// The restarted agent removes the orphaned workspace container.
 	w.agent(dir)
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for w.containers(dir) != 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the restarted agent left the orphaned workspace container behind")
@@ -134,8 +119,8 @@ func TestWorkspaceSavedWhenItsAgentStops(t *testing.T) {
 `})
 	id := w.openWorkspace(2 * time.Minute)
 	term := w.dialTerminal(id, "")
-	term.send("echo unsaved-idea > idea.txt && echo written\n")
-	term.expect("written", 20*time.Second)
+	term.send("echo unsaved-idea > idea.txt && echo written-$((1+1))\n")
+	term.expect("written-2", 20*time.Second)
 	if err, _ := ag.stop(t, 2*time.Minute); err != nil {
 		t.Fatalf("the agent's stop: %v", err)
 	}
@@ -148,5 +133,19 @@ func TestWorkspaceSavedWhenItsAgentStops(t *testing.T) {
 	gitRun(t, w.work, "fetch", "-q", u.String(), "refs/nimbus/workspaces/main/"+itoa(id))
 	if got := strings.TrimSpace(gitRun(t, w.work, "show", "FETCH_HEAD:idea.txt")); got != "unsaved-idea" {
 		t.Fatalf("idea.txt in the saved work: %q", got)
+	}
+}
+
+// waitSettled waits until the ended workspace's usage shows (its settlement).
+func (w *world) waitSettled(id int64) workspaceJSON {
+	w.t.Helper()
+	var v workspaceJSON
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &v)
+		if v.CoreSeconds > 0 || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

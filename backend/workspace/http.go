@@ -44,9 +44,9 @@ func NewHandler(s *Service, log *slog.Logger) *Handler {
 func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs := api.NewRoutes(v1, h.log)
 	rs.GET("/orgs/:org/workspaces", h.list)
-	rs.GET("/workspaces/:id", h.get)
-	rs.POST("/workspaces/:id/stop", h.stop)
-	rs.POST("/workspaces/:id/keepalive", h.keepAlive)
+	rs.GET("/workspaces/:id", viewRoute(http.StatusOK, h.s.Get))
+	rs.POST("/workspaces/:id/stop", viewRoute(http.StatusAccepted, h.s.Stop))
+	rs.POST("/workspaces/:id/keepalive", viewRoute(http.StatusOK, h.s.KeepAlive))
 	rs.POST("/workspaces/:id/restore", h.restore)
 	rs.GET("/workspaces/:id/preview/:port", h.preview)
 	rs.POST("/workspaces/:id/preview/:port/token", h.previewToken)
@@ -79,40 +79,19 @@ func (h *Handler) list(c *gin.Context) error {
 	return api.JSON(c, http.StatusOK, gin.H{"items": vs})
 }
 
-func (h *Handler) get(c *gin.Context) error {
-	id, err := idOf(c)
-	if err != nil {
-		return err
+// viewRoute answers a route on one workspace with its View.
+func viewRoute(status int, do func(ctx context.Context, p *auth.Principal, id int64) (*View, error)) api.HandlerFunc {
+	return func(c *gin.Context) error {
+		id, err := idOf(c)
+		if err != nil {
+			return err
+		}
+		v, err := do(c.Request.Context(), auth.From(c), id)
+		if err != nil {
+			return err
+		}
+		return api.JSON(c, status, v)
 	}
-	v, err := h.s.Get(c.Request.Context(), auth.From(c), id)
-	if err != nil {
-		return err
-	}
-	return api.JSON(c, http.StatusOK, v)
-}
-
-func (h *Handler) stop(c *gin.Context) error {
-	id, err := idOf(c)
-	if err != nil {
-		return err
-	}
-	v, err := h.s.Stop(c.Request.Context(), auth.From(c), id)
-	if err != nil {
-		return err
-	}
-	return api.JSON(c, http.StatusAccepted, v)
-}
-
-func (h *Handler) keepAlive(c *gin.Context) error {
-	id, err := idOf(c)
-	if err != nil {
-		return err
-	}
-	v, err := h.s.KeepAlive(c.Request.Context(), auth.From(c), id)
-	if err != nil {
-		return err
-	}
-	return api.JSON(c, http.StatusOK, v)
 }
 
 func (h *Handler) restore(c *gin.Context) error {

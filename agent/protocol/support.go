@@ -6,7 +6,7 @@ import (
 )
 
 // Blockers lists what in a plan this version of the agent does not run, as short names
-// ("services:vscode", "imports", "lock", "settingsFrom", "builtin:git:release"); none means
+// ("services:<name>", "imports", "lock", "settingsFrom", "builtin:git:release"); none means
 // the whole pipeline runs. `nimbus plan --explain` prints it, so what a .cnb.yml needs beyond
 // this installation is visible before it is pushed. It must follow what agent/runner does:
 // the runner tests of each feature are where a change here is proven.
@@ -18,7 +18,8 @@ func Blockers(p Plan) []string {
 		}
 	}
 	for _, s := range p.Services {
-		if s.Name != "docker" {
+		// docker: agent/dockerservice; vscode: the workspace (agent/runner/devenv.go).
+		if s.Name != "docker" && s.Name != "vscode" {
 			add("services:" + s.Name)
 		}
 	}

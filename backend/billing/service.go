@@ -48,10 +48,11 @@ func DefaultConfig() Config {
 	return Config{
 		Currency: DefaultCurrency,
 		Prices: map[string]Amount{
-			"cnb:arch:amd64": cpu, "cnb:arch:arm64:v8": cpu,
-			"cnb:arch:amd64:gpu": gpu, "cnb:arch:amd64:gpu:L40": gpu, "cnb:arch:amd64:gpu:H20": gpu,
+			"cnb:arch:amd64": cpu, "cnb:arch:arm64:v8": cpu, "cnb:arch:amd64:containerd-snapshotter": cpu,
+			"cnb:arch:amd64:gpu": gpu, "cnb:arch:amd64:gpu:L40": gpu, "cnb:arch:amd64:gpu:H20": gpu, "cnb:arch:amd64:gpu:L20": gpu,
 		},
-		QuotaClasses:             map[string]bool{"cnb:arch:amd64": true, "cnb:arch:arm64:v8": true},
+		QuotaClasses: map[string]bool{"cnb:arch:amd64": true, "cnb:arch:arm64:v8": true,
+			"cnb:arch:amd64:containerd-snapshotter": true},
 		FreeCoreSeconds:          160 * 3600,
 		FreeWorkspaceCoreSeconds: 1600 * 3600,
 		FreezeInterval:           5 * time.Minute,

@@ -515,3 +515,22 @@ func sampleRef(key string) string {
 	}
 	return s
 }
+
+// CNB tags that real files name beyond the current node page: the older L20 GPU node and the
+// containerd-snapshotter amd64 node (Part A.10).
+func TestPublishedRunnerTagsBeyondTheNodePage(t *testing.T) {
+	for _, tc := range []struct {
+		tag       string
+		cpus, mem int
+		gpu       string
+	}{
+		{"cnb:arch:amd64:gpu:L20", 16, 32, "L20"},
+		{"cnb:arch:amd64:containerd-snapshotter", 4, 8, ""},
+	} {
+		src := "main:\n  push:\n    - runner: {tags: " + tc.tag + ", cpus: 4}\n      stages: [make]\n"
+		p := onlyPipeline(t, mustPlan(t, src, pushMain, Options{}))
+		if p.Runner.Class != tc.tag || p.Runner.Cpus != tc.cpus || p.Runner.MemoryGiB != tc.mem || p.Runner.GPU != tc.gpu {
+			t.Errorf("%s: %+v", tc.tag, p.Runner)
+		}
+	}
+}

@@ -32,7 +32,9 @@ type RunnerClass struct {
 const DefaultTag = "cnb:arch:default"
 
 // DefaultRunnerClasses returns Part A's table: amd64 (1–64 cores, default 8), arm64 (1–16,
-// default 8), and the fixed-core GPU classes, all with 2 GiB per core and an 18-hour cap.
+// default 8), and the fixed-core GPU classes, all with 2 GiB per core and an 18-hour cap; plus
+// CNB's other published tags that real files name (Part A.10): the older …:gpu:L20 (16 cores,
+// 48 GB) and …:containerd-snapshotter (an amd64 node whose engine uses containerd's image store).
 func DefaultRunnerClasses() []RunnerClass {
 	const cap18h = 18 * time.Hour
 	return []RunnerClass{
@@ -41,6 +43,8 @@ func DefaultRunnerClasses() []RunnerClass {
 		{Tags: []string{"cnb:arch:amd64:gpu"}, FixedCPUs: 16, MemoryPerCPUGiB: 2, GPU: "any", GPUMemoryGB: 48, MaxDuration: cap18h},
 		{Tags: []string{"cnb:arch:amd64:gpu:L40"}, FixedCPUs: 16, MemoryPerCPUGiB: 2, GPU: "L40", GPUMemoryGB: 48, MaxDuration: cap18h},
 		{Tags: []string{"cnb:arch:amd64:gpu:H20"}, FixedCPUs: 32, MemoryPerCPUGiB: 2, GPU: "H20", GPUMemoryGB: 96, MaxDuration: cap18h},
+		{Tags: []string{"cnb:arch:amd64:gpu:L20"}, FixedCPUs: 16, MemoryPerCPUGiB: 2, GPU: "L20", GPUMemoryGB: 48, MaxDuration: cap18h},
+		{Tags: []string{"cnb:arch:amd64:containerd-snapshotter"}, MinCPUs: 1, MaxCPUs: 64, DefaultCPUs: 8, MemoryPerCPUGiB: 2, MaxDuration: cap18h},
 	}
 }
 

@@ -120,32 +120,39 @@ type accessKey struct{ user, workspace int64 }
 // mayPreview re-checks that the credential's user may still write to the workspace's repo,
 // and returns the workspace.
 func (s *Service) mayPreview(ctx context.Context, c claims) (*record, error) {
-	var r record
-	if err := s.query(ctx).Where("pipelines.id = ?", c.Workspace).Take(&r).Error; err != nil {
-		return nil, errNotFound()
-	}
 	now := s.cfg.Clock.Now()
 	k := accessKey{c.User, c.Workspace}
 	s.mu.Lock()
-	until, ok := s.access[k]
+	a, ok := s.access[k]
 	s.mu.Unlock()
-	if ok && now.Before(until) {
-		return &r, nil
+	if ok && now.Before(a.until) {
+		// Checked within accessTTL: no query on this hot path (an IDE loads hundreds of
+		// assets). A workspace that ended meanwhile is refused by its agent at the dial.
+		return a.rec, nil
 	}
 	u, err := s.cfg.Users(ctx, c.User)
 	if err != nil {
 		return nil, errNotFound()
 	}
-	if _, err := s.load(ctx, &auth.Principal{Kind: auth.KindSession, User: u}, c.Workspace); err != nil {
+	r, err := s.load(ctx, &auth.Principal{Kind: auth.KindSession, User: u}, c.Workspace)
+	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if len(s.access) > 10000 {
-		clear(s.access)
+	if r.ready() { // one still starting is looked at again: it may be ready next time
+		s.mu.Lock()
+		if len(s.access) > 10000 {
+			clear(s.access)
+		}
+		s.access[k] = checked{until: now.Add(accessTTL), rec: r}
+		s.mu.Unlock()
 	}
-	s.access[k] = now.Add(accessTTL)
-	s.mu.Unlock()
-	return &r, nil
+	return r, nil
+}
+
+// checked is a preview access check: until when it holds, and the workspace it found.
+type checked struct {
+	until time.Time
+	rec   *record
 }
 
 // spend marks a login's nonce used; false when it was already.
@@ -227,7 +234,7 @@ type ctxKey struct{}
 // ServeHTTP serves a preview origin: its login, or the workspace's port.
 func (pv *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s := pv.s
-	id, port, ok := s.cfg.Links.ParseHost(r.Host)
+	id, _, ok := s.cfg.Links.ParseHost(r.Host)
 	if !ok {
 		http.NotFound(w, r)
 		return
@@ -273,7 +280,6 @@ func (pv *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithValue(r.Context(), ctxKey{}, rec)
-	_ = port
 	pv.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
 

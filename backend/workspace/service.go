@@ -70,8 +70,8 @@ type Service struct {
 	cfg Config
 
 	mu     sync.Mutex
-	access map[accessKey]time.Time // preview access checked, until
-	used   map[string]time.Time    // one-time preview logins spent, until they expire
+	access map[accessKey]checked // preview access checked (preview.go)
+	used   map[string]time.Time  // one-time preview logins spent, until they expire
 }
 
 // New returns a Service.
@@ -82,7 +82,7 @@ func New(cfg Config) *Service {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, access: map[accessKey]time.Time{}, used: map[string]time.Time{}}
+	return &Service{cfg: cfg, access: map[accessKey]checked{}, used: map[string]time.Time{}}
 }
 
 // record is a workspace pipeline with its build, repo and team.

@@ -76,6 +76,7 @@ bench:
 	$(GO) test -run='^$$' -bench='^BenchmarkAgentOverhead$$' -benchtime=5x ./agent/runner
 	$(GO) test -run='^$$' -bench='^BenchmarkTunnelEcho$$' -benchtime=2000x ./backend/tunnel
 	$(GO) test -run='^$$' -bench='^BenchmarkTunnelThroughput$$' -benchtime=3x ./backend/tunnel
+	$(GO) test -run='^$$' -bench='^BenchmarkRelayFloor$$' -benchtime=1x -v ./backend/tunnel
 	$(GO) test -run='^$$' -bench='^BenchmarkEngineStart$$' -benchtime=5x ./agent/dockerservice
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkPushToQueued$$' -benchtime=1x ./e2e
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkAgentLatency$$' -benchtime=1x -v ./e2e

@@ -26,7 +26,7 @@ import (
 // carries at most 256 KiB of data). The agent masks its messages with a random key per message,
 // as RFC 6455 requires of a client. The agent is the yamux client, the server the yamux server;
 // only the server opens streams (an agent's stream is reset at once). A stream's receive window
-// starts at 256 KiB and grows, up to 16 MiB, while its reader keeps up within a few round trips.
+// starts at 256 KiB and grows, up to 1 MiB, while its reader keeps up within a few round trips.
 //
 // Streams. The first thing the server writes on a stream is one TunnelHeader as a JSON line
 // (at most MaxTunnelLine bytes, '\n' included); the agent answers one TunnelReply line: Accepted,
@@ -34,6 +34,25 @@ import (
 // for a line it cannot read) and a message for people. After an accepted reply the stream is
 // raw bytes both ways, owned by the kind's handler; either side closing its writing half is an
 // EOF for the other (a yamux FIN). Close on either end's stream closes only its writing half.
+//
+// Data connections. A stream that may carry much (a preview's downloads) is better off on a TCP
+// connection of its own: no framing, no masking, no window of the multiplexer, and on Linux the
+// bytes can be spliced from socket to socket without entering either process. When the server
+// opens such a stream on a tunnel it holds, its header carries Data, a random single-use token.
+// The agent may then, before it answers, connect to the same server URL:
+//
+//	GET /api/v1/agent/tunnel/data       Authorization: Bearer <agent token>
+//	     Connection: Upgrade, Upgrade: nimbus-tunnel-data.v1, X-Nimbus-Tunnel-Data: <token>
+//	     → 101, then the stream's raw bytes both ways
+//	     → 404 when no stream of this agent waits for that token (it reached another replica,
+//	       or the server gave up), 401 for an unknown agent token, 400 without the upgrade
+//
+// and answer Accepted with Data true: from then on the stream's bytes go on that connection, and
+// the tunnel stream is closed. If the connection cannot be made (a balancer that passes
+// WebSockets only, a proxy, another replica behind the balancer), the agent answers as always
+// and the bytes go on the tunnel stream: slower, never wrong. A token is good for one
+// connection, only for the agent the stream is for, and only while the server waits for the
+// answer. Streams forwarded between replicas are never offered one.
 //
 // Liveness. Both ends send a yamux ping every TunnelKeepalive and drop the connection when a
 // ping or a write is not through within TunnelTimeout, so a dead connection is noticed within
@@ -65,6 +84,15 @@ import (
 // PathTunnel is the agent's tunnel connection.
 const PathTunnel = "/api/v1/agent/tunnel"
 
+// PathTunnelData is where the agent makes a data connection (above).
+const PathTunnelData = "/api/v1/agent/tunnel/data"
+
+// Data connections: the upgrade's protocol name and the header that carries the token.
+const (
+	TunnelDataProtocol = "nimbus-tunnel-data.v1"
+	TunnelDataHeader   = "X-Nimbus-Tunnel-Data"
+)
+
 // TunnelSubprotocol is the WebSocket subprotocol of the tunnel; a new one is a new major version.
 const TunnelSubprotocol = "nimbus-tunnel.v1"
 
@@ -88,6 +116,8 @@ const (
 type TunnelHeader struct {
 	Kind   string            `json:"kind"`
 	Fields map[string]string `json:"fields,omitempty"`
+	// Data offers a data connection for the stream's bytes: the token to make it with.
+	Data string `json:"data,omitempty"`
 }
 
 // TunnelReply is the agent's answer to a TunnelHeader.
@@ -95,6 +125,8 @@ type TunnelReply struct {
 	Accepted bool   `json:"accepted"`
 	Code     string `json:"code,omitempty"`
 	Message  string `json:"message,omitempty"`
+	// Data: the agent made the data connection the header offered; the stream's bytes go there.
+	Data bool `json:"data,omitempty"`
 }
 
 // WriteTunnelLine writes v as one JSON line.

@@ -147,12 +147,25 @@ func (c *Client) serveStream(ctx context.Context, st net.Conn) {
 			h.Kind, strings.Join(kinds, ", ")))
 		return
 	}
-	if err := protocol.WriteTunnelLine(st, protocol.TunnelReply{Accepted: true}); err != nil {
+	conn := st
+	if h.Data != "" {
+		// A bulk stream: its bytes go on a connection of its own when one can be made.
+		if dc, err := c.dialData(ctx, h.Data); err != nil {
+			c.log.Debug("tunnel data connection not made; the stream carries the bytes", "kind", h.Kind, "err", err)
+		} else {
+			defer dc.Close()
+			conn = dc
+		}
+	}
+	if err := protocol.WriteTunnelLine(st, protocol.TunnelReply{Accepted: true, Data: conn != st}); err != nil {
 		c.log.Debug("tunnel stream gone before it was accepted", "kind", h.Kind, "err", err)
 		return
 	}
 	st.SetDeadline(time.Time{})
-	handler(ctx, h, st)
+	if conn != st {
+		st.Close()
+	}
+	handler(ctx, h, conn)
 }
 
 func (c *Client) refuse(st net.Conn, code, msg string) {

@@ -72,9 +72,10 @@ type Config struct {
 
 // Client is the agent's tunnel: Register handlers, then Run.
 type Client struct {
-	cfg Config
-	url string
-	log *slog.Logger
+	cfg  Config
+	url  string   // the tunnel's WebSocket URL
+	base *url.URL // the server's base URL, for data connections
+	log  *slog.Logger
 
 	mu       sync.Mutex
 	handlers map[string]Handler
@@ -102,6 +103,7 @@ func New(cfg Config) (*Client, error) {
 	return &Client{
 		cfg:      cfg,
 		url:      "ws" + strings.TrimPrefix(strings.TrimRight(u.String(), "/"), "http") + protocol.PathTunnel,
+		base:     u,
 		log:      cfg.Log.With("component", "tunnel"),
 		handlers: map[string]Handler{},
 	}, nil

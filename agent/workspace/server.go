@@ -169,10 +169,18 @@ func Splice(ctx context.Context, a, b net.Conn) {
 	var wg sync.WaitGroup
 	half := func(dst, src net.Conn) {
 		defer wg.Done()
-		// Plain Reader and Writer: net.TCPConn's WriteTo would copy in 32 KiB pieces (one
-		// tunnel frame each) whatever buffer is given here.
-		buf := make([]byte, 256<<10)
-		io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
+		_, tcpDst := dst.(*net.TCPConn)
+		_, tcpSrc := src.(*net.TCPConn)
+		if tcpDst && tcpSrc {
+			// Socket to socket (a data connection to the container's port): the kernel
+			// splices, the bytes never enter the agent.
+			io.Copy(dst, src)
+		} else {
+			// Plain Reader and Writer: net.TCPConn's WriteTo would copy in 32 KiB pieces
+			// (one tunnel frame each) whatever buffer is given here.
+			buf := make([]byte, 256<<10)
+			io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
+		}
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		} else {

@@ -360,6 +360,8 @@ var mxMatrix = []mxRow{
 		agent(204),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "GET", "/api/v1/agent/tunnel").
 		note("a WebSocket: the agent token without the upgrade is a 400").agent(400),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "GET", "/api/v1/agent/tunnel/data").
+		note("an upgrade: the agent token without it is a 400").agent(400),
 	// The replicas' forwarding of tunnel streams: only a replica's signature opens it.
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "GET", "/internal/v1/tunnel/forward?agent=agt_matrix").
 		note("replicas only").agent(401),

@@ -20,6 +20,7 @@ import (
 func (h *Hub) Routes(root *gin.Engine, _ *gin.RouterGroup) {
 	r := api.NewRoutes(root, h.log)
 	r.GET(protocol.PathTunnel, h.serveAgent)
+	r.GET(protocol.PathTunnelData, h.serveData)
 	r.GET(PathForward, h.serveForward)
 }
 

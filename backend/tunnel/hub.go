@@ -91,7 +91,8 @@ type Hub struct {
 
 	mu          sync.Mutex
 	internalURL string
-	sessions    map[string]*session // agent id → its current session here
+	sessions    map[string]*session  // agent id → its current session here
+	waiting     map[string]*dataWait // data token → the stream that waits for its connection
 	closed      bool
 }
 
@@ -122,7 +123,7 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h := &Hub{
 		cfg: cfg, log: cfg.Log.With("component", "tunnel"), replica: randomID(), done: make(chan struct{}),
-		sessions: map[string]*session{},
+		sessions: map[string]*session{}, waiting: map[string]*dataWait{},
 	}
 	if len(cfg.Secret) > 0 {
 		h.key = deriveKey(cfg.Secret)
@@ -151,35 +152,25 @@ func (h *Hub) SetInternalURL(u string) error {
 // bounds the opening only, not the stream. Errors: ErrNoTunnel when the agent cannot be
 // reached, a *RefusedError (ErrRefused) when it refuses the kind.
 func (h *Hub) Open(ctx context.Context, agentID string, hdr Header) (net.Conn, error) {
-	if hdr.Kind == "" {
-		return nil, errors.New("tunnel: a stream header needs a kind")
-	}
-	conn, err := h.dialAgent(ctx, agentID)
-	if err != nil {
-		return nil, err
-	}
-	if err := handshake(ctx, conn, hdr); err != nil {
-		conn.Close()
-		if errors.Is(err, ErrRefused) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("tunnel: open a %q stream to agent %s: %w", hdr.Kind, agentID, err)
-	}
-	return conn, nil
+	return h.open(ctx, agentID, hdr, false)
 }
 
+func isRefused(err error) bool { return errors.Is(err, ErrRefused) }
+
 // dialAgent returns a raw stream to the agent, before the header: on this replica's session,
-// or forwarded to the replica the routing record names.
-func (h *Hub) dialAgent(ctx context.Context, agentID string) (net.Conn, error) {
+// or forwarded to the replica the routing record names (local false).
+func (h *Hub) dialAgent(ctx context.Context, agentID string) (conn net.Conn, local bool, err error) {
 	rec, err := h.lookup(ctx, agentID)
 	if err != nil {
 		// Redis is away: this replica's own session is still worth a try.
 		h.log.Warn("tunnel routing record unreadable; trying this replica's session", "agent_id", agentID, "err", err)
 	}
 	if rec == nil || rec.Replica == h.replica {
-		return h.localStream(ctx, agentID)
+		conn, err := h.localStream(ctx, agentID)
+		return conn, true, err
 	}
-	return h.forward(ctx, agentID, *rec)
+	conn, err = h.forward(ctx, agentID, *rec)
+	return conn, false, err
 }
 
 // localStream opens a stream on this replica's session of the agent.
@@ -202,7 +193,7 @@ func (h *Hub) local(agentID string) *session {
 }
 
 // handshake writes the header and reads the agent's reply, within ctx and handshakeTimeout.
-func handshake(ctx context.Context, conn net.Conn, hdr Header) error {
+func handshake(ctx context.Context, conn net.Conn, hdr Header) (protocol.TunnelReply, error) {
 	deadline := time.Now().Add(handshakeTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -216,16 +207,16 @@ func handshake(ctx context.Context, conn net.Conn, hdr Header) error {
 		err = protocol.ReadTunnelLine(conn, &reply)
 	}
 	if !stop() {
-		return fmt.Errorf("stream header: %w", ctx.Err())
+		return reply, fmt.Errorf("stream header: %w", ctx.Err())
 	}
 	if err != nil {
-		return fmt.Errorf("stream header: %w", err)
+		return reply, fmt.Errorf("stream header: %w", err)
 	}
 	conn.SetDeadline(time.Time{})
 	if !reply.Accepted {
-		return &RefusedError{Kind: hdr.Kind, Code: reply.Code, Message: reply.Message}
+		return reply, &RefusedError{Kind: hdr.Kind, Code: reply.Code, Message: reply.Message}
 	}
-	return nil
+	return reply, nil
 }
 
 // attach makes s the agent's session here and closes the one it replaces: the agent holds one

@@ -32,9 +32,11 @@ import (
 	"github.com/nimbus-build/nimbus/backend/tunnel"
 )
 
-// Opener opens a stream to an agent over its tunnel (*tunnel.Hub).
+// Opener opens a stream to an agent over its tunnel (*tunnel.Hub); OpenBulk for a stream that
+// may carry much (a preview), which may get a connection of its own.
 type Opener interface {
 	Open(ctx context.Context, agentID string, h tunnel.Header) (net.Conn, error)
+	OpenBulk(ctx context.Context, agentID string, h tunnel.Header) (net.Conn, error)
 }
 
 // Meter says what pipelines cost so far (billing).
@@ -436,7 +438,11 @@ func (s *Service) open(ctx context.Context, r *record, kind string, fields map[s
 	for k, v := range fields {
 		f[k] = v
 	}
-	conn, err := s.cfg.Tunnel.Open(ctx, r.AgentID, tunnel.Header{Kind: kind, Fields: f})
+	open := s.cfg.Tunnel.Open
+	if kind == protocol.KindWorkspacePort {
+		open = s.cfg.Tunnel.OpenBulk
+	}
+	conn, err := open(ctx, r.AgentID, tunnel.Header{Kind: kind, Fields: f})
 	if errors.Is(err, tunnel.ErrNoTunnel) {
 		return nil, api.Errorf(503, api.CodeUnavailable, "the agent of workspace %d is not connected: try again in a moment", r.ID)
 	}

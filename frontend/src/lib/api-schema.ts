@@ -983,6 +983,21 @@ export interface paths {
      */
     get: operations["agentTunnel"];
   };
+  "/agent/tunnel/data": {
+    /**
+     * Carry one bulk stream's bytes on a connection of its own
+     * @description When the server opens a stream that may carry much (a workspace preview) on a tunnel it
+     * holds, the stream's header offers a single-use token (`data`). The agent may then make
+     * this request (`Connection: Upgrade`, `Upgrade: nimbus-tunnel-data.v1`, the token in
+     * `X-Nimbus-Tunnel-Data`) before it answers the stream; after the 101 the connection
+     * carries the stream's raw bytes both ways (no framing, no masking: Linux splices them
+     * from socket to socket). A token that no stream of this agent waits for here (it
+     * reached another replica, it was spent, the server gave up) is a 404, and the agent
+     * keeps the bytes on the tunnel. See `agent/protocol/tunnel.go`. Needs the agent token
+     * (`nba_…`).
+     */
+    get: operations["agentTunnelData"];
+  };
   "/agent/leases/{lease}/renew": {
     /**
      * Extend a lease, and learn whether to stop
@@ -4975,6 +4990,36 @@ export interface operations {
       400: components["responses"]["BadRequest"];
       401: components["responses"]["AgentUnauthenticated"];
       503: components["responses"]["Unavailable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Carry one bulk stream's bytes on a connection of its own
+   * @description When the server opens a stream that may carry much (a workspace preview) on a tunnel it
+   * holds, the stream's header offers a single-use token (`data`). The agent may then make
+   * this request (`Connection: Upgrade`, `Upgrade: nimbus-tunnel-data.v1`, the token in
+   * `X-Nimbus-Tunnel-Data`) before it answers the stream; after the 101 the connection
+   * carries the stream's raw bytes both ways (no framing, no masking: Linux splices them
+   * from socket to socket). A token that no stream of this agent waits for here (it
+   * reached another replica, it was spent, the server gave up) is a 404, and the agent
+   * keeps the bytes on the tunnel. See `agent/protocol/tunnel.go`. Needs the agent token
+   * (`nba_…`).
+   */
+  agentTunnelData: {
+    parameters: {
+      header: {
+        /** @description The token of the stream's header. */
+        "X-Nimbus-Tunnel-Data": string;
+      };
+    };
+    responses: {
+      /** @description The connection is the stream's from here on. */
+      101: {
+        content: never;
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["AgentUnauthenticated"];
+      404: components["responses"]["NotFound"];
       default: components["responses"]["Error"];
     };
   };

@@ -45,3 +45,18 @@ func (c *Client) Finish(ctx context.Context, leaseID string, req protocol.Finish
 	}
 	return nil
 }
+
+// Import reads a file of a repository of this install that a job of the lease imports
+// (protocol.ImportRequest). A refusal by a secret repository's rule is an *APIError with code
+// protocol.CodeImportRefused and the rule in its message.
+func (c *Client) Import(ctx context.Context, leaseID string, req protocol.ImportRequest) (protocol.ImportFile, error) {
+	var f protocol.ImportFile
+	path, err := leasePath(leaseID, protocol.PathImportsSuffix)
+	if err != nil {
+		return f, err
+	}
+	if _, err := c.postJSON(ctx, path, req, &f); err != nil {
+		return f, fmt.Errorf("import %s: %w", req.URL, err)
+	}
+	return f, nil
+}

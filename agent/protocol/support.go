@@ -6,7 +6,7 @@ import (
 )
 
 // Blockers lists what in a plan this version of the agent does not run, as short names
-// ("services:<name>", "imports", "lock", "settingsFrom", "builtin:git:release"); none means
+// ("services:<name>", "lock", "settingsFrom", "builtin:git:release"); none means
 // the whole pipeline runs. `nimbus plan --explain` prints it, so what a .cnb.yml needs beyond
 // this installation is visible before it is pushed. It must follow what agent/runner does:
 // the runner tests of each feature are where a change here is proven.
@@ -22,9 +22,6 @@ func Blockers(p Plan) []string {
 		if s.Name != "docker" && s.Name != "vscode" {
 			add("services:" + s.Name)
 		}
-	}
-	if len(p.Imports) > 0 {
-		add("imports")
 	}
 	if p.Lock != nil {
 		add("lock")
@@ -43,9 +40,6 @@ func Blockers(p Plan) []string {
 				}
 				if len(j.SettingsFrom) > 0 {
 					add("settingsFrom")
-				}
-				if len(j.Imports) > 0 {
-					add("imports")
 				}
 				if j.Lock != nil {
 					add("lock")

@@ -63,7 +63,7 @@ func (x *run) reportFinished(id int64, res jobResult, log *logStream) {
 	if len(res.exports) > 0 {
 		ev.Exports = make(map[string]string, len(res.exports))
 		for k, v := range res.exports {
-			ev.Exports[k] = maskString(v, x.secrets)
+			ev.Exports[k] = maskString(v, x.secretList())
 		}
 	}
 	x.eventAfter(ev, log)
@@ -72,6 +72,18 @@ func (x *run) reportFinished(id int64, res jobResult, log *logStream) {
 // execJob decides whether the job runs, runs it (with its retries) and says how it ended.
 func (x *run) execJob(ctx context.Context, id int64, st protocol.Stage, job protocol.Job, exports, extra map[string]string, jl *jobLog) jobResult {
 	env := x.jobEnv(st, job, exports, extra)
+	if len(job.Imports) > 0 {
+		image, _ := x.jobImage(job, env)
+		imported, err := x.importEnv(ctx, job, image, env, jl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return x.interrupted(ctx)
+			}
+			jl.note("%v", err)
+			return x.failure(job, err.Error(), nil)
+		}
+		env = x.jobEnvImported(st, job, exports, extra, imported)
+	}
 	image, auth := x.jobImage(job, env)
 	if job.Conditions.If != "" && job.Kind != protocol.KindScript {
 		// A plugin image need not have a shell: its condition runs in the pipeline's image.
@@ -254,10 +266,17 @@ func (x *run) step(name, image string, auth *executor.ImageAuth, env map[string]
 // value never sees its siblings, and `TOKEN: ${TOKEN}` passes the secret TOKEN through instead
 // of reading itself. A name that is none of them is empty.
 func (x *run) jobEnv(st protocol.Stage, job protocol.Job, exports, extra map[string]string) map[string]string {
+	return x.jobEnvImported(st, job, exports, extra, nil)
+}
+
+// jobEnvImported is jobEnv with the variables of the job's imports, which its own env beats
+// (cnb-reference §5.1) and the repo secrets do not.
+func (x *run) jobEnvImported(st protocol.Stage, job protocol.Job, exports, extra, imported map[string]string) map[string]string {
 	builtins := x.builtins(st, job, extra)
 	layer := func(own map[string]string) map[string]string {
-		env := make(map[string]string, len(x.lease.Secrets)+len(own)+len(exports)+len(builtins))
+		env := make(map[string]string, len(x.lease.Secrets)+len(imported)+len(own)+len(exports)+len(builtins))
 		maps.Copy(env, x.lease.Secrets)
+		maps.Copy(env, imported)
 		maps.Copy(env, own)
 		maps.Copy(env, exports)
 		maps.Copy(env, builtins)

@@ -27,6 +27,13 @@ type masker struct {
 // newMasker masks the non-empty values of secrets in what is written to w.
 func newMasker(w io.Writer, secrets []string) *masker {
 	m := &masker{w: w}
+	m.add(secrets)
+	return m
+}
+
+// add masks more values from now on (a job's imports from a secret repository, known once it
+// starts).
+func (m *masker) add(secrets []string) {
 	for _, s := range secrets {
 		if s != "" && !slices.ContainsFunc(m.secrets, func(b []byte) bool { return string(b) == s }) {
 			m.secrets = append(m.secrets, []byte(s))
@@ -34,7 +41,6 @@ func newMasker(w io.Writer, secrets []string) *masker {
 		}
 	}
 	slices.SortStableFunc(m.secrets, func(a, b []byte) int { return len(b) - len(a) })
-	return m
 }
 
 // Write masks p (with any held-back tail before it) and passes on everything that can no longer

@@ -285,7 +285,7 @@ func (r *Runner) Run(ctx, reports context.Context, lease *protocol.Lease) (Resul
 	if ctx.Err() != nil && res.Status != StatusSuccess {
 		res = Result{Status: StatusFailed, Reason: "agent_stopped: the agent shut down while the pipeline ran"}
 	}
-	req := protocol.FinishRequest{Status: res.Status, Reason: maskString(res.Reason, x.secrets), FinishedAt: ended}
+	req := protocol.FinishRequest{Status: res.Status, Reason: maskString(res.Reason, x.secretList()), FinishedAt: ended}
 	err := x.keepTrying("finish", func(ctx context.Context) error { return r.cfg.API.Finish(ctx, lease.ID, req) })
 	if err != nil {
 		if errors.Is(err, client.ErrLeaseLost) {

@@ -217,7 +217,7 @@ func (x *run) git(ctx context.Context, env []string, args ...string) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("git %s: %w: %s", args[0], err, maskString(strings.TrimSpace(out.String()), x.secrets))
+		return fmt.Errorf("git %s: %w: %s", args[0], err, maskString(strings.TrimSpace(out.String()), x.secretList()))
 	}
 	return nil
 }
@@ -230,7 +230,7 @@ func (x *run) gitOutput(ctx context.Context, env []string, args ...string) (stri
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("git %s: %w: %s", args[0], err, maskString(strings.TrimSpace(errOut.String()), x.secrets))
+		return "", fmt.Errorf("git %s: %w: %s", args[0], err, maskString(strings.TrimSpace(errOut.String()), x.secretList()))
 	}
 	return out.String(), nil
 }

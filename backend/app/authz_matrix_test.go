@@ -89,6 +89,18 @@ func mxInvitationOfA(w *mxWorld, c *mxCall) {
 	c.Vars["id"] = fmt.Sprint(w.invitation(w.orgA, w.users["owner"], ""))
 }
 
+// mxSecretRepo is a fresh secret repository of A with one file, env.yml, in {repo}.
+func mxSecretRepo(w *mxWorld, c *mxCall) {
+	r, err := w.app.Repos.CreateSecretRepo(w.ctx, w.orgA, w.unique("keys-"), "")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.app.Repos.PutSecretFile(w.ctx, r, w.users["owner"].User.ID, "env.yml", "K: v\n"); err != nil {
+		w.t.Fatal(err)
+	}
+	c.Vars["repo"] = r.Name
+}
+
 func mxDoomedSecret(w *mxWorld, c *mxCall) {
 	c.Vars["name"] = w.unique("DOOMED_")
 	if err := w.app.Repos.PutSecret(w.ctx, w.privA, c.Vars["name"], "x"); err != nil {
@@ -209,6 +221,13 @@ var mxMatrix = []mxRow{
 	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "PUT", mxAPriv+"/secrets/"+mxSecretName).
 		body(map[string]string{"value": mxSecretValue}),
 	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/secrets/{name}").prep(mxDoomedSecret),
+	// A secret repository's files and audit: its admins only.
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 404 404", "GET", mxARepo+"/secret-files").prep(mxSecretRepo),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 404 404", "GET", mxARepo+"/secret-files/env.yml").prep(mxSecretRepo),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 404 404", "PUT", mxARepo+"/secret-files/env.yml").prep(mxSecretRepo).
+		body(map[string]string{"content": "K: v\n"}),
+	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 404 404", "DELETE", mxARepo+"/secret-files/env.yml").prep(mxSecretRepo),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 404 404", "GET", mxARepo+"/secret-reads").prep(mxSecretRepo),
 	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "GET", mxAPriv+"/deploy-tokens"),
 	mx("404 | 403 403 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/deploy-tokens").
 		body(map[string]string{"name": "inference"}),
@@ -367,6 +386,9 @@ var mxMatrix = []mxRow{
 		note("replicas only").agent(401),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").
 		agent(200).prep(mxOwnLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/imports").
+		note("another agent's lease").body(map[string]string{"url": "https://x/a/b/-/blob/main/env.yml", "kind": "imports"}).
+		agent(409).prep(mxOtherAgentsLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").
 		note("another agent's lease").agent(409).prep(mxOtherAgentsLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/events").

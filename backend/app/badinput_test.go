@@ -364,6 +364,23 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "other case of an existing one", Path: mxAPriv + "/secrets/" + strings.ToLower(mxSecretName), Want: 404},
 			{Name: "invalid name", Path: mxAPriv + "/secrets/1-x", Want: 404},
 		}},
+	{Method: "PUT", Path: mxARepo + "/secret-files/env.yml", JSON: true,
+		Valid: map[string]any{"content": "K: v\n"}, Setup: mxSecretRepoVars,
+		Cases: []mxBad{
+			{Name: "YAML that does not parse", Body: map[string]any{"content": "a: [unclosed\n"}, Want: 422},
+			{Name: "a YAML list", Path: mxARepo + "/secret-files/list.yml", Body: map[string]any{"content": "- a\n"}, Want: 422},
+			{Name: "a KEY=VALUE line without =", Path: mxARepo + "/secret-files/env", Body: map[string]any{"content": "nothing\n"}, Want: 422},
+			{Name: "a path with ..", Path: mxARepo + "/secret-files/a/../../b.yml", Body: map[string]any{"content": "K: v\n"}, Want: 422},
+			{Name: "no content", Body: map[string]any{}, Want: 422},
+			{Name: "content as an object", Body: map[string]any{"content": map[string]string{"a": "b"}}, Want: 400},
+			{Name: "over 256 KiB", Path: mxARepo + "/secret-files/big.env", Body: map[string]any{"content": mxLong(256<<10 + 1)}, Want: 413},
+			{Name: "an ordinary repo", Path: mxAPriv + "/secret-files/env.yml", Body: map[string]any{"content": "K: v\n"}, Want: 404},
+		}},
+	{Method: "DELETE", Path: mxARepo + "/secret-files/env.yml", Setup: mxSecretRepoVars,
+		Cases: []mxBad{
+			{Name: "no such file", Path: mxARepo + "/secret-files/nope.yml", Want: 404},
+			{Name: "an ordinary repo", Path: mxAPriv + "/secret-files/env.yml", Want: 404},
+		}},
 	{Method: "POST", Path: mxAPriv + "/deploy-tokens", JSON: true,
 		Valid: map[string]any{"name": "fine"},
 		Cases: []mxBad{
@@ -476,6 +493,15 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 		Cases: []mxBad{
 			{Name: "no such lease", Path: "/api/v1/agent/leases/lease_nope/renew", Want: 409},
 			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/renew", Want: 409},
+		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/imports", JSON: true, As: "agent-token",
+		Valid: map[string]any{"url": "https://cnb.cool/nobody/nothing/-/blob/main/env.yml", "kind": "imports"},
+		Cases: []mxBad{
+			{Name: "unknown kind", Body: map[string]any{"url": "https://cnb.cool/a/b/-/blob/main/env.yml", "kind": "secrets"}, Want: 422},
+			{Name: "not a file URL", Body: map[string]any{"url": "./env.yml", "kind": "imports"}, Want: 400},
+			{Name: "url as a number", Body: map[string]any{"url": 1, "kind": "imports"}, Want: 400},
+			{Name: "no such repo", Body: map[string]any{"url": "https://cnb.cool/nobody/nothing/-/blob/main/env.yml", "kind": "imports"}, Want: 404},
+			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/imports", Body: map[string]any{"url": "https://cnb.cool/a/b/-/blob/main/env.yml", "kind": "imports"}, Want: 409},
 		}},
 	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/events", JSON: true, As: "agent-token",
 		Valid: map[string]any{"kind": "pipeline_started"},
@@ -847,4 +873,10 @@ var mxBadWorkspaceEndpoints = []mxBadEndpoint{
 			mxBad{Name: "without the WebSocket upgrade", Path: "/api/v1/workspaces/{id}/ssh", Want: 400},
 			mxBad{Name: "a reader, without the upgrade", As: "reporter", Path: "/api/v1/workspaces/{id}/ssh", Want: 403},
 			mxBad{Name: "another team, without the upgrade", As: "outsider", Path: "/api/v1/workspaces/{id}/ssh", Want: 404})},
+}
+
+// mxSecretRepoVars makes a fresh secret repository of A with env.yml, named in {repo}.
+func mxSecretRepoVars(w *mxWorld, v map[string]string) {
+	c := &mxCall{Vars: v}
+	mxSecretRepo(w, c)
 }

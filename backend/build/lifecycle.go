@@ -49,6 +49,9 @@ type Lifecycle interface {
 	CheckJob(ctx context.Context, agentID, leaseID string, jobID int64) error
 	// RunInfo is what an agent needs to know of a claimed pipeline beyond its Plan.
 	RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error)
+	// Leased returns the running pipeline the agent's lease holds (ErrLeaseLost otherwise): what
+	// an agent's request on behalf of the pipeline (an import) is checked against.
+	Leased(ctx context.Context, agentID, leaseID string) (*Pipeline, error)
 	// Reap handles up to 500 running pipelines whose lease expired before now: it ends or
 	// re-queues each and returns them.
 	Reap(ctx context.Context, now time.Time, leaseTTL time.Duration) ([]Reaped, error)
@@ -345,6 +348,11 @@ func stoppedStatus(reason string) string {
 		return StatusTerminated
 	}
 	return StatusCancelled
+}
+
+// Leased implements Lifecycle.
+func (s *Service) Leased(ctx context.Context, agentID, leaseID string) (*Pipeline, error) {
+	return s.pipelineOfLease(ctx, agentID, leaseID)
 }
 
 // CheckJob implements Lifecycle.

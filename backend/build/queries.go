@@ -20,6 +20,10 @@ type RunInfo struct {
 	CommitSHA   string
 	OrgName     string
 	RepoName    string
+	RepoID      int64
+	Event       string
+	Branch      string // "" for tag events
+	TriggeredBy int64  // 0 when nobody (a schedule whose author left)
 	Jobs        []protocol.JobRef
 }
 
@@ -27,14 +31,19 @@ type RunInfo struct {
 // by these round trips.
 func (s *Service) RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error) {
 	var b struct {
-		ID        int64
-		Number    int64
-		CommitSHA string
-		RepoName  string
-		OrgName   string
+		ID          int64
+		Number      int64
+		CommitSHA   string
+		RepoName    string
+		OrgName     string
+		RepoID      int64
+		Event       string
+		Branch      string
+		TriggeredBy *int64
 	}
 	if err := s.db.WithContext(ctx).Table("builds").
-		Select("builds.id, builds.number, builds.commit_sha, repos.name AS repo_name, orgs.name AS org_name").
+		Select("builds.id, builds.number, builds.commit_sha, repos.name AS repo_name, orgs.name AS org_name, "+
+			"builds.repo_id, builds.event, builds.branch, builds.triggered_by").
 		Joins("JOIN repos ON repos.id = builds.repo_id").Joins("JOIN orgs ON orgs.id = repos.org_id").
 		Where("builds.id = ?", p.BuildID).Take(&b).Error; err != nil {
 		return nil, err
@@ -53,7 +62,12 @@ func (s *Service) RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error) {
 	for _, j := range jobs {
 		refs = append(refs, protocol.JobRef{Stage: j.StagePosition, Job: j.Position, ID: j.ID})
 	}
-	return &RunInfo{BuildID: b.ID, BuildNumber: b.Number, CommitSHA: b.CommitSHA, OrgName: b.OrgName, RepoName: b.RepoName, Jobs: refs}, nil
+	info := &RunInfo{BuildID: b.ID, BuildNumber: b.Number, CommitSHA: b.CommitSHA, OrgName: b.OrgName, RepoName: b.RepoName,
+		RepoID: b.RepoID, Event: b.Event, Branch: b.Branch, Jobs: refs}
+	if b.TriggeredBy != nil {
+		info.TriggeredBy = *b.TriggeredBy
+	}
+	return info, nil
 }
 
 // Stopping implements Lifecycle.

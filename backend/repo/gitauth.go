@@ -48,6 +48,10 @@ func GitResolver(users *auth.Service, repos *Service) func(ctx context.Context, 
 				return git.Repo{}, git.ErrNotFound
 			}
 		}
+		if a.Repo.Secret {
+			return git.Repo{}, fmt.Errorf("%w: %s/%s is a secret repository: it cannot be cloned or pushed; edit its files in the dashboard or with the API",
+				git.ErrForbidden, org, name)
+		}
 		if write && a.Repo.Archived {
 			return git.Repo{}, fmt.Errorf("%w: the repo is archived", git.ErrForbidden)
 		}

@@ -40,6 +40,11 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.GET("/repos/:org/:repo/deploy-tokens", h.listDeployTokens)
 	rs.POST("/repos/:org/:repo/deploy-tokens", h.createDeployToken)
 	rs.DELETE("/repos/:org/:repo/deploy-tokens/:id", h.revokeDeployToken)
+	rs.GET("/repos/:org/:repo/secret-files", h.listSecretFiles)
+	rs.GET("/repos/:org/:repo/secret-files/*path", h.getSecretFile)
+	rs.PUT("/repos/:org/:repo/secret-files/*path", h.putSecretFile)
+	rs.DELETE("/repos/:org/:repo/secret-files/*path", h.deleteSecretFile)
+	rs.GET("/repos/:org/:repo/secret-reads", h.listSecretReads)
 }
 
 // JSON is a repo as the API shows it.
@@ -52,6 +57,7 @@ type JSON struct {
 	Visibility    string    `json:"visibility"`
 	DefaultBranch string    `json:"default_branch"`
 	Archived      bool      `json:"archived"`
+	Secret        bool      `json:"secret"`
 	CloneURL      string    `json:"clone_url"`
 	Permission    string    `json:"permission,omitempty"`
 	CreatedAt     time.Time `json:"created_at"`
@@ -60,7 +66,7 @@ type JSON struct {
 
 func (h *Handler) json(r *Repo, orgName string, lvl Level) JSON {
 	j := JSON{ID: r.ID, Org: orgName, Name: r.Name, FullName: orgName + "/" + r.Name, Description: r.Description,
-		Visibility: r.Visibility, DefaultBranch: r.DefaultBranch, Archived: r.Archived,
+		Visibility: r.Visibility, DefaultBranch: r.DefaultBranch, Archived: r.Archived, Secret: r.Secret,
 		CloneURL: h.publicURL + "/" + orgName + "/" + r.Name + ".git", CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if lvl > None {
 		j.Permission = lvl.String()
@@ -89,11 +95,27 @@ func (h *Handler) create(c *gin.Context) error {
 		Visibility    string `json:"visibility"`
 		DefaultBranch string `json:"default_branch"`
 		Description   string `json:"description"`
+		Secret        bool   `json:"secret"`
 	}
 	if err := api.Bind(c, &req); err != nil {
 		return err
 	}
-	r, err := h.svc.Create(c.Request.Context(), o, req.Name, req.Visibility, req.DefaultBranch, req.Description)
+	var r *Repo
+	if req.Secret {
+		// A secret repository is private, and its files are on no branch but its own.
+		if req.Visibility != "" && req.Visibility != Private {
+			return api.Invalid("visibility", "a secret repository is private")
+		}
+		if req.DefaultBranch != "" && req.DefaultBranch != "main" {
+			return api.Invalid("default_branch", "a secret repository's files are on main")
+		}
+		if !role.CanAdmin() {
+			return api.Forbidden("creating a secret repository needs the admin role or above in %s (you are %s)", o.Name, role)
+		}
+		r, err = h.svc.CreateSecretRepo(c.Request.Context(), o, req.Name, req.Description)
+	} else {
+		r, err = h.svc.Create(c.Request.Context(), o, req.Name, req.Visibility, req.DefaultBranch, req.Description)
+	}
 	if err != nil {
 		return err
 	}
@@ -257,4 +279,74 @@ func (h *Handler) revokeDeployToken(c *gin.Context) error {
 		return err
 	}
 	return api.NoContent(c)
+}
+
+// The files of a secret repository, and the audit of their reads: its admins only (a member who
+// may only read the repo gets 403, anyone else 404, as for repo secrets).
+
+func (h *Handler) listSecretFiles(c *gin.Context) error {
+	a, err := Load(c, h.svc, Admin)
+	if err != nil {
+		return err
+	}
+	// A secret repository holds a handful of files: one page, by path.
+	files, err := h.svc.ListSecretFiles(c.Request.Context(), a.Repo)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, api.List[SecretFileInfo]{Items: files})
+}
+
+func (h *Handler) getSecretFile(c *gin.Context) error {
+	a, err := Load(c, h.svc, Admin)
+	if err != nil {
+		return err
+	}
+	f, err := h.svc.SecretFileContent(c.Request.Context(), a.Repo, c.Param("path"))
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, f)
+}
+
+func (h *Handler) putSecretFile(c *gin.Context) error {
+	a, err := Load(c, h.svc, Admin)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Content *string `json:"content"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	if req.Content == nil {
+		return api.Invalid("content", "content is required (the whole file)")
+	}
+	info, err := h.svc.PutSecretFile(c.Request.Context(), a.Repo, auth.From(c).UserID(), c.Param("path"), *req.Content)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, info)
+}
+
+func (h *Handler) deleteSecretFile(c *gin.Context) error {
+	a, err := Load(c, h.svc, Admin)
+	if err != nil {
+		return err
+	}
+	if err := h.svc.DeleteSecretFile(c.Request.Context(), a.Repo, c.Param("path")); err != nil {
+		return err
+	}
+	return api.NoContent(c)
+}
+
+func (h *Handler) listSecretReads(c *gin.Context) error {
+	return api.ListPage(c, func(page api.Page) ([]SecretFileReadJSON, error) {
+		a, err := Load(c, h.svc, Admin)
+		if err != nil {
+			return nil, err
+		}
+		return h.svc.SecretFileReads(c.Request.Context(), a.Repo, page)
+	}, func(r SecretFileReadJSON) int64 { return r.ID })
 }

@@ -14,15 +14,18 @@ const (
 // Repo is a git repository of an org. Its bare repository lives at <data>/repos/<id>.git, so a
 // rename never moves files.
 type Repo struct {
-	ID            int64     `gorm:"primaryKey"`
-	OrgID         int64     `gorm:"not null"`
-	Name          string    `gorm:"not null"`
-	Description   string    `gorm:"not null"`
-	Visibility    string    `gorm:"not null"`
-	DefaultBranch string    `gorm:"not null"`
-	Archived      bool      `gorm:"not null"`
-	CreatedAt     time.Time `gorm:"not null"`
-	UpdatedAt     time.Time `gorm:"not null"`
+	ID            int64  `gorm:"primaryKey"`
+	OrgID         int64  `gorm:"not null"`
+	Name          string `gorm:"not null"`
+	Description   string `gorm:"not null"`
+	Visibility    string `gorm:"not null"`
+	DefaultBranch string `gorm:"not null"`
+	Archived      bool   `gorm:"not null"`
+	// Secret marks a secret repository (secretfiles.go): no git content, only sealed files
+	// that pipelines import.
+	Secret    bool      `gorm:"not null"`
+	CreatedAt time.Time `gorm:"not null"`
+	UpdatedAt time.Time `gorm:"not null"`
 }
 
 // Secret is a repo secret, sealed with the server key (see package secrets). Its value is never

@@ -99,6 +99,27 @@ func (s *Service) Create(ctx context.Context, o *org.Org, name, visibility, defa
 	}
 	now := s.clock.Now().UTC()
 	r := &Repo{OrgID: o.ID, Name: name, Description: description, Visibility: visibility, DefaultBranch: defaultBranch, CreatedAt: now, UpdatedAt: now}
+	return s.insert(ctx, o, r)
+}
+
+// CreateSecretRepo makes a secret repository (secretfiles.go): always private, with an empty
+// bare repository on disk that git never reaches (GitResolver refuses it), so the code that
+// reads repos sees an empty one.
+func (s *Service) CreateSecretRepo(ctx context.Context, o *org.Org, name, description string) (*Repo, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if len(description) > 1000 {
+		return nil, api.Invalid("description", "description must be at most 1000 characters")
+	}
+	now := s.clock.Now().UTC()
+	r := &Repo{OrgID: o.ID, Name: name, Description: description, Visibility: Private, DefaultBranch: "main",
+		Secret: true, CreatedAt: now, UpdatedAt: now}
+	return s.insert(ctx, o, r)
+}
+
+func (s *Service) insert(ctx context.Context, o *org.Org, r *Repo) (*Repo, error) {
+	name, defaultBranch := r.Name, r.DefaultBranch
 	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		if err := tx.Create(r).Error; err != nil {
 			return err
@@ -297,7 +318,7 @@ func (s *Service) Update(ctx context.Context, r *Repo, p Patch) error {
 // Delete removes the repo, its secrets and deploy tokens, and its git directory.
 func (s *Service) Delete(ctx context.Context, r *Repo) error {
 	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
-		for _, m := range []any{&Secret{}, &DeployToken{}} {
+		for _, m := range []any{&Secret{}, &DeployToken{}, &SecretFile{}, &SecretFileRead{}} {
 			if err := tx.Where("repo_id = ?", r.ID).Delete(m).Error; err != nil {
 				return err
 			}

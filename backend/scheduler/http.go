@@ -44,6 +44,7 @@ func (h *Handler) Routes(root *gin.Engine, v1 *gin.RouterGroup) {
 	agentAPI.POST("/leases/:lease/events", h.authAgent, h.event)
 	agentAPI.POST("/leases/:lease/jobs/:job/log", h.authAgent, h.appendLog)
 	agentAPI.POST("/leases/:lease/finish", h.authAgent, h.finish)
+	agentAPI.POST("/leases/:lease/"+protocol.PathImportsSuffix, h.authAgent, h.importFile)
 	agentAPI.POST("/control", h.authAgent, h.control)
 	agentAPI.POST("/deregister", h.authAgent, h.deregister)
 
@@ -171,6 +172,18 @@ func (h *Handler) event(c *gin.Context) error {
 		return err
 	}
 	return api.NoContent(c)
+}
+
+func (h *Handler) importFile(c *gin.Context) error {
+	var req protocol.ImportRequest
+	if err := api.BindLenient(c, &req); err != nil {
+		return err
+	}
+	f, err := h.svc.Import(c.Request.Context(), agentOf(c), c.Param("lease"), req)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, f)
 }
 
 func (h *Handler) finish(c *gin.Context) error {

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
 // ErrLeaseLost answers a call about a lease the server no longer honours (HTTP 409); it is
@@ -281,6 +283,27 @@ func (s *Service) Renew(ctx context.Context, a *Agent, leaseID string) (*protoco
 // Event records a step of a running pipeline (build does, fenced by the lease).
 func (s *Service) Event(ctx context.Context, a *Agent, leaseID string, ev protocol.Event) error {
 	return s.builds.Event(ctx, a.ID, leaseID, ev)
+}
+
+// Import reads a file a job of the agent's running pipeline imports (protocol.ImportRequest),
+// with the pipeline's own rights: repo.ReadImport checks and audits.
+func (s *Service) Import(ctx context.Context, a *Agent, leaseID string, req protocol.ImportRequest) (protocol.ImportFile, error) {
+	switch req.Kind {
+	case protocol.ImportEnv, protocol.ImportSettingsFrom, protocol.ImportOptionsFrom:
+	default:
+		return protocol.ImportFile{}, api.Invalid("kind", "kind must be %s, %s or %s", protocol.ImportEnv, protocol.ImportSettingsFrom, protocol.ImportOptionsFrom)
+	}
+	p, err := s.builds.Leased(ctx, a.ID, leaseID)
+	if err != nil {
+		return protocol.ImportFile{}, err
+	}
+	run, err := s.builds.RunInfo(ctx, p)
+	if err != nil {
+		return protocol.ImportFile{}, err
+	}
+	rd := repo.Reader{OrgID: p.OrgID, RepoID: run.RepoID, Slug: run.OrgName + "/" + run.RepoName, Event: run.Event,
+		Branch: run.Branch, UserID: run.TriggeredBy, PipelineID: p.ID, BuildNumber: run.BuildNumber}
+	return s.repos.ReadImport(ctx, rd, req.URL, req.Kind, req.Image)
 }
 
 // Finish records a pipeline's final status. Repeating it is harmless; a lease that is gone

@@ -326,6 +326,66 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/secret-files": {
+    /**
+     * The files of a secret repository
+     * @description A secret repository (created with `"secret": true`) holds env files that pipelines
+     * import (`imports:`, `settingsFrom`, `optionsFrom`); it has no git content and cannot be
+     * cloned or pushed. Its files are sealed with the server key, one version each, by path.
+     * An ordinary repo is a 404. Admin access (role `admin` or `owner`); token scope
+     * `repo:write`.
+     */
+    get: operations["listSecretFiles"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/secret-files/{path}": {
+    /**
+     * One file of a secret repository, with its content
+     * @description Admin access (role `admin` or `owner`); token scope `repo:write`.
+     */
+    get: operations["getSecretFile"];
+    /**
+     * Create or replace a file of a secret repository
+     * @description The content must parse as the env file its name says (`.yml`/`.yaml`/`.json` objects,
+     * certificate files, `KEY=VALUE` lines otherwise): a 422 on `content` names the line, and
+     * the stored version stays. At most 256 KiB (413). Admin access; token scope `repo:write`.
+     */
+    put: operations["putSecretFile"];
+    /**
+     * Delete a file of a secret repository
+     * @description Admin access; token scope `repo:write`.
+     */
+    delete: operations["deleteSecretFile"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`. */
+        path: string;
+      };
+    };
+  };
+  "/repos/{org}/{repo}/secret-reads": {
+    /**
+     * The audit of a secret repository
+     * @description Every read of its files by a pipeline, allowed or refused, newest first: which file, how
+     * (`imports`, `settingsFrom`, `optionsFrom`), by which repo's pipeline and build, who
+     * triggered it, and the rule that decided. Paginated. Admin access; token scope
+     * `repo:write`.
+     */
+    get: operations["listSecretReads"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/secrets": {
     /**
      * The repo's secrets (names only)
@@ -998,6 +1058,25 @@ export interface paths {
      */
     get: operations["agentTunnelData"];
   };
+  "/agent/leases/{lease}/imports": {
+    /**
+     * Read a file a job imports, with the pipeline's rights
+     * @description `{url, kind, image, job}`: a file URL of this install or a CNB-style one
+     * (`{host}/{org}/{repo}/-/blob/{ref}/{path}`, the host not checked). Files of the
+     * pipeline's own team and of public repos are read at any ref; a secret repository's file
+     * only when its `allow_slugs` / `allow_events` / `allow_branches` / `allow_images` all
+     * match, or, when it declares none, for pipelines triggered by its team's admins and
+     * owners. Refusals are 403 `import_refused` naming the rule; every read of a secret
+     * repository is audited. Answers `{name, content, secret}`. Needs the agent token of the
+     * lease's agent (`nba_…`).
+     */
+    post: operations["agentImport"];
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+  };
   "/agent/leases/{lease}/renew": {
     /**
      * Extend a lease, and learn whether to stop
@@ -1282,6 +1361,15 @@ export type webhooks = Record<string, never>;
 
 export interface components {
   schemas: {
+    SecretFileInfo: {
+      path: string;
+      /** Format: int64 */
+      size: number;
+      /** Format: int64 */
+      updated_by: number;
+      /** Format: date-time */
+      updated_at: string;
+    };
     /**
      * @description Stable error codes; clients switch on these. `bad_request` 400, `unauthenticated` 401,
      * `forbidden` 403, `not_found` 404, `method_not_allowed` 405, `conflict` 409,
@@ -1542,9 +1630,11 @@ export interface components {
       visibility: components["schemas"]["Visibility"];
       default_branch: string;
       archived: boolean;
+      /** @description A secret repository (files under `secret-files`, no git content). */
+      secret: boolean;
       /**
        * Format: uri
-       * @description `{public_url}/{org}/{name}.git`, for git over smart HTTP.
+       * @description `{public_url}/{org}/{name}.git`, for git over smart HTTP (which refuses a secret repository).
        */
       clone_url: string;
       /**
@@ -1565,6 +1655,13 @@ export interface components {
       /** @default main */
       default_branch?: string;
       description?: string;
+      /**
+       * @description A secret repository: private, on `main`, no git content; its files (`secret-files`)
+       * hold env files pipelines import. Needs the admin role.
+       *
+       * @default false
+       */
+      secret?: boolean;
     };
     /** @description The fields to change; absent fields stay as they are. At least one is needed. */
     RepoPatch: {
@@ -3617,6 +3714,177 @@ export interface operations {
     };
   };
   /**
+   * The files of a secret repository
+   * @description A secret repository (created with `"secret": true`) holds env files that pipelines
+   * import (`imports:`, `settingsFrom`, `optionsFrom`); it has no git content and cannot be
+   * cloned or pushed. Its files are sealed with the server key, one version each, by path.
+   * An ordinary repo is a 404. Admin access (role `admin` or `owner`); token scope
+   * `repo:write`.
+   */
+  listSecretFiles: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description Every file, by path (one page). */
+      200: {
+        content: {
+          "application/json": {
+            items: components["schemas"]["SecretFileInfo"][];
+          };
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * One file of a secret repository, with its content
+   * @description Admin access (role `admin` or `owner`); token scope `repo:write`.
+   */
+  getSecretFile: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`. */
+        path: string;
+      };
+    };
+    responses: {
+      /** @description The file. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["SecretFileInfo"] & {
+            content: string;
+          };
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Create or replace a file of a secret repository
+   * @description The content must parse as the env file its name says (`.yml`/`.yaml`/`.json` objects,
+   * certificate files, `KEY=VALUE` lines otherwise): a 422 on `content` names the line, and
+   * the stored version stays. At most 256 KiB (413). Admin access; token scope `repo:write`.
+   */
+  putSecretFile: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`. */
+        path: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          content: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Stored. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["SecretFileInfo"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Delete a file of a secret repository
+   * @description Admin access; token scope `repo:write`.
+   */
+  deleteSecretFile: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`. */
+        path: string;
+      };
+    };
+    responses: {
+      /** @description Deleted. */
+      204: {
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The audit of a secret repository
+   * @description Every read of its files by a pipeline, allowed or refused, newest first: which file, how
+   * (`imports`, `settingsFrom`, `optionsFrom`), by which repo's pipeline and build, who
+   * triggered it, and the rule that decided. Paginated. Admin access; token scope
+   * `repo:write`.
+   */
+  listSecretReads: {
+    parameters: {
+      query?: {
+        limit?: components["parameters"]["Limit"];
+        cursor?: components["parameters"]["Cursor"];
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description A page of reads. */
+      200: {
+        content: {
+          "application/json": {
+            items: {
+                /** Format: int64 */
+                id: number;
+                path: string;
+                kind: string;
+                reader: string;
+                /** Format: int64 */
+                pipeline_id: number;
+                /** Format: int64 */
+                build_number: number;
+                /** Format: int64 */
+                user_id: number;
+                allowed: boolean;
+                reason: string;
+                /** Format: date-time */
+                read_at: string;
+              }[];
+            next_cursor?: string;
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
    * The repo's secrets (names only)
    * @description Values are write-only and never returned. Oldest first (ascending by id); paginated.
    * Admin access (role `admin` or `owner`); token scope `repo:write`. Anonymous callers get
@@ -5020,6 +5288,53 @@ export interface operations {
       400: components["responses"]["BadRequest"];
       401: components["responses"]["AgentUnauthenticated"];
       404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Read a file a job imports, with the pipeline's rights
+   * @description `{url, kind, image, job}`: a file URL of this install or a CNB-style one
+   * (`{host}/{org}/{repo}/-/blob/{ref}/{path}`, the host not checked). Files of the
+   * pipeline's own team and of public repos are read at any ref; a secret repository's file
+   * only when its `allow_slugs` / `allow_events` / `allow_branches` / `allow_images` all
+   * match, or, when it declares none, for pipelines triggered by its team's admins and
+   * owners. Refusals are 403 `import_refused` naming the rule; every read of a secret
+   * repository is audited. Answers `{name, content, secret}`. Needs the agent token of the
+   * lease's agent (`nba_…`).
+   */
+  agentImport: {
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          url: string;
+          /** @enum {string} */
+          kind: "imports" | "settingsFrom" | "optionsFrom";
+          image?: string;
+          job?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The file. */
+      200: {
+        content: {
+          "application/json": {
+            name: string;
+            content: string;
+            secret?: boolean;
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["AgentUnauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["LeaseLost"];
       default: components["responses"]["Error"];
     };
   };

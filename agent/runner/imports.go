@@ -1,0 +1,101 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nimbus-build/nimbus/agent/envfile"
+	"github.com/nimbus-build/nimbus/agent/protocol"
+)
+
+// Importer is the part of the server's API that reads files of its repositories for imports.
+// The agent's client implements it; a runner whose API does not fails jobs with imports.
+type Importer interface {
+	Import(ctx context.Context, leaseID string, req protocol.ImportRequest) (protocol.ImportFile, error)
+}
+
+// importEnv loads a job's env files (`imports:` of the pipeline, its stage and the job, in that
+// order; later files win) when it starts. A path may use variables, including those that earlier
+// files defined. A URL is read through the server, which checks who may read it and audits
+// secret repositories (backend/repo/imports.go); any other path is a file of the workspace. The
+// values of a secret repository's files are masked in every log of the run from then on.
+func (x *run) importEnv(ctx context.Context, job protocol.Job, image string, env map[string]string, jl *jobLog) (map[string]string, error) {
+	imported := map[string]string{}
+	for _, ref := range job.Imports {
+		// Substitution sees the job's env so far and what earlier files defined.
+		vars := maps.Clone(env)
+		maps.Copy(vars, imported)
+		// The plan lists the names it could not know (RuntimeVars); earlier files' names are
+		// known only here.
+		names := append(slices.Clip(job.RuntimeVars), slices.Collect(maps.Keys(imported))...)
+		p := strings.TrimSpace(protocol.ExpandVars(ref, names, vars))
+		if p == "" {
+			return nil, fmt.Errorf("imports: %q is empty once its variables are substituted", ref)
+		}
+		name, content, secret, err := x.readImport(ctx, job, image, p)
+		if err != nil {
+			return nil, err
+		}
+		vals, err := envfile.Parse(name, content)
+		if err != nil {
+			return nil, fmt.Errorf("imports: %s: %w", p, err)
+		}
+		if secret {
+			x.addSecrets(slices.Collect(maps.Values(vals)), jl)
+		}
+		maps.Copy(imported, vals)
+		jl.note("imports: %s: %d variables%s", p, len(vals), map[bool]string{true: " (masked: a secret repository)"}[secret])
+	}
+	return imported, nil
+}
+
+// readImport reads one file: from the server for a URL, from the workspace otherwise.
+func (x *run) readImport(ctx context.Context, job protocol.Job, image, p string) (name string, content []byte, secret bool, err error) {
+	if strings.Contains(p, "://") {
+		imp, ok := x.cfg.API.(Importer)
+		if !ok {
+			return "", nil, false, fmt.Errorf("imports: %s: this agent cannot read files of the server's repositories", p)
+		}
+		f, err := imp.Import(ctx, x.lease.ID, protocol.ImportRequest{URL: p, Kind: protocol.ImportEnv, Image: image, Job: job.Key})
+		if err != nil {
+			return "", nil, false, fmt.Errorf("imports: %w", err)
+		}
+		return f.Name, []byte(f.Content), f.Secret, nil
+	}
+	// A file of the workspace, relative to its root; it may not leave the workspace.
+	rel := filepath.Clean(strings.TrimPrefix(filepath.FromSlash(p), "/"))
+	if rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return "", nil, false, fmt.Errorf("imports: %s is outside the workspace", p)
+	}
+	b, err := os.ReadFile(filepath.Join(x.ws, rel))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil, false, fmt.Errorf("imports: %s: no such file in the workspace", p)
+	}
+	if err != nil {
+		return "", nil, false, fmt.Errorf("imports: %s: %w", p, err)
+	}
+	return filepath.Base(rel), b, false, nil
+}
+
+// addSecrets masks more values in the job's log and in every log opened later.
+func (x *run) addSecrets(vals []string, jl *jobLog) {
+	x.mu.Lock()
+	x.secrets = append(slices.Clip(x.secrets), vals...)
+	x.mu.Unlock()
+	jl.mu.Lock()
+	jl.mask.add(vals)
+	jl.mu.Unlock()
+}
+
+// secretList is the values masked so far.
+func (x *run) secretList() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.secrets
+}

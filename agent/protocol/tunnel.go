@@ -37,7 +37,7 @@ import (
 //
 // Data connections. A stream that may carry much (a preview's downloads) is better off on a TCP
 // connection of its own: no framing, no masking, no window of the multiplexer, and on Linux the
-// bytes can be spliced from socket to socket without entering either process. When the server
+// agent splices the bytes from socket to socket without reading them. When the server
 // opens such a stream on a tunnel it holds, its header carries Data, a random single-use token.
 // The agent may then, before it answers, connect to the same server URL:
 //

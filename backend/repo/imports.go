@@ -132,8 +132,11 @@ func (s *Service) ReadImport(ctx context.Context, rd Reader, raw, kind, image st
 	return protocol.ImportFile{Name: name, Content: f.Content, Secret: true}, nil
 }
 
-// allowRules are the keys of a secret file that say who may read it, in the order checked.
-var allowRules = []string{"allow_slugs", "allow_events", "allow_branches", "allow_images"}
+// allowRule is a key of a secret file that says who may read it, and what of the reader it
+// matches; allowRules are checked in this order.
+type allowRule struct{ key, what string }
+
+var allowRules = []allowRule{{"allow_slugs", "repo"}, {"allow_events", "event"}, {"allow_branches", "branch"}, {"allow_images", "image"}}
 
 // mayRead applies a secret file's rules to rd, and says which rule decided.
 func (s *Service) mayRead(ctx context.Context, r *Repo, slug, file, content string, rd Reader, image string) (bool, string, error) {
@@ -141,26 +144,23 @@ func (s *Service) mayRead(ctx context.Context, r *Repo, slug, file, content stri
 	if err != nil {
 		return false, fmt.Sprintf("the file does not parse: %v", err), nil
 	}
+	subjects := map[string]string{"repo": rd.Slug, "event": rd.Event, "branch": rd.Branch, "image": image}
 	declared := false
 	for _, rule := range allowRules {
-		v, ok := obj[rule]
+		v, ok := obj[rule.key]
 		if !ok {
 			continue
 		}
 		declared = true
-		subject := map[string]string{"allow_slugs": rd.Slug, "allow_events": rd.Event, "allow_branches": rd.Branch,
-			"allow_images": image}[rule]
 		globs, err := globList(v)
 		if err != nil {
-			return false, fmt.Sprintf("%s in %s is not a glob or a list of globs: %v", rule, file, err), nil
+			return false, fmt.Sprintf("%s in %s is not a glob or a list of globs: %v", rule.key, file, err), nil
 		}
-		if !matchAny(globs, subject) {
-			what := map[string]string{"allow_slugs": "repo", "allow_events": "event", "allow_branches": "branch",
-				"allow_images": "image"}[rule]
+		if subject := subjects[rule.what]; !matchAny(globs, subject) {
 			if subject == "" {
 				subject = "(none)"
 			}
-			return false, fmt.Sprintf("refused by %s of %s in %s: %s %s matches none of %s", rule, file, slug, what, subject,
+			return false, fmt.Sprintf("refused by %s of %s in %s: %s %s matches none of %s", rule.key, file, slug, rule.what, subject,
 				strings.Join(globs, ", ")), nil
 		}
 	}

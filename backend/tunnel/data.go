@@ -2,6 +2,7 @@ package tunnel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,9 +20,9 @@ import (
 // own, which the agent makes to GET /api/v1/agent/tunnel/data when the stream's header offers a
 // token. Through the tunnel a download is cut into yamux frames, WebSocket messages the agent
 // masks and the server unmasks, and copied in and out of both processes, with at most a window
-// (1 MiB) in flight. On its own connection it is plain TCP, which Linux can splice from socket to
-// socket on both ends (the agent from the container's port, the server into the browser's
-// connection), and TCP's own window grows with the path. Only streams of the tunnel this replica
+// (1 MiB) in flight. On its own connection it is plain TCP, which the agent splices from the
+// container's port without reading it (the server's preview proxy still copies it once), and
+// TCP's own window grows with the path. Only streams of the tunnel this replica
 // holds are offered one; when the agent cannot make it, the bytes go on the stream as before.
 
 // dataWait is a bulk stream waiting for its data connection.
@@ -63,7 +64,7 @@ func (h *Hub) OpenBulk(ctx context.Context, agentID string, hdr Header) (net.Con
 
 func (h *Hub) open(ctx context.Context, agentID string, hdr Header, bulk bool) (net.Conn, error) {
 	if hdr.Kind == "" {
-		return nil, fmt.Errorf("tunnel: a stream header needs a kind")
+		return nil, errors.New("tunnel: a stream header needs a kind")
 	}
 	conn, local, err := h.dialAgent(ctx, agentID)
 	if err != nil {
@@ -82,7 +83,7 @@ func (h *Hub) open(ctx context.Context, agentID string, hdr Header, bulk bool) (
 				late.Close()
 			}
 		}
-		if isRefused(err) {
+		if errors.Is(err, ErrRefused) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("tunnel: open a %q stream to agent %s: %w", hdr.Kind, agentID, err)

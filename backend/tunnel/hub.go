@@ -155,8 +155,6 @@ func (h *Hub) Open(ctx context.Context, agentID string, hdr Header) (net.Conn, e
 	return h.open(ctx, agentID, hdr, false)
 }
 
-func isRefused(err error) bool { return errors.Is(err, ErrRefused) }
-
 // dialAgent returns a raw stream to the agent, before the header: on this replica's session,
 // or forwarded to the replica the routing record names (local false).
 func (h *Hub) dialAgent(ctx context.Context, agentID string) (conn net.Conn, local bool, err error) {

@@ -25,7 +25,7 @@ func models() []any {
 		&auth.User{}, &auth.Session{}, &auth.AccessToken{}, &auth.PasswordReset{},
 		&org.Org{}, &org.Member{}, &org.Invitation{},
 		&billing.Account{}, &billing.Txn{}, &billing.Posting{}, &billing.QuotaUsage{}, &billing.PipelineBilling{}, &billing.Notification{},
-		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{},
+		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{}, &repo.SecretFile{}, &repo.SecretFileRead{},
 		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Schedule{},
 		&scheduler.Agent{},
 		&logs.JobLog{}, &logs.LogChunk{},

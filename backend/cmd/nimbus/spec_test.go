@@ -281,7 +281,7 @@ func TestPlanExplain(t *testing.T) {
 	if len(out.Pipelines) != 2 || !out.Pipelines[0].Runs || len(out.Pipelines[0].Blockers) != 0 || len(out.Pipelines[0].Stages) != 1 {
 		t.Fatalf("the docker pipeline: %+v", out.Pipelines)
 	}
-	if p := out.Pipelines[1]; p.Runs || strings.Join(p.Blockers, ",") != "builtin:git:release,imports" {
+	if p := out.Pipelines[1]; p.Runs || strings.Join(p.Blockers, ",") != "builtin:git:release" {
 		t.Fatalf("the workspace pipeline: %+v", p)
 	}
 }

@@ -5316,6 +5316,7 @@ export interface operations {
           kind: "imports" | "settingsFrom" | "optionsFrom";
           image?: string;
           job?: string;
+          [key: string]: unknown;
         };
       };
     };

@@ -148,7 +148,11 @@ func TestLogStreamResendsFromTheAckedOffset(t *testing.T) {
 	}
 	api := &scriptedAPI{answers: []func([]byte, int64, []byte) (int64, []byte, error){fail, half, fail}}
 	s := newLogStream(context.Background(), api, "l", 1, time.Hour, func() {}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	s.Write([]byte("0123456789"))
+	// Buffered without Write's nudge: the stream's own loop would send at once (its first send
+	// has no interval to wait for) and race the flushes below for the scripted answers.
+	s.mu.Lock()
+	s.buf = append(s.buf, "0123456789"...)
+	s.mu.Unlock()
 	if err := s.flush(context.Background()); err == nil {
 		t.Fatal("the first flush hit an error and must say so")
 	}

@@ -50,6 +50,11 @@ func TestSecretRepoImports(t *testing.T) {
         - name: use
           env: { DOCKER_USER: from-env }
           script: echo "user=$DOCKER_USER pass=$DOCKER_PASSWORD tok=$nested_token len-${#DOCKER_PASSWORD}-$((1+1))"
+        - name: notify
+          image: ` + w.image + `
+          settingsFrom: https://cnb.cool/ml/keys/-/blob/main/env.yml
+          settings: { channel: own }
+          args: [sh, -c, 'echo "plugin user=$PLUGIN_DOCKER_USER pass=$PLUGIN_DOCKER_PASSWORD nested=$PLUGIN_NESTED channel=$PLUGIN_CHANNEL"']
 `
 	n := w.pushFiles(map[string]string{".cnb.yml": cnb})
 	b := w.waitBuildSuccess(n, 2*time.Minute)
@@ -57,9 +62,15 @@ func TestSecretRepoImports(t *testing.T) {
 	if !strings.Contains(log, "user=from-env pass=*** tok=*** len-14-2") {
 		t.Errorf("the job did not see the imported values, masked, with its own env winning:\n%s", log)
 	}
+	// settingsFrom reads the same file for a plugin, through the same rules, masked too (every
+	// value of a secret repository's file is, robot-42 as well).
+	plog := w.jobLog(b.Pipelines[0].Stages[1].Jobs[0].ID)
+	if !strings.Contains(plog, `plugin user=*** pass=*** nested={"token":"***"} channel=own`) {
+		t.Errorf("the plugin did not get the file's settings, masked, under its own:\n%s", plog)
+	}
 	for _, secret := range []string{"hunter2-s3cret", "tok-xyz-987"} {
-		if strings.Contains(log, secret) {
-			t.Errorf("the log shows the secret %q:\n%s", secret, log)
+		if strings.Contains(log, secret) || strings.Contains(plog, secret) {
+			t.Errorf("a log shows the secret %q:\n%s\n%s", secret, log, plog)
 		}
 	}
 
@@ -101,11 +112,19 @@ func TestSecretRepoImports(t *testing.T) {
 			Allowed bool   `json:"allowed"`
 			Reason  string `json:"reason"`
 			Path    string `json:"path"`
+			Kind    string `json:"kind"`
 		} `json:"items"`
 	}
 	w.alice.must(200, "GET", "/api/v1/repos/ml/keys/secret-reads", nil, &reads)
-	if len(reads.Items) != 2 || reads.Items[0].Reader != "ml/other" || reads.Items[0].Allowed ||
-		reads.Items[1].Reader != "ml/trainer" || !reads.Items[1].Allowed || reads.Items[1].Path != "env.yml" {
-		t.Errorf("audit %+v, want the refused read of ml/other, then the allowed one of ml/trainer", reads.Items)
+	// Newest first: ml/other's refused import; then ml/trainer's plugin job, which read the file
+	// for settingsFrom after the pipeline's imports, and its first job's imports.
+	want := []struct{ reader, kind string }{{"ml/other", "imports"}, {"ml/trainer", "settingsFrom"}, {"ml/trainer", "imports"}, {"ml/trainer", "imports"}}
+	if len(reads.Items) != len(want) {
+		t.Fatalf("audit %+v, want %v", reads.Items, want)
+	}
+	for i, it := range reads.Items {
+		if it.Reader != want[i].reader || it.Kind != want[i].kind || it.Allowed != (i > 0) || it.Path != "env.yml" {
+			t.Errorf("audit entry %d: %+v, want %v (allowed: %v)", i, it, want[i], i > 0)
+		}
 	}
 }

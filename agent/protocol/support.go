@@ -6,7 +6,7 @@ import (
 )
 
 // Blockers lists what in a plan this version of the agent does not run, as short names
-// ("services:<name>", "lock", "settingsFrom", "builtin:git:release"); none means
+// ("services:<name>", "lock", "builtin:git:release"); none means
 // the whole pipeline runs. `nimbus plan --explain` prints it, so what a .cnb.yml needs beyond
 // this installation is visible before it is pushed. It must follow what agent/runner does:
 // the runner tests of each feature are where a change here is proven.
@@ -37,9 +37,6 @@ func Blockers(p Plan) []string {
 					add("builtin:" + j.Type)
 				case j.Kind == KindBuiltin && !slices.Contains(AgentBuiltins(), j.Type):
 					add("builtin:" + j.Type)
-				}
-				if len(j.SettingsFrom) > 0 {
-					add("settingsFrom")
 				}
 				if j.Lock != nil {
 					add("lock")

@@ -14,9 +14,10 @@ func TestPluginJobsGetSettingsAndBuiltinsButNotUserEnv(t *testing.T) {
 	h := newHarness(t, executor.ModeDocker)
 	plugin := protocol.Job{Key: "notify", Name: "notify", Kind: protocol.KindPlugin,
 		Image: &protocol.Image{Name: h.image},
-		Args:  []string{"sh", "-c", `echo "msg=$PLUGIN_MESSAGE n=$PLUGIN_COUNT list=$PLUGIN_LIST_ITEMS obj=$PLUGIN_TARGET ver=$PLUGIN_VERSION user=[$USER_VAR] secret=[$API_KEY] branch=$CNB_BRANCH"`},
+		Args:  []string{"sh", "-c", `echo "msg=$PLUGIN_MESSAGE n=$PLUGIN_COUNT list=$PLUGIN_LIST_ITEMS obj=$PLUGIN_TARGET nested=$PLUGIN_NESTED dry=$PLUGIN_DRY_RUN ver=$PLUGIN_VERSION user=[$USER_VAR] secret=[$API_KEY] branch=$CNB_BRANCH"`},
 		Settings: map[string]any{"message": "hello", "count": 3, "list-items": []any{1, "two"},
-			"target": map[string]any{"host": "h"}, "version": "v${VERSION}"},
+			"target": map[string]any{"host": "h"}, "version": "v${VERSION}",
+			"nested": []any{map[string]any{"a": 1}}, "dry_run": true},
 		Env:         map[string]string{"USER_VAR": "user-value"},
 		RuntimeVars: []string{"VERSION"},
 	}
@@ -28,9 +29,46 @@ func TestPluginJobsGetSettingsAndBuiltinsButNotUserEnv(t *testing.T) {
 	if res.Status != StatusSuccess {
 		t.Fatalf("result %+v: %q", res, logOf(rec, jobID(0, 1)))
 	}
-	want := `msg=hello n=3 list=[1,"two"] obj={"host":"h"} ver=v9 user=[] secret=[] branch=main` + "\n"
+	want := `msg=hello n=3 list=1,two obj={"host":"h"} nested=[{"a":1}] dry=true ver=v9 user=[] secret=[] branch=main` + "\n"
 	if got := logOf(rec, jobID(0, 1)); got != want {
 		t.Fatalf("plugin log %q\nwant %q", got, want)
+	}
+}
+
+// settingsFrom: a workspace file an earlier job wrote and a file of the server's (a secret
+// repository's: every value masked) merge in order, and the job's own settings win over both.
+func TestPluginSettingsFromFiles(t *testing.T) {
+	h := newHarness(t, executor.ModeDocker)
+	const secretURL = "https://nimbus.test/ml/keys/-/blob/main/plugin.yml"
+	h.srv.SetImport(secretURL, protocol.ImportFile{Name: "plugin.yml", Secret: true,
+		Content: "token: s3cret-token-77\nchannel: from-secret\nhosts: [a.example, b.example]\n"})
+	write := script("write", `mkdir -p cfg && echo '{"webhook":"https://hook/local","channel":"from-file","token":"overridden"}' > cfg/plugin.json`)
+	plugin := protocol.Job{Key: "notify", Name: "notify", Kind: protocol.KindPlugin,
+		Image:        &protocol.Image{Name: h.image},
+		Args:         []string{"sh", "-c", `echo "webhook=$PLUGIN_WEBHOOK channel=$PLUGIN_CHANNEL token=$PLUGIN_TOKEN hosts=$PLUGIN_HOSTS"`},
+		SettingsFrom: []string{"./cfg/plugin.json", secretURL},
+		Settings:     map[string]any{"channel": "own"},
+	}
+	res, rec := h.run(t, lease("settings-from", plan(serial("s", write, plugin))))
+	log := logOf(rec, jobID(0, 1))
+	if res.Status != StatusSuccess {
+		t.Fatalf("result %+v: %q", res, log)
+	}
+	mustContain(t, "the plugin's log", log, "webhook=https://hook/local channel=own token=*** hosts=***,***\n",
+		"settingsFrom: ./cfg/plugin.json: 3 keys", "(masked: a secret repository)")
+	if strings.Contains(log, "s3cret-token-77") {
+		t.Fatalf("the secret shows in the log: %q", log)
+	}
+	got := h.srv.Imports()
+	if len(got) != 1 || got[0].Kind != protocol.ImportSettingsFrom || got[0].Image != h.image || got[0].Job != "notify" {
+		t.Fatalf("import requests %+v", got)
+	}
+
+	// A file that is not there fails the job and names it.
+	plugin.SettingsFrom = []string{"https://nimbus.test/ml/keys/-/blob/main/missing.yml"}
+	res, rec = h.run(t, lease("settings-from-missing", plan(serial("s", plugin))))
+	if log := logOf(rec, jobID(0, 0)); res.Status != StatusFailed || !strings.Contains(log, "settingsFrom") || !strings.Contains(log, "missing.yml") {
+		t.Fatalf("result %+v: %q", res, log)
 	}
 }
 

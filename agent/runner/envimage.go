@@ -241,13 +241,11 @@ func (x *run) dockerCache(ctx context.Context, job protocol.Job, env map[string]
 	return jobResult{status: StatusSuccess, code: &code, exports: exportValues(job, map[string]string{ResultName: ref})}
 }
 
-// cacheOptions reads docker:cache's options, with the job's run-time variables expanded.
+// cacheOptions reads docker:cache's options (optionsFrom already merged in by fromFiles), with the
+// job's run-time variables expanded.
 // Unknown options are noted and ignored, as lint warns about them.
 func cacheOptions(job protocol.Job, env map[string]string, jl *jobLog) (imagebuild.Spec, bool, error) {
 	var s imagebuild.Spec
-	if len(job.OptionsFrom) > 0 {
-		return s, false, errors.New("docker:cache: optionsFrom is not supported by this agent; write the options under options")
-	}
 	var sync bool
 	for _, k := range slices.Sorted(maps.Keys(job.Options)) {
 		v := job.Options[k]

@@ -202,12 +202,16 @@ func TestDockerCacheExportsTheImageForLaterJobs(t *testing.T) {
 	w := newImageWorld(t)
 	url, commit := w.srv.NewRepo(t, "acme/cache", map[string]string{
 		"deps.Dockerfile": "FROM " + w.image + "\nARG PINNED\nCOPY lock.txt /lock.txt\nRUN echo \"pinned=$PINNED\" > /pinned.txt\n",
-		"lock.txt":        "numpy==2\n"})
+		"lock.txt":        "numpy==2\n",
+		// optionsFrom: a file of the repo gives two options, the job's own buildArgs join them
+		// and its dockerfile wins over the file's.
+		"ci/cache.yml": "dockerfile: missing.Dockerfile\nby: [lock.txt]\n"})
 	setter := script("set", `echo "##[set-output v=1.26]"`)
 	setter.Exports = map[string]string{"v": "PIN"}
 	cache := protocol.Job{Key: "cache", Name: "cache", Kind: protocol.KindBuiltin, Type: "docker:cache",
-		Options: map[string]any{"dockerfile": "deps.Dockerfile", "by": []any{"lock.txt"}, "buildArgs": map[string]any{"PINNED": "${PIN}"}},
-		Exports: map[string]string{"name": "DEPS_IMAGE"}, RuntimeVars: []string{"PIN"}}
+		Options:     map[string]any{"dockerfile": "deps.Dockerfile", "buildArgs": map[string]any{"PINNED": "${PIN}"}},
+		OptionsFrom: []string{"./ci/cache.yml"},
+		Exports:     map[string]string{"name": "DEPS_IMAGE"}, RuntimeVars: []string{"PIN"}}
 	use := script("use", `cat /pinned.txt /lock.txt; echo "image=$DEPS_IMAGE"`)
 	use.Image = &protocol.Image{Name: "${DEPS_IMAGE}"}
 	use.RuntimeVars = []string{"DEPS_IMAGE"}
@@ -248,7 +252,7 @@ func TestDockerCacheRefusesBadOptions(t *testing.T) {
 		job("escape", map[string]any{"dockerfile": "../../etc/passwd"}),
 		job("sync", map[string]any{"dockerfile": "Dockerfile", "sync": "maybe"})))
 	_, rec := w.run(t, w.lease(p, url, commit))
-	for i, want := range []string{"the option dockerfile is required", "optionsFrom is not supported", "and stay inside it", "option sync: want true or false"} {
+	for i, want := range []string{"the option dockerfile is required", "optionsFrom: opts.json: no such file in the workspace", "and stay inside it", "option sync: want true or false"} {
 		if st, _ := status(t, rec, jobID(0, i)); st != StatusFailed || !strings.Contains(logOf(rec, jobID(0, i)), want) {
 			t.Errorf("job %d: %s %q, want %q", i, st, logOf(rec, jobID(0, i)), want)
 		}

@@ -38,7 +38,7 @@ func (x *run) importEnv(ctx context.Context, job protocol.Job, image string, env
 		if p == "" {
 			return nil, fmt.Errorf("imports: %q is empty once its variables are substituted", ref)
 		}
-		name, content, secret, err := x.readImport(ctx, job, image, p)
+		name, content, secret, err := x.readImport(ctx, job, protocol.ImportEnv, image, p)
 		if err != nil {
 			return nil, err
 		}
@@ -55,30 +55,74 @@ func (x *run) importEnv(ctx context.Context, job protocol.Job, image string, env
 	return imported, nil
 }
 
-// readImport reads one file: from the server for a URL, from the workspace otherwise.
-func (x *run) readImport(ctx context.Context, job protocol.Job, image, p string) (name string, content []byte, secret bool, err error) {
+// fromFiles merges a job's settingsFrom (a plugin) or optionsFrom (a built-in task) files into
+// its settings or options when it starts. Files are read as imports are (a URL through the
+// server with the same rules and audit, any other path from the workspace, where an earlier job
+// may have written it), parsed as structured values (envfile.Object), and merged at the top
+// level: a later file wins over an earlier one and the job's own settings or options win over
+// every file, as CNB says. Values of a secret repository's files are masked from then on.
+func (x *run) fromFiles(ctx context.Context, job protocol.Job, image string, env map[string]string, jl *jobLog) (protocol.Job, error) {
+	kind, refs, own := protocol.ImportSettingsFrom, job.SettingsFrom, job.Settings
+	if job.Kind == protocol.KindBuiltin {
+		kind, refs, own = protocol.ImportOptionsFrom, job.OptionsFrom, job.Options
+	}
+	if len(refs) == 0 {
+		return job, nil
+	}
+	merged := map[string]any{}
+	for _, ref := range refs {
+		p := strings.TrimSpace(protocol.ExpandVars(ref, job.RuntimeVars, env))
+		if p == "" {
+			return job, fmt.Errorf("%s: %q is empty once its variables are substituted", kind, ref)
+		}
+		name, content, secret, err := x.readImport(ctx, job, kind, image, p)
+		if err != nil {
+			return job, err
+		}
+		obj, err := envfile.Object(name, content)
+		if err != nil {
+			return job, fmt.Errorf("%s: %s: %w", kind, p, err)
+		}
+		if secret {
+			x.addSecrets(leaves(obj, nil), jl)
+		}
+		maps.Copy(merged, obj)
+		jl.note("%s: %s: %d keys%s", kind, p, len(obj), map[bool]string{true: " (masked: a secret repository)"}[secret])
+	}
+	maps.Copy(merged, own)
+	if kind == protocol.ImportOptionsFrom {
+		job.Options = merged
+	} else {
+		job.Settings = merged
+	}
+	return job, nil
+}
+
+// readImport reads one file for an import of the given kind: from the server for a URL, from
+// the workspace otherwise.
+func (x *run) readImport(ctx context.Context, job protocol.Job, kind, image, p string) (name string, content []byte, secret bool, err error) {
 	if strings.Contains(p, "://") {
 		imp, ok := x.cfg.API.(Importer)
 		if !ok {
-			return "", nil, false, fmt.Errorf("imports: %s: this agent cannot read files of the server's repositories", p)
+			return "", nil, false, fmt.Errorf("%s: %s: this agent cannot read files of the server's repositories", kind, p)
 		}
-		f, err := imp.Import(ctx, x.lease.ID, protocol.ImportRequest{URL: p, Kind: protocol.ImportEnv, Image: image, Job: job.Key})
+		f, err := imp.Import(ctx, x.lease.ID, protocol.ImportRequest{URL: p, Kind: kind, Image: image, Job: job.Key})
 		if err != nil {
-			return "", nil, false, fmt.Errorf("imports: %w", err)
+			return "", nil, false, fmt.Errorf("%s: %w", kind, err)
 		}
 		return f.Name, []byte(f.Content), f.Secret, nil
 	}
 	// A file of the workspace, relative to its root; it may not leave the workspace.
 	rel := filepath.Clean(strings.TrimPrefix(filepath.FromSlash(p), "/"))
 	if rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", nil, false, fmt.Errorf("imports: %s is outside the workspace", p)
+		return "", nil, false, fmt.Errorf("%s: %s is outside the workspace", kind, p)
 	}
 	b, err := os.ReadFile(filepath.Join(x.ws, rel))
 	if errors.Is(err, os.ErrNotExist) {
-		return "", nil, false, fmt.Errorf("imports: %s: no such file in the workspace", p)
+		return "", nil, false, fmt.Errorf("%s: %s: no such file in the workspace", kind, p)
 	}
 	if err != nil {
-		return "", nil, false, fmt.Errorf("imports: %s: %w", p, err)
+		return "", nil, false, fmt.Errorf("%s: %s: %w", kind, p, err)
 	}
 	return filepath.Base(rel), b, false, nil
 }
@@ -98,4 +142,24 @@ func (x *run) secretList() []string {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.secrets
+}
+
+// leaves are the scalar values of a settings or options file as text, whatever their keys.
+func leaves(v any, out []string) []string {
+	switch t := v.(type) {
+	case map[string]any:
+		for _, e := range t {
+			out = leaves(e, out)
+		}
+	case []any:
+		for _, e := range t {
+			out = leaves(e, out)
+		}
+	case nil:
+	case string:
+		out = append(out, t)
+	default:
+		out = append(out, fmt.Sprint(t))
+	}
+	return out
 }

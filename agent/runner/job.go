@@ -102,6 +102,19 @@ func (x *run) execJob(ctx context.Context, id int64, st protocol.Stage, job prot
 	if id != 0 {
 		x.event(protocol.Event{Kind: protocol.EventJobStarted, JobID: id})
 	}
+	if len(job.SettingsFrom) > 0 || len(job.OptionsFrom) > 0 {
+		// The job's own image (a plugin's), which allow_images checks, not its condition's.
+		jobImage, _ := x.jobImage(job, env)
+		merged, err := x.fromFiles(ctx, job, jobImage, env, jl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return x.interrupted(ctx)
+			}
+			jl.note("%v", err)
+			return x.failure(job, err.Error(), nil)
+		}
+		job = merged
+	}
 	if job.Kind == protocol.KindBuiltin && job.Unsupported == "" {
 		if run := x.builtin(job.Type); run != nil {
 			return run(ctx, job, env, jl)
@@ -224,9 +237,6 @@ func (x *run) jobStep(st protocol.Stage, job protocol.Job, env, extra map[string
 		if job.Image == nil || job.Image.Name == "" {
 			return executor.Step{}, errors.New("a plugin job needs an image")
 		}
-		if len(job.SettingsFrom) > 0 {
-			return executor.Step{}, errors.New("settingsFrom is not supported by this agent yet")
-		}
 		penv, err := x.pluginEnv(st, job, env, extra)
 		if err != nil {
 			return executor.Step{}, err
@@ -320,17 +330,49 @@ func (x *run) pluginEnv(st protocol.Stage, job protocol.Job, userEnv, extra map[
 		if len(job.RuntimeVars) > 0 {
 			v = expandAny(v, job.RuntimeVars, userEnv)
 		}
-		s, ok := v.(string)
-		if !ok && v != nil {
-			b, err := json.Marshal(v)
-			if err != nil {
-				return nil, fmt.Errorf("setting %s: %w", k, err)
-			}
-			s = string(b)
+		s, err := pluginValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("setting %s: %w", k, err)
 		}
 		env["PLUGIN_"+envKey(k)] = s
 	}
 	return env, nil
+}
+
+// pluginValue writes one setting as Drone's runners do, which CNB's plugins (most of them Drone
+// plugins) parse: a string as it is, a number or a boolean as YAML wrote it, nothing for null, a
+// list of scalars joined with commas (PLUGIN_TAGS=latest,1.0: what drone-plugin flags of type
+// StringSlice split), and a map, or a list holding a map or a list, as JSON.
+func pluginValue(v any) (string, error) {
+	switch t := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return t, nil
+	case []any:
+		parts := make([]string, 0, len(t))
+		for _, e := range t {
+			switch e.(type) {
+			case map[string]any, []any:
+				return marshalSetting(v)
+			}
+			s, err := pluginValue(e)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, ","), nil
+	}
+	return marshalSetting(v)
+}
+
+func marshalSetting(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
 }
 
 // envKey upper-cases a settings key and turns what a variable name cannot hold into "_".

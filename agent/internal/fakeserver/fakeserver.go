@@ -67,6 +67,8 @@ type Server struct {
 	deregistered  int
 	gitRoot       string
 	gitAuth       []string
+	files         map[string]protocol.ImportFile // by URL, for imports
+	imports       []protocol.ImportRequest
 }
 
 // Lease is the server's record of one lease.
@@ -104,6 +106,7 @@ func New(t testing.TB) *Server {
 	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/events", s.unlessDown(s.event))
 	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/jobs/{job}/log", s.unlessDown(s.appendLog))
 	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/finish", s.unlessDown(s.finish))
+	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/"+protocol.PathImportsSuffix, s.unlessDown(s.importFile))
 	mux.HandleFunc("/git/", s.git)
 	s.Server = httptest.NewServer(mux)
 	t.Cleanup(s.Close)
@@ -484,6 +487,45 @@ func (s *Server) finish(w http.ResponseWriter, r *http.Request) {
 	}
 	s.notifyLocked()
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// SetImport makes the file at url importable: imports, settingsFrom and optionsFrom get f. Unlike
+// the real server it checks no rules; a URL without a file answers 404.
+func (s *Server) SetImport(url string, f protocol.ImportFile) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.files == nil {
+		s.files = map[string]protocol.ImportFile{}
+	}
+	s.files[url] = f
+}
+
+// Imports are the import requests the agent made, in order.
+func (s *Server) Imports() []protocol.ImportRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.imports)
+}
+
+func (s *Server) importFile(w http.ResponseWriter, r *http.Request) {
+	l := s.leaseFor(w, r)
+	if l == nil {
+		return
+	}
+	defer s.mu.Unlock()
+	var req protocol.ImportRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	s.imports = append(s.imports, req)
+	f, ok := s.files[req.URL]
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "no such file")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(f)
 }
 
 // EventsOf returns the events of one kind for one job, in order.

@@ -255,7 +255,9 @@ func TestPlanExplain(t *testing.T) {
     - name: builds-images
       services: [docker]
       docker: { volumes: [node_modules] }
-      stages: [{ name: b, script: docker build . }]
+      stages:
+        - { name: b, script: docker build . }
+        - { name: notify, image: plugins/webhook, settingsFrom: ./hook.yml, settings: { urls: [a] } }
     - name: workspace
       services: [vscode, docker]
       imports: https://example.com/secrets/-/blob/main/env.yml
@@ -278,7 +280,7 @@ func TestPlanExplain(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Pipelines) != 2 || !out.Pipelines[0].Runs || len(out.Pipelines[0].Blockers) != 0 || len(out.Pipelines[0].Stages) != 1 {
+	if len(out.Pipelines) != 2 || !out.Pipelines[0].Runs || len(out.Pipelines[0].Blockers) != 0 || len(out.Pipelines[0].Stages) != 2 {
 		t.Fatalf("the docker pipeline: %+v", out.Pipelines)
 	}
 	if p := out.Pipelines[1]; p.Runs || strings.Join(p.Blockers, ",") != "builtin:git:release" {

@@ -37,6 +37,15 @@ type Lifecycle interface {
 	// Refuse ends a pipeline that was claimed but never handed to an agent (billing refused its
 	// first window): failed with the reason, and no start time, because nothing ran.
 	Refuse(ctx context.Context, p *Pipeline, reason string) (bool, error)
+	// Park puts a claimed pipeline that no agent has heard of back to queued with a reason (it
+	// waits for a lock, see the scheduler's locks.go), in its place but not on any queue: the
+	// caller enqueues it again when it may run. It reports whether it did.
+	Park(ctx context.Context, p *Pipeline, reason string) (bool, error)
+	// Drop ends a queued pipeline with a status and reason (a lock wait that timed out or was
+	// cancelled by a newer one). It reports whether it did.
+	Drop(ctx context.Context, pipelineID int64, status, reason string) (bool, error)
+	// QueuedPipeline returns a queued pipeline with its plan, or nil when it is not queued.
+	QueuedPipeline(ctx context.Context, pipelineID int64) (*Pipeline, error)
 	// Renew extends the agent's lease until the given time and returns its pipeline, whose
 	// CancelRequested and Reason say whether it must stop.
 	Renew(ctx context.Context, agentID, leaseID string, until time.Time) (*Pipeline, error)
@@ -124,6 +133,76 @@ func (s *Service) Requeue(ctx context.Context, p *Pipeline, queuedAt time.Time) 
 	p.Status, p.QueuedAt, p.LeaseID, p.AgentID, p.StartedAt = StatusQueued, &queuedAt, "", "", nil
 	s.enqueue(ctx, p)
 	return true, nil
+}
+
+// Park implements Lifecycle.
+func (s *Service) Park(ctx context.Context, p *Pipeline, reason string) (bool, error) {
+	now := s.clock.Now().UTC()
+	queuedAt := p.QueuedSince()
+	res := s.db.WithContext(ctx).Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND status = ?", p.ID, p.LeaseID, StatusRunning).
+		Updates(map[string]any{"status": StatusQueued, "lease_id": "", "agent_id": "", "lease_expires_at": nil,
+			"started_at": nil, "job_token_hash": "", "queued_at": queuedAt, "reason": reason, "updated_at": now})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return false, res.Error
+	}
+	// The build may have gone running with this claim; it stays so (builds only move forward),
+	// and the pipeline's status and reason say it waits.
+	p.Status, p.Reason, p.QueuedAt, p.LeaseID, p.AgentID, p.StartedAt = StatusQueued, reason, &queuedAt, "", "", nil
+	return true, nil
+}
+
+// Drop implements Lifecycle.
+func (s *Service) Drop(ctx context.Context, pipelineID int64, status, reason string) (bool, error) {
+	now := s.clock.Now().UTC()
+	dropped := false
+	var jobIDs []int64
+	var buildID int64
+	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		var rows []Pipeline
+		res := tx.Model(&rows).Clauses(clause.Returning{Columns: []clause.Column{{Name: "build_id"}}}).
+			Where("id = ? AND status = ?", pipelineID, StatusQueued).
+			Updates(map[string]any{"status": status, "reason": reason, "finished_at": now, "updated_at": now})
+		if res.Error != nil || len(rows) == 0 {
+			return res.Error
+		}
+		dropped, buildID = true, rows[0].BuildID
+		leftover := StatusSkipped
+		if status == StatusCancelled {
+			leftover = StatusCancelled
+		}
+		if err := tx.Model(&Job{}).Where("pipeline_id = ? AND status = ?", pipelineID, StatusQueued).Pluck("id", &jobIDs).Error; err != nil {
+			return err
+		}
+		if err := tx.Model(&Job{}).Where("pipeline_id = ? AND status = ?", pipelineID, StatusQueued).Update("status", leftover).Error; err != nil {
+			return err
+		}
+		if err := tx.Model(&Stage{}).Where("pipeline_id = ? AND status = ?", pipelineID, StatusQueued).Update("status", leftover).Error; err != nil {
+			return err
+		}
+		return refreshStatus(tx, buildID, now)
+	})
+	if err != nil || !dropped {
+		return false, err
+	}
+	if s.logs != nil {
+		for _, id := range jobIDs {
+			s.logs.Complete(ctx, id)
+		}
+	}
+	return true, nil
+}
+
+// QueuedPipeline implements Lifecycle.
+func (s *Service) QueuedPipeline(ctx context.Context, pipelineID int64) (*Pipeline, error) {
+	var p Pipeline
+	err := s.db.WithContext(ctx).Where("id = ? AND status = ?", pipelineID, StatusQueued).Take(&p).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // End implements Lifecycle.

@@ -35,6 +35,7 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 			continue
 		}
 		s.queue.Released(ctx, p.RunnerTag, p.OrgID)
+		s.releaseLocks(ctx, p) // it takes its lock again when it is dispatched again
 		s.log.InfoContext(ctx, "lease expired before any job started; pipeline re-queued", "pipeline", p.ID)
 	}
 	if err != nil {
@@ -48,16 +49,23 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 }
 
 // Reconcile makes Redis agree with the database: every queued pipeline is in its queue (after a
-// Redis restart or FLUSHALL they come back here), and the per-team running counts are the
-// database's. It returns how many pipelines it re-queued.
+// Redis restart or FLUSHALL they come back here) unless it waits for a lock, and the per-team
+// running counts are the database's. It also runs the locks' tick (locks.go). It returns how many pipelines it re-queued.
 func (s *Service) Reconcile(ctx context.Context) (int, error) {
 	queued, err := s.builds.Queued(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("scheduler: reconcile: %w", err)
 	}
+	// Read after the queued rows: a pipeline parked since is in its wait list by then.
+	parked, err := s.lockTick(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("scheduler: reconcile locks: %w", err)
+	}
 	queuedOf := map[string][]build.Pipeline{}
 	for _, p := range queued {
-		queuedOf[p.RunnerTag] = append(queuedOf[p.RunnerTag], p)
+		if !parked[p.ID] {
+			queuedOf[p.RunnerTag] = append(queuedOf[p.RunnerTag], p)
+		}
 	}
 	n := 0
 	for class, ps := range queuedOf {

@@ -52,6 +52,10 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 	for _, p := range ps {
 		ci := info[p.RunnerTag]
 		switch {
+		case strings.HasPrefix(p.Reason, lockWaitPrefix):
+			// Parked by takeLock: the lock comes before agents and money.
+			out[p.ID] = s.lockWaitReason(ctx, p)
+			continue
 		case ci == nil:
 			out[p.ID] = fmt.Sprintf("no online agent serves %s", p.RunnerTag)
 		case ci.maxCPUs < p.CPUs:

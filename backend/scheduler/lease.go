@@ -190,6 +190,17 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 	if err != nil || p == nil {
 		return nil, err
 	}
+	if lk := pipelineLock(p); lk != nil {
+		ok, err := s.takeLock(ctx, p, lk)
+		if err != nil {
+			// Put it back as it was; the next dispatch tries again.
+			s.builds.Requeue(ctx, p, p.QueuedSince())
+			return nil, fmt.Errorf("scheduler: lock of pipeline %d: %w", p.ID, err)
+		}
+		if !ok {
+			return nil, nil // parked to wait, or failed: the caller takes the next entry
+		}
+	}
 	if s.bill != nil {
 		// The first window is frozen before the agent hears of the pipeline: one the account
 		// cannot cover never starts.
@@ -205,12 +216,14 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 			if _, err := s.builds.Refuse(ctx, p, reason); err != nil {
 				return nil, err
 			}
+			s.releaseLocks(ctx, p)
 			s.log.InfoContext(ctx, "pipeline refused by billing", "pipeline", p.ID, "reason", reason)
 			return nil, nil
 		}
 		if err != nil {
 			// Not started: put it back as it was, in its place, for the next poll to try again.
 			s.builds.Requeue(ctx, p, p.QueuedSince())
+			s.releaseLocks(ctx, p)
 			return nil, fmt.Errorf("scheduler: billing start of pipeline %d: %w", p.ID, err)
 		}
 	}
@@ -317,10 +330,11 @@ func (s *Service) Finish(ctx context.Context, a *Agent, leaseID string, req prot
 	return nil
 }
 
-// ended releases the team's concurrency slot of a pipeline that just ended and settles its
-// bill.
+// ended releases the team's concurrency slot and the locks of a pipeline that just ended and
+// settles its bill.
 func (s *Service) ended(ctx context.Context, p *build.Pipeline) {
 	s.queue.Released(ctx, p.RunnerTag, p.OrgID)
+	s.releaseLocks(ctx, p)
 	if s.bill != nil {
 		// Settled after the status commit, once (billing claims the settlement itself); a
 		// failure here is retried by the tick, which settles what ended unsettled.

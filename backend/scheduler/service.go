@@ -60,6 +60,7 @@ type Service struct {
 	db     *gorm.DB // the agents table; build's tables are reached through builds
 	in     *Intake
 	queue  *Queue
+	locks  *Locks
 	builds build.Lifecycle
 	repos  *repo.Service
 	logs   LogSink
@@ -99,7 +100,7 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, repos *repo.Ser
 	if cfg.Location == nil {
 		cfg.Location = time.FixedZone("UTC+8", 8*3600)
 	}
-	s := &Service{db: db, in: in, queue: in.queue, builds: builds, repos: repos, logs: logs, bill: bill, clock: clk, log: log, cfg: cfg}
+	s := &Service{db: db, in: in, queue: in.queue, locks: &Locks{rdb: in.rdb}, builds: builds, repos: repos, logs: logs, bill: bill, clock: clk, log: log, cfg: cfg}
 	s.heardSince.Store(clk.Now().UnixNano())
 	return s
 }

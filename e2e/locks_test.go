@@ -1,0 +1,39 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// Pipeline locks with the real server, agent and engine: a second push to a cancel-in-progress
+// pipeline cancels the first; one that waits shows who holds the lock and runs after it.
+func TestPipelineLocks(t *testing.T) {
+	w := newWorld(t)
+	w.agent("")
+	cnb := func(lock, script string) string {
+		return "main:\n  push:\n    - name: deploy\n      runner: { tags: cnb:arch:amd64, cpus: 1 }\n      docker: { image: " + w.image +
+			" }\n      lock: " + lock + "\n      stages:\n        - name: only\n          script: " + script + "\n"
+	}
+	progress := "{ key: deploy, cancel-in-progress: true }"
+	first := w.pushFiles(map[string]string{".cnb.yml": cnb(progress, "sleep 60")})
+	w.waitFor(first, time.Minute, "running", running)
+	second := w.pushFiles(map[string]string{".cnb.yml": cnb(progress, "echo second")})
+	b := w.waitFor(first, time.Minute, "cancelled", func(b buildJSON) bool { return b.Status == "cancelled" })
+	if r := b.Pipelines[0].Reason; !strings.Contains(r, `lock "deploy" was taken by build #2`) {
+		t.Errorf("the first build's reason: %q", r)
+	}
+	w.waitBuildSuccess(second, time.Minute)
+
+	// wait: the next push waits, and says for whom, while the holder runs.
+	wait := "{ key: gpu, wait: true }"
+	holder := w.pushFiles(map[string]string{".cnb.yml": cnb(wait, "sleep 3")})
+	w.waitFor(holder, time.Minute, "running", running)
+	waiter := w.pushFiles(map[string]string{".cnb.yml": cnb(wait, "echo after")})
+	w.waitFor(waiter, 30*time.Second, "waiting for the lock", func(b buildJSON) bool {
+		return len(b.Pipelines) > 0 && b.Pipelines[0].Status == "queued" &&
+			b.Pipelines[0].Reason == `waiting for lock "gpu" held by build #3 (pipeline deploy)`
+	})
+	w.waitBuildSuccess(holder, time.Minute)
+	w.waitBuildSuccess(waiter, time.Minute)
+}

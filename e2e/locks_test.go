@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Pipeline locks with the real server, agent and engine: a second push to a cancel-in-progress
-// pipeline cancels the first; one that waits shows who holds the lock and runs after it.
+// Locks with the real server, agent and engine: a second push to a cancel-in-progress pipeline
+// cancels the first; one that waits shows who holds the lock and runs after it; jobs of two
+// pipelines that share a job lock take turns.
 func TestPipelineLocks(t *testing.T) {
 	w := newWorld(t)
 	w.agent("")
@@ -36,4 +37,18 @@ func TestPipelineLocks(t *testing.T) {
 	})
 	w.waitBuildSuccess(holder, time.Minute)
 	w.waitBuildSuccess(waiter, time.Minute)
+
+	// Job locks, taken by the agent: two pipelines of one build run at once, and their locked
+	// jobs one after the other.
+	job := func(name string) string {
+		return "    - name: " + name + "\n      runner: { tags: cnb:arch:amd64, cpus: 1 }\n      docker: { image: " + w.image +
+			" }\n      stages:\n        - name: migrate\n          jobs:\n            - name: db\n              lock: { key: db, wait: true }\n              script: sleep 2\n"
+	}
+	both := w.pushFiles(map[string]string{".cnb.yml": "main:\n  push:\n" + job("one") + job("two")})
+	b = w.waitBuildSuccess(both, 2*time.Minute)
+	logs := w.jobLog(b.Pipelines[0].Stages[0].Jobs[0].ID) + w.jobLog(b.Pipelines[1].Stages[0].Jobs[0].ID)
+	if !strings.Contains(logs, `waiting for lock "db" held by build #5 (pipeline `) || !strings.Contains(logs, `, job "migrate/db")`) ||
+		!strings.Contains(logs, `lock "db": taken`) {
+		t.Errorf("neither job waited for the other's lock:\n%s", logs)
+	}
 }

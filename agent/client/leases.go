@@ -60,3 +60,28 @@ func (c *Client) Import(ctx context.Context, leaseID string, req protocol.Import
 	}
 	return f, nil
 }
+
+// Lock asks for a stage's or a job's lock (protocol/locks.go); a busy lock is Acquired false.
+func (c *Client) Lock(ctx context.Context, leaseID string, req protocol.LockRequest) (protocol.LockResponse, error) {
+	var out protocol.LockResponse
+	path, err := leasePath(leaseID, protocol.PathLocksSuffix)
+	if err != nil {
+		return out, err
+	}
+	if _, err := c.postJSON(ctx, path, req, &out); err != nil {
+		return out, fmt.Errorf("lock %q: %w", req.Key, err)
+	}
+	return out, nil
+}
+
+// Unlock releases a lock Lock took; releasing one not held is harmless.
+func (c *Client) Unlock(ctx context.Context, leaseID string, req protocol.LockRequest) error {
+	path, err := leasePath(leaseID, protocol.PathLocksReleaseSuffix)
+	if err != nil {
+		return err
+	}
+	if _, err := c.postJSON(ctx, path, req, nil); err != nil {
+		return fmt.Errorf("unlock %q: %w", req.Key, err)
+	}
+	return nil
+}

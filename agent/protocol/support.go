@@ -6,7 +6,7 @@ import (
 )
 
 // Blockers lists what in a plan this version of the agent does not run, as short names
-// ("services:<name>", "lock:stage", "builtin:git:release"); none means
+// ("services:<name>", "builtin:git:release"); none means
 // the whole pipeline runs. `nimbus plan --explain` prints it, so what a .cnb.yml needs beyond
 // this installation is visible before it is pushed. It must follow what agent/runner does:
 // the runner tests of each feature are where a change here is proven.
@@ -23,22 +23,16 @@ func Blockers(p Plan) []string {
 			add("services:" + s.Name)
 		}
 	}
-	// A pipeline's own lock is the scheduler's (backend/scheduler/locks.go); stage and job locks
-	// would be the agent's.
+	// Locks run: a pipeline's own in the scheduler (backend/scheduler/locks.go), a stage's or a
+	// job's in the agent (agent/runner/locks.go).
 	for _, group := range [][]Stage{p.Stages, p.FailStages, p.EndStages} {
 		for _, st := range group {
-			if st.Lock != nil {
-				add("lock:stage")
-			}
 			for _, j := range st.Jobs {
 				switch {
 				case j.Unsupported != "":
 					add("builtin:" + j.Type)
 				case j.Kind == KindBuiltin && !slices.Contains(AgentBuiltins(), j.Type):
 					add("builtin:" + j.Type)
-				}
-				if j.Lock != nil {
-					add("lock:job")
 				}
 			}
 		}

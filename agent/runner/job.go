@@ -102,6 +102,17 @@ func (x *run) execJob(ctx context.Context, id int64, st protocol.Stage, job prot
 	if id != 0 {
 		x.event(protocol.Event{Kind: protocol.EventJobStarted, JobID: id})
 	}
+	if job.Lock != nil {
+		release, err := x.holdLock(ctx, job.Lock, fmt.Sprintf("job %q", st.Name+"/"+jobName(job)), jl.note)
+		if err != nil {
+			if ctx.Err() != nil {
+				return x.interrupted(ctx)
+			}
+			jl.note("%v", err)
+			return x.failure(job, err.Error(), nil)
+		}
+		defer release()
+	}
 	if len(job.SettingsFrom) > 0 || len(job.OptionsFrom) > 0 {
 		// The job's own image (a plugin's), which allow_images checks, not its condition's.
 		jobImage, _ := x.jobImage(job, env)

@@ -141,7 +141,24 @@ func (x *run) runGroup(ctx context.Context, stages []protocol.Stage, base int, e
 			x.skipJobs(si, st, 0, "skipped: "+reason, true)
 			continue
 		}
+		if st.Lock == nil {
+			x.runStage(ctx, si, st, extra, &out)
+			continue
+		}
+		scope := fmt.Sprintf("stage %q", st.Name)
+		release, err := x.holdLock(ctx, st.Lock, scope, func(format string, args ...any) {
+			x.cfg.Log.Info(fmt.Sprintf(format, args...), "lease", x.lease.ID, "stage", st.Name)
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return out
+			}
+			out.fail(fmt.Sprintf("stage %q: %v", st.Name, err), st.Name)
+			x.skipJobs(si, st, 0, "not run: "+err.Error(), false)
+			continue
+		}
 		x.runStage(ctx, si, st, extra, &out)
+		release()
 	}
 	return out
 }

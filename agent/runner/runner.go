@@ -68,7 +68,9 @@ type Config struct {
 	// Intervals, as the server dictated them at registration.
 	HeartbeatInterval time.Duration
 	LogFlushInterval  time.Duration
-	Log               *slog.Logger
+	// LockPollInterval is how often a stage or job that waits for a lock asks again (1 s).
+	LockPollInterval time.Duration
+	Log              *slog.Logger
 	// Images builds environment images (docker.build, docker:cache); Services runs pipeline
 	// services (services: docker); Caches keeps docker.volumes.
 	Images   ImageConfig
@@ -100,6 +102,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if cfg.LogFlushInterval <= 0 {
 		cfg.LogFlushInterval = time.Second
+	}
+	if cfg.LockPollInterval <= 0 {
+		cfg.LockPollInterval = time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

@@ -389,6 +389,13 @@ var mxMatrix = []mxRow{
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/imports").
 		note("another agent's lease").body(map[string]string{"url": "https://x/a/b/-/blob/main/env.yml", "kind": "imports"}).
 		agent(409).prep(mxOtherAgentsLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/locks").
+		body(map[string]string{"key": "matrix", "scope": `stage "s"`}).agent(200).prep(mxOwnLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/locks").
+		note("another agent's lease").body(map[string]string{"key": "matrix", "scope": `stage "s"`}).
+		agent(409).prep(mxOtherAgentsLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/locks/release").
+		body(map[string]string{"key": "matrix", "scope": `stage "s"`}).agent(204).prep(mxOwnLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").
 		note("another agent's lease").agent(409).prep(mxOtherAgentsLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/events").

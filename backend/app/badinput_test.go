@@ -503,6 +503,23 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 			{Name: "no such repo", Body: map[string]any{"url": "https://cnb.cool/nobody/nothing/-/blob/main/env.yml", "kind": "imports"}, Want: 404},
 			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/imports", Body: map[string]any{"url": "https://cnb.cool/a/b/-/blob/main/env.yml", "kind": "imports"}, Want: 409},
 		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/locks", JSON: true, As: "agent-token",
+		Valid: map[string]any{"key": "k", "scope": `stage "s"`},
+		Cases: []mxBad{
+			{Name: "no key", Body: map[string]any{"scope": `stage "s"`}, Want: 422},
+			{Name: "no scope", Body: map[string]any{"key": "k"}, Want: 422},
+			{Name: "scope of two lines", Body: map[string]any{"key": "k", "scope": "a\nb"}, Want: 422},
+			{Name: "key too long", Body: map[string]any{"key": strings.Repeat("k", 501), "scope": "s"}, Want: 422},
+			{Name: "expires not a duration", Body: map[string]any{"key": "k", "scope": "s", "expires": "soon"}, Want: 400},
+			{Name: "key as a number", Body: map[string]any{"key": 1, "scope": "s"}, Want: 400},
+			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/locks", Body: map[string]any{"key": "k", "scope": "s"}, Want: 409},
+		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/locks/release", JSON: true, As: "agent-token",
+		Valid: map[string]any{"key": "k", "scope": `stage "s"`},
+		Cases: []mxBad{
+			{Name: "no key", Body: map[string]any{"scope": "s"}, Want: 422},
+			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/locks/release", Body: map[string]any{"key": "k", "scope": "s"}, Want: 409},
+		}},
 	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/events", JSON: true, As: "agent-token",
 		Valid: map[string]any{"kind": "pipeline_started"},
 		Cases: []mxBad{

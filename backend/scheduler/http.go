@@ -45,6 +45,8 @@ func (h *Handler) Routes(root *gin.Engine, v1 *gin.RouterGroup) {
 	agentAPI.POST("/leases/:lease/jobs/:job/log", h.authAgent, h.appendLog)
 	agentAPI.POST("/leases/:lease/finish", h.authAgent, h.finish)
 	agentAPI.POST("/leases/:lease/"+protocol.PathImportsSuffix, h.authAgent, h.importFile)
+	agentAPI.POST("/leases/:lease/"+protocol.PathLocksSuffix, h.authAgent, h.lock)
+	agentAPI.POST("/leases/:lease/"+protocol.PathLocksReleaseSuffix, h.authAgent, h.unlock)
 	agentAPI.POST("/control", h.authAgent, h.control)
 	agentAPI.POST("/deregister", h.authAgent, h.deregister)
 
@@ -184,6 +186,29 @@ func (h *Handler) importFile(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusOK, f)
+}
+
+func (h *Handler) lock(c *gin.Context) error {
+	var req protocol.LockRequest
+	if err := api.BindLenient(c, &req); err != nil {
+		return err
+	}
+	out, err := h.svc.Lock(c.Request.Context(), agentOf(c), c.Param("lease"), req)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, out)
+}
+
+func (h *Handler) unlock(c *gin.Context) error {
+	var req protocol.LockRequest
+	if err := api.BindLenient(c, &req); err != nil {
+		return err
+	}
+	if err := h.svc.Unlock(c.Request.Context(), agentOf(c), c.Param("lease"), req); err != nil {
+		return err
+	}
+	return api.NoContent(c)
 }
 
 func (h *Handler) finish(c *gin.Context) error {

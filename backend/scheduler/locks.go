@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/build"
 )
 
@@ -448,6 +449,64 @@ func (s *Service) takeWaiters(ctx context.Context, r lockRef, fn func(lockWaiter
 			return
 		}
 	}
+}
+
+// Lock takes a lock for a stage or job of the agent's running pipeline (protocol/locks.go).
+func (s *Service) Lock(ctx context.Context, a *Agent, leaseID string, req protocol.LockRequest) (protocol.LockResponse, error) {
+	p, r, me, err := s.agentLock(ctx, a, leaseID, req)
+	if err != nil {
+		return protocol.LockResponse{}, err
+	}
+	expires := req.Expires.Std()
+	if expires <= 0 {
+		expires = time.Hour
+	}
+	run, err := s.builds.RunInfo(ctx, p)
+	if err != nil {
+		return protocol.LockResponse{}, err
+	}
+	me.Display = fmt.Sprintf("build #%d (pipeline %s, %s)", run.BuildNumber, p.Name, req.Scope)
+	got, holder, err := s.locks.Acquire(ctx, r, me, s.clock.Now(), expires)
+	if err != nil {
+		return protocol.LockResponse{}, err
+	}
+	if got {
+		return protocol.LockResponse{Acquired: true}, nil
+	}
+	return protocol.LockResponse{Holder: holder.Display}, nil
+}
+
+// Unlock releases a stage's or job's lock; one it does not hold is left alone.
+func (s *Service) Unlock(ctx context.Context, a *Agent, leaseID string, req protocol.LockRequest) error {
+	_, r, me, err := s.agentLock(ctx, a, leaseID, req)
+	if err != nil {
+		return err
+	}
+	freed, err := s.locks.Release(ctx, r, me)
+	if err != nil {
+		return err
+	}
+	if freed {
+		s.promote(ctx, r)
+	}
+	return nil
+}
+
+// agentLock checks a lock request of an agent against its lease.
+func (s *Service) agentLock(ctx context.Context, a *Agent, leaseID string, req protocol.LockRequest) (*build.Pipeline, lockRef, lockHolder, error) {
+	switch {
+	case req.Key == "" || len(req.Key) > 500:
+		return nil, lockRef{}, lockHolder{}, api.Invalid("key", "key must be 1 to 500 characters")
+	case req.Scope == "" || len(req.Scope) > 300 || strings.ContainsAny(req.Scope, "\r\n"):
+		return nil, lockRef{}, lockHolder{}, api.Invalid("scope", "scope must be 1 to 300 characters on one line")
+	case req.Expires < 0:
+		return nil, lockRef{}, lockHolder{}, api.Invalid("expires", "expires must not be negative")
+	}
+	p, err := s.builds.Leased(ctx, a.ID, leaseID)
+	if err != nil {
+		return nil, lockRef{}, lockHolder{}, err
+	}
+	return p, lockRef{RepoID: p.RepoID, Key: req.Key}, lockHolder{PipelineID: p.ID, Scope: req.Scope}, nil
 }
 
 // lockTick is the reconciler's part for locks: it fails waiters past their timeout, frees locks

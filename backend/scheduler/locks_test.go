@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -237,4 +238,48 @@ func TestLocksAreKeptPerRepository(t *testing.T) {
 	if got, _, _ := l.Acquire(ctx, r, b, now.Add(time.Minute), time.Minute); !got {
 		t.Fatal("an expired lock could not be taken")
 	}
+}
+
+// The agent's stage and job locks: held per pipeline and scope, released by the agent or at the
+// pipeline's end, and refused for a lease the agent does not hold.
+func TestAgentLocksForStagesAndJobs(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+		ctx := context.Background()
+		a, b := f.agent("a", 16), f.agent("b", 16)
+		l1, _ := f.pushAndPoll(a, oneJob)
+		l2, _ := f.pushAndPoll(b, oneJob)
+		stage := protocol.LockRequest{Key: "db", Scope: `stage "migrate"`}
+		if res, err := f.sched.Lock(ctx, a, l1.ID, stage); err != nil || !res.Acquired {
+			t.Fatalf("lock: %+v %v", res, err)
+		}
+		if res, err := f.sched.Lock(ctx, a, l1.ID, stage); err != nil || !res.Acquired {
+			t.Fatalf("the same holder again: %+v %v", res, err)
+		}
+		// Another scope of the same pipeline is another holder.
+		if res, _ := f.sched.Lock(ctx, a, l1.ID, protocol.LockRequest{Key: "db", Scope: `job "migrate/x"`}); res.Acquired {
+			t.Fatal("a job took the lock its own stage holds")
+		}
+		res, err := f.sched.Lock(ctx, b, l2.ID, protocol.LockRequest{Key: "db", Scope: `job "train/a"`})
+		if err != nil || res.Acquired || res.Holder != `build #1 (pipeline train, stage "migrate")` {
+			t.Fatalf("a busy lock: %+v %v", res, err)
+		}
+		if _, err := f.sched.Lock(ctx, a, l2.ID, stage); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("a lock for another agent's lease: %v", err)
+		}
+		if _, err := f.sched.Lock(ctx, a, l1.ID, protocol.LockRequest{Key: "", Scope: "x"}); err == nil {
+			t.Fatal("an empty key was accepted")
+		}
+		if err := f.sched.Unlock(ctx, a, l1.ID, stage); err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := f.sched.Lock(ctx, b, l2.ID, protocol.LockRequest{Key: "db", Scope: `job "train/a"`}); !res.Acquired {
+			t.Fatal("the lock was not freed by its release")
+		}
+		// The pipeline's end frees what it still holds.
+		f.finish(b, l2, "success")
+		if h, held, _ := f.sched.locks.Holder(ctx, lockRef{RepoID: f.repoID, Key: "db"}, f.clock.Now()); held {
+			t.Fatalf("held after its pipeline ended: %+v", h)
+		}
+	})
 }

@@ -69,6 +69,7 @@ type Server struct {
 	gitAuth       []string
 	files         map[string]protocol.ImportFile // by URL, for imports
 	imports       []protocol.ImportRequest
+	locks         map[string]string // key → holder (HoldLock's, or "lease <id> <scope>")
 }
 
 // Lease is the server's record of one lease.
@@ -107,6 +108,8 @@ func New(t testing.TB) *Server {
 	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/jobs/{job}/log", s.unlessDown(s.appendLog))
 	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/finish", s.unlessDown(s.finish))
 	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/"+protocol.PathImportsSuffix, s.unlessDown(s.importFile))
+	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/"+protocol.PathLocksSuffix, s.unlessDown(s.lock))
+	mux.HandleFunc("POST "+protocol.PathLeases+"{id}/"+protocol.PathLocksReleaseSuffix, s.unlessDown(s.unlock))
 	mux.HandleFunc("/git/", s.git)
 	s.Server = httptest.NewServer(mux)
 	t.Cleanup(s.Close)
@@ -526,6 +529,76 @@ func (s *Server) importFile(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(f)
+}
+
+// HoldLock makes holder hold the lock key, as another pipeline would; FreeLock frees it.
+func (s *Server) HoldLock(key, holder string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.locks == nil {
+		s.locks = map[string]string{}
+	}
+	s.locks[key] = holder
+}
+
+// FreeLock frees the lock key, whoever holds it.
+func (s *Server) FreeLock(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.locks, key)
+}
+
+// LockHolder says who holds the lock key.
+func (s *Server) LockHolder(key string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.locks[key]
+	return h, ok
+}
+
+func (s *Server) lockRequest(w http.ResponseWriter, r *http.Request) (protocol.LockRequest, string, bool) {
+	l := s.leaseFor(w, r)
+	if l == nil {
+		return protocol.LockRequest{}, "", false
+	}
+	var req protocol.LockRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Key == "" || req.Scope == "" {
+		s.mu.Unlock()
+		writeError(w, http.StatusUnprocessableEntity, "validation_failed", "key and scope are required")
+		return req, "", false
+	}
+	if s.locks == nil {
+		s.locks = map[string]string{}
+	}
+	return req, "lease " + l.Lease.ID + " " + req.Scope, true
+}
+
+func (s *Server) lock(w http.ResponseWriter, r *http.Request) {
+	req, me, ok := s.lockRequest(w, r)
+	if !ok {
+		return
+	}
+	defer s.mu.Unlock()
+	res := protocol.LockResponse{Acquired: true}
+	if cur, held := s.locks[req.Key]; held && cur != me {
+		res = protocol.LockResponse{Holder: cur}
+	} else {
+		s.locks[req.Key] = me
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(res)
+}
+
+func (s *Server) unlock(w http.ResponseWriter, r *http.Request) {
+	req, me, ok := s.lockRequest(w, r)
+	if !ok {
+		return
+	}
+	defer s.mu.Unlock()
+	if s.locks[req.Key] == me {
+		delete(s.locks, req.Key)
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // EventsOf returns the events of one kind for one job, in order.

@@ -1077,6 +1077,35 @@ export interface paths {
       };
     };
   };
+  "/agent/leases/{lease}/locks": {
+    /**
+     * Take a stage's or job's lock for the lease's pipeline
+     * @description `{key, scope, expires}`: the lock `key` of the pipeline's repository, for `scope` (which
+     * stage or job of the pipeline holds it, e.g. `stage "deploy"`). Answers
+     * `{acquired: true}`, or `{acquired: false, holder}` naming who holds it (the agent fails
+     * the stage or job, or asks again while it waits). The same pipeline and scope asking
+     * again keeps it. Needs the agent token of the lease's agent (`nba_…`).
+     */
+    post: operations["agentLock"];
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+  };
+  "/agent/leases/{lease}/locks/release": {
+    /**
+     * Release a stage's or job's lock
+     * @description `{key, scope}` as taken. A lock this scope does not hold is left alone (still 204); the
+     * pipeline's end releases whatever it holds. Needs the agent token of the lease's agent.
+     */
+    post: operations["agentUnlock"];
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+  };
   "/agent/leases/{lease}/renew": {
     /**
      * Extend a lease, and learn whether to stop
@@ -5336,6 +5365,82 @@ export interface operations {
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["LeaseLost"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Take a stage's or job's lock for the lease's pipeline
+   * @description `{key, scope, expires}`: the lock `key` of the pipeline's repository, for `scope` (which
+   * stage or job of the pipeline holds it, e.g. `stage "deploy"`). Answers
+   * `{acquired: true}`, or `{acquired: false, holder}` naming who holds it (the agent fails
+   * the stage or job, or asks again while it waits). The same pipeline and scope asking
+   * again keeps it. Needs the agent token of the lease's agent (`nba_…`).
+   */
+  agentLock: {
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          key: string;
+          scope: string;
+          /** @description Go duration, e.g. 1h0m0s; an hour when absent */
+          expires?: string;
+          [key: string]: unknown;
+        };
+      };
+    };
+    responses: {
+      /** @description Whether the lock is held by this scope now. */
+      200: {
+        content: {
+          "application/json": {
+            acquired: boolean;
+            holder?: string;
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["AgentUnauthenticated"];
+      409: components["responses"]["LeaseLost"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Release a stage's or job's lock
+   * @description `{key, scope}` as taken. A lock this scope does not hold is left alone (still 204); the
+   * pipeline's end releases whatever it holds. Needs the agent token of the lease's agent.
+   */
+  agentUnlock: {
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          key: string;
+          scope: string;
+          /** @description Go duration, e.g. 1h0m0s; an hour when absent */
+          expires?: string;
+          [key: string]: unknown;
+        };
+      };
+    };
+    responses: {
+      /** @description Released */
+      204: {
+        content: never;
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["AgentUnauthenticated"];
+      409: components["responses"]["LeaseLost"];
+      422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
   };

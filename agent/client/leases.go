@@ -2,7 +2,15 @@ package client
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 )
@@ -84,4 +92,93 @@ func (c *Client) Unlock(ctx context.Context, leaseID string, req protocol.LockRe
 		return fmt.Errorf("unlock %q: %w", req.Key, err)
 	}
 	return nil
+}
+
+// releasePath is the API path of a release of the repo slug ("org/repo"), or of one of its files.
+func releasePath(slug, tag, file string) (string, error) {
+	org, repo, ok := strings.Cut(slug, "/")
+	if !ok || org == "" || repo == "" || tag == "" {
+		return "", fmt.Errorf("client: release of %q at tag %q", slug, tag)
+	}
+	p := "/api/v1/repos/" + url.PathEscape(org) + "/" + url.PathEscape(repo) + "/releases/" + url.PathEscape(tag)
+	if file != "" {
+		p += "/files/" + url.PathEscape(file)
+	}
+	return p, nil
+}
+
+// PutRelease creates or updates a release with a pipeline's job token (protocol/releases.go).
+func (c *Client) PutRelease(ctx context.Context, jobToken, slug, tag string, req protocol.ReleaseRequest) (protocol.Release, error) {
+	var out protocol.Release
+	path, err := releasePath(slug, tag, "")
+	if err != nil {
+		return out, err
+	}
+	body, err := jsonBody(req)
+	if err != nil {
+		return out, err
+	}
+	if _, err := c.call(ctx, request{method: http.MethodPut, path: path, body: body, contentType: "application/json",
+		token: jobToken, out: &out}); err != nil {
+		return out, fmt.Errorf("release %s: %w", tag, err)
+	}
+	return out, nil
+}
+
+// PutReleaseFile publishes the file at local as name in a release, with its sha256 so that the
+// server checks the bytes and a retry of a file already there sends nothing twice. The file is
+// streamed from disk, again on each retry.
+func (c *Client) PutReleaseFile(ctx context.Context, jobToken, slug, tag, name, local string) (protocol.ReleaseFile, error) {
+	var out protocol.ReleaseFile
+	path, err := releasePath(slug, tag, name)
+	if err != nil {
+		return out, err
+	}
+	sum, size, err := fileSHA256(local)
+	if err != nil {
+		return out, err
+	}
+	err = c.retry.do(ctx, func() error {
+		f, err := os.Open(local)
+		if err != nil {
+			return permanent(err)
+		}
+		defer f.Close()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+path, f)
+		if err != nil {
+			return permanent(err)
+		}
+		req.ContentLength = size
+		req.Header.Set("Authorization", "Bearer "+jobToken)
+		req.Header.Set("Content-Type", "application/octet-stream")
+		req.Header.Set("X-Checksum-Sha256", sum)
+		req.Header.Set("User-Agent", c.userAgent)
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return fmt.Errorf("client: PUT %s: %w", path, err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode < 200 || resp.StatusCode > 299 {
+			return newAPIError(http.MethodPut, path, resp)
+		}
+		return json.NewDecoder(resp.Body).Decode(&out)
+	})
+	if err != nil {
+		return out, fmt.Errorf("release %s: file %s: %w", tag, name, err)
+	}
+	return out, nil
+}
+
+func fileSHA256(p string) (string, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }

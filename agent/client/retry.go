@@ -79,7 +79,8 @@ func (r Retry) withDefaults() Retry {
 
 // Retryable reports whether a call that failed with err may succeed when sent again.
 func Retryable(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	var perm *permanentError
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &perm) {
 		return false
 	}
 	var api *APIError
@@ -126,3 +127,11 @@ func parseRetryAfter(v string) time.Duration {
 	}
 	return time.Duration(n) * time.Second
 }
+
+// permanentError is a failure on this side that no retry mends (a local file that cannot be read).
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return &permanentError{err} }

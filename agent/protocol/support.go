@@ -42,4 +42,4 @@ func Blockers(p Plan) []string {
 }
 
 // AgentBuiltins are the built-in task types (type: …) the agent runs itself.
-func AgentBuiltins() []string { return []string{"docker:cache", "vscode:go"} }
+func AgentBuiltins() []string { return []string{"docker:cache", "git:release", "vscode:go"} }

@@ -203,6 +203,8 @@ func (x *run) builtin(typ string) builtinFunc {
 		return x.dockerCache
 	case "vscode:go":
 		return x.vscodeGo
+	case typeGitRelease:
+		return x.gitRelease
 	}
 	return nil
 }

@@ -131,6 +131,11 @@ func (x *run) execJob(ctx context.Context, id int64, st protocol.Stage, job prot
 			return run(ctx, job, env, jl)
 		}
 	}
+	if job.Kind == protocol.KindPlugin && job.Image != nil {
+		if name, _ := x.jobImage(job, env); attachmentsImage(name) {
+			return x.attachments(ctx, job, env, jl)
+		}
+	}
 	step, err := x.jobStep(st, job, env, extra)
 	if err != nil {
 		jl.note("%v", err)

@@ -3,10 +3,12 @@ package app
 import (
 	"fmt"
 	"net/http"
+	"os/exec"
 	"strconv"
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
 // The authorization matrix's table (the harness that runs it is authz_test.go): the world's
@@ -337,6 +339,23 @@ var mxMatrix = []mxRow{
 		body(mxWeights).prep(mxFreshVersion),
 	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/artifacts/model/{v}/weights.bin").prep(mxPublished(mxPrivA)),
 	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/artifacts/model/{v}").prep(mxPublished(mxPrivA)),
+	// ---- releases: the same rules (their files are model files). {tag} is a fresh tag of the
+	// repo; the file rows first make its release as the caller where the caller may (a release
+	// takes files from its producer only).
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", mxAPriv+"/releases").prep(mxReleased(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 200 403 | 200 200", "GET", mxAPub+"/releases").prep(mxReleased(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/releases"),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", mxAPriv+"/releases/{tag}").prep(mxReleased(mxPrivA)),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 201", "PUT", mxAPriv+"/releases/{tag}").
+		body(map[string]string{"title": "matrix"}).prep(mxFreshTag(mxPrivA)),
+	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "PUT", mxAPub+"/releases/{tag}").
+		body(map[string]string{"title": "matrix"}).prep(mxFreshTag(mxPubA)),
+	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/releases/{tag}").prep(mxReleased(mxPrivA)),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 201", "PUT", mxAPriv+"/releases/{tag}/files/weights.bin").
+		body(mxWeights).prep(mxCallersRelease(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", mxAPriv+"/releases/{tag}/files/weights.bin").prep(mxReleasedFile(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "HEAD", mxAPriv+"/releases/{tag}/files/weights.bin").prep(mxReleasedFile(mxPrivA)),
 	mx("401 | 200 200 200 200 200 | 404 | 200 200 | 404 404", "GET", mxA+"/storage"),
 	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxB+"/storage"),
 
@@ -423,6 +442,67 @@ func mxPublished(repoName string) func(w *mxWorld, c *mxCall) {
 	return func(w *mxWorld, c *mxCall) {
 		c.Vars["v"] = w.unique("v")
 		w.publish(repoName, c.Vars["v"])
+	}
+}
+
+// mxFreshTag names a fresh tag {tag} of repoName (a repo of A), at its main.
+func mxFreshTag(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		c.Vars["tag"] = w.unique("t")
+		w.tag(repoName, c.Vars["tag"])
+	}
+}
+
+// mxReleased makes release {tag} of repoName, a fresh tag, as A's owner.
+func mxReleased(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		mxFreshTag(repoName)(w, c)
+		w.release(w.byName["owner-token"], repoName, c.Vars["tag"])
+	}
+}
+
+// mxCallersRelease makes release {tag} of repoName, a fresh tag, as the caller where it may (as
+// A's owner otherwise).
+func mxCallersRelease(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		mxFreshTag(repoName)(w, c)
+		path := "/api/v1/repos/" + mxOrgA + "/" + repoName + "/releases/" + c.Vars["tag"]
+		if r := w.do(c.P, "PUT", path, map[string]any{}); r.Status != 201 {
+			w.release(w.byName["owner-token"], repoName, c.Vars["tag"])
+		}
+	}
+}
+
+// mxReleasedFile makes release {tag} of repoName hold weights.bin, both made by A's owner.
+func mxReleasedFile(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		mxReleased(repoName)(w, c)
+		path := "/api/v1/repos/" + mxOrgA + "/" + repoName + "/releases/" + c.Vars["tag"] + "/files/weights.bin"
+		if r := w.do(w.byName["owner-token"], "PUT", path, mxWeights); r.Status != 201 {
+			w.t.Fatalf("publish %s: %d %s", path, r.Status, r.Body)
+		}
+	}
+}
+
+// tag makes tag (lightweight) at main of repoName, a repo of A, in its bare repository.
+func (w *mxWorld) tag(repoName, tag string) {
+	w.t.Helper()
+	var r repo.Repo
+	if err := w.app.DB.Where("org_id = ? AND name = ?", w.orgA.ID, repoName).Take(&r).Error; err != nil {
+		w.t.Fatal(err)
+	}
+	cmd := exec.Command("git", "--git-dir", w.app.Repos.Path(&r), "update-ref", "refs/tags/"+tag, "refs/heads/main")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		w.t.Fatalf("tag %s: %v\n%s", tag, err, out)
+	}
+}
+
+// release makes release tag of repoName as p.
+func (w *mxWorld) release(p *mxPrincipal, repoName, tag string) {
+	w.t.Helper()
+	path := "/api/v1/repos/" + mxOrgA + "/" + repoName + "/releases/" + tag
+	if r := w.do(p, "PUT", path, map[string]any{}); r.Status != 201 {
+		w.t.Fatalf("release %s: %d %s", path, r.Status, r.Body)
 	}
 }
 

@@ -503,6 +503,24 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 			{Name: "no such repo", Body: map[string]any{"url": "https://cnb.cool/nobody/nothing/-/blob/main/env.yml", "kind": "imports"}, Want: 404},
 			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/imports", Body: map[string]any{"url": "https://cnb.cool/a/b/-/blob/main/env.yml", "kind": "imports"}, Want: 409},
 		}},
+	{Method: "PUT", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1", JSON: true, As: "owner-token",
+		Valid: map[string]any{"title": "v1", "notes": "n", "overlying": true},
+		Cases: []mxBad{
+			{Name: "unknown field", Body: map[string]any{"titel": "v1"}, Want: 400},
+			{Name: "title as a number", Body: map[string]any{"title": 1}, Want: 400},
+			{Name: "title too long", Body: map[string]any{"title": strings.Repeat("t", 501), "overlying": true}, Want: 422},
+			{Name: "not a tag", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v9", Body: map[string]any{"title": "x"}, Want: 422},
+			{Name: "tag that is no name", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/..", Body: map[string]any{"title": "x"}, Want: 422},
+		}},
+	{Method: "PUT", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1/files/weights.bin", As: "owner-token",
+		Cases: []mxBad{
+			{Name: "no such release", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v9/files/weights.bin", Body: mxWeights, Want: 404},
+			{Name: "file name that is no name", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1/files/.hidden", Body: mxWeights, Want: 422},
+		}},
+	{Method: "DELETE", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1", As: "owner-token",
+		Cases: []mxBad{
+			{Name: "no such release", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v9", Want: 404},
+		}},
 	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/locks", JSON: true, As: "agent-token",
 		Valid: map[string]any{"key": "k", "scope": `stage "s"`},
 		Cases: []mxBad{

@@ -667,8 +667,9 @@ func mxBasic(user, password string) string {
 	return base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
 }
 
-// gitPush commits mxConfigFile with message msg in a new local repo and pushes it to main of
-// slug ("org/repo") over smart HTTP, served by the same handler, authenticating with token.
+// gitPush commits mxConfigFile with message msg in a new local repo, tags it v1 and pushes both to
+// main and the tag of slug ("org/repo") over smart HTTP, served by the same handler,
+// authenticating with token.
 func (w *mxWorld) gitPush(slug, token, msg string) {
 	t := w.t
 	t.Helper()
@@ -686,7 +687,8 @@ func (w *mxWorld) gitPush(slug, token, msg string) {
 		{"init", "-q", "-b", "main"},
 		{"add", ".cnb.yml"},
 		{"commit", "-q", "-m", msg},
-		{"push", "-q", u.String(), "main"},
+		{"tag", "-a", "v1", "-m", "v1"}, // releases belong to tags
+		{"push", "-q", u.String(), "main", "refs/tags/v1"},
 	} {
 		cmd := exec.Command("git", append([]string{"-c", "user.name=Matrix", "-c", "user.email=matrix@example.com",
 			"-c", "credential.helper=", "-c", "protocol.version=2"}, args...)...)

@@ -32,11 +32,16 @@ func (h *Handler) download(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
-	e, err := h.svc.Resolve(ctx, a.Repo.ID, c.Param("package"), c.Param("version"), c.Param("file"))
+	e, err := h.svc.Resolve(c.Request.Context(), a.Repo.ID, c.Param("package"), c.Param("version"), c.Param("file"))
 	if err != nil {
 		return err
 	}
+	return h.serve(c, e)
+}
+
+// serve answers a download of a resolved file (an artifact's or a release's).
+func (h *Handler) serve(c *gin.Context, e *Entry) error {
+	ctx := c.Request.Context()
 	d := digest.Digest(e.File.Digest)
 	hdr := c.Writer.Header()
 	hdr.Set("ETag", etag(e.File.Digest))

@@ -42,6 +42,6 @@ func checkNames(pkg, version, file string) error {
 // validRef reports whether the names of a read are well-formed (version may be "latest");
 // reads of malformed names are 404s, like names that do not exist.
 func validRef(pkg, version, file string) bool {
-	return validName(packageRE, pkg) && (version == Latest || validName(versionRE, version)) &&
+	return (validName(packageRE, pkg) || pkg == ReleasePackage) && (version == Latest || validName(versionRE, version)) &&
 		(file == "" || validName(fileRE, file))
 }

@@ -84,7 +84,7 @@ func (s *Service) Packages(ctx context.Context, repoID int64, page api.Page) ([]
 	err := s.db.WithContext(ctx).Table("artifact_packages k").
 		Select("k.*, (SELECT COUNT(*) FROM artifact_versions v WHERE v.package_id = k.id) AS version_count, "+
 			"(SELECT v.version FROM artifact_versions v WHERE v.package_id = k.id ORDER BY v.id DESC LIMIT 1) AS latest").
-		Where("k.repo_id = ? AND k.id > ?", repoID, page.After).Order("k.id").Limit(page.Limit + 1).Scan(&out).Error
+		Where("k.repo_id = ? AND k.id > ? AND k.name <> ?", repoID, page.After, ReleasePackage).Order("k.id").Limit(page.Limit + 1).Scan(&out).Error
 	return out, err
 }
 

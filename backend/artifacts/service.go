@@ -149,6 +149,11 @@ func (s *Service) Put(ctx context.Context, a *repo.Access, p *auth.Principal, up
 	if err != nil {
 		return nil, false, err
 	}
+	return s.put(ctx, a, pr, up)
+}
+
+// put is Put once the names are checked and the producer known.
+func (s *Service) put(ctx context.Context, a *repo.Access, pr producer, up Upload) (*Entry, bool, error) {
 	cur, err := s.find(ctx, s.db, a.Repo.ID, up.Package, up.Version, up.File)
 	if err != nil {
 		return nil, false, err

@@ -31,6 +31,7 @@ type world struct {
 	// buildNumber and commit are those of the job token's build.
 	buildNumber int64
 	commit      string
+	repoPath    string // the bare repo of acme/models
 }
 
 const apiBase = "/api/v1/repos/acme/models/artifacts"
@@ -47,7 +48,8 @@ func newWorld(t *testing.T, postgres bool, env map[string]string) *world {
 	}
 	s := apptest.Start(t, all, app.Options{})
 	w := &world{t: t, app: s.App, srv: s.HTTP, buildNumber: 7, commit: "0123456789abcdef0123456789abcdef01234567"}
-	w.creds = s.Cast(t, "models", w.buildNumber, w.commit).Creds
+	cast := s.Cast(t, "models", w.buildNumber, w.commit)
+	w.creds, w.repoPath = cast.Creds, s.App.Repos.Path(cast.Private)
 	return w
 }
 

@@ -351,9 +351,9 @@ main:
 			src: `main:
   push:
     - stages:
-        - type: git:release
+        - type: git:auto-merge
 `,
-			sev: SeverityWarning, msg: `built-in task "git:release" is not supported by this installation`, line: 4, col: 17,
+			sev: SeverityWarning, msg: `built-in task "git:auto-merge" is not supported by this installation`, line: 4, col: 17,
 		},
 		{
 			name: "unknown built-in task",
@@ -540,16 +540,16 @@ func TestStrictTurnsWarningsIntoErrors(t *testing.T) {
 }
 
 func TestConfigurableClassesAndBuiltins(t *testing.T) {
-	src := []byte("main:\n  push:\n    - runner: {tags: cnb:arch:amd64:gpu}\n      stages:\n        - type: git:release\n")
+	src := []byte("main:\n  push:\n    - runner: {tags: cnb:arch:amd64:gpu}\n      stages:\n        - type: git:auto-merge\n")
 	classes := DefaultRunnerClasses()
 	classes[2].MaxDuration = 4 * 60 * 60 * 1e9
-	opts := Options{Classes: classes[:1], SupportedBuiltins: []string{"git:release"}}
+	opts := Options{Classes: classes[:1], SupportedBuiltins: []string{"git:auto-merge"}}
 	ds := Lint(src, opts)
 	if _, ok := findDiag(ds, SeverityError, `unknown runner tag "cnb:arch:amd64:gpu"`); !ok {
 		t.Errorf("a class left out of the configuration should be unknown: %v", ds)
 	}
 	if _, ok := findDiag(ds, SeverityWarning, "not supported"); ok {
-		t.Errorf("git:release is supported here: %v", ds)
+		t.Errorf("git:auto-merge is supported here: %v", ds)
 	}
 	// An operator caps GPU at 4 h, as CNB does.
 	ds = Lint([]byte("main:\n  push:\n    - runner: {tags: cnb:arch:amd64:gpu}\n      stages:\n        - script: make\n          timeout: 5h\n"), Options{Classes: classes})
@@ -579,15 +579,17 @@ func TestInvalidYAMLLines(t *testing.T) {
 	}
 }
 
-// docker:cache is the agents' own: its jobs are planned runnable with no configuration, while a
-// task nothing runs still carries the reason it fails.
-func TestDockerCacheIsSupportedEverywhere(t *testing.T) {
-	src := "main:\n  push:\n    - stages:\n        - type: docker:cache\n          options: {dockerfile: Dockerfile}\n        - type: git:release\n"
+// docker:cache and git:release are the agents' own: their jobs are planned runnable with no
+// configuration, while a task nothing runs still carries the reason it fails.
+func TestAgentBuiltinsAreSupportedEverywhere(t *testing.T) {
+	src := "main:\n  push:\n    - stages:\n        - type: docker:cache\n          options: {dockerfile: Dockerfile}\n        - type: git:release\n        - type: git:auto-merge\n"
 	p := onlyPipeline(t, mustPlan(t, src, pushMain, Options{}))
-	if cache := p.Stages[0].Jobs[0]; cache.Type != "docker:cache" || cache.Unsupported != "" {
-		t.Errorf("docker:cache: %+v", cache)
+	for i, typ := range []string{"docker:cache", "git:release"} {
+		if j := p.Stages[i].Jobs[0]; j.Type != typ || j.Unsupported != "" {
+			t.Errorf("%s: %+v", typ, j)
+		}
 	}
-	if release := p.Stages[1].Jobs[0]; release.Unsupported == "" {
-		t.Errorf("git:release is not run by anything here: %+v", release)
+	if merge := p.Stages[2].Jobs[0]; merge.Unsupported == "" {
+		t.Errorf("git:auto-merge is not run by anything here: %+v", merge)
 	}
 }

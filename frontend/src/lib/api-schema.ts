@@ -715,6 +715,86 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/releases": {
+    /**
+     * The repo's releases
+     * @description Newest first (the cursor is the release's id); paginated; without their files. Each
+     * names the build that made it (null when a person did) and its commit. Read access (any
+     * member, anyone for a public repo, the repo's deploy and job tokens); token scope
+     * `registry:read`.
+     */
+    get: operations["listReleases"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/releases/{tag}": {
+    /**
+     * A release and its files
+     * @description Read access (deploy tokens included); token scope `registry:read`.
+     */
+    get: operations["getRelease"];
+    /**
+     * Create or update the release of a tag
+     * @description The tag must exist in the repo (a 422 otherwise). A release records its producer: a
+     * pipeline's job token (what `git:release` uses) records the pipeline, its build and
+     * commit; people record none. Its producer may update it again (title, notes, flags);
+     * another producer gets a 409 unless `overlying` is true, which replaces it: its files
+     * are dropped and the new producer owns it. `title` defaults to the tag; `latest`
+     * defaults to true, false for a pre-release, and marking one latest unmarks the others.
+     * Write access (role `developer` or stronger, or the repo's own job token); token scope
+     * `registry:write`.
+     */
+    put: operations["putRelease"];
+    /**
+     * Delete a release and its files
+     * @description The tag stays. The files' bytes stay until the garbage collector finds them
+     * unreferenced. Admin access; token scope `registry:write`.
+     */
+    delete: operations["deleteRelease"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        tag: components["parameters"]["ReleaseTag"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/releases/{tag}/files/{file}": {
+    /**
+     * Download a file of a release
+     * @description As a model file's download (`Range`, `If-Range`, `ETag` = digest, `X-Checksum-Sha256`,
+     * 307 to S3 when presigned). Read access (deploy tokens included); token scope
+     * `registry:read`.
+     */
+    get: operations["getReleaseFile"];
+    /**
+     * Publish a file of a release
+     * @description **The body is the file's raw bytes**, exactly as `PUT
+     * /repos/{org}/{repo}/artifacts/{package}/{version}/{file}` (checksum headers,
+     * immutability, quota, 413, 503): release files are model files of the repo's reserved
+     * package `_releases`, version = the tag, counted in the team's storage. Only the
+     * release's producer adds files (a 409 otherwise). Write access; token scope
+     * `registry:write`.
+     */
+    put: operations["putReleaseFile"];
+    /**
+     * A release file's size and digest
+     * @description The headers of `GET` without the body. Read access; token scope `registry:read`.
+     */
+    head: operations["headReleaseFile"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        tag: components["parameters"]["ReleaseTag"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+  };
   "/orgs/{org}/storage": {
     /**
      * What the team stores, and its quota
@@ -1835,6 +1915,27 @@ export interface components {
       created_at: string;
       files?: components["schemas"]["ArtifactFile"][];
     };
+    /** @description A release; `files` only in a release's own answer. */
+    Release: {
+      tag: string;
+      title: string;
+      notes: string;
+      pre_release: boolean;
+      latest: boolean;
+      /** @description The commit it was made from (the build's, else the tag's). */
+      commit: string;
+      /** @description The build that made it; null when a person did. */
+      build: components["schemas"]["ArtifactBuild"] | null;
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      updated_at: string;
+      files?: components["schemas"]["ArtifactFile"][];
+    };
+    ReleaseList: {
+      items: components["schemas"]["Release"][];
+      next_cursor?: components["schemas"]["NextCursor"];
+    };
     ArtifactVersionList: {
       items: components["schemas"]["ArtifactVersion"][];
       next_cursor?: components["schemas"]["NextCursor"];
@@ -2855,6 +2956,11 @@ export interface components {
      * last one published); no version may be called `latest`.
      */
     ArtifactVersion: string;
+    /**
+     * @description The release's tag, a tag of the repo: 1–128 letters, digits, `.`, `+`, `-` or `_`,
+     * starting with a letter or digit (tags with `/` cannot have releases here).
+     */
+    ReleaseTag: string;
     /**
      * @description A file name: 1–255 letters, digits, `.`, `+`, `-` or `_`, starting with a letter, digit
      * or `_` (no hidden files), without `..`; case matters.
@@ -4647,6 +4753,272 @@ export interface operations {
         repo: components["parameters"]["Repo"];
         package: components["parameters"]["ArtifactPackage"];
         version: components["parameters"]["ArtifactVersion"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+    responses: {
+      /** @description The file's headers. */
+      200: {
+        headers: {
+          /** @description `"sha256:<hex>"`. */
+          ETag?: string;
+          /** @description The file's sha256 in hex. */
+          "X-Checksum-Sha256"?: string;
+          /** @description The version served. */
+          "X-Artifact-Version"?: string;
+        };
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The repo's releases
+   * @description Newest first (the cursor is the release's id); paginated; without their files. Each
+   * names the build that made it (null when a person did) and its commit. Read access (any
+   * member, anyone for a public repo, the repo's deploy and job tokens); token scope
+   * `registry:read`.
+   */
+  listReleases: {
+    parameters: {
+      query?: {
+        limit?: components["parameters"]["Limit"];
+        cursor?: components["parameters"]["Cursor"];
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description A page of releases. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ReleaseList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A release and its files
+   * @description Read access (deploy tokens included); token scope `registry:read`.
+   */
+  getRelease: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        tag: components["parameters"]["ReleaseTag"];
+      };
+    };
+    responses: {
+      /** @description The release. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Release"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Create or update the release of a tag
+   * @description The tag must exist in the repo (a 422 otherwise). A release records its producer: a
+   * pipeline's job token (what `git:release` uses) records the pipeline, its build and
+   * commit; people record none. Its producer may update it again (title, notes, flags);
+   * another producer gets a 409 unless `overlying` is true, which replaces it: its files
+   * are dropped and the new producer owns it. `title` defaults to the tag; `latest`
+   * defaults to true, false for a pre-release, and marking one latest unmarks the others.
+   * Write access (role `developer` or stronger, or the repo's own job token); token scope
+   * `registry:write`.
+   */
+  putRelease: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        tag: components["parameters"]["ReleaseTag"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          title?: string;
+          notes?: string;
+          pre_release?: boolean;
+          latest?: boolean;
+          overlying?: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description Updated. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Release"];
+        };
+      };
+      /** @description Created. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["Release"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Delete a release and its files
+   * @description The tag stays. The files' bytes stay until the garbage collector finds them
+   * unreferenced. Admin access; token scope `registry:write`.
+   */
+  deleteRelease: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        tag: components["parameters"]["ReleaseTag"];
+      };
+    };
+    responses: {
+      /** @description Deleted. */
+      204: {
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Download a file of a release
+   * @description As a model file's download (`Range`, `If-Range`, `ETag` = digest, `X-Checksum-Sha256`,
+   * 307 to S3 when presigned). Read access (deploy tokens included); token scope
+   * `registry:read`.
+   */
+  getReleaseFile: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        tag: components["parameters"]["ReleaseTag"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+    responses: {
+      /** @description The whole file. */
+      200: {
+        headers: {
+          /** @description `"sha256:<hex>"`. */
+          ETag?: string;
+          /** @description The file's sha256 in hex. */
+          "X-Checksum-Sha256"?: string;
+          /** @description The version served. */
+          "X-Artifact-Version"?: string;
+        };
+        content: {
+          "application/octet-stream": string;
+        };
+      };
+      /** @description The requested range. */
+      206: {
+        headers: {
+          /** @description `"sha256:<hex>"`. */
+          ETag?: string;
+          /** @description The file's sha256 in hex. */
+          "X-Checksum-Sha256"?: string;
+          /** @description The version served. */
+          "X-Artifact-Version"?: string;
+        };
+        content: {
+          "application/octet-stream": string;
+        };
+      };
+      /** @description Not modified. */
+      304: {
+        content: never;
+      };
+      /** @description Download it from the presigned URL in `Location`. */
+      307: {
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      416: components["responses"]["RangeNotSatisfiable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Publish a file of a release
+   * @description **The body is the file's raw bytes**, exactly as `PUT
+   * /repos/{org}/{repo}/artifacts/{package}/{version}/{file}` (checksum headers,
+   * immutability, quota, 413, 503): release files are model files of the repo's reserved
+   * package `_releases`, version = the tag, counted in the team's storage. Only the
+   * release's producer adds files (a 409 otherwise). Write access; token scope
+   * `registry:write`.
+   */
+  putReleaseFile: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        tag: components["parameters"]["ReleaseTag"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+    responses: {
+      /** @description The file existed with the same bytes; nothing changed. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ArtifactFile"];
+        };
+      };
+      /** @description Published. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["ArtifactFile"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["QuotaExceeded"];
+      422: components["responses"]["ValidationFailed"];
+      503: components["responses"]["Unavailable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A release file's size and digest
+   * @description The headers of `GET` without the body. Read access; token scope `registry:read`.
+   */
+  headReleaseFile: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        tag: components["parameters"]["ReleaseTag"];
         file: components["parameters"]["ArtifactFile"];
       };
     };

@@ -1,0 +1,219 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+)
+
+// Releases, which the agent makes itself with the pipeline's job token (protocol/releases.go):
+//
+//   - git:release (options tag, title, description, descriptionFromFile, preRelease, latest,
+//     overlying) creates or updates the release of a tag. The tag defaults to the pushed tag on
+//     a tag event. Beyond CNB, `attachments` (globs of the workspace) publishes files with it in
+//     one task.
+//   - A plugin job whose image is cnbcool/attachments (settings tag, attachments) publishes files
+//     to an existing release, as CNB's plugin does; no image is pulled for it.
+//
+// Files are read from the workspace: a relative glob, or an absolute one under the workspace's
+// mount path. Each is published under its base name with its sha256, so a retried task sends
+// nothing twice and the server refuses a name that already holds other bytes.
+
+const typeGitRelease = "git:release"
+
+// Releaser is the part of the agent's client that publishes releases with a job token.
+type Releaser interface {
+	PutRelease(ctx context.Context, jobToken, slug, tag string, req protocol.ReleaseRequest) (protocol.Release, error)
+	PutReleaseFile(ctx context.Context, jobToken, slug, tag, name, local string) (protocol.ReleaseFile, error)
+}
+
+// attachmentsImage reports whether a plugin image is cnbcool/attachments (any registry host of
+// CNB's, any tag), which the agent runs itself.
+func attachmentsImage(image string) bool {
+	name, _, _ := strings.Cut(image, "@")
+	if i := strings.LastIndex(name, ":"); i > strings.LastIndex(name, "/") {
+		name = name[:i]
+	}
+	name = strings.TrimPrefix(name, "docker.cnb.cool/")
+	return name == "cnbcool/attachments"
+}
+
+// gitRelease runs git:release.
+func (x *run) gitRelease(ctx context.Context, job protocol.Job, env map[string]string, jl *jobLog) jobResult {
+	return x.releaseTask(ctx, job, job.Options, env, jl, true)
+}
+
+// attachments runs the cnbcool/attachments plugin from its settings.
+func (x *run) attachments(ctx context.Context, job protocol.Job, env map[string]string, jl *jobLog) jobResult {
+	return x.releaseTask(ctx, job, job.Settings, env, jl, false)
+}
+
+func (x *run) releaseTask(ctx context.Context, job protocol.Job, raw map[string]any, env map[string]string, jl *jobLog, create bool) jobResult {
+	what := typeGitRelease
+	if !create {
+		what = "cnbcool/attachments"
+	}
+	fail := func(err error) jobResult {
+		if ctx.Err() != nil {
+			return x.interrupted(ctx)
+		}
+		jl.note("%s: %v", what, err)
+		return x.failure(job, what+": "+err.Error(), nil)
+	}
+	rl, ok := x.cfg.API.(Releaser)
+	if !ok {
+		return fail(errors.New("this agent cannot publish releases"))
+	}
+	opts := make(map[string]any, len(raw))
+	for k, v := range raw {
+		if len(job.RuntimeVars) > 0 {
+			v = expandAny(v, job.RuntimeVars, env)
+		}
+		opts[k] = v
+	}
+	str := func(k string) (string, error) { return optionString(opts[k]) }
+	tag, err := str("tag")
+	if err != nil {
+		return fail(fmt.Errorf("option tag: %w", err))
+	}
+	if tag = strings.TrimSpace(tag); tag == "" && env["CNB_IS_TAG"] == "true" {
+		tag = env["CNB_BRANCH"]
+	}
+	if tag == "" {
+		return fail(errors.New("no tag: set the option tag, or run it on a tag push"))
+	}
+	slug := env["CNB_REPO_SLUG"]
+	files, err := x.releaseFiles(opts["attachments"])
+	if err != nil {
+		return fail(err)
+	}
+	if create {
+		req, err := x.releaseRequest(opts, str, tag)
+		if err != nil {
+			return fail(err)
+		}
+		rel, err := rl.PutRelease(ctx, x.lease.JobToken, slug, tag, req)
+		if err != nil {
+			return fail(err)
+		}
+		jl.note("%s: release %s (%s) of %s", what, rel.Tag, rel.Title, slug)
+	} else if len(files) == 0 {
+		return fail(errors.New("the setting attachments names no file"))
+	}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		f, err := rl.PutReleaseFile(ctx, x.lease.JobToken, slug, tag, name, files[name])
+		if err != nil {
+			return fail(err)
+		}
+		jl.note("%s: %s: %d bytes, %s", what, name, f.Size, f.Digest)
+	}
+	code := exitSuccess
+	return jobResult{status: StatusSuccess, code: &code}
+}
+
+// releaseRequest reads git:release's options (CNB's names), the notes from descriptionFromFile
+// when description is empty.
+func (x *run) releaseRequest(opts map[string]any, str func(string) (string, error), tag string) (protocol.ReleaseRequest, error) {
+	var req protocol.ReleaseRequest
+	var err error
+	for _, k := range slices.Sorted(maps.Keys(opts)) {
+		switch k {
+		case "title":
+			req.Title, err = str(k)
+		case "description":
+			req.Notes, err = str(k)
+		case "preRelease":
+			req.PreRelease, err = optionBool(opts[k])
+		case "overlying":
+			req.Overlying, err = optionBool(opts[k])
+		case "latest":
+			var b bool
+			b, err = optionBool(opts[k])
+			req.Latest = &b
+		case "tag", "attachments", "descriptionFromFile":
+		default:
+			// Other CNB options are accepted and have no effect here.
+		}
+		if err != nil {
+			return req, fmt.Errorf("option %s: %w", k, err)
+		}
+	}
+	if from, err := str("descriptionFromFile"); err != nil {
+		return req, fmt.Errorf("option descriptionFromFile: %w", err)
+	} else if from != "" && strings.TrimSpace(req.Notes) == "" {
+		p, err := x.workspacePath(from)
+		if err != nil {
+			return req, err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return req, fmt.Errorf("descriptionFromFile: %w", err)
+		}
+		req.Notes = string(b)
+	}
+	if req.Title == "" {
+		req.Title = tag
+	}
+	return req, nil
+}
+
+// releaseFiles expands the attachments globs into base name → local path.
+func (x *run) releaseFiles(v any) (map[string]string, error) {
+	globs, err := optionStrings(v)
+	if err != nil {
+		return nil, fmt.Errorf("attachments: %w", err)
+	}
+	out := map[string]string{}
+	for _, g := range globs {
+		p, err := x.workspacePath(g)
+		if err != nil {
+			return nil, err
+		}
+		matches, err := filepath.Glob(p)
+		if err != nil {
+			return nil, fmt.Errorf("attachments: %q: %w", g, err)
+		}
+		n := 0
+		for _, m := range matches {
+			if st, err := os.Stat(m); err != nil || !st.Mode().IsRegular() {
+				continue
+			}
+			name := filepath.Base(m)
+			if prev, ok := out[name]; ok && prev != m {
+				return nil, fmt.Errorf("attachments: two files are named %s", name)
+			}
+			out[name] = m
+			n++
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("attachments: %q matches no file in the workspace", g)
+		}
+	}
+	return out, nil
+}
+
+// workspacePath maps a path a job names (relative to the workspace, or absolute under its mount
+// path inside containers) to the host path, refusing anything outside the workspace.
+func (x *run) workspacePath(p string) (string, error) {
+	clean := path.Clean(filepath.ToSlash(p))
+	if path.IsAbs(clean) {
+		mount := path.Clean(x.mount)
+		rel, ok := strings.CutPrefix(clean, mount+"/")
+		if !ok {
+			return "", fmt.Errorf("%s is outside the workspace (%s): files are read from the workspace", p, x.mount)
+		}
+		clean = rel
+	}
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("%s is outside the workspace", p)
+	}
+	return filepath.Join(x.ws, filepath.FromSlash(clean)), nil
+}

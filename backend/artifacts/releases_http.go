@@ -34,7 +34,7 @@ func (h *Handler) releaseRoutes(rs api.Routes) {
 
 // ReleaseJSON is a release as the API shows it; Files only in a release's own answer.
 type ReleaseJSON struct {
-	id         int64 // the cursor
+	id         int64         // the cursor
 	Tag        string        `json:"tag"`
 	Title      string        `json:"title"`
 	Notes      string        `json:"notes"`

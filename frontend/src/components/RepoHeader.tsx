@@ -29,6 +29,7 @@ export function RepoHeader({ org, repo }: { org: string; repo: string }) {
           Builds
         </NavLink>
         <NavLink to={`${base}/artifacts`}>Artifacts</NavLink>
+        <NavLink to={`${base}/releases`}>Releases</NavLink>
         {r.permission === 'admin' && <NavLink to={`${base}/settings`}>Settings</NavLink>}
       </nav>
     </div>

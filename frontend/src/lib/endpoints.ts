@@ -171,6 +171,12 @@ export const endpoints = {
       fileUrl: (org: string, repo: string, pkg: string, version: string, file: string) =>
         href('/repos/{org}/{repo}/artifacts/{package}/{version}/{file}', { org, repo, package: pkg, version, file }),
     },
+    releases: {
+      /** The latest 100 releases (one page). */
+      list: (org: string, repo: string) => call('get', '/repos/{org}/{repo}/releases', { org, repo }, undefined, { limit: 100 }),
+      get: (org: string, repo: string, tag: string) => call('get', '/repos/{org}/{repo}/releases/{tag}', { org, repo, tag }),
+      remove: (org: string, repo: string, tag: string) => call('delete', '/repos/{org}/{repo}/releases/{tag}', { org, repo, tag }),
+    },
   },
 
   billing: {

@@ -33,6 +33,7 @@ export type ArtifactPackage = S['ArtifactPackage']
 export type ArtifactFile = S['ArtifactFile']
 /** `build` is the build whose pipeline published it; null when a person did. */
 export type ArtifactVersion = S['ArtifactVersion']
+export type Release = S['Release']
 export type StorageUsage = S['StorageUsage']
 
 /** One page of a list: every `…List` schema of the document has this shape. */

@@ -3,6 +3,7 @@ import { useQuery } from '@tanstack/react-query'
 import { seg } from '../lib/api'
 import { endpoints } from '../lib/endpoints'
 import type { ArtifactVersion } from '../lib/types'
+import { FileTable } from '../components/FileTable'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, QueryView } from '../components/ui'
 import { ago, bytes, shortSha } from '../lib/format'
@@ -175,28 +176,7 @@ function Files({ org, repo, pkg, version, server }: { org: string; repo: string;
             — {v.file_count} file{v.file_count === 1 ? '' : 's'}, {bytes(v.size)}, produced by <Producer org={org} repo={repo} v={v} />
             {v.build && v.pushed_by && <> (run by {v.pushed_by})</>}, {ago(v.created_at)}
           </p>
-          <div className="tablewrap">
-            <table aria-label={`Files of ${pkg} ${v.version}`}>
-              <thead>
-                <tr>
-                  <th scope="col">File</th>
-                  <th scope="col">Size</th>
-                  <th scope="col">sha256</th>
-                </tr>
-              </thead>
-              <tbody>
-                {(v.files ?? []).map((f) => (
-                  <tr key={f.name} data-file={f.name}>
-                    <td>{f.name}</td>
-                    <td>{bytes(f.size)}</td>
-                    <td>
-                      <code title={f.digest}>{f.digest.replace(/^sha256:/, '').slice(0, 16)}…</code>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+          <FileTable label={`Files of ${pkg} ${v.version}`} files={v.files ?? []} />
           <div className="card" data-testid="download">
             <h2>Download</h2>
             <p className="muted">

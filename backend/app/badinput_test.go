@@ -412,6 +412,17 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "already revoked: a no-op", Path: mxAPriv + "/deploy-tokens/{id}", Want: 204},
 			{Name: "another repo's token", Path: mxAPub + "/deploy-tokens/{live}", Want: 404},
 		}},
+	{Method: "POST", Path: mxAPriv + "/buttons/press", JSON: true,
+		Valid: map[string]any{"button": "Run"},
+		Cases: []mxBad{
+			{Name: "no button", Body: map[string]any{}, Want: 422},
+			{Name: "no such button", Body: map[string]any{"button": "Nope"}, Want: 404},
+			{Name: "not one of the options", Body: map[string]any{"button": "Run", "inputs": map[string]string{"MODE": "slow"}}, Want: 422},
+			{Name: "an input the button lacks", Body: map[string]any{"button": "Run", "inputs": map[string]string{"OTHER": "x"}}, Want: 422},
+			{Name: "input as a number", Body: map[string]any{"button": "Run", "inputs": map[string]any{"MODE": 1}}, Want: 400},
+			{Name: "no such branch", Body: map[string]any{"button": "Run", "branch": "nope"}, Want: 422},
+			{Name: "unknown field", Body: map[string]any{"button": "Run", "input": map[string]string{}}, Want: 400},
+		}},
 	{Method: "POST", Path: mxAPriv + "/builds", JSON: true,
 		Valid: map[string]any{"branch": "main", "event": "web_trigger"},
 		Cases: []mxBad{

@@ -63,6 +63,15 @@ const (
 	mxStripeWebhookSecret = "whsec_matrix_secret"
 )
 
+// mxButtonsFile is the .cnb/web_trigger.yml pushed beside it: one button of the web_trigger
+// pipeline, with one input.
+const mxButtonsFile = `branch:
+  - buttons:
+      - name: Run
+        event: web_trigger
+        inputs: { MODE: { type: select, options: [fast, full], default: fast } }
+`
+
 // mxConfigFile is the .cnb.yml pushed to both repos of A: a push pipeline (so the push makes
 // build #1), a web_trigger pipeline (so manual triggers succeed) and a workspace (so opening
 // workspaces succeeds).
@@ -683,9 +692,15 @@ func (w *mxWorld) gitPush(slug, token, msg string) {
 	if err := os.WriteFile(filepath.Join(dir, ".cnb.yml"), []byte(mxConfigFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(dir, ".cnb"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ".cnb", "web_trigger.yml"), []byte(mxButtonsFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"init", "-q", "-b", "main"},
-		{"add", ".cnb.yml"},
+		{"add", ".cnb.yml", ".cnb/web_trigger.yml"},
 		{"commit", "-q", "-m", msg},
 		{"tag", "-a", "v1", "-m", "v1"}, // releases belong to tags
 		{"push", "-q", u.String(), "main", "refs/tags/v1"},

@@ -62,6 +62,52 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/repos/:org/:repo/builds/:number/cancel", h.cancel)
 	rs.POST("/repos/:org/:repo/builds/:number/rerun", h.rerun)
 	rs.GET("/repos/:org/:repo/schedules", h.schedules)
+	rs.GET("/repos/:org/:repo/buttons", h.buttons)
+	rs.POST("/repos/:org/:repo/buttons/press", h.press)
+}
+
+// buttons is GET …/buttons?branch=: the .cnb/web_trigger.yml buttons of a branch (buttons.go).
+func (h *Handler) buttons(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Read)
+	if err != nil {
+		return err
+	}
+	branch := c.Query("branch")
+	if branch == "" {
+		branch = a.Repo.DefaultBranch
+	}
+	bs, err := h.svc.Buttons(c.Request.Context(), a, auth.From(c).User, branch)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, gin.H{"branch": branch, "buttons": bs})
+}
+
+// press is POST …/buttons/press {branch, button, inputs}: the button's build (201).
+func (h *Handler) press(c *gin.Context) error {
+	if auth.From(c).Kind == auth.KindJob {
+		return api.Forbidden("a pipeline's job token cannot start builds")
+	}
+	a, err := repo.Load(c, h.repos, repo.Write)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Branch string            `json:"branch"`
+		Button string            `json:"button"`
+		Inputs map[string]string `json:"inputs"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	if req.Button == "" {
+		return api.Invalid("button", "name the button to press")
+	}
+	b, err := h.svc.Press(c.Request.Context(), a, auth.From(c).User, req.Branch, req.Button, req.Inputs)
+	if err != nil {
+		return err
+	}
+	return h.created(c, b)
 }
 
 // JobJSON, StageJSON, PipelineJSON and JSON are the build tree as the API shows it.

@@ -715,6 +715,42 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/buttons": {
+    /**
+     * The custom buttons of a branch
+     * @description The buttons `.cnb/web_trigger.yml` of the default branch declares for `branch` (the
+     * default branch when absent): the entries whose `reg` matches it. Each says whether the
+     * caller may press it (`allowed`, else `why`): repo write access always, then its
+     * `permissions` (CNB roles: `master` is admin; `users` by username). No file is no
+     * buttons; a file that does not parse is a 422 naming its line. Read access; token scope
+     * `repo:read`.
+     */
+    get: operations["listButtons"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/buttons/press": {
+    /**
+     * Press a custom button
+     * @description Fires the button's `web_trigger*` event on `branch` (default: the default branch) with
+     * its fixed `env` and the `inputs` as env variables (a missing input takes its default; a
+     * `select` with `multiple` joins values with `;`; a `switch` is `true` or `false`). An
+     * input that is required and empty, not one of its options, or unknown to the button is a
+     * 422. Answers the build like `POST …/builds`. Write access and the button's
+     * permissions; token scope `repo:write`; never a job token.
+     */
+    post: operations["pressButton"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/releases": {
     /**
      * The repo's releases
@@ -1914,6 +1950,33 @@ export interface components {
       /** Format: date-time */
       created_at: string;
       files?: components["schemas"]["ArtifactFile"][];
+    };
+    /** @description A button of `.cnb/web_trigger.yml`. */
+    Button: {
+      name: string;
+      description: string;
+      event: string;
+      open_workspace: boolean;
+      /** @description Whether the caller may press it. */
+      allowed: boolean;
+      /** @description Why not */
+      why?: string;
+      inputs: ({
+          /** @description The env variable it sets. */
+          key: string;
+          name: string;
+          description: string;
+          /** @enum {string} */
+          type: "input" | "textarea" | "select" | "switch" | "radio";
+          required: boolean;
+          default: string;
+          multiple: boolean;
+          options: {
+              name: string;
+              value: string;
+              description: string;
+            }[];
+        })[];
     };
     /** @description A release; `files` only in a release's own answer. */
     Release: {
@@ -4772,6 +4835,86 @@ export interface operations {
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The custom buttons of a branch
+   * @description The buttons `.cnb/web_trigger.yml` of the default branch declares for `branch` (the
+   * default branch when absent): the entries whose `reg` matches it. Each says whether the
+   * caller may press it (`allowed`, else `why`): repo write access always, then its
+   * `permissions` (CNB roles: `master` is admin; `users` by username). No file is no
+   * buttons; a file that does not parse is a 422 naming its line. Read access; token scope
+   * `repo:read`.
+   */
+  listButtons: {
+    parameters: {
+      query?: {
+        branch?: string;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description The buttons. */
+      200: {
+        content: {
+          "application/json": {
+            branch: string;
+            buttons: components["schemas"]["Button"][];
+          };
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Press a custom button
+   * @description Fires the button's `web_trigger*` event on `branch` (default: the default branch) with
+   * its fixed `env` and the `inputs` as env variables (a missing input takes its default; a
+   * `select` with `multiple` joins values with `;`; a `switch` is `true` or `false`). An
+   * input that is required and empty, not one of its options, or unknown to the button is a
+   * 422. Answers the build like `POST …/builds`. Write access and the button's
+   * permissions; token scope `repo:write`; never a job token.
+   */
+  pressButton: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description The button's name. */
+          button: string;
+          branch?: string;
+          inputs?: {
+            [key: string]: string;
+          };
+        };
+      };
+    };
+    responses: {
+      /** @description The build. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["Build"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
   };

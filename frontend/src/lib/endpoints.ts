@@ -171,6 +171,11 @@ export const endpoints = {
       fileUrl: (org: string, repo: string, pkg: string, version: string, file: string) =>
         href('/repos/{org}/{repo}/artifacts/{package}/{version}/{file}', { org, repo, package: pkg, version, file }),
     },
+    buttons: {
+      /** The .cnb/web_trigger.yml buttons of a branch. */
+      list: (org: string, repo: string, branch: string) => call('get', '/repos/{org}/{repo}/buttons', { org, repo }, undefined, { branch }),
+      press: (org: string, repo: string, body: RequestBody<'/repos/{org}/{repo}/buttons/press', 'post'>) => call('post', '/repos/{org}/{repo}/buttons/press', { org, repo }, body),
+    },
     releases: {
       /** The latest 100 releases (one page). */
       list: (org: string, repo: string) => call('get', '/repos/{org}/{repo}/releases', { org, repo }, undefined, { limit: 100 }),

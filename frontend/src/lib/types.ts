@@ -34,6 +34,7 @@ export type ArtifactFile = S['ArtifactFile']
 /** `build` is the build whose pipeline published it; null when a person did. */
 export type ArtifactVersion = S['ArtifactVersion']
 export type Release = S['Release']
+export type Button = S['Button']
 export type StorageUsage = S['StorageUsage']
 
 /** One page of a list: every `…List` schema of the document has this shape. */

@@ -3,6 +3,7 @@ import { Link, useNavigate, useParams } from 'react-router'
 import { useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
 import { isFinal, type Build } from '../lib/types'
+import { Buttons } from '../components/Buttons'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, Field, FormError, QueryView, StatusBadge, useSubmit } from '../components/ui'
 import { ago, branchOf, shortSha, span } from '../lib/format'
@@ -179,6 +180,7 @@ export default function Repo() {
           {r.data.permission !== 'read' && !r.data.archived && <OpenWorkspace org={r.data.org} repo={r.data.name} branch={r.data.default_branch} />}
         </div>
       )}
+      {r.data && r.data.permission !== 'read' && !r.data.archived && <Buttons org={r.data.org} repo={r.data.name} branch={r.data.default_branch} />}
       <h2>Builds</h2>
       <QueryView q={builds} what="Loading builds">
         {(page) =>

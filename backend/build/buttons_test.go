@@ -101,9 +101,9 @@ func TestButtons(t *testing.T) {
 			inputs map[string]string
 			want   int
 		}{
-			{f.access, "Deploy", map[string]string{}, 422},                          // REGION is required
-			{f.access, "Deploy", map[string]string{"REGION": "us"}, 422},            // not an option
-			{f.access, "Deploy", map[string]string{"REGION": "eu", "X": "1"}, 422},  // no such input
+			{f.access, "Deploy", map[string]string{}, 422},                         // REGION is required
+			{f.access, "Deploy", map[string]string{"REGION": "us"}, 422},           // not an option
+			{f.access, "Deploy", map[string]string{"REGION": "eu", "X": "1"}, 422}, // no such input
 			{f.access, "Deploy", map[string]string{"REGION": "eu", "DRY_RUN": "maybe"}, 422},
 			{f.access, "Deploy", map[string]string{"REGION": "eu", "ZONES": "a;z"}, 422},
 			{f.access, "Nope", nil, 404},

@@ -182,3 +182,29 @@ func fileSHA256(p string) (string, int64, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
+
+// StartBuild asks for a build a pipeline starts (protocol/builds.go).
+func (c *Client) StartBuild(ctx context.Context, leaseID string, req protocol.StartBuildRequest) (protocol.ChildBuild, error) {
+	var out protocol.ChildBuild
+	path, err := leasePath(leaseID, protocol.PathBuildsSuffix)
+	if err != nil {
+		return out, err
+	}
+	if _, err := c.postJSON(ctx, path, req, &out); err != nil {
+		return out, fmt.Errorf("start a build: %w", err)
+	}
+	return out, nil
+}
+
+// ChildBuild reads how a build the pipeline started stands.
+func (c *Client) ChildBuild(ctx context.Context, leaseID string, ref protocol.ChildBuildRef) (protocol.ChildBuild, error) {
+	var out protocol.ChildBuild
+	path, err := leasePath(leaseID, protocol.PathBuildStatusSuffix)
+	if err != nil {
+		return out, err
+	}
+	if _, err := c.postJSON(ctx, path, ref, &out); err != nil {
+		return out, fmt.Errorf("build %s#%d: %w", ref.Slug, ref.Number, err)
+	}
+	return out, nil
+}

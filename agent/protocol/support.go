@@ -42,4 +42,6 @@ func Blockers(p Plan) []string {
 }
 
 // AgentBuiltins are the built-in task types (type: …) the agent runs itself.
-func AgentBuiltins() []string { return []string{"docker:cache", "git:release", "vscode:go"} }
+func AgentBuiltins() []string {
+	return []string{"cnb:apply", "cnb:trigger", "docker:cache", "git:release", "vscode:go"}
+}

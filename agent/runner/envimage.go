@@ -205,6 +205,10 @@ func (x *run) builtin(typ string) builtinFunc {
 		return x.vscodeGo
 	case typeGitRelease:
 		return x.gitRelease
+	case "cnb:apply":
+		return x.cnbApply
+	case "cnb:trigger":
+		return x.cnbTrigger
 	}
 	return nil
 }

@@ -170,6 +170,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	a.Scheduler = scheduler.NewService(a.DB, intake, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
 		WorkspaceEnv: workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}.Env,
+		ResolveToken: a.Auth.PrincipalForToken,
 	})
 	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Builds.ResolveJobToken)
 

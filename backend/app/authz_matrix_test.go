@@ -420,6 +420,12 @@ var mxMatrix = []mxRow{
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/locks").
 		note("another agent's lease").body(map[string]string{"key": "matrix", "scope": `stage "s"`}).
 		agent(409).prep(mxOtherAgentsLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/builds").
+		note("another agent's lease").body(map[string]string{"kind": "apply", "event": "api_trigger"}).
+		agent(409).prep(mxOtherAgentsLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/builds/status").
+		note("a build the pipeline did not start").body(map[string]any{"slug": mxOrgA + "/" + mxPrivA, "number": 1}).
+		agent(404).prep(mxOwnLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/locks/release").
 		body(map[string]string{"key": "matrix", "scope": `stage "s"`}).agent(204).prep(mxOwnLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").

@@ -532,6 +532,25 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 		Cases: []mxBad{
 			{Name: "no such release", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v9", Want: 404},
 		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/builds", JSON: true, As: "agent-token",
+		Valid: map[string]any{"kind": "trigger", "slug": "nobody/nothing", "token": "nbp_nope", "event": "api_trigger"},
+		Cases: []mxBad{
+			{Name: "unknown kind", Body: map[string]any{"kind": "fork", "event": "api_trigger"}, Want: 422},
+			{Name: "apply of a push event", Body: map[string]any{"kind": "apply", "event": "push"}, Want: 422},
+			{Name: "apply of an event the file lacks", Body: map[string]any{"kind": "apply", "event": "api_trigger_nope"}, Want: 422},
+			{Name: "apply from a broken config", Body: map[string]any{"kind": "apply", "event": "api_trigger", "config": "main: [unclosed"}, Want: 422},
+			{Name: "trigger without a token", Body: map[string]any{"kind": "trigger", "slug": "a/b", "event": "api_trigger"}, Want: 422},
+			{Name: "trigger with a bad token", Body: map[string]any{"kind": "trigger", "slug": "a/b", "token": "nbp_nope", "event": "api_trigger"}, Want: 403},
+			{Name: "env of a built-in", Body: map[string]any{"kind": "apply", "event": "api_trigger", "env": map[string]string{"CNB_BRANCH": "x"}}, Want: 422},
+			{Name: "event as a number", Body: map[string]any{"kind": "apply", "event": 1}, Want: 400},
+			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/builds", Body: map[string]any{"kind": "apply", "event": "api_trigger"}, Want: 409},
+		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/builds/status", JSON: true, As: "agent-token",
+		Valid: map[string]any{"slug": "acme/alpha-weights", "number": 1},
+		Cases: []mxBad{
+			{Name: "not a child", Body: map[string]any{"slug": "acme/alpha-weights", "number": 1}, Want: 404},
+			{Name: "number as a string", Body: map[string]any{"slug": "a/b", "number": "1"}, Want: 400},
+		}},
 	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/locks", JSON: true, As: "agent-token",
 		Valid: map[string]any{"key": "k", "scope": `stage "s"`},
 		Cases: []mxBad{

@@ -106,6 +106,12 @@ func (s *Service) Authenticate(ctx context.Context, r *http.Request) (*Principal
 	return &a, nil
 }
 
+// PrincipalForToken resolves a bearer token that did not come in a request's header (the token
+// of a cnb:trigger task).
+func (s *Service) PrincipalForToken(ctx context.Context, token string) (*Principal, error) {
+	return s.principalForToken(ctx, token)
+}
+
 // AuthenticateBasic resolves HTTP Basic credentials for git and the registry: the password may
 // be the account's password (subject to the login rate limit) or any token.
 func (s *Service) AuthenticateBasic(ctx context.Context, username, password, ip string) (*Principal, error) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -179,6 +180,18 @@ type JSON struct {
 	FinishedAt    *time.Time     `json:"finished_at"`
 	Pipelines     []PipelineJSON `json:"pipelines"`
 	Error         *ErrorJSON     `json:"error,omitempty"`
+	// Parent is the build whose pipeline started this one (cnb:apply, cnb:trigger); Children
+	// the builds this one's pipelines started. Only in a build's own answer.
+	Parent   *BuildLinkJSON  `json:"parent,omitempty"`
+	Children []BuildLinkJSON `json:"children,omitempty"`
+}
+
+// BuildLinkJSON names a build of any repo.
+type BuildLinkJSON struct {
+	Repo     string `json:"repo"` // org/repo
+	Number   int64  `json:"number"`
+	Status   string `json:"status"`
+	Pipeline int64  `json:"pipeline_id"` // the parent's pipeline that started the child
 }
 
 func (h *Handler) list(c *gin.Context) error {
@@ -408,7 +421,7 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 	if h.why != nil {
 		var queued []Pipeline
 		for _, p := range ps {
-			if p.Status == StatusQueued && p.Reason == "" {
+			if p.Status == StatusQueued && (p.Reason == "" || strings.HasPrefix(p.Reason, ReasonLockWaitPrefix)) {
 				queued = append(queued, p)
 			}
 		}
@@ -461,6 +474,11 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 		}
 		if b.ErrorMessage != "" {
 			j.Error = &ErrorJSON{Message: b.ErrorMessage, File: b.ErrorFile, Line: b.ErrorLine, Column: b.ErrorColumn}
+		}
+		if deep {
+			if err := h.svc.links(ctx, &b, &j); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, j)
 	}

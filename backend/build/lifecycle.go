@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"time"
@@ -46,6 +47,10 @@ type Lifecycle interface {
 	Drop(ctx context.Context, pipelineID int64, status, reason string) (bool, error)
 	// QueuedPipeline returns a queued pipeline with its plan, or nil when it is not queued.
 	QueuedPipeline(ctx context.Context, pipelineID int64) (*Pipeline, error)
+	// StartChild creates a build a running pipeline starts (cnb:apply, cnb:trigger), linked to it;
+	// Child reads one it started.
+	StartChild(ctx context.Context, parent *Pipeline, rq ChildRequest) (*Build, error)
+	Child(ctx context.Context, parent *Pipeline, slug string, number int64) (*ChildState, error)
 	// Renew extends the agent's lease until the given time and returns its pipeline, whose
 	// CancelRequested and Reason say whether it must stop.
 	Renew(ctx context.Context, agentID, leaseID string, until time.Time) (*Pipeline, error)
@@ -354,8 +359,16 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 			if err := tx.Where("id = ? AND pipeline_id = ?", ev.JobID, p.ID).Take(&j).Error; err != nil {
 				return api.NotFound("job %d is not part of this pipeline", ev.JobID)
 			}
+			set := map[string]any{"status": ev.Status, "exit_code": ev.ExitCode, "finished_at": now}
+			if len(ev.Exports) > 0 {
+				raw, err := json.Marshal(ev.Exports)
+				if err != nil {
+					return err
+				}
+				set["exports"] = string(raw)
+			}
 			if err := tx.Model(&Job{}).Where("id = ? AND status IN ?", j.ID, []string{StatusQueued, StatusRunning}).
-				Updates(map[string]any{"status": ev.Status, "exit_code": ev.ExitCode, "finished_at": now}).Error; err != nil {
+				Updates(set).Error; err != nil {
 				return err
 			}
 			finishedJob = j.ID

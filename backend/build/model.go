@@ -32,6 +32,9 @@ const (
 	ReasonCancelled           = "cancelled"
 	ReasonInsufficientBalance = "insufficient_balance"
 	ReasonSpendingCap         = "spending_cap_reached"
+	// ReasonLockWaitPrefix starts the reason of a queued pipeline that waits for its lock
+	// (package scheduler); the build page asks the scheduler for its current holder.
+	ReasonLockWaitPrefix = "waiting for lock "
 )
 
 // Stage kinds: failStages run when the normal flow failed, endStages always (see the Plan).
@@ -60,6 +63,9 @@ type Build struct {
 	UpdatedAt     time.Time `gorm:"not null"`
 	StartedAt     *time.Time
 	FinishedAt    *time.Time
+	// A build a pipeline started (cnb:apply, cnb:trigger) names that build and pipeline.
+	ParentBuildID    *int64
+	ParentPipelineID *int64
 }
 
 // Pipeline is the unit that is queued and leased: one agent runs all its stages on one node.
@@ -128,6 +134,7 @@ type Job struct {
 	ExitCode   *int
 	StartedAt  *time.Time
 	FinishedAt *time.Time
+	Exports    string `gorm:"not null"` // the job's exports as JSON (masked by the agent); "" when none
 }
 
 // Schedule is a cron entry of a branch's .cnb.yml, registered on push. It runs as the user who

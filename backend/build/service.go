@@ -133,6 +133,11 @@ func (s *Service) compile(rd *git.Reader, commit string) (*compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s at %s: %w", ConfigFile, commit, err)
 	}
+	return s.compileSource(rd, commit, src)
+}
+
+// compileSource parses src as the commit's .cnb.yml (its includes still come from the commit).
+func (s *Service) compileSource(rd *git.Reader, commit string, src []byte) (*compiled, error) {
 	info, err := rd.Commit(commit)
 	if err != nil {
 		return nil, err
@@ -158,6 +163,7 @@ type request struct {
 	before   string
 	trigger  spec.Trigger // Event, Branch/Tag, Changed, IsNewBranch filled by the caller
 	extraEnv map[string]string
+	config   []byte // a .cnb.yml to plan instead of the commit's (cnb:apply's config)
 }
 
 // create plans the compiled file for one event and stores the build. It returns nil and no

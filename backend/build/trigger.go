@@ -158,11 +158,138 @@ func (s *Service) createAt(ctx context.Context, r *repo.Repo, branch string, rq 
 	if err != nil {
 		return nil, err
 	}
-	c, err := s.compile(rd, commit)
+	var c *compiled
+	if rq.config != nil {
+		c, err = s.compileSource(rd, commit, rq.config)
+		if err == nil && c.broken() {
+			// A config the task gave is its input: refused, not a failed build.
+			d := c.cfg.Diagnostics().Filter(spec.SeverityError)[0]
+			return nil, api.Invalid("config", "config:%d:%d: %s", d.Pos.Line, d.Pos.Column, d.Message)
+		}
+	} else {
+		c, err = s.compile(rd, commit)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return s.create(ctx, c, rq)
+}
+
+// ChildRequest is a build a running pipeline starts: cnb:apply in its own repo, cnb:trigger in
+// another one (the scheduler authorizes Access with the token the task names).
+type ChildRequest struct {
+	Access        *repo.Access
+	UserID        *int64 // who it runs as
+	Branch, Event string
+	Env           map[string]string // the task's env and the APPLY_TRIGGER_* / API_TRIGGER_* variables
+	Config        []byte            // a .cnb.yml to plan instead of the branch's (cnb:apply); nil: the branch's
+	// OriginPrefix ("APPLY_TRIGGER_", "API_TRIGGER_") gets USER: the username the parent runs as.
+	OriginPrefix string
+}
+
+// MaxChildDepth bounds chains of builds that start builds, so a pipeline that applies itself
+// stops.
+const MaxChildDepth = 5
+
+// StartChild creates the build a running pipeline asks for and links it to that pipeline and
+// its build.
+func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequest) (*Build, error) {
+	depth := 0
+	for id := parent.BuildID; ; depth++ {
+		if depth >= MaxChildDepth {
+			return nil, api.Conflict("builds started by pipelines nest at most %d deep", MaxChildDepth)
+		}
+		var b Build
+		if err := s.db.WithContext(ctx).Select("id, parent_build_id").Take(&b, id).Error; err != nil {
+			return nil, err
+		}
+		if b.ParentBuildID == nil {
+			break
+		}
+		id = *b.ParentBuildID
+	}
+	if !strings.HasPrefix(rq.Event, spec.EventAPITrigger) || !isManualEvent(rq.Event) {
+		return nil, api.Invalid("event", "a build a pipeline starts has an api_trigger or api_trigger_* event, not %q", rq.Event)
+	}
+	branch := rq.Branch
+	if branch == "" {
+		branch = rq.Access.Repo.DefaultBranch
+	}
+	for k := range rq.Env {
+		if !envNameOK(k) || strings.HasPrefix(strings.ToUpper(k), "CNB_") {
+			return nil, api.Invalid("env", "%q cannot be set", k)
+		}
+	}
+	if rq.Access.Repo.Archived {
+		return nil, api.Conflict("%s/%s is archived", rq.Access.Org.Name, rq.Access.Repo.Name)
+	}
+	if rq.OriginPrefix != "" {
+		var pb Build
+		if err := s.db.WithContext(ctx).Select("id, triggered_by").Take(&pb, parent.BuildID).Error; err != nil {
+			return nil, err
+		}
+		if pb.TriggeredBy != nil {
+			if u, err := s.users.UserByID(ctx, *pb.TriggeredBy); err == nil {
+				rq.Env[rq.OriginPrefix+"USER"] = u.Username
+			}
+		}
+	}
+	var user *auth.User
+	if rq.UserID != nil {
+		u, err := s.users.UserByID(ctx, *rq.UserID)
+		if err != nil {
+			return nil, err
+		}
+		user = u
+	}
+	b, err := s.createAt(ctx, rq.Access.Repo, branch, request{repo: rq.Access.Repo, org: rq.Access.Org, user: user, event: rq.Event,
+		branch: branch, trigger: spec.Trigger{Event: rq.Event, Branch: branch}, extraEnv: rq.Env, config: rq.Config})
+	if errors.Is(err, git.ErrUnknownRevision) || errors.Is(err, git.ErrInvalid) {
+		return nil, api.Invalid("branch", "branch %q does not exist", branch)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		return nil, api.Invalid("event", "the .cnb.yml of %s declares no pipeline for %s", branch, rq.Event)
+	}
+	if err := s.db.WithContext(ctx).Model(&Build{}).Where("id = ?", b.ID).
+		Updates(map[string]any{"parent_build_id": parent.BuildID, "parent_pipeline_id": parent.ID}).Error; err != nil {
+		return nil, err
+	}
+	b.ParentBuildID, b.ParentPipelineID = &parent.BuildID, &parent.ID
+	return b, nil
+}
+
+// ChildState is how a build a pipeline started stands.
+type ChildState struct {
+	Build *Build
+	Slug  string
+	// LastJobExports are the exports of the child's job that finished last.
+	LastJobExports map[string]string
+}
+
+// Child returns build number of the repo slug ("org/repo") if the pipeline's build started it
+// (404 for any other).
+func (s *Service) Child(ctx context.Context, parent *Pipeline, slug string, number int64) (*ChildState, error) {
+	orgName, repoName, _ := strings.Cut(slug, "/")
+	var b Build
+	err := s.db.WithContext(ctx).Table("builds b").Select("b.*").Joins("JOIN repos r ON r.id = b.repo_id").Joins("JOIN orgs o ON o.id = r.org_id").
+		Where("o.name = ? AND r.name = ? AND b.number = ? AND b.parent_build_id = ?", orgName, repoName, number, parent.BuildID).Take(&b).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, api.NotFound("build %s#%d was not started by this pipeline's build", slug, number)
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := &ChildState{Build: &b, Slug: slug, LastJobExports: map[string]string{}}
+	var j Job
+	err = s.db.WithContext(ctx).Table("jobs j").Select("j.*").Joins("JOIN pipelines p ON p.id = j.pipeline_id").
+		Where("p.build_id = ? AND j.finished_at IS NOT NULL", b.ID).Order("j.finished_at DESC, j.id DESC").Limit(1).Take(&j).Error
+	if err == nil && j.Exports != "" {
+		json.Unmarshal([]byte(j.Exports), &st.LastJobExports)
+	}
+	return st, nil
 }
 
 // Manual starts a build of a web_trigger*/api_trigger* event on a branch's head with extra env.
@@ -371,4 +498,37 @@ func (s *Service) Rerun(ctx context.Context, a *repo.Access, user *auth.User, or
 		b.TriggeredBy = &id
 	}
 	return b, s.store(ctx, b, a.Org.ID, plans)
+}
+
+// links fills a build's parent and children.
+func (s *Service) links(ctx context.Context, b *Build, j *JSON) error {
+	link := func(x Build, pipeline int64) (BuildLinkJSON, error) {
+		r, o, err := s.repos.ByID(ctx, x.RepoID)
+		if err != nil {
+			return BuildLinkJSON{}, err
+		}
+		return BuildLinkJSON{Repo: o.Name + "/" + r.Name, Number: x.Number, Status: x.Status, Pipeline: pipeline}, nil
+	}
+	if b.ParentBuildID != nil {
+		var parent Build
+		if err := s.db.WithContext(ctx).Take(&parent, *b.ParentBuildID).Error; err == nil {
+			l, err := link(parent, *b.ParentPipelineID)
+			if err != nil {
+				return err
+			}
+			j.Parent = &l
+		}
+	}
+	var kids []Build
+	if err := s.db.WithContext(ctx).Where("parent_build_id = ?", b.ID).Order("id").Limit(100).Find(&kids).Error; err != nil {
+		return err
+	}
+	for _, k := range kids {
+		l, err := link(k, *k.ParentPipelineID)
+		if err != nil {
+			return err
+		}
+		j.Children = append(j.Children, l)
+	}
+	return nil
 }

@@ -47,6 +47,8 @@ func (h *Handler) Routes(root *gin.Engine, v1 *gin.RouterGroup) {
 	agentAPI.POST("/leases/:lease/"+protocol.PathImportsSuffix, h.authAgent, h.importFile)
 	agentAPI.POST("/leases/:lease/"+protocol.PathLocksSuffix, h.authAgent, h.lock)
 	agentAPI.POST("/leases/:lease/"+protocol.PathLocksReleaseSuffix, h.authAgent, h.unlock)
+	agentAPI.POST("/leases/:lease/"+protocol.PathBuildsSuffix, h.authAgent, h.startBuild)
+	agentAPI.POST("/leases/:lease/"+protocol.PathBuildStatusSuffix, h.authAgent, h.childBuild)
 	agentAPI.POST("/control", h.authAgent, h.control)
 	agentAPI.POST("/deregister", h.authAgent, h.deregister)
 
@@ -209,6 +211,30 @@ func (h *Handler) unlock(c *gin.Context) error {
 		return err
 	}
 	return api.NoContent(c)
+}
+
+func (h *Handler) startBuild(c *gin.Context) error {
+	var req protocol.StartBuildRequest
+	if err := api.BindLenient(c, &req); err != nil {
+		return err
+	}
+	out, err := h.svc.StartBuild(c.Request.Context(), agentOf(c), c.Param("lease"), req)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusCreated, out)
+}
+
+func (h *Handler) childBuild(c *gin.Context) error {
+	var ref protocol.ChildBuildRef
+	if err := api.BindLenient(c, &ref); err != nil {
+		return err
+	}
+	out, err := h.svc.ChildBuild(c.Request.Context(), agentOf(c), c.Param("lease"), ref)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, out)
 }
 
 func (h *Handler) finish(c *gin.Context) error {

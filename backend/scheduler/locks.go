@@ -289,7 +289,7 @@ func (l *Locks) WaitLists(ctx context.Context) ([]lockRef, error) {
 }
 
 // lockWaitPrefix starts the reason of a parked pipeline: `waiting for lock "key" held by …`.
-const lockWaitPrefix = "waiting for lock "
+const lockWaitPrefix = build.ReasonLockWaitPrefix
 
 // lockWaitReason is a parked pipeline's reason as it stands now: its lock's current holder (the
 // stored reason names the holder it first met).

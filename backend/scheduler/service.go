@@ -9,6 +9,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
@@ -39,6 +40,9 @@ type Config struct {
 	// WorkspaceEnv is what a workspace pipeline's lease adds to its built-in variables
 	// (CNB_VSCODE_WEB_URL, CNB_VSCODE_PROXY_URI: package workspace); nil adds nothing.
 	WorkspaceEnv func(org, repo string, pipelineID int64) map[string]string
+	// ResolveToken resolves the token a cnb:trigger task names (auth.Service.PrincipalForToken);
+	// nil refuses every cnb:trigger.
+	ResolveToken func(ctx context.Context, token string) (*auth.Principal, error)
 }
 
 // LogSink stores job logs (package logs).

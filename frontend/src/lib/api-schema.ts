@@ -1193,6 +1193,40 @@ export interface paths {
       };
     };
   };
+  "/agent/leases/{lease}/builds": {
+    /**
+     * Start a build for a job of the lease's pipeline (cnb:apply, cnb:trigger)
+     * @description `{kind, event, branch, env, config}` for `apply`: a build of the pipeline's own repo as
+     * the user the pipeline runs as, from the events CNB allows (`push`, `tag_push`,
+     * `web_trigger*`, `api_trigger*`, `crontab`, …; 403 otherwise), optionally from the
+     * `.cnb.yml` text in `config`. `{kind: trigger, slug, token, event, branch, env}`: a build of
+     * `slug` with a person's token that may write to it (403 for a job token or a bad one;
+     * 404 for a repo it cannot see). The event is `api_trigger` or `api_trigger_…`. The child
+     * gets `APPLY_TRIGGER_*` / `API_TRIGGER_*` variables naming its origin and links to the
+     * pipeline and build that started it; chains nest at most 5 deep (409). Answers
+     * `{slug, number, url, status, finished}`. Needs the agent token of the lease's agent.
+     */
+    post: operations["agentStartBuild"];
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+  };
+  "/agent/leases/{lease}/builds/status": {
+    /**
+     * How a build the lease's pipeline started stands
+     * @description `{slug, number}` of a build this pipeline's build started (404 for any other). Answers
+     * `{slug, number, url, status, finished, lastJobExports}`: the exports of its job that
+     * finished last. Needs the agent token of the lease's agent.
+     */
+    post: operations["agentChildBuild"];
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+  };
   "/agent/leases/{lease}/locks": {
     /**
      * Take a stage's or job's lock for the lease's pipeline
@@ -1908,6 +1942,10 @@ export interface components {
       finished_at: string | null;
       pipelines: components["schemas"]["Pipeline"][];
       error?: components["schemas"]["BuildError"];
+      /** @description The build whose pipeline started this one (cnb:apply, cnb:trigger); a single build only. */
+      parent?: components["schemas"]["BuildLink"];
+      /** @description The builds this one's pipelines started; a single build only. */
+      children?: components["schemas"]["BuildLink"][];
     };
     /** @description A published file. */
     ArtifactFile: {
@@ -1950,6 +1988,29 @@ export interface components {
       /** Format: date-time */
       created_at: string;
       files?: components["schemas"]["ArtifactFile"][];
+    };
+    ChildBuild: {
+      slug: string;
+      /** Format: int64 */
+      number: number;
+      url: string;
+      status: string;
+      finished: boolean;
+      lastJobExports?: {
+        [key: string]: string;
+      };
+    };
+    BuildLink: {
+      /** @description org/repo */
+      repo: string;
+      /** Format: int64 */
+      number: number;
+      status: string;
+      /**
+       * Format: int64
+       * @description The parent's pipeline that started the child.
+       */
+      pipeline_id: number;
     };
     /** @description A button of `.cnb/web_trigger.yml`. */
     Button: {
@@ -5878,6 +5939,93 @@ export interface operations {
       400: components["responses"]["BadRequest"];
       401: components["responses"]["AgentUnauthenticated"];
       403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["LeaseLost"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Start a build for a job of the lease's pipeline (cnb:apply, cnb:trigger)
+   * @description `{kind, event, branch, env, config}` for `apply`: a build of the pipeline's own repo as
+   * the user the pipeline runs as, from the events CNB allows (`push`, `tag_push`,
+   * `web_trigger*`, `api_trigger*`, `crontab`, …; 403 otherwise), optionally from the
+   * `.cnb.yml` text in `config`. `{kind: trigger, slug, token, event, branch, env}`: a build of
+   * `slug` with a person's token that may write to it (403 for a job token or a bad one;
+   * 404 for a repo it cannot see). The event is `api_trigger` or `api_trigger_…`. The child
+   * gets `APPLY_TRIGGER_*` / `API_TRIGGER_*` variables naming its origin and links to the
+   * pipeline and build that started it; chains nest at most 5 deep (409). Answers
+   * `{slug, number, url, status, finished}`. Needs the agent token of the lease's agent.
+   */
+  agentStartBuild: {
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @enum {string} */
+          kind: "apply" | "trigger";
+          slug?: string;
+          token?: string;
+          event?: string;
+          branch?: string;
+          env?: {
+            [key: string]: string;
+          };
+          config?: string;
+          [key: string]: unknown;
+        };
+      };
+    };
+    responses: {
+      /** @description The build. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["ChildBuild"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["AgentUnauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["LeaseLost"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * How a build the lease's pipeline started stands
+   * @description `{slug, number}` of a build this pipeline's build started (404 for any other). Answers
+   * `{slug, number, url, status, finished, lastJobExports}`: the exports of its job that
+   * finished last. Needs the agent token of the lease's agent.
+   */
+  agentChildBuild: {
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          slug: string;
+          /** Format: int64 */
+          number: number;
+          [key: string]: unknown;
+        };
+      };
+    };
+    responses: {
+      /** @description The build. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ChildBuild"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["AgentUnauthenticated"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["LeaseLost"];
       default: components["responses"]["Error"];

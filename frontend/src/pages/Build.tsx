@@ -98,6 +98,32 @@ export function BuildSummary({ b }: { b: BuildT }) {
         <dt>Duration</dt>
         <dd>{span(b.started_at, b.finished_at)}</dd>
       </div>
+      {b.parent && (
+        <div data-testid="parent-build">
+          <dt>Started by</dt>
+          <dd>
+            <Link to={`/${b.parent.repo}/builds/${b.parent.number}`}>
+              {b.parent.repo}#{b.parent.number}
+            </Link>
+          </dd>
+        </div>
+      )}
+      {b.children && b.children.length > 0 && (
+        <div data-testid="child-builds">
+          <dt>Started</dt>
+          <dd>
+            {b.children.map((c, i) => (
+              <span key={`${c.repo}#${c.number}`}>
+                {i > 0 && ', '}
+                <Link to={`/${c.repo}/builds/${c.number}`}>
+                  {c.repo}#{c.number}
+                </Link>{' '}
+                <StatusBadge status={c.status} />
+              </span>
+            ))}
+          </dd>
+        </div>
+      )}
     </dl>
   )
 }

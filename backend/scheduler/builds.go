@@ -1,0 +1,136 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/repo"
+)
+
+// Builds that pipelines start (protocol/builds.go). cnb:apply builds the pipeline's own repo as
+// the user the pipeline runs as, and only from the events CNB allows it on; cnb:trigger builds
+// another repo of this install with the token the task names, which must be a person's token
+// that may write to that repo (a job token never starts builds). Both pass the variables that
+// name their origin (APPLY_TRIGGER_* / API_TRIGGER_*, which the child cannot override), and
+// the child links to the pipeline and build that started it.
+
+// applyEvents are the events whose pipelines may run cnb:apply (CNB's list).
+var applyEvents = []string{"push", "commit.add", "branch.create", "pull_request.target", "pull_request.mergeable", "tag_push",
+	"pull_request.merged", "api_trigger", "web_trigger", "crontab", "tag_deploy"}
+
+func applyAllowed(event string) bool {
+	return slices.Contains(applyEvents, event) || strings.HasPrefix(event, "api_trigger_") ||
+		strings.HasPrefix(event, "web_trigger_") || strings.HasPrefix(event, "tag_deploy.")
+}
+
+// StartBuild starts the build a job of the agent's running pipeline asks for.
+func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req protocol.StartBuildRequest) (protocol.ChildBuild, error) {
+	p, err := s.builds.Leased(ctx, a.ID, leaseID)
+	if err != nil {
+		return protocol.ChildBuild{}, err
+	}
+	run, err := s.builds.RunInfo(ctx, p)
+	if err != nil {
+		return protocol.ChildBuild{}, err
+	}
+	event := req.Event
+	var access *repo.Access
+	var user *int64
+	prefix := "APPLY_TRIGGER_"
+	switch req.Kind {
+	case protocol.StartApply:
+		if !applyAllowed(run.Event) {
+			return protocol.ChildBuild{}, api.Forbidden("cnb:apply does not run on %s events", run.Event)
+		}
+		r, o, err := s.repos.ByID(ctx, p.RepoID)
+		if err != nil {
+			return protocol.ChildBuild{}, err
+		}
+		access = &repo.Access{Repo: r, Org: o, Level: repo.Write}
+		if run.TriggeredBy != 0 {
+			user = &run.TriggeredBy
+		}
+		if event == "" {
+			event = "api_trigger"
+		}
+	case protocol.StartTrigger:
+		prefix = "API_TRIGGER_"
+		if req.Token == "" || s.cfg.ResolveToken == nil {
+			return protocol.ChildBuild{}, api.Invalid("token", "cnb:trigger needs a token that may start builds in %s", req.Slug)
+		}
+		if event == "" {
+			return protocol.ChildBuild{}, api.Invalid("event", "cnb:trigger needs an event (api_trigger or api_trigger_…)")
+		}
+		pr, err := s.cfg.ResolveToken(ctx, req.Token)
+		if err != nil || pr.Kind == auth.KindJob || pr.User == nil {
+			return protocol.ChildBuild{}, api.Forbidden("cnb:trigger's token is not a valid token of a person of this install")
+		}
+		orgName, repoName, ok := strings.Cut(req.Slug, "/")
+		if !ok {
+			return protocol.ChildBuild{}, api.Invalid("slug", "slug is org/repo, not %q", req.Slug)
+		}
+		if access, err = s.repos.Resolve(ctx, pr, orgName, repoName, repo.Write); err != nil {
+			return protocol.ChildBuild{}, err
+		}
+		user = &pr.User.ID
+	default:
+		return protocol.ChildBuild{}, api.Invalid("kind", "kind must be %s or %s", protocol.StartApply, protocol.StartTrigger)
+	}
+	env := map[string]string{}
+	for k, v := range req.Env {
+		env[k] = v
+	}
+	slug := run.OrgName + "/" + run.RepoName
+	short := run.CommitSHA
+	if len(short) > 8 {
+		short = short[:8]
+	}
+	origin := map[string]string{"BUILD_ID": "nimbus-" + itoa(run.BuildID), "PIPELINE_ID": itoa(p.ID), "REPO_SLUG": slug,
+		"REPO_ID": itoa(p.RepoID), "BRANCH": run.Branch, "COMMIT": run.CommitSHA, "COMMIT_SHORT": short}
+	for k, v := range origin {
+		env[prefix+k] = v // set last: the task cannot override them
+	}
+	if req.Kind == protocol.StartApply {
+		env["APPLY_TRIGGER_ORIGIN_EVENT"] = run.Event
+	}
+	env[prefix+"USER"] = "" // StartChild names the parent's user
+	var config []byte
+	if req.Config != "" {
+		if req.Kind != protocol.StartApply {
+			return protocol.ChildBuild{}, api.Invalid("config", "only cnb:apply takes a config")
+		}
+		config = []byte(req.Config)
+	}
+	b, err := s.builds.StartChild(ctx, p, build.ChildRequest{Access: access, UserID: user, Branch: req.Branch, Event: event, Env: env, Config: config,
+		OriginPrefix: prefix})
+	if err != nil {
+		return protocol.ChildBuild{}, err
+	}
+	child := access.Org.Name + "/" + access.Repo.Name
+	s.log.InfoContext(ctx, "pipeline started a build", "pipeline", p.ID, "build", child+"#"+strconv.FormatInt(b.Number, 10), "kind", req.Kind)
+	return protocol.ChildBuild{Slug: child, Number: b.Number, URL: s.buildURL(child, b.Number), Status: b.Status, Finished: build.Terminal(b.Status)}, nil
+}
+
+// ChildBuild says how a build the agent's pipeline started stands.
+func (s *Service) ChildBuild(ctx context.Context, a *Agent, leaseID string, ref protocol.ChildBuildRef) (protocol.ChildBuild, error) {
+	p, err := s.builds.Leased(ctx, a.ID, leaseID)
+	if err != nil {
+		return protocol.ChildBuild{}, err
+	}
+	st, err := s.builds.Child(ctx, p, ref.Slug, ref.Number)
+	if err != nil {
+		return protocol.ChildBuild{}, err
+	}
+	return protocol.ChildBuild{Slug: st.Slug, Number: st.Build.Number, URL: s.buildURL(st.Slug, st.Build.Number), Status: st.Build.Status,
+		Finished: build.Terminal(st.Build.Status), LastJobExports: st.LastJobExports}, nil
+}
+
+func (s *Service) buildURL(slug string, n int64) string {
+	return s.cfg.PublicURL + "/" + slug + "/builds/" + strconv.FormatInt(n, 10)
+}

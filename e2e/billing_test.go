@@ -135,3 +135,14 @@ func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
 	}
 	w.checkLedgerAddsUp("ml")
 }
+
+// A GPU pipeline of an account that cannot pay for its first window fails at once with
+// insufficient_balance, even with no GPU agent online to dispatch it to.
+func TestUnaffordableGPUPipelineFailsWithoutAnAgent(t *testing.T) {
+	w := newWorld(t)
+	n := w.pushOn("{ tags: cnb:arch:amd64:gpu }", "echo never")
+	b := w.waitFor(n, 20*time.Second, "failed", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+	if b.Status != "failed" || b.Pipelines[0].Status != "failed" || b.Pipelines[0].Reason != "insufficient_balance" {
+		t.Fatalf("GPU build without money: %s, pipeline %s (%q)", b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
+	}
+}

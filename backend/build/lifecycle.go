@@ -75,7 +75,8 @@ type Lifecycle interface {
 	// Stopping lists the pipelines among the agent's leases that must stop (lease id and
 	// reason): what the agent's control long-poll answers.
 	Stopping(ctx context.Context, agentID string, leaseIDs []string) ([]Pipeline, error)
-	// Queued lists every queued pipeline (id, team, class, cores, queue time), oldest first.
+	// Queued lists every queued pipeline (id, team, repo, class, cores, workspace, queue time),
+	// oldest first.
 	Queued(ctx context.Context) ([]Pipeline, error)
 	// RunningCounts counts running pipelines per runner class and team.
 	RunningCounts(ctx context.Context) ([]RunningCount, error)

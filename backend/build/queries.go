@@ -86,7 +86,7 @@ func (s *Service) Stopping(ctx context.Context, agentID string, leaseIDs []strin
 // re-enqueues in it, so a rebuilt Redis hands out a team's pipelines in the order they came.
 func (s *Service) Queued(ctx context.Context) ([]Pipeline, error) {
 	var out []Pipeline
-	err := s.db.WithContext(ctx).Select("id, org_id, runner_tag, cpus, queued_at, created_at").
+	err := s.db.WithContext(ctx).Select("id, org_id, repo_id, runner_tag, cpus, workspace, queued_at, created_at").
 		Where("status = ?", StatusQueued).Order("COALESCE(queued_at, created_at), id").Find(&out).Error
 	return out, err
 }

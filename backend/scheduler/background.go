@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
 )
@@ -143,6 +144,9 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 			if err := s.BillingTick(ctx); err != nil {
 				s.log.ErrorContext(ctx, "billing tick", "err", err)
 			}
+			if _, err := s.RefuseUnaffordable(ctx); err != nil {
+				s.log.ErrorContext(ctx, "refuse unaffordable pipelines", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -150,6 +154,56 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// RefuseUnaffordable fails the queued pipelines whose account cannot pay for their first window
+// (insufficient_balance, or spending_cap_reached), as dispatch would, without waiting for an
+// agent of their class to come: a GPU pipeline of an account without balance fails within a tick
+// even when no GPU agent is online. Accounts are asked once per team, class, size and kind.
+func (s *Service) RefuseUnaffordable(ctx context.Context) (int, error) {
+	if s.bill == nil {
+		return 0, nil
+	}
+	queued, err := s.builds.Queued(ctx)
+	if err != nil {
+		return 0, err
+	}
+	type key struct {
+		org       int64
+		class     string
+		cores     int
+		workspace bool
+	}
+	verdict := map[key]string{}
+	n := 0
+	for _, p := range queued {
+		k := key{p.OrgID, p.RunnerTag, p.CPUs, p.Workspace}
+		reason, seen := verdict[k]
+		if !seen {
+			err := s.bill.CanStart(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs, Workspace: p.Workspace})
+			switch {
+			case errors.Is(err, billing.ErrSpendingCap):
+				reason = build.ReasonSpendingCap
+			case errors.Is(err, billing.ErrInsufficientBalance):
+				reason = build.ReasonInsufficientBalance
+			case err != nil:
+				return n, err
+			}
+			verdict[k] = reason
+		}
+		if reason == "" {
+			continue
+		}
+		dropped, err := s.builds.Drop(ctx, p.ID, build.StatusFailed, reason)
+		if err != nil {
+			return n, err
+		}
+		if dropped {
+			n++
+			s.log.InfoContext(ctx, "queued pipeline refused by billing", "pipeline", p.ID, "reason", reason)
+		}
+	}
+	return n, nil
 }
 
 // BillingTick freezes the next window of running pipelines and stops the ones their account can

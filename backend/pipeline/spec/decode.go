@@ -108,6 +108,11 @@ func (dc *decoder) pipelines(v *node, schedule bool) []*pipelineDecl {
 			dc.d.errorf(v.pos, "schedule takes a list of pipelines, each with a cron key")
 			return nil
 		}
+		if onePipeline(v) {
+			// Real files write one pipeline straight under the event; CNB runs it.
+			dc.d.warnHint(v.pos, "write it as a list: `- stages: …` under the event", "the event's value is one pipeline, not a list or a map of pipelines; it is read as that one pipeline")
+			return append(out, dc.pipeline(v, "", false))
+		}
 		for _, p := range v.pairs {
 			if p.val.kind != nMap {
 				dc.d.errorf(p.val.pos, "pipeline %q must be a map, not %s", p.key.value, p.val.kindName())
@@ -119,6 +124,19 @@ func (dc *decoder) pipelines(v *node, schedule bool) []*pipelineDecl {
 		dc.d.errorf(v.pos, "an event takes a list or a map of pipelines, not %s", v.kindName())
 	}
 	return out
+}
+
+// onePipeline reports whether an event's map value is itself a pipeline rather than a map of
+// named ones: it has stages, or every key is a pipeline key.
+func onePipeline(v *node) bool {
+	all := true
+	for _, p := range v.pairs {
+		if p.key.value == "stages" {
+			return true
+		}
+		all = all && slices.Contains(pipelineKeys, p.key.value)
+	}
+	return all && len(v.pairs) > 0
 }
 
 func (dc *decoder) pipeline(n *node, objectKey string, schedule bool) *pipelineDecl {

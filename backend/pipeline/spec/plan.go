@@ -461,8 +461,9 @@ func (pn *planner) job(job *protocol.Job, j *jobDecl, ji int, s *stageDecl, si i
 	if j.timeout > 0 {
 		job.Timeout = protocol.Duration(j.timeout)
 		if limit := p.Runner.MaxDuration; limit > 0 && job.Timeout > limit {
-			pn.d.errorf(j.timeoutPos, "timeout %s is above the pipeline cap of %s of %s",
+			pn.d.warnf(j.timeoutPos, "timeout %s is above the pipeline cap of %s of %s; the cap applies",
 				fmtDuration(j.timeout), fmtDuration(limit.Std()), p.Runner.Class)
+			job.Timeout = limit
 		}
 	}
 	job.AllowFailure = allowFailure(j.allowFail, js)

@@ -36,7 +36,9 @@ func (dc *decoder) checkBuiltin(j *jobDecl, pos Pos) {
 		dc.d.warnHint(pos, didYouMeanHint(j.typ, knownBuiltins), "unknown built-in task type %q", j.typ)
 	default:
 		if msg := unsupportedBuiltin(j.typ, dc.opts.SupportedBuiltins); msg != "" {
-			dc.d.warnf(pos, "%s; the job fails if it is reached", msg)
+			runs := append(slices.Clone(protocol.AgentBuiltins()), dc.opts.SupportedBuiltins...)
+			slices.Sort(runs)
+			dc.d.warnHint(pos, "this installation runs "+strings.Join(slices.Compact(runs), ", "), "%s; the job fails if it is reached", msg)
 		}
 	}
 }
@@ -68,7 +70,8 @@ func (dc *decoder) validatePipeline(pl *pipelineDecl) {
 		for _, s := range list {
 			for _, j := range s.jobs {
 				if capLimit > 0 && j.timeout > capLimit {
-					dc.d.errorHint(j.timeoutPos, fmt.Sprintf("the cap of this runner class is %s", fmtDuration(capLimit)),
+					// Part A.2: a warning, and the cap applies (real workspace files ask for 24h).
+					dc.d.warnHint(j.timeoutPos, fmt.Sprintf("the cap of this runner class is %s; the job stops there", fmtDuration(capLimit)),
 						"timeout %s is above the pipeline cap of %s", fmtDuration(j.timeout), fmtDuration(capLimit))
 				}
 			}

@@ -3,6 +3,7 @@ package spec
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // Every validation rule, with the position and message it reports. Each case fails if its rule
@@ -115,7 +116,7 @@ func TestValidationRules(t *testing.T) {
           timeout: 20h
           script: python train.py
 `,
-			sev: SeverityError, msg: "timeout 20h is above the pipeline cap of 18h", line: 5, col: 20,
+			sev: SeverityWarning, msg: "timeout 20h is above the pipeline cap of 18h", line: 5, col: 20,
 		},
 		{
 			name: "timeout malformed",
@@ -354,6 +355,7 @@ main:
         - type: git:auto-merge
 `,
 			sev: SeverityWarning, msg: `built-in task "git:auto-merge" is not supported by this installation`, line: 4, col: 17,
+			hint: "this installation runs cnb:apply, cnb:trigger, docker:cache, git:release, vscode:go",
 		},
 		{
 			name: "unknown built-in task",
@@ -553,7 +555,7 @@ func TestConfigurableClassesAndBuiltins(t *testing.T) {
 	}
 	// An operator caps GPU at 4 h, as CNB does.
 	ds = Lint([]byte("main:\n  push:\n    - runner: {tags: cnb:arch:amd64:gpu}\n      stages:\n        - script: make\n          timeout: 5h\n"), Options{Classes: classes})
-	if _, ok := findDiag(ds, SeverityError, "above the pipeline cap of 4h"); !ok {
+	if _, ok := findDiag(ds, SeverityWarning, "above the pipeline cap of 4h"); !ok {
 		t.Errorf("want the 4h cap: %v", ds)
 	}
 }
@@ -591,5 +593,38 @@ func TestAgentBuiltinsAreSupportedEverywhere(t *testing.T) {
 	}
 	if merge := p.Stages[2].Jobs[0]; merge.Unsupported == "" {
 		t.Errorf("git:auto-merge is not run by anything here: %+v", merge)
+	}
+}
+
+// An event whose value is one pipeline map is read as that pipeline, with a warning; a map of
+// named pipelines stays one.
+func TestEventValueThatIsOnePipeline(t *testing.T) {
+	src := "main:\n  push:\n    runner: { cpus: 2 }\n    stages:\n      - name: s\n        script: echo one\n"
+	ds := Lint([]byte(src), Options{})
+	if d, ok := findDiag(ds, SeverityWarning, "is read as that one pipeline"); !ok || d.Pos.Line != 3 {
+		t.Fatalf("want the one-pipeline warning on line 3: %v", ds)
+	}
+	if errs := ds.Filter(SeverityError); len(errs) != 0 {
+		t.Fatalf("errors: %v", errs)
+	}
+	p := onlyPipeline(t, mustPlan(t, src, pushMain, Options{}))
+	if len(p.Stages) != 1 || p.Runner.Cpus != 2 {
+		t.Fatalf("the pipeline %+v", p)
+	}
+	named := "main:\n  push:\n    build:\n      stages: [ { name: s, script: echo } ]\n    test:\n      stages: [ { name: t, script: echo } ]\n"
+	if set := mustPlan(t, named, pushMain, Options{}); len(set.Pipelines) != 2 {
+		t.Fatalf("a map of two named pipelines planned %d", len(set.Pipelines))
+	}
+	if _, ok := findDiag(Lint([]byte(named), Options{}), SeverityWarning, "one pipeline"); ok {
+		t.Fatal("a map of named pipelines was taken for one")
+	}
+}
+
+// A job timeout above its class's cap is a warning, and the plan holds the cap (Part A.2).
+func TestTimeoutAboveTheCapIsCapped(t *testing.T) {
+	src := "main:\n  push:\n    - stages:\n        - name: s\n          timeout: 24h\n          script: sleep 1\n"
+	p := onlyPipeline(t, mustPlan(t, src, pushMain, Options{}))
+	if got := p.Stages[0].Jobs[0].Timeout.Std(); got != 18*time.Hour {
+		t.Fatalf("timeout %s, want the 18h cap", got)
 	}
 }

@@ -208,3 +208,28 @@ func (c *Client) ChildBuild(ctx context.Context, leaseID string, ref protocol.Ch
 	}
 	return out, nil
 }
+
+// Resolve resolves a key of the lease's build (cnb:resolve).
+func (c *Client) Resolve(ctx context.Context, leaseID string, req protocol.KeyRequest) error {
+	path, err := leasePath(leaseID, protocol.PathResolveSuffix)
+	if err != nil {
+		return err
+	}
+	if _, err := c.postJSON(ctx, path, req, nil); err != nil {
+		return fmt.Errorf("resolve %q: %w", req.Key, err)
+	}
+	return nil
+}
+
+// Await asks once whether a key of the lease's build is resolved (cnb:await).
+func (c *Client) Await(ctx context.Context, leaseID string, req protocol.KeyRequest) (protocol.KeyAnswer, error) {
+	var out protocol.KeyAnswer
+	path, err := leasePath(leaseID, protocol.PathAwaitSuffix)
+	if err != nil {
+		return out, err
+	}
+	if _, err := c.postJSON(ctx, path, req, &out); err != nil {
+		return out, fmt.Errorf("await %q: %w", req.Key, err)
+	}
+	return out, nil
+}

@@ -54,3 +54,26 @@ type ChildBuild struct {
 	// LastJobExports are the exports of its job that finished last.
 	LastJobExports map[string]string `json:"lastJobExports,omitempty"`
 }
+
+// Keys of cnb:resolve and cnb:await, scoped to the lease's build (backend/build/keys.go):
+//
+//	POST /api/v1/agent/leases/{lease}/keys/resolve  KeyRequest → 204; 409 "dead lock found." on a second resolve
+//	POST /api/v1/agent/leases/{lease}/keys/await    KeyRequest → 200 KeyAnswer; 409 "dead lock found. …"
+//
+// The agent asks again (every AwaitPoll) while Resolved is false, until the task's timeout.
+const (
+	PathResolveSuffix = "keys/resolve"
+	PathAwaitSuffix   = "keys/await"
+)
+
+// KeyRequest names a key, with the data of a resolve.
+type KeyRequest struct {
+	Key  string         `json:"key"`
+	Data map[string]any `json:"data,omitempty"`
+}
+
+// KeyAnswer is an await's answer.
+type KeyAnswer struct {
+	Resolved bool           `json:"resolved"`
+	Data     map[string]any `json:"data,omitempty"`
+}

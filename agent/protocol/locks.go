@@ -9,7 +9,7 @@ package protocol
 //	POST /api/v1/agent/leases/{lease}/locks/release  LockRequest → 204
 //
 // A busy lock answers Acquired false and who holds it; the agent fails the stage or job at once,
-// or with `wait` asks again every LockPollInterval until `timeout`. The agent releases a lock
+// or with `wait` asks again every WaitPollInterval until `timeout`. The agent releases a lock
 // when its stage or job ends; the server releases whatever a pipeline still holds when it ends.
 
 // PathLocksSuffix and PathLocksReleaseSuffix follow /api/v1/agent/leases/{lease}/.

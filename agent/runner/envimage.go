@@ -209,6 +209,10 @@ func (x *run) builtin(typ string) builtinFunc {
 		return x.cnbApply
 	case "cnb:trigger":
 		return x.cnbTrigger
+	case "cnb:resolve":
+		return x.cnbResolve
+	case "cnb:await":
+		return x.cnbAwait
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ func newHarness(t testing.TB, mode string) *harness {
 		API: api, Executor: h.exec, WorkDir: h.workDir, DefaultImage: h.image,
 		HeartbeatInterval: h.srv.Intervals.HeartbeatInterval.Std(),
 		LogFlushInterval:  h.srv.Intervals.LogFlushInterval.Std(),
-		LockPollInterval:  20 * time.Millisecond,
+		WaitPollInterval:  20 * time.Millisecond,
 		Log:               slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {

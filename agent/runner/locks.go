@@ -18,7 +18,7 @@ type Locker interface {
 
 // holdLock takes lk for scope (a stage or job of this pipeline) and returns its release. A busy
 // lock is an error at once, or, with lk.Wait, after lk.Timeout (an hour when 0) of asking again
-// every LockPollInterval; note tells people that it waits and for whom. Waiting for a stage's
+// every WaitPollInterval; note tells people that it waits and for whom. Waiting for a stage's
 // or job's lock happens inside a running pipeline, so unlike a pipeline's own lock (which the
 // scheduler holds before any agent is involved) it is run time.
 func (x *run) holdLock(ctx context.Context, lk *protocol.Lock, scope string, note func(format string, args ...any)) (func(), error) {
@@ -57,7 +57,7 @@ func (x *run) holdLock(ctx context.Context, lk *protocol.Lock, scope string, not
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-time.After(min(x.cfg.LockPollInterval, time.Until(deadline)+time.Millisecond)):
+		case <-time.After(min(x.cfg.WaitPollInterval, time.Until(deadline)+time.Millisecond)):
 		}
 	}
 }

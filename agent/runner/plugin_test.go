@@ -46,3 +46,20 @@ func TestPluginValueShapes(t *testing.T) {
 		})
 	}
 }
+
+// An await's data becomes results by dotted path, so exports can name deep keys.
+func TestFlattenData(t *testing.T) {
+	var data map[string]any
+	json.Unmarshal([]byte(`{"path":"/d","n":3,"ok":true,"none":null,"b":{"c":2,"d":{"e":"x"}},"l":[1,2]}`), &data)
+	got := flattenData("", data, map[string]string{})
+	want := map[string]string{"path": "/d", "n": "3", "ok": "true", "none": "", "b": `{"c":2,"d":{"e":"x"}}`, "b.c": "2",
+		"b.d": `{"e":"x"}`, "b.d.e": "x", "l": "[1,2]"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}

@@ -68,8 +68,9 @@ type Config struct {
 	// Intervals, as the server dictated them at registration.
 	HeartbeatInterval time.Duration
 	LogFlushInterval  time.Duration
-	// LockPollInterval is how often a stage or job that waits for a lock asks again (1 s).
-	LockPollInterval time.Duration
+	// WaitPollInterval is how often a stage or job that waits for a lock, or a cnb:await, asks
+	// again (1 s).
+	WaitPollInterval time.Duration
 	Log              *slog.Logger
 	// Images builds environment images (docker.build, docker:cache); Services runs pipeline
 	// services (services: docker); Caches keeps docker.volumes.
@@ -103,8 +104,8 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.LogFlushInterval <= 0 {
 		cfg.LogFlushInterval = time.Second
 	}
-	if cfg.LockPollInterval <= 0 {
-		cfg.LockPollInterval = time.Second
+	if cfg.WaitPollInterval <= 0 {
+		cfg.WaitPollInterval = time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

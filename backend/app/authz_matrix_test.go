@@ -426,6 +426,10 @@ var mxMatrix = []mxRow{
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/builds/status").
 		note("a build the pipeline did not start").body(map[string]any{"slug": mxOrgA + "/" + mxPrivA, "number": 1}).
 		agent(404).prep(mxOwnLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/keys/resolve").
+		note("another agent's lease").body(map[string]string{"key": "k"}).agent(409).prep(mxOtherAgentsLease),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/keys/await").
+		note("a key no pipeline resolves: dead lock").body(map[string]string{"key": "matrix"}).agent(409).prep(mxOwnLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/locks/release").
 		body(map[string]string{"key": "matrix", "scope": `stage "s"`}).agent(204).prep(mxOwnLease),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/leases/{lease}/renew").

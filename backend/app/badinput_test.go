@@ -551,6 +551,19 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 			{Name: "not a child", Body: map[string]any{"slug": "acme/alpha-weights", "number": 1}, Want: 404},
 			{Name: "number as a string", Body: map[string]any{"slug": "a/b", "number": "1"}, Want: 400},
 		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/keys/resolve", JSON: true, As: "agent-token",
+		Valid: map[string]any{"key": "k", "data": map[string]any{"a": 1}},
+		Cases: []mxBad{
+			{Name: "no key", Body: map[string]any{"data": map[string]any{}}, Want: 422},
+			{Name: "data as a list", Body: map[string]any{"key": "k", "data": []int{1}}, Want: 400},
+			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/keys/resolve", Body: map[string]any{"key": "k"}, Want: 409},
+		}},
+	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/keys/await", JSON: true, As: "agent-token",
+		Valid: map[string]any{"key": "k"},
+		Cases: []mxBad{
+			{Name: "no key", Body: map[string]any{}, Want: 422},
+			{Name: "key too long", Body: map[string]any{"key": strings.Repeat("k", 201)}, Want: 422},
+		}},
 	{Method: "POST", Path: "/api/v1/agent/leases/{lease}/locks", JSON: true, As: "agent-token",
 		Valid: map[string]any{"key": "k", "scope": `stage "s"`},
 		Cases: []mxBad{

@@ -51,6 +51,11 @@ type Lifecycle interface {
 	// Child reads one it started.
 	StartChild(ctx context.Context, parent *Pipeline, rq ChildRequest) (*Build, error)
 	Child(ctx context.Context, parent *Pipeline, slug string, number int64) (*ChildState, error)
+	// Resolve and Await are cnb:resolve and cnb:await (keys.go); EndAwait forgets a pipeline's
+	// waits.
+	Resolve(ctx context.Context, p *Pipeline, key string, data map[string]any) error
+	Await(ctx context.Context, p *Pipeline, key string) (map[string]any, bool, error)
+	EndAwait(ctx context.Context, p *Pipeline) error
 	// Renew extends the agent's lease until the given time and returns its pipeline, whose
 	// CancelRequested and Reason say whether it must stop.
 	Renew(ctx context.Context, agentID, leaseID string, until time.Time) (*Pipeline, error)

@@ -134,3 +134,25 @@ func (s *Service) ChildBuild(ctx context.Context, a *Agent, leaseID string, ref 
 func (s *Service) buildURL(slug string, n int64) string {
 	return s.cfg.PublicURL + "/" + slug + "/builds/" + strconv.FormatInt(n, 10)
 }
+
+// ResolveKey is cnb:resolve for the agent's running pipeline.
+func (s *Service) ResolveKey(ctx context.Context, a *Agent, leaseID string, req protocol.KeyRequest) error {
+	p, err := s.builds.Leased(ctx, a.ID, leaseID)
+	if err != nil {
+		return err
+	}
+	return s.builds.Resolve(ctx, p, req.Key, req.Data)
+}
+
+// AwaitKey is one ask of cnb:await for the agent's running pipeline.
+func (s *Service) AwaitKey(ctx context.Context, a *Agent, leaseID string, req protocol.KeyRequest) (protocol.KeyAnswer, error) {
+	p, err := s.builds.Leased(ctx, a.ID, leaseID)
+	if err != nil {
+		return protocol.KeyAnswer{}, err
+	}
+	data, ok, err := s.builds.Await(ctx, p, req.Key)
+	if err != nil {
+		return protocol.KeyAnswer{}, err
+	}
+	return protocol.KeyAnswer{Resolved: ok, Data: data}, nil
+}

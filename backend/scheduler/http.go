@@ -49,6 +49,8 @@ func (h *Handler) Routes(root *gin.Engine, v1 *gin.RouterGroup) {
 	agentAPI.POST("/leases/:lease/"+protocol.PathLocksReleaseSuffix, h.authAgent, h.unlock)
 	agentAPI.POST("/leases/:lease/"+protocol.PathBuildsSuffix, h.authAgent, h.startBuild)
 	agentAPI.POST("/leases/:lease/"+protocol.PathBuildStatusSuffix, h.authAgent, h.childBuild)
+	agentAPI.POST("/leases/:lease/"+protocol.PathResolveSuffix, h.authAgent, h.resolveKey)
+	agentAPI.POST("/leases/:lease/"+protocol.PathAwaitSuffix, h.authAgent, h.awaitKey)
 	agentAPI.POST("/control", h.authAgent, h.control)
 	agentAPI.POST("/deregister", h.authAgent, h.deregister)
 
@@ -231,6 +233,29 @@ func (h *Handler) childBuild(c *gin.Context) error {
 		return err
 	}
 	out, err := h.svc.ChildBuild(c.Request.Context(), agentOf(c), c.Param("lease"), ref)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, out)
+}
+
+func (h *Handler) resolveKey(c *gin.Context) error {
+	var req protocol.KeyRequest
+	if err := api.BindLenient(c, &req); err != nil {
+		return err
+	}
+	if err := h.svc.ResolveKey(c.Request.Context(), agentOf(c), c.Param("lease"), req); err != nil {
+		return err
+	}
+	return api.NoContent(c)
+}
+
+func (h *Handler) awaitKey(c *gin.Context) error {
+	var req protocol.KeyRequest
+	if err := api.BindLenient(c, &req); err != nil {
+		return err
+	}
+	out, err := h.svc.AwaitKey(c.Request.Context(), agentOf(c), c.Param("lease"), req)
 	if err != nil {
 		return err
 	}

@@ -335,6 +335,9 @@ func (s *Service) Finish(ctx context.Context, a *Agent, leaseID string, req prot
 func (s *Service) ended(ctx context.Context, p *build.Pipeline) {
 	s.queue.Released(ctx, p.RunnerTag, p.OrgID)
 	s.releaseLocks(ctx, p)
+	if err := s.builds.EndAwait(ctx, p); err != nil {
+		s.log.WarnContext(ctx, "forget the pipeline's awaits", "pipeline", p.ID, "err", err)
+	}
 	if s.bill != nil {
 		// Settled after the status commit, once (billing claims the settlement itself); a
 		// failure here is retried by the tick, which settles what ended unsettled.

@@ -355,7 +355,7 @@ main:
         - type: git:auto-merge
 `,
 			sev: SeverityWarning, msg: `built-in task "git:auto-merge" is not supported by this installation`, line: 4, col: 17,
-			hint: "this installation runs cnb:apply, cnb:trigger, docker:cache, git:release, vscode:go",
+			hint: "this installation runs cnb:apply, cnb:await, cnb:resolve, cnb:trigger, docker:cache, git:release, vscode:go",
 		},
 		{
 			name: "unknown built-in task",

@@ -1227,6 +1227,34 @@ export interface paths {
       };
     };
   };
+  "/agent/leases/{lease}/keys/resolve": {
+    /**
+     * Resolve a key of the lease's build (cnb:resolve)
+     * @description `{key, data}`: the key resolves once per build, with its data (a JSON object). A second
+     * resolve is a 409 `dead lock found.`. Needs the agent token of the lease's agent.
+     */
+    post: operations["agentResolveKey"];
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+  };
+  "/agent/leases/{lease}/keys/await": {
+    /**
+     * Ask whether a key of the lease's build is resolved (cnb:await)
+     * @description `{key}`. Answers `{resolved: true, data}` once it is, `{resolved: false}` while it may
+     * still be (the agent asks again), and a 409 `dead lock found. …` when it never will be: no
+     * pipeline of the build resolves it, every one that would has ended, or the waits form a
+     * cycle. Needs the agent token of the lease's agent.
+     */
+    post: operations["agentAwaitKey"];
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+  };
   "/agent/leases/{lease}/locks": {
     /**
      * Take a stage's or job's lock for the lease's pipeline
@@ -6028,6 +6056,80 @@ export interface operations {
       401: components["responses"]["AgentUnauthenticated"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["LeaseLost"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Resolve a key of the lease's build (cnb:resolve)
+   * @description `{key, data}`: the key resolves once per build, with its data (a JSON object). A second
+   * resolve is a 409 `dead lock found.`. Needs the agent token of the lease's agent.
+   */
+  agentResolveKey: {
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          key: string;
+          data?: {
+            [key: string]: unknown;
+          };
+          [key: string]: unknown;
+        };
+      };
+    };
+    responses: {
+      /** @description Resolved. */
+      204: {
+        content: never;
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["AgentUnauthenticated"];
+      409: components["responses"]["LeaseLost"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Ask whether a key of the lease's build is resolved (cnb:await)
+   * @description `{key}`. Answers `{resolved: true, data}` once it is, `{resolved: false}` while it may
+   * still be (the agent asks again), and a 409 `dead lock found. …` when it never will be: no
+   * pipeline of the build resolves it, every one that would has ended, or the waits form a
+   * cycle. Needs the agent token of the lease's agent.
+   */
+  agentAwaitKey: {
+    parameters: {
+      path: {
+        lease: components["parameters"]["Lease"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          key: string;
+          [key: string]: unknown;
+        };
+      };
+    };
+    responses: {
+      /** @description Whether it is resolved, and its data. */
+      200: {
+        content: {
+          "application/json": {
+            resolved: boolean;
+            data?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["AgentUnauthenticated"];
+      409: components["responses"]["LeaseLost"];
+      422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
   };

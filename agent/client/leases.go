@@ -125,21 +125,21 @@ func (c *Client) PutRelease(ctx context.Context, jobToken, slug, tag string, req
 	return out, nil
 }
 
-// PutReleaseFile publishes the file at local as name in a release, with its sha256 so that the
-// server checks the bytes and a retry of a file already there sends nothing twice. The file is
-// streamed from disk, again on each retry.
-func (c *Client) PutReleaseFile(ctx context.Context, jobToken, slug, tag, name, local string) (protocol.ReleaseFile, error) {
+// PutReleaseFile publishes the file open returns as name in a release, with its sha256 so that
+// the server checks the bytes and a retry of a file already there sends nothing twice. The file
+// is streamed, opened again for each attempt.
+func (c *Client) PutReleaseFile(ctx context.Context, jobToken, slug, tag, name string, open func() (*os.File, error)) (protocol.ReleaseFile, error) {
 	var out protocol.ReleaseFile
 	path, err := releasePath(slug, tag, name)
 	if err != nil {
 		return out, err
 	}
-	sum, size, err := fileSHA256(local)
+	sum, size, err := fileSHA256(open)
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("release %s: file %s: %w", tag, name, err)
 	}
 	err = c.retry.do(ctx, func() error {
-		f, err := os.Open(local)
+		f, err := open()
 		if err != nil {
 			return permanent(err)
 		}
@@ -169,8 +169,8 @@ func (c *Client) PutReleaseFile(ctx context.Context, jobToken, slug, tag, name, 
 	return out, nil
 }
 
-func fileSHA256(p string) (string, int64, error) {
-	f, err := os.Open(p)
+func fileSHA256(open func() (*os.File, error)) (string, int64, error) {
+	f, err := open()
 	if err != nil {
 		return "", 0, err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"strconv"
 	"time"
 
@@ -62,11 +61,7 @@ func (x *run) startBuild(ctx context.Context, job protocol.Job, env map[string]s
 		req.Slug, req.Token = "", ""
 		req.Config = str("config")
 		if from := str("configFrom"); from != "" && req.Config == "" {
-			p, err := x.workspacePath(from)
-			if err != nil {
-				return fail(err)
-			}
-			b, err := os.ReadFile(p)
+			b, err := x.readWorkspaceFile(from)
 			if err != nil {
 				return fail(fmt.Errorf("configFrom: %w", err))
 			}

@@ -112,12 +112,13 @@ func (x *run) readImport(ctx context.Context, job protocol.Job, kind, image, p s
 		}
 		return f.Name, []byte(f.Content), f.Secret, nil
 	}
-	// A file of the workspace, relative to its root; it may not leave the workspace.
+	// A file of the workspace, relative to its root; it may not leave the workspace, by its path
+	// or by a symlink (readWorkspaceFile opens it through an os.Root).
 	rel := filepath.Clean(strings.TrimPrefix(filepath.FromSlash(p), "/"))
 	if rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
 		return "", nil, false, fmt.Errorf("%s: %s is outside the workspace", kind, p)
 	}
-	b, err := os.ReadFile(filepath.Join(x.ws, rel))
+	b, err := x.readWorkspaceFile(filepath.ToSlash(rel))
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil, false, fmt.Errorf("%s: %s: no such file in the workspace", kind, p)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path"
@@ -32,7 +33,7 @@ const typeGitRelease = "git:release"
 // Releaser is the part of the agent's client that publishes releases with a job token.
 type Releaser interface {
 	PutRelease(ctx context.Context, jobToken, slug, tag string, req protocol.ReleaseRequest) (protocol.Release, error)
-	PutReleaseFile(ctx context.Context, jobToken, slug, tag, name, local string) (protocol.ReleaseFile, error)
+	PutReleaseFile(ctx context.Context, jobToken, slug, tag, name string, open func() (*os.File, error)) (protocol.ReleaseFile, error)
 }
 
 // attachmentsImage reports whether a plugin image is cnbcool/attachments (any registry host of
@@ -109,7 +110,8 @@ func (x *run) releaseTask(ctx context.Context, job protocol.Job, raw map[string]
 		return fail(errors.New("the setting attachments names no file"))
 	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
-		f, err := rl.PutReleaseFile(ctx, x.lease.JobToken, slug, tag, name, files[name])
+		rel := files[name]
+		f, err := rl.PutReleaseFile(ctx, x.lease.JobToken, slug, tag, name, func() (*os.File, error) { return x.openWorkspaceFile(rel) })
 		if err != nil {
 			return fail(err)
 		}
@@ -149,11 +151,7 @@ func (x *run) releaseRequest(opts map[string]any, str func(string) (string, erro
 	if from, err := str("descriptionFromFile"); err != nil {
 		return req, fmt.Errorf("option descriptionFromFile: %w", err)
 	} else if from != "" && strings.TrimSpace(req.Notes) == "" {
-		p, err := x.workspacePath(from)
-		if err != nil {
-			return req, err
-		}
-		b, err := os.ReadFile(p)
+		b, err := x.readWorkspaceFile(from)
 		if err != nil {
 			return req, fmt.Errorf("descriptionFromFile: %w", err)
 		}
@@ -165,7 +163,8 @@ func (x *run) releaseRequest(opts map[string]any, str func(string) (string, erro
 	return req, nil
 }
 
-// releaseFiles expands the attachments globs into base name → local path.
+// releaseFiles expands the attachments globs into base name → path relative to the workspace.
+// Globs match names in the workspace; the files are opened through openWorkspaceFile.
 func (x *run) releaseFiles(v any) (map[string]string, error) {
 	globs, err := optionStrings(v)
 	if err != nil {
@@ -173,24 +172,28 @@ func (x *run) releaseFiles(v any) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, g := range globs {
-		p, err := x.workspacePath(g)
+		rel, err := x.workspaceRel(g)
 		if err != nil {
 			return nil, err
 		}
-		matches, err := filepath.Glob(p)
+		matches, err := filepath.Glob(filepath.Join(x.ws, filepath.FromSlash(rel)))
 		if err != nil {
 			return nil, fmt.Errorf("attachments: %q: %w", g, err)
 		}
 		n := 0
 		for _, m := range matches {
-			if st, err := os.Stat(m); err != nil || !st.Mode().IsRegular() {
+			r, err := filepath.Rel(x.ws, m)
+			if err != nil {
 				continue
 			}
+			if st, err := os.Lstat(m); err != nil || !st.Mode().IsRegular() {
+				continue // directories, and symlinks (which could point off the workspace)
+			}
 			name := filepath.Base(m)
-			if prev, ok := out[name]; ok && prev != m {
+			if prev, ok := out[name]; ok && prev != r {
 				return nil, fmt.Errorf("attachments: two files are named %s", name)
 			}
-			out[name] = m
+			out[name] = filepath.ToSlash(r)
 			n++
 		}
 		if n == 0 {
@@ -200,9 +203,9 @@ func (x *run) releaseFiles(v any) (map[string]string, error) {
 	return out, nil
 }
 
-// workspacePath maps a path a job names (relative to the workspace, or absolute under its mount
-// path inside containers) to the host path, refusing anything outside the workspace.
-func (x *run) workspacePath(p string) (string, error) {
+// workspaceRel maps a path a job names (relative to the workspace, or absolute under its mount
+// path inside containers) to a path relative to the workspace, refusing anything outside it.
+func (x *run) workspaceRel(p string) (string, error) {
 	clean := path.Clean(filepath.ToSlash(p))
 	if path.IsAbs(clean) {
 		mount := path.Clean(x.mount)
@@ -215,5 +218,38 @@ func (x *run) workspacePath(p string) (string, error) {
 	if clean == ".." || strings.HasPrefix(clean, "../") {
 		return "", fmt.Errorf("%s is outside the workspace", p)
 	}
-	return filepath.Join(x.ws, filepath.FromSlash(clean)), nil
+	return clean, nil
+}
+
+// openWorkspaceFile opens a regular file of the workspace. Jobs write the workspace, so it is
+// opened through an os.Root: a symlink a job planted cannot lead the agent to a file of its host.
+func (x *run) openWorkspaceFile(rel string) (*os.File, error) {
+	root, err := os.OpenRoot(x.ws)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	f, err := root.Open(filepath.FromSlash(rel))
+	if err != nil {
+		return nil, err
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a regular file of the workspace", rel)
+	}
+	return f, nil
+}
+
+// readWorkspaceFile reads a file of the workspace as openWorkspaceFile opens it.
+func (x *run) readWorkspaceFile(p string) ([]byte, error) {
+	rel, err := x.workspaceRel(p)
+	if err != nil {
+		return nil, err
+	}
+	f, err := x.openWorkspaceFile(rel)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

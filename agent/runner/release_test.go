@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,22 +22,41 @@ func TestAttachmentsImage(t *testing.T) {
 	}
 }
 
-func TestWorkspacePath(t *testing.T) {
+func TestWorkspaceRel(t *testing.T) {
 	x := &run{ws: "/host/ws", mount: "/workspace"}
 	for in, want := range map[string]string{
-		"dist/a.bin": "/host/ws/dist/a.bin", "./x": "/host/ws/x", "/workspace/out/*": "/host/ws/out/*",
+		"dist/a.bin": "dist/a.bin", "./x": "x", "/workspace/out/*": "out/*",
 		"/opt/ddk/src.tar": "", "../etc/passwd": "", "a/../../b": "",
 	} {
-		got, err := x.workspacePath(in)
+		got, err := x.workspaceRel(in)
 		if want == "" {
 			if err == nil {
 				t.Errorf("%q: %q, want an error", in, got)
 			}
 			continue
 		}
-		if err != nil || got != filepath.FromSlash(want) {
+		if err != nil || got != want {
 			t.Errorf("%q: %q %v, want %q", in, got, err, want)
 		}
+	}
+}
+
+// A symlink a job planted in the workspace does not lead the agent to a file of its host.
+func TestWorkspaceFilesDoNotFollowSymlinksOut(t *testing.T) {
+	ws := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "agent-secret")
+	os.WriteFile(outside, []byte("host secret"), 0o600)
+	os.Symlink(outside, filepath.Join(ws, "link"))
+	os.WriteFile(filepath.Join(ws, "ok.txt"), []byte("fine"), 0o644)
+	x := &run{ws: ws, mount: "/workspace"}
+	if b, err := x.readWorkspaceFile("ok.txt"); err != nil || string(b) != "fine" {
+		t.Fatalf("a plain file: %q %v", b, err)
+	}
+	if b, err := x.readWorkspaceFile("link"); err == nil {
+		t.Fatalf("read %q through a symlink out of the workspace", b)
+	}
+	if files, err := x.releaseFiles([]any{"*"}); err != nil || len(files) != 1 || files["ok.txt"] != "ok.txt" {
+		t.Fatalf("attachments %v %v: the symlink must not be one", files, err)
 	}
 }
 

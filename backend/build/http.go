@@ -221,6 +221,19 @@ func (h *Handler) get(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	// Its parent and children, those of them the caller may see.
+	b, err := h.svc.Get(c.Request.Context(), a.Repo.ID, n)
+	if err != nil {
+		return err
+	}
+	visible := func(slug string) bool {
+		orgName, repoName, _ := strings.Cut(slug, "/")
+		_, err := h.repos.Resolve(c.Request.Context(), auth.From(c), orgName, repoName, repo.Read)
+		return err == nil
+	}
+	if err := h.svc.links(c.Request.Context(), b, &out, visible); err != nil {
+		return err
+	}
 	return api.JSON(c, http.StatusOK, out)
 }
 
@@ -474,11 +487,6 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 		}
 		if b.ErrorMessage != "" {
 			j.Error = &ErrorJSON{Message: b.ErrorMessage, File: b.ErrorFile, Line: b.ErrorLine, Column: b.ErrorColumn}
-		}
-		if deep {
-			if err := h.svc.links(ctx, &b, &j); err != nil {
-				return nil, err
-			}
 		}
 		out = append(out, j)
 	}

@@ -143,6 +143,9 @@ func (s *Service) deadLock(ctx context.Context, p *Pipeline, key string) (string
 	for _, w := range waits {
 		waitsOf[w.PipelineID] = append(waitsOf[w.PipelineID], w.Key)
 	}
+	if done[key] {
+		return "", nil // resolved since the caller looked: its next ask gets it
+	}
 	rs := resolvers[key]
 	if len(rs) == 0 {
 		return fmt.Sprintf("no pipeline of this build resolves %q", key), nil

@@ -40,7 +40,8 @@ type Lifecycle interface {
 	Refuse(ctx context.Context, p *Pipeline, reason string) (bool, error)
 	// Park puts a claimed pipeline that no agent has heard of back to queued with a reason (it
 	// waits for a lock, see the scheduler's locks.go), in its place but not on any queue: the
-	// caller enqueues it again when it may run. It reports whether it did.
+	// caller enqueues it again when it may run. It reports whether it did; it does not when the
+	// pipeline was asked to stop since its claim.
 	Park(ctx context.Context, p *Pipeline, reason string) (bool, error)
 	// Drop ends a queued pipeline with a status and reason (a lock wait that timed out or was
 	// cancelled by a newer one). It reports whether it did.
@@ -150,7 +151,9 @@ func (s *Service) Requeue(ctx context.Context, p *Pipeline, queuedAt time.Time) 
 func (s *Service) Park(ctx context.Context, p *Pipeline, reason string) (bool, error) {
 	now := s.clock.Now().UTC()
 	queuedAt := p.QueuedSince()
-	res := s.db.WithContext(ctx).Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND status = ?", p.ID, p.LeaseID, StatusRunning).
+	// Not when a cancel came since the claim: the next claim would forget it.
+	res := s.db.WithContext(ctx).Model(&Pipeline{}).
+		Where("id = ? AND lease_id = ? AND status = ? AND cancel_requested = ?", p.ID, p.LeaseID, StatusRunning, false).
 		Updates(map[string]any{"status": StatusQueued, "lease_id": "", "agent_id": "", "lease_expires_at": nil,
 			"started_at": nil, "job_token_hash": "", "queued_at": queuedAt, "reason": reason, "updated_at": now})
 	if res.Error != nil || res.RowsAffected == 0 {
@@ -450,7 +453,15 @@ func stoppedStatus(reason string) string {
 
 // Leased implements Lifecycle.
 func (s *Service) Leased(ctx context.Context, agentID, leaseID string) (*Pipeline, error) {
-	return s.pipelineOfLease(ctx, agentID, leaseID)
+	p, err := s.pipelineOfLease(ctx, agentID, leaseID)
+	if err != nil {
+		return nil, err
+	}
+	// The lease id stays on a pipeline after its end: what it asks for then is refused.
+	if p.Status != StatusRunning {
+		return nil, ErrLeaseLost
+	}
+	return p, nil
 }
 
 // CheckJob implements Lifecycle.

@@ -163,7 +163,8 @@ type request struct {
 	before   string
 	trigger  spec.Trigger // Event, Branch/Tag, Changed, IsNewBranch filled by the caller
 	extraEnv map[string]string
-	config   []byte // a .cnb.yml to plan instead of the commit's (cnb:apply's config)
+	config   []byte    // a .cnb.yml to plan instead of the commit's (cnb:apply's config)
+	parent   *Pipeline // the pipeline that starts this build (cnb:apply, cnb:trigger)
 }
 
 // create plans the compiled file for one event and stores the build. It returns nil and no
@@ -183,6 +184,10 @@ func (s *Service) create(ctx context.Context, c *compiled, rq request) (*Build, 
 	}
 	b := &Build{RepoID: rq.repo.ID, Event: rq.event, Branch: rq.branch, Tag: rq.tag, CommitSHA: c.commit,
 		CommitMessage: c.info.Message, Status: StatusQueued}
+	if rq.parent != nil {
+		// In the same insert: a child is never without its link.
+		b.ParentBuildID, b.ParentPipelineID = &rq.parent.BuildID, &rq.parent.ID
+	}
 	if rq.user != nil {
 		id := rq.user.ID
 		b.TriggeredBy = &id

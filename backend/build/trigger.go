@@ -243,7 +243,7 @@ func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequ
 		user = u
 	}
 	b, err := s.createAt(ctx, rq.Access.Repo, branch, request{repo: rq.Access.Repo, org: rq.Access.Org, user: user, event: rq.Event,
-		branch: branch, trigger: spec.Trigger{Event: rq.Event, Branch: branch}, extraEnv: rq.Env, config: rq.Config})
+		branch: branch, trigger: spec.Trigger{Event: rq.Event, Branch: branch}, extraEnv: rq.Env, config: rq.Config, parent: parent})
 	if errors.Is(err, git.ErrUnknownRevision) || errors.Is(err, git.ErrInvalid) {
 		return nil, api.Invalid("branch", "branch %q does not exist", branch)
 	}
@@ -253,11 +253,6 @@ func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequ
 	if b == nil {
 		return nil, api.Invalid("event", "the .cnb.yml of %s declares no pipeline for %s", branch, rq.Event)
 	}
-	if err := s.db.WithContext(ctx).Model(&Build{}).Where("id = ?", b.ID).
-		Updates(map[string]any{"parent_build_id": parent.BuildID, "parent_pipeline_id": parent.ID}).Error; err != nil {
-		return nil, err
-	}
-	b.ParentBuildID, b.ParentPipelineID = &parent.BuildID, &parent.ID
 	return b, nil
 }
 
@@ -500,23 +495,30 @@ func (s *Service) Rerun(ctx context.Context, a *repo.Access, user *auth.User, or
 	return b, s.store(ctx, b, a.Org.ID, plans)
 }
 
-// links fills a build's parent and children.
-func (s *Service) links(ctx context.Context, b *Build, j *JSON) error {
-	link := func(x Build, pipeline int64) (BuildLinkJSON, error) {
+// links fills a build's parent and children, those visible says the caller may see (a link
+// names another repo, maybe another team's private one).
+func (s *Service) links(ctx context.Context, b *Build, j *JSON, visible func(slug string) bool) error {
+	link := func(x Build, pipeline int64) (BuildLinkJSON, bool, error) {
 		r, o, err := s.repos.ByID(ctx, x.RepoID)
 		if err != nil {
-			return BuildLinkJSON{}, err
+			return BuildLinkJSON{}, false, err
 		}
-		return BuildLinkJSON{Repo: o.Name + "/" + r.Name, Number: x.Number, Status: x.Status, Pipeline: pipeline}, nil
+		slug := o.Name + "/" + r.Name
+		if x.RepoID != b.RepoID && !visible(slug) {
+			return BuildLinkJSON{}, false, nil
+		}
+		return BuildLinkJSON{Repo: slug, Number: x.Number, Status: x.Status, Pipeline: pipeline}, true, nil
 	}
 	if b.ParentBuildID != nil {
 		var parent Build
 		if err := s.db.WithContext(ctx).Take(&parent, *b.ParentBuildID).Error; err == nil {
-			l, err := link(parent, *b.ParentPipelineID)
+			l, ok, err := link(parent, *b.ParentPipelineID)
 			if err != nil {
 				return err
 			}
-			j.Parent = &l
+			if ok {
+				j.Parent = &l
+			}
 		}
 	}
 	var kids []Build
@@ -524,11 +526,13 @@ func (s *Service) links(ctx context.Context, b *Build, j *JSON) error {
 		return err
 	}
 	for _, k := range kids {
-		l, err := link(k, *k.ParentPipelineID)
+		l, ok, err := link(k, *k.ParentPipelineID)
 		if err != nil {
 			return err
 		}
-		j.Children = append(j.Children, l)
+		if ok {
+			j.Children = append(j.Children, l)
+		}
 	}
 	return nil
 }

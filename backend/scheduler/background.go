@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/billing"
@@ -156,18 +157,36 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 	}
 }
 
-// RefuseUnaffordable fails the queued pipelines whose account cannot pay for their first window
-// (insufficient_balance, or spending_cap_reached), as dispatch would, without waiting for an
-// agent of their class to come: a GPU pipeline of an account without balance fails within a tick
-// even when no GPU agent is online. Accounts are asked once per team, class, size and kind.
+// RefuseUnaffordable fails the queued pipelines of a class no online agent serves whose account
+// cannot pay for their first window (insufficient_balance, or spending_cap_reached), as dispatch
+// would if an agent came: a GPU pipeline of an account without balance fails within a tick even
+// when no GPU agent is online. Only teams with nothing running are judged: a running pipeline's
+// frozen window is taken out of the balance until it settles, and would make a pipeline the
+// account can pay for look unaffordable. Where agents serve the class, dispatch decides.
+// Accounts are asked once per team, class, size and kind.
 func (s *Service) RefuseUnaffordable(ctx context.Context) (int, error) {
 	if s.bill == nil {
 		return 0, nil
 	}
 	queued, err := s.builds.Queued(ctx)
+	if err != nil || len(queued) == 0 {
+		return 0, err
+	}
+	served, err := s.servedClasses(ctx)
 	if err != nil {
 		return 0, err
 	}
+	counts, err := s.builds.RunningCounts(ctx)
+	if err != nil {
+		return 0, err
+	}
+	busy := map[int64]bool{}
+	for _, c := range counts {
+		if c.N > 0 {
+			busy[c.OrgID] = true
+		}
+	}
+	queued = slices.DeleteFunc(queued, func(p build.Pipeline) bool { return served[p.RunnerTag] || busy[p.OrgID] })
 	type key struct {
 		org       int64
 		class     string
@@ -225,4 +244,23 @@ func (s *Service) BillingTick(ctx context.Context) error {
 		err = errors.Join(err, serr)
 	}
 	return err
+}
+
+// servedClasses are the classes some online agent serves.
+func (s *Service) servedClasses(ctx context.Context) (map[string]bool, error) {
+	online := s.onlineSince()
+	var agents []Agent
+	if err := s.db.WithContext(ctx).Where("last_seen_at > ?", online).Find(&agents).Error; err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, a := range agents {
+		if !a.online(online) {
+			continue
+		}
+		for _, c := range s.in.classes.servedBy(a.tags()) {
+			out[c] = true
+		}
+	}
+	return out, nil
 }

@@ -35,6 +35,9 @@ func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req 
 	if err != nil {
 		return protocol.ChildBuild{}, err
 	}
+	if p.CancelRequested {
+		return protocol.ChildBuild{}, api.Conflict("the pipeline is being stopped: it starts no builds")
+	}
 	run, err := s.builds.RunInfo(ctx, p)
 	if err != nil {
 		return protocol.ChildBuild{}, err

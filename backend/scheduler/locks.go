@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -372,8 +373,16 @@ func (s *Service) takeLock(ctx context.Context, p *build.Pipeline, lk *protocol.
 			return false, err
 		}
 		reason := fmt.Sprintf("%s%q held by %s", lockWaitPrefix, lk.Key, holder.Display)
-		if _, err := s.builds.Park(ctx, p, reason); err != nil {
+		parked, err := s.builds.Park(ctx, p, reason)
+		if err != nil {
 			return false, err
+		}
+		if !parked {
+			// Cancelled since the claim: it ends so, before any agent heard of it.
+			if _, err := s.builds.End(ctx, p, build.StatusCancelled, build.ReasonCancelled); err != nil {
+				return false, err
+			}
+			return false, nil
 		}
 		s.log.InfoContext(ctx, "pipeline waits for a lock", "lock", lk.Key, "pipeline", p.ID, "holder", holder.PipelineID)
 		// The holder may have ended between the attempt and the wait list: nobody would wake us.
@@ -414,9 +423,11 @@ func (s *Service) releaseLocks(ctx context.Context, p *build.Pipeline) {
 	}
 }
 
-// promote puts the oldest pipeline still waiting for a free lock back on its class queue. It
-// takes the lock when it is dispatched (and waits again if another took it first).
-func (s *Service) promote(ctx context.Context, r lockRef) {
+// promote puts the oldest pipeline still waiting for a free lock back on its class queue and
+// returns it (0: none). It takes the lock when it is dispatched (and waits again if another took
+// it first).
+func (s *Service) promote(ctx context.Context, r lockRef) int64 {
+	var promoted int64
 	s.takeWaiters(ctx, r, func(w lockWaiter) bool {
 		q, err := s.builds.QueuedPipeline(ctx, w.PipelineID)
 		if err != nil {
@@ -429,8 +440,10 @@ func (s *Service) promote(ctx context.Context, r lockRef) {
 		if err := s.in.Enqueue(ctx, q); err != nil {
 			s.log.WarnContext(ctx, "promote a lock waiter; the reconciler re-queues it", "pipeline", w.PipelineID, "err", err)
 		}
+		promoted = w.PipelineID
 		return true
 	})
+	return promoted
 }
 
 // takeWaiters takes the lock's waiters off its wait list, oldest first, and hands each to fn
@@ -517,7 +530,6 @@ func (s *Service) lockTick(ctx context.Context) (map[int64]bool, error) {
 	if err != nil || len(refs) == 0 {
 		return nil, err
 	}
-	var running map[int64]bool // read once, when a lock has a holder
 	parked := map[int64]bool{}
 	now := s.clock.Now()
 	for _, r := range refs {
@@ -543,17 +555,12 @@ func (s *Service) lockTick(ctx context.Context) (map[int64]bool, error) {
 			return parked, err
 		}
 		if held {
-			if running == nil {
-				hs, err := s.builds.Held(ctx)
-				if err != nil {
-					return parked, err
-				}
-				running = make(map[int64]bool, len(hs))
-				for _, x := range hs {
-					running[x.ID] = true
-				}
+			// Read after the holder: a pipeline that took the lock was claimed (running) before.
+			hs, err := s.builds.Held(ctx)
+			if err != nil {
+				return parked, err
 			}
-			if running[h.PipelineID] {
+			if slices.ContainsFunc(hs, func(x build.Held) bool { return x.ID == h.PipelineID }) {
 				continue
 			}
 			// Its holder ended without releasing it (a replica died between the two).
@@ -561,23 +568,9 @@ func (s *Service) lockTick(ctx context.Context) (map[int64]bool, error) {
 				return parked, err
 			}
 		}
-		before, _ := s.locks.Waiters(ctx, r)
-		s.promote(ctx, r)
-		after, _ := s.locks.Waiters(ctx, r)
-		for _, w := range before {
-			if !containsWaiter(after, w) {
-				delete(parked, w.PipelineID)
-			}
+		if id := s.promote(ctx, r); id != 0 {
+			delete(parked, id)
 		}
 	}
 	return parked, nil
-}
-
-func containsWaiter(ws []lockWaiter, w lockWaiter) bool {
-	for _, x := range ws {
-		if x.member == w.member {
-			return true
-		}
-	}
-	return false
 }

@@ -281,5 +281,9 @@ func TestAgentLocksForStagesAndJobs(t *testing.T) {
 		if h, held, _ := f.sched.locks.Holder(ctx, lockRef{RepoID: f.repoID, Key: "db"}, f.clock.Now()); held {
 			t.Fatalf("held after its pipeline ended: %+v", h)
 		}
+		// An ended pipeline's lease takes nothing any more.
+		if _, err := f.sched.Lock(ctx, b, l2.ID, protocol.LockRequest{Key: "db", Scope: `job "train/a"`}); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("a lock for an ended pipeline: %v", err)
+		}
 	})
 }

@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -13,8 +11,6 @@ import (
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
-
-	"github.com/nimbus-build/nimbus/e2e/testenv"
 )
 
 // workspaceBrowserCI: a workspace on the default branch ("$": every branch) in the test image,
@@ -39,42 +35,12 @@ const workspaceBrowserCI = `$:
 // team's workspaces page lists it → Stop. Screenshots go to e2e/screenshots/, numbered after
 // the dashboard journey's.
 func TestWorkspaceInChromium(t *testing.T) {
-	chromiumPath := chromium(t)
-	if _, err := os.Stat(filepath.Join("..", "frontend", "dist", "index.html")); err != nil {
-		if testenv.CI() {
-			t.Fatal("frontend/dist is not built; make test builds it first")
-		}
-		t.Skip("frontend/dist is not built; run make build")
-	}
 	w := newWorld(t)
-	if status, body := get(t, w.base+"/"); status != 200 || !strings.Contains(body, `<div id="root">`) {
-		if testenv.CI() {
-			t.Fatalf("the server binary was built without the dashboard (status %d)", status)
-		}
-		t.Skipf("this server binary was built without the dashboard (status %d); build with make build", status)
-	}
+	// The dashboard journey's screenshots are 01–16.
+	b := startBrowser(t, w.base, 16)
+	ctx := b.ctx
 	w.agent("")
 	w.pushFiles(map[string]string{".cnb.yml": strings.ReplaceAll(workspaceBrowserCI, "IMAGE", w.image)})
-
-	shots := "screenshots"
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	home := t.TempDir()
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.Flag("disable-quic", true), chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(filepath.Join(home, "profile")), chromedp.WindowSize(1280, 900), chromedp.NoInheritEnv,
-		chromedp.Env("HOME="+home, "XDG_CONFIG_HOME="+home, "XDG_CACHE_HOME="+home, "PATH="+os.Getenv("PATH")))
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	// The dashboard journey's screenshots are 01–16.
-	b := &browser{t: t, ctx: ctx, base: w.base, shots: shots, n: 16}
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
 
 	// Sign in as alice (newWorld signed her up through the API).
 	b.do("open the login page", 20*time.Second, chromedp.Navigate(w.base+"/login?next=%2Fml%2Ftrainer"), chromedp.WaitVisible(chromedp.CSS("input[name=login]")))

@@ -188,20 +188,27 @@ func (s *Service) DeleteVersion(ctx context.Context, repoID int64, pkg, version 
 		return notFound(pkg, version, "")
 	}
 	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
-		var vs []Version
-		err := tx.Table("artifact_versions v").Select("v.*").Joins("JOIN artifact_packages k ON k.id = v.package_id").
-			Where("k.repo_id = ? AND k.name = ? AND v.version = ?", repoID, pkg, version).Limit(1).Scan(&vs).Error
-		if err != nil {
-			return err
-		}
-		if len(vs) == 0 {
+		found, err := s.deleteVersion(tx, repoID, pkg, version)
+		if err == nil && !found {
 			return notFound(pkg, version, "")
 		}
-		if err := tx.Where("version_id = ?", vs[0].ID).Delete(&File{}).Error; err != nil {
-			return err
-		}
-		return s.prune(tx, vs[0].PackageID, vs[0].ID)
+		return err
 	})
+}
+
+// deleteVersion deletes a version's files, then the version and its package when emptied, in
+// tx; found is false when there is no such version.
+func (s *Service) deleteVersion(tx *gorm.DB, repoID int64, pkg, version string) (found bool, err error) {
+	var vs []Version
+	err = tx.Table("artifact_versions v").Select("v.*").Joins("JOIN artifact_packages k ON k.id = v.package_id").
+		Where("k.repo_id = ? AND k.name = ? AND v.version = ?", repoID, pkg, version).Limit(1).Scan(&vs).Error
+	if err != nil || len(vs) == 0 {
+		return false, err
+	}
+	if err := tx.Where("version_id = ?", vs[0].ID).Delete(&File{}).Error; err != nil {
+		return true, err
+	}
+	return true, s.prune(tx, vs[0].PackageID, vs[0].ID)
 }
 
 // prune removes the version when it has no files left, then the package when it has no

@@ -145,16 +145,8 @@ func releaseProducer(r *Release) string {
 
 // dropReleaseFiles removes the files of a release (their bytes stay until the collector).
 func (s *Service) dropReleaseFiles(tx *gorm.DB, repoID int64, tag string) error {
-	var vs []Version
-	err := tx.Table("artifact_versions v").Select("v.*").Joins("JOIN artifact_packages k ON k.id = v.package_id").
-		Where("k.repo_id = ? AND k.name = ? AND v.version = ?", repoID, ReleasePackage, tag).Limit(1).Scan(&vs).Error
-	if err != nil || len(vs) == 0 {
-		return err
-	}
-	if err := tx.Where("version_id = ?", vs[0].ID).Delete(&File{}).Error; err != nil {
-		return err
-	}
-	return s.prune(tx, vs[0].PackageID, vs[0].ID)
+	_, err := s.deleteVersion(tx, repoID, ReleasePackage, tag)
+	return err
 }
 
 // PutReleaseFile publishes a file of an existing release, with the rules of Put (immutable,

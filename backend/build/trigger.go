@@ -215,10 +215,8 @@ func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequ
 	if branch == "" {
 		branch = rq.Access.Repo.DefaultBranch
 	}
-	for k := range rq.Env {
-		if !envNameOK(k) || strings.HasPrefix(strings.ToUpper(k), "CNB_") {
-			return nil, api.Invalid("env", "%q cannot be set", k)
-		}
+	if err := checkManualEnv(rq.Env); err != nil {
+		return nil, err
 	}
 	if rq.Access.Repo.Archived {
 		return nil, api.Conflict("%s/%s is archived", rq.Access.Org.Name, rq.Access.Repo.Name)
@@ -298,13 +296,8 @@ func (s *Service) Manual(ctx context.Context, a *repo.Access, user *auth.User, b
 	if branch == "" {
 		branch = a.Repo.DefaultBranch
 	}
-	for k := range env {
-		if !envNameOK(k) {
-			return nil, api.Invalid("env", "%q is not a valid variable name", k)
-		}
-		if strings.HasPrefix(strings.ToUpper(k), "CNB_") {
-			return nil, api.Invalid("env", "%s is a built-in variable and cannot be set", k)
-		}
+	if err := checkManualEnv(env); err != nil {
+		return nil, err
 	}
 	if a.Repo.Archived {
 		return nil, api.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
@@ -344,6 +337,19 @@ func isManualEvent(e string) bool {
 	return e == spec.EventWebTrigger || e == spec.EventAPITrigger ||
 		(strings.HasPrefix(e, "web_trigger_") && len(e) > len("web_trigger_")) ||
 		(strings.HasPrefix(e, "api_trigger_") && len(e) > len("api_trigger_"))
+}
+
+// checkManualEnv refuses env a trigger may not set: malformed names and the CNB_ built-ins.
+func checkManualEnv(env map[string]string) error {
+	for k := range env {
+		if !envNameOK(k) {
+			return api.Invalid("env", "%q is not a valid variable name", k)
+		}
+		if strings.HasPrefix(strings.ToUpper(k), "CNB_") {
+			return api.Invalid("env", "%s is a built-in variable and cannot be set", k)
+		}
+	}
+	return nil
 }
 
 func envNameOK(k string) bool {

@@ -104,6 +104,9 @@ type Config struct {
 	// CacheBudget is the most bytes the caches of docker.volumes take in WorkDir/caches (least
 	// recently used ones are evicted); 0 means volumes.DefaultBudget (20 GiB).
 	CacheBudget int64
+	// NimbusCLI is the statically linked nimbus CLI every job step gets (cli.go); "" finds it
+	// beside the agent's executable or on PATH, CLIOff gives none.
+	NimbusCLI string
 }
 
 // DefaultServiceDir holds the state of the pipelines' docker services (their images and
@@ -131,6 +134,8 @@ type Agent struct {
 	docker *dockerservice.Manager
 	// caches keeps the caches of docker.volumes, for every run of every session.
 	caches *volumes.Store
+	// cli is the nimbus CLI of the jobs; "" when there is none.
+	cli string
 }
 
 // IDFile holds the agent's id in its work dir; TokenFile its registration with the server.
@@ -186,8 +191,12 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 		ex.Close()
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	var problem string
+	if a.cli, problem = findCLI(cfg.NimbusCLI); problem != "" {
+		log.Warn("jobs get no nimbus CLI; nimbus artifact works only in images that bring it", "why", problem)
+	}
 	log.Info("agent ready", "executor", ex.Name(), "tags", strings.Join(a.tags, ","), "cpus", cfg.CPUs,
-		"gpus", len(gpus), "work_dir", cfg.WorkDir)
+		"gpus", len(gpus), "work_dir", cfg.WorkDir, "nimbus_cli", a.cli)
 	return a, nil
 }
 
@@ -613,6 +622,14 @@ func (w workspaceRuntime) Attach(leaseID string) (workspace.Target, func(), erro
 	return workspace.ContainerTarget(c), release, nil
 }
 
+// tools are the host executables every job step gets.
+func (a *Agent) tools() []string {
+	if a.cli == "" {
+		return nil
+	}
+	return []string{a.cli}
+}
+
 // token is the agent token of the current registration.
 func (l *loop) token() string {
 	l.mu.Lock()
@@ -637,6 +654,7 @@ func (l *loop) newSession(reg protocol.RegisterResponse) (*session, error) {
 		Services: runner.ServiceConfig{Docker: l.docker},
 		IDEImage: l.cfg.WorkspaceIDEImage,
 		Caches:   runner.CacheConfig{Store: l.caches},
+		Tools:    l.tools(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

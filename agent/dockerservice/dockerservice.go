@@ -51,7 +51,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"debug/elf"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -782,7 +781,7 @@ func findCLI(configured string) (string, string) {
 			problems = append(problems, fmt.Sprintf("%s: %v", c, err))
 			continue
 		}
-		static, err := isStatic(abs)
+		static, err := executor.IsStatic(abs)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", c, err))
 			continue
@@ -797,19 +796,4 @@ func findCLI(configured string) (string, string) {
 		return "", "no docker CLI on this agent host"
 	}
 	return "", "no statically linked docker CLI on this agent host (" + strings.Join(problems, "; ") + ")"
-}
-
-// isStatic says whether an ELF executable needs no dynamic loader.
-func isStatic(path string) (bool, error) {
-	f, err := elf.Open(path)
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return false, nil
-		}
-	}
-	return true, nil
 }

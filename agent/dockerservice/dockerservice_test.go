@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/e2e/testenv"
 )
 
@@ -53,12 +54,12 @@ func TestParseSubRanges(t *testing.T) {
 
 func TestIsStatic(t *testing.T) {
 	// busybox-static and the shell are on every test host (e2e/testenv.sh installs the former).
-	if ok, err := isStatic("/bin/busybox"); err != nil || !ok {
-		t.Fatalf("isStatic(/bin/busybox) = %v, %v; want true", ok, err)
+	if ok, err := executor.IsStatic("/bin/busybox"); err != nil || !ok {
+		t.Fatalf("executor.IsStatic(/bin/busybox) = %v, %v; want true", ok, err)
 	}
 	sh, _ := filepath.EvalSymlinks("/bin/sh")
-	if ok, err := isStatic(sh); err != nil || ok {
-		t.Fatalf("isStatic(%s) = %v, %v; want false", sh, ok, err)
+	if ok, err := executor.IsStatic(sh); err != nil || ok {
+		t.Fatalf("executor.IsStatic(%s) = %v, %v; want false", sh, ok, err)
 	}
 	if _, problem := findCLI(sh); !strings.Contains(problem, "dynamically linked") {
 		t.Fatalf("findCLI(%s) problem = %q", sh, problem)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -170,7 +172,14 @@ func (d *Docker) containerConfig(ctx context.Context, s Step) (*container.Config
 		}
 		host.Mounts = append(host.Mounts, dmount.Mount{Type: mt, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
-	if len(s.PathAppend) > 0 {
+	pathAppend := s.PathAppend
+	for _, tool := range s.Tools {
+		host.Mounts = append(host.Mounts, dmount.Mount{Type: dmount.TypeBind, Source: tool, Target: ToolDir + "/" + filepath.Base(tool), ReadOnly: true})
+		if !slices.Contains(pathAppend, ToolDir) {
+			pathAppend = append(slices.Clip(pathAppend), ToolDir)
+		}
+	}
+	if len(pathAppend) > 0 {
 		p, err := d.imagePath(ctx, s.Image, s.ImageAuth)
 		if err != nil {
 			return nil, nil, fmt.Errorf("executor: %q: %w", s.Name, err)
@@ -178,7 +187,7 @@ func (d *Docker) containerConfig(ctx context.Context, s Step) (*container.Config
 		if v, ok := s.Env["PATH"]; ok {
 			p = v // the job's own PATH wins over the image's
 		}
-		cfg.Env = setEnv(cfg.Env, "PATH", joinPath(p, s.PathAppend))
+		cfg.Env = setEnv(cfg.Env, "PATH", joinPath(p, pathAppend))
 	}
 	if s.CPUs > 0 {
 		// Capped at the engine's cores, as in Run: the engine refuses more.

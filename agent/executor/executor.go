@@ -16,6 +16,7 @@ package executor
 
 import (
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -66,11 +67,19 @@ type Step struct {
 	// PathAppend is added to the end of the image's PATH (Docker only), so a tool the agent
 	// mounts (the docker CLI) is found, and the image's own copy of it wins.
 	PathAppend []string
+	// Tools are statically linked executables of the agent's host the step calls by their base
+	// name (the nimbus CLI): Docker mounts them read-only into ToolDir and puts it at the end of
+	// the image's PATH (an image's own copy wins); the shell executor puts their directories at
+	// the end of the agent's PATH.
+	Tools []string
 	// NetworkOf, a container's id, runs the step in that container's network namespace (Docker
 	// only): a workspace's IDE container serves a port the workspace's own can reach, and the
 	// agent dials it as the workspace's.
 	NetworkOf string
 }
+
+// ToolDir holds the Tools in a step's container.
+const ToolDir = "/.nimbus/bin"
 
 // Mount kinds.
 const (
@@ -131,3 +140,19 @@ func Detect(ctx context.Context, mode, dockerHost, agentID string) (Executor, st
 }
 
 const shellWarning = "NO DOCKER ENGINE: jobs run as plain processes on this host with the agent's permissions, images are ignored and nothing is isolated — use only for trusted code on a development machine"
+
+// IsStatic says whether an ELF executable needs no dynamic loader: only such a one runs in any
+// image (one may have no libc, or another one), so only such a one is a Tool.
+func IsStatic(path string) (bool, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return false, nil
+		}
+	}
+	return true, nil
+}

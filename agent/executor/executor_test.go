@@ -310,3 +310,41 @@ func TestDockerCapsCPUsAtTheEngine(t *testing.T) {
 		t.Fatalf("limit not capped: %q", out.String())
 	}
 }
+
+// A tool of the host is found by its name in both executors, after the image's own PATH, and
+// a job cannot change it.
+func TestToolsAreOnPath(t *testing.T) {
+	dir := t.TempDir()
+	tool := filepath.Join(dir, "nimbus-tool")
+	raw, err := os.ReadFile("/bin/busybox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tool, raw, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"docker": ToolDir + "/nimbus-tool", "shell": tool}
+	for exName, mk := range executors(t) {
+		t.Run(exName, func(t *testing.T) {
+			ex, image := mk(t)
+			var out lockedBuffer
+			script := `command -v nimbus-tool; case "$PATH" in *:` + filepath.Dir(want[exName]) + `) ;; *) echo "not last: $PATH";; esac`
+			if exName == "docker" {
+				script += `; echo x > ` + ToolDir + `/nimbus-tool || echo read-only`
+			}
+			code, err := ex.Run(context.Background(), Step{Name: "tools", Image: image, Script: script,
+				Workspace: t.TempDir(), Output: &out, Tools: []string{tool}})
+			if err != nil || code != 0 {
+				t.Fatalf("exit %d, %v: %s", code, err, out.String())
+			}
+			got := out.String()
+			if !strings.Contains(got, want[exName]+"\n") || strings.Contains(got, "not last") ||
+				(exName == "docker" && !strings.Contains(got, "read-only")) {
+				t.Fatalf("output %q, want the tool at %s, last on PATH, read-only", got, want[exName])
+			}
+		})
+	}
+	if ok, err := IsStatic(tool); err != nil || !ok {
+		t.Fatalf("IsStatic(busybox) = %v, %v", ok, err)
+	}
+}

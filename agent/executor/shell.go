@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"syscall"
@@ -36,7 +37,7 @@ func (*Shell) Run(ctx context.Context, s Step) (int, error) {
 	}
 	cmd := exec.Command("sh", "-c", s.Script)
 	cmd.Dir = s.Workspace
-	cmd.Env = shellEnv(s.Env, s.GPUs)
+	cmd.Env = shellEnv(s.Env, s.GPUs, s.Tools)
 	out := s.Output
 	if out == nil {
 		out = io.Discard
@@ -76,9 +77,14 @@ func (*Shell) Run(ctx context.Context, s Step) (int, error) {
 // shellEnv gives the step a small, predictable environment: PATH and HOME from the agent, then
 // the step's variables. The agent's own secrets (tokens in its env) are not inherited. Without a
 // container there are no device requests, so CUDA_VISIBLE_DEVICES is what keeps a step to its
-// reserved GPUs (and off all of them when it has none).
-func shellEnv(env map[string]string, gpus []string) []string {
-	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+// reserved GPUs (and off all of them when it has none). The tools' directories go at the end
+// of PATH.
+func shellEnv(env map[string]string, gpus, tools []string) []string {
+	path := os.Getenv("PATH")
+	for _, t := range tools {
+		path += string(os.PathListSeparator) + filepath.Dir(t)
+	}
+	out := []string{"PATH=" + path, "HOME=" + os.Getenv("HOME")}
 	keys := make([]string, 0, len(env))
 	for k := range env {
 		keys = append(keys, k)

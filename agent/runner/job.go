@@ -277,6 +277,7 @@ func (x *run) step(name, image string, auth *executor.ImageAuth, env map[string]
 		// Only the GPUs reserved for this pipeline, never all of the host's.
 		GPUs:   x.lease.GPUs,
 		Labels: map[string]string{"nimbus.lease": x.lease.ID, "nimbus.job": name},
+		Tools:  x.cfg.Tools,
 	}
 	x.extras.apply(&s)
 	return s

@@ -77,6 +77,9 @@ type Config struct {
 	Images   ImageConfig
 	Services ServiceConfig
 	Caches   CacheConfig
+	// Tools are executables of the host every job step can call by name (executor.Step.Tools):
+	// the nimbus CLI.
+	Tools []string
 }
 
 // Runner runs leases; one Runner serves many concurrent runs.

@@ -216,7 +216,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		return nil, err
 	}
 	a.Files = artifacts.NewService(a.DB, a.Storage, a.Blobs, a.Builds, clk, log)
-	a.Collector = artifacts.NewCollector(a.DB, a.Storage, a.Registry, clk, log.With("component", "gc"), artifacts.CollectorConfig{})
+	a.Collector = artifacts.NewCollector(a.DB, a.Storage, a.Registry, clk, log.With("component", "gc"), artifacts.CollectorConfig{BuildRetention: cfg.BuildArtifactRetention})
 
 	if a.Tunnel, err = tunnel.New(tunnel.Config{
 		Authenticate: func(ctx context.Context, token string) (string, error) {

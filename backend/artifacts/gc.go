@@ -40,6 +40,8 @@ const (
 type CollectorConfig struct {
 	Grace     time.Duration
 	UploadTTL time.Duration
+	// BuildRetention is how long a build's hand-off versions outlive the build (buildscope.go).
+	BuildRetention time.Duration
 }
 
 // Collector removes stored blobs that nothing references: no registry repository links them
@@ -65,6 +67,9 @@ func NewCollector(db *gorm.DB, st storage.Store, registry Registry, clk clock.Cl
 	if cfg.UploadTTL <= 0 {
 		cfg.UploadTTL = DefaultUploadTTL
 	}
+	if cfg.BuildRetention <= 0 {
+		cfg.BuildRetention = DefaultBuildRetention
+	}
 	return &Collector{db: db, store: st, registry: registry, clock: clk, log: log, cfg: cfg}
 }
 
@@ -74,16 +79,22 @@ type Report struct {
 	Deleted        int   // blobs removed
 	Freed          int64 // their bytes
 	UploadsExpired int   // upload sessions ended
+	// VersionsExpired: build-scoped versions removed after their retention.
+	VersionsExpired int
 }
 
-// Collect runs one collection: expire abandoned upload sessions, then remove the unreferenced
-// blobs older than the grace period.
+// Collect runs one collection: expire abandoned upload sessions and the hand-off versions of
+// builds that ended longer ago than the retention, then remove the unreferenced blobs older
+// than the grace period.
 func (c *Collector) Collect(ctx context.Context) (Report, error) {
 	var rep Report
 	now := c.clock.Now()
 	n, err := c.expireUploads(ctx, now.Add(-c.cfg.UploadTTL))
 	rep.UploadsExpired = n
 	if err != nil {
+		return rep, err
+	}
+	if rep.VersionsExpired, err = c.expireBuildVersions(ctx, now.Add(-c.cfg.BuildRetention)); err != nil {
 		return rep, err
 	}
 	var old []storage.Info

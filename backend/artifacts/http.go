@@ -104,8 +104,10 @@ type VersionJSON struct {
 	Size      int64         `json:"size"`
 	Build     *BuildRefJSON `json:"build"`     // null when a person pushed it
 	PushedBy  string        `json:"pushed_by"` // the user, "" when none
-	CreatedAt time.Time     `json:"created_at"`
-	Files     []FileJSON    `json:"files,omitempty"`
+	// BuildScoped: the build's hand-off version (buildscope.go).
+	BuildScoped bool       `json:"build_scoped,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	Files       []FileJSON `json:"files,omitempty"`
 }
 
 // PackageJSON is a package.
@@ -130,7 +132,7 @@ func (h *Handler) fileJSON(a *repo.Access, pkg, version string, f File) FileJSON
 
 func versionJSON(pkg string, v VersionInfo) VersionJSON {
 	j := VersionJSON{id: v.ID, Package: pkg, Version: v.Version.Version, FileCount: v.FileCount, Size: v.Size, PushedBy: v.PushedByName,
-		CreatedAt: v.CreatedAt}
+		BuildScoped: v.BuildScoped, CreatedAt: v.CreatedAt}
 	if v.PipelineID != nil && v.BuildNumber != nil {
 		j.Build = &BuildRefJSON{Number: *v.BuildNumber, PipelineID: *v.PipelineID, Commit: v.CommitSHA}
 	}

@@ -27,6 +27,7 @@ type Version struct {
 	BuildNumber *int64
 	CommitSHA   string `gorm:"not null"`
 	PushedBy    *int64
+	BuildScoped bool      `gorm:"not null"`
 	CreatedAt   time.Time `gorm:"not null"`
 }
 

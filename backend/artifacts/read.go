@@ -35,7 +35,7 @@ func (s *Service) pkgOf(ctx context.Context, repoID int64, name string) (*Packag
 func (s *Service) versionOf(ctx context.Context, p *Package, version string) (*Version, error) {
 	q := s.db.WithContext(ctx).Where("package_id = ?", p.ID)
 	if version == Latest {
-		q = q.Order("id DESC")
+		q = q.Where("build_scoped = ?", false).Order("id DESC")
 	} else {
 		q = q.Where("version = ?", version)
 	}
@@ -83,7 +83,7 @@ func (s *Service) Packages(ctx context.Context, repoID int64, page api.Page) ([]
 	var out []PackageInfo
 	err := s.db.WithContext(ctx).Table("artifact_packages k").
 		Select("k.*, (SELECT COUNT(*) FROM artifact_versions v WHERE v.package_id = k.id) AS version_count, "+
-			"(SELECT v.version FROM artifact_versions v WHERE v.package_id = k.id ORDER BY v.id DESC LIMIT 1) AS latest").
+			"COALESCE((SELECT v.version FROM artifact_versions v WHERE v.package_id = k.id AND v.build_scoped = ? ORDER BY v.id DESC LIMIT 1), '') AS latest", false).
 		Where("k.repo_id = ? AND k.id > ? AND k.name <> ?", repoID, page.After, ReleasePackage).Order("k.id").Limit(page.Limit + 1).Scan(&out).Error
 	return out, err
 }
@@ -178,7 +178,7 @@ func (s *Service) DeleteFile(ctx context.Context, repoID int64, pkg, version, fi
 		if err := tx.Delete(&File{}, e.File.ID).Error; err != nil {
 			return err
 		}
-		return s.prune(tx, e.Package.ID, e.Version.ID)
+		return prune(tx, e.Package.ID, e.Version.ID)
 	})
 }
 
@@ -208,12 +208,12 @@ func (s *Service) deleteVersion(tx *gorm.DB, repoID int64, pkg, version string) 
 	if err := tx.Where("version_id = ?", vs[0].ID).Delete(&File{}).Error; err != nil {
 		return true, err
 	}
-	return true, s.prune(tx, vs[0].PackageID, vs[0].ID)
+	return true, prune(tx, vs[0].PackageID, vs[0].ID)
 }
 
 // prune removes the version when it has no files left, then the package when it has no
 // versions left.
-func (s *Service) prune(tx *gorm.DB, packageID, versionID int64) error {
+func prune(tx *gorm.DB, packageID, versionID int64) error {
 	if err := tx.Where("id = ? AND NOT EXISTS (SELECT 1 FROM artifact_files f WHERE f.version_id = ?)", versionID, versionID).
 		Delete(&Version{}).Error; err != nil {
 		return err

@@ -61,6 +61,7 @@ type producer struct {
 	PipelineID, BuildID, BuildNumber *int64
 	Commit                           string
 	UserID                           *int64
+	Scoped                           bool // the upload goes to its build's own version
 }
 
 // producerOf finds the pipeline, build and commit of a job token; other callers are people.
@@ -81,8 +82,12 @@ func (s *Service) producerOf(ctx context.Context, p *auth.Principal) (producer, 
 }
 
 // sameProducer reports whether pr may add files to v: the pipeline that made it, or people
-// when people made it. A version's provenance stays true that way.
+// when people made it, or for a build-scoped version any pipeline of its build. A version's
+// provenance stays true that way.
 func sameProducer(v *Version, pr producer) bool {
+	if v.BuildScoped {
+		return v.BuildID != nil && pr.BuildID != nil && *v.BuildID == *pr.BuildID
+	}
 	if v.PipelineID == nil || pr.PipelineID == nil {
 		return v.PipelineID == nil && pr.PipelineID == nil
 	}
@@ -90,6 +95,9 @@ func sameProducer(v *Version, pr producer) bool {
 }
 
 func producerConflict(v *Version) error {
+	if v.BuildScoped && v.BuildID != nil {
+		return scopeError(v.Version, *v.BuildID)
+	}
 	if v.PipelineID != nil {
 		return api.Conflict("version %s was published by pipeline %d; only that pipeline adds files to it", v.Version, *v.PipelineID)
 	}
@@ -147,6 +155,9 @@ func (s *Service) Put(ctx context.Context, a *repo.Access, p *auth.Principal, up
 	}
 	pr, err := s.producerOf(ctx, p)
 	if err != nil {
+		return nil, false, err
+	}
+	if pr.Scoped, err = buildScoped(up.Version, pr); err != nil {
 		return nil, false, err
 	}
 	return s.put(ctx, a, pr, up)
@@ -314,7 +325,7 @@ func (s *Service) record(tx *gorm.DB, repoID int64, up Upload, info storage.Info
 		return nil, false, err
 	}
 	ver := Version{PackageID: pkg.ID, Version: up.Version, PipelineID: pr.PipelineID, BuildID: pr.BuildID,
-		BuildNumber: pr.BuildNumber, CommitSHA: pr.Commit, PushedBy: pr.UserID, CreatedAt: now}
+		BuildNumber: pr.BuildNumber, CommitSHA: pr.Commit, PushedBy: pr.UserID, BuildScoped: pr.Scoped, CreatedAt: now}
 	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&ver)
 	if res.Error != nil {
 		return nil, false, res.Error

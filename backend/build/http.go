@@ -117,6 +117,7 @@ type JobJSON struct {
 	Name     string `json:"name"`
 	Status   string `json:"status"`
 	ExitCode *int   `json:"exit_code,omitempty"`
+	Type     string `json:"type,omitempty"` // a built-in task's type (cnb:await, …)
 }
 
 // StageJSON is one stage of a pipeline.
@@ -154,6 +155,9 @@ type PipelineJSON struct {
 	ReadyAt        *time.Time  `json:"ready_at"`
 	WorkspaceState *string     `json:"workspace_state"`
 	Stages         []StageJSON `json:"stages,omitempty"`
+	// AwaitedMs is how much of its run the pipeline spent in cnb:await jobs (overlapping awaits
+	// count once), so far: its node was held, and billed, meanwhile. With the stages only.
+	AwaitedMs *int64 `json:"awaited_ms,omitempty"`
 }
 
 // ErrorJSON is why a build failed before any pipeline existed (its .cnb.yml).
@@ -418,11 +422,13 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 		}
 	}
 	stagesOf := map[int64][]StageJSON{}
+	var awaited map[int64]time.Duration
 	if deep {
 		jobsOf := map[int64][]JobJSON{}
 		for _, j := range t.jobs {
-			jobsOf[j.StageID] = append(jobsOf[j.StageID], JobJSON{ID: j.ID, Name: j.Name, Status: j.Status, ExitCode: j.ExitCode})
+			jobsOf[j.StageID] = append(jobsOf[j.StageID], JobJSON{ID: j.ID, Name: j.Name, Status: j.Status, ExitCode: j.ExitCode, Type: j.Type})
 		}
+		awaited = awaitedTime(t.jobs, now)
 		for _, st := range t.stages {
 			js := jobsOf[st.ID]
 			if js == nil {
@@ -468,6 +474,8 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 			if pj.Stages == nil {
 				pj.Stages = []StageJSON{}
 			}
+			ms := awaited[p.ID].Milliseconds()
+			pj.AwaitedMs = &ms
 		}
 		pipesOf[p.BuildID] = append(pipesOf[p.BuildID], pj)
 	}

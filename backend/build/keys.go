@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +48,9 @@ type BuildWait struct {
 	Key        string    `gorm:"not null"`
 	Since      time.Time `gorm:"not null"`
 }
+
+// TaskAwait is the type of the built-in task that awaits a key.
+const TaskAwait = "cnb:await"
 
 // deadLock is CNB's message for every await that can never end.
 const deadLock = "dead lock found."
@@ -211,6 +215,44 @@ func resolveKeys(plan string) []string {
 				}
 			}
 		}
+	}
+	return out
+}
+
+// awaitedTime is, per pipeline, how long its cnb:await jobs ran (until now for one running),
+// with overlapping awaits (parallel jobs of a stage) counted once: the time its node was held
+// waiting for another pipeline.
+func awaitedTime(jobs []Job, now time.Time) map[int64]time.Duration {
+	type span struct{ from, to time.Time }
+	spans := map[int64][]span{}
+	for _, j := range jobs {
+		if j.Type != TaskAwait || j.StartedAt == nil {
+			continue
+		}
+		to := now
+		if j.FinishedAt != nil {
+			to = *j.FinishedAt
+		}
+		if to.After(*j.StartedAt) {
+			spans[j.PipelineID] = append(spans[j.PipelineID], span{*j.StartedAt, to})
+		}
+	}
+	out := make(map[int64]time.Duration, len(spans))
+	for id, ss := range spans {
+		slices.SortFunc(ss, func(a, b span) int { return a.from.Compare(b.from) })
+		var total time.Duration
+		cur := ss[0]
+		for _, s := range ss[1:] {
+			if !s.from.After(cur.to) {
+				if s.to.After(cur.to) {
+					cur.to = s.to
+				}
+				continue
+			}
+			total += cur.to.Sub(cur.from)
+			cur = s
+		}
+		out[id] = total + cur.to.Sub(cur.from)
 	}
 	return out
 }

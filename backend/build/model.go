@@ -135,6 +135,7 @@ type Job struct {
 	StartedAt  *time.Time
 	FinishedAt *time.Time
 	Exports    string `gorm:"not null"` // the job's exports as JSON (masked by the agent); "" when none
+	Type       string `gorm:"not null"` // a built-in task's type (cnb:await, …); "" for scripts and plugins
 }
 
 // Schedule is a cron entry of a branch's .cnb.yml, registered on push. It runs as the user who

@@ -361,7 +361,11 @@ func createPipeline(tx *gorm.DB, b *Build, orgID int64, pos int, plan *protocol.
 				return nil, err
 			}
 			for ji, j := range st.Jobs {
-				if err := tx.Create(&Job{StageID: stage.ID, PipelineID: p.ID, Position: ji, Name: j.Name, Status: status}).Error; err != nil {
+				typ := ""
+				if j.Kind == protocol.KindBuiltin {
+					typ = j.Type
+				}
+				if err := tx.Create(&Job{StageID: stage.ID, PipelineID: p.ID, Position: ji, Name: j.Name, Status: status, Type: typ}).Error; err != nil {
 					return nil, err
 				}
 			}

@@ -90,6 +90,9 @@ type Config struct {
 	// is how often unreferenced blobs are collected (0 = never).
 	StorageQuota string
 	GCInterval   time.Duration
+	// BuildArtifactRetention is how long the artifact versions a build's pipelines hand each
+	// other ($CNB_BUILD_ID) are kept after the build ended.
+	BuildArtifactRetention time.Duration
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -143,6 +146,7 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.Bool(&c.S3Presign, "s3-presign", "NIMBUS_S3_PRESIGN", false, "redirect registry blob downloads to presigned S3 URLs (clients must reach the S3 endpoint)")
 	s.String(&c.StorageQuota, "storage-quota", "NIMBUS_STORAGE_QUOTA", "0", "storage cap per team for registry blobs and model files, e.g. 50GiB, 500MB or bytes; 0 = no cap")
 	s.Duration(&c.GCInterval, "gc-interval", "NIMBUS_GC_INTERVAL", time.Hour, "how often the leader replica removes unreferenced artifact blobs and stale uploads; 0 = never")
+	s.Duration(&c.BuildArtifactRetention, "build-artifact-retention", "NIMBUS_BUILD_ARTIFACT_RETENTION", 7*24*time.Hour, "how long a build's hand-off artifacts (version $CNB_BUILD_ID) are kept after the build ended; the collector then removes them")
 	s.String(&c.LogFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&c.LogLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", "NIMBUS_SHUTDOWN_TIMEOUT", 30*time.Second, "how long a graceful shutdown waits for in-flight requests")
@@ -245,6 +249,9 @@ func (c *Config) Resolve(builtinAgent string) error {
 	}
 	if _, err := c.Quota(); err != nil {
 		return err
+	}
+	if c.BuildArtifactRetention <= 0 {
+		return fmt.Errorf("invalid NIMBUS_BUILD_ARTIFACT_RETENTION %s: more than 0", c.BuildArtifactRetention)
 	}
 	if c.GCInterval < 0 {
 		return fmt.Errorf("invalid NIMBUS_GC_INTERVAL %s: 0 (never) or more", c.GCInterval)

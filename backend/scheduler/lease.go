@@ -257,7 +257,7 @@ func (s *Service) leaseFor(ctx context.Context, p *build.Pipeline, leaseID, jobT
 		Secrets: secrets, Jobs: run.Jobs,
 		Env: map[string]string{
 			"CNB_TOKEN":            jobToken,
-			"CNB_BUILD_ID":         "nimbus-" + itoa(run.BuildID),
+			"CNB_BUILD_ID":         build.BuildIDOf(run.BuildID),
 			"CNB_BUILD_NUMBER":     itoa(run.BuildNumber),
 			"CNB_PIPELINE_ID":      itoa(p.ID),
 			"CNB_BUILD_WEB_URL":    s.cfg.PublicURL + "/" + slug + "/builds/" + itoa(run.BuildNumber),

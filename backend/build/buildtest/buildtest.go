@@ -7,6 +7,7 @@ package buildtest
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"gorm.io/gorm"
@@ -22,6 +23,9 @@ type Running struct {
 	Number        int64  // the build number
 	Commit        string // the build's commit (need not exist in the repo)
 	TriggeredBy   int64  // the user; 0 for nobody
+	// Build, when not 0, is an existing build: Seed adds a pipeline to it (Number and Commit
+	// are then ignored).
+	Build int64
 }
 
 // Seeded is what Seed wrote.
@@ -44,11 +48,18 @@ func Seed(db *gorm.DB, r Running) (Seeded, error) {
 		b.TriggeredBy = &by
 	}
 	var out Seeded
+	key := "p"
 	err = store.Tx(context.Background(), db, func(tx *gorm.DB) error {
-		if err := tx.Create(&b).Error; err != nil {
+		if r.Build != 0 {
+			var n int64
+			if err := tx.Model(&build.Pipeline{}).Where("build_id = ?", r.Build).Count(&n).Error; err != nil {
+				return err
+			}
+			b.ID, key = r.Build, fmt.Sprintf("p%d", n)
+		} else if err := tx.Create(&b).Error; err != nil {
 			return err
 		}
-		p := build.Pipeline{BuildID: b.ID, Key: "p", Name: "p", Status: build.StatusRunning, RunnerTag: "cnb:arch:amd64", CPUs: 1,
+		p := build.Pipeline{BuildID: b.ID, Key: key, Name: key, Status: build.StatusRunning, RunnerTag: "cnb:arch:amd64", CPUs: 1,
 			Plan: "{}", OrgID: r.OrgID, RepoID: r.RepoID, CreatedAt: now, UpdatedAt: now, JobTokenHash: auth.HashToken(raw)}
 		if err := tx.Create(&p).Error; err != nil {
 			return err
@@ -101,4 +112,11 @@ func Queued(db *gorm.DB, teams []Team, plan string, n int) ([]*build.Pipeline, e
 		return nil
 	})
 	return out, err
+}
+
+// Ended marks a build ended at the given time (its pipelines untouched): what retention rules
+// that count from a build's end need.
+func Ended(db *gorm.DB, buildID int64, at time.Time) error {
+	return db.Model(&build.Build{}).Where("id = ?", buildID).
+		Updates(map[string]any{"status": build.StatusSuccess, "finished_at": at.UTC()}).Error
 }

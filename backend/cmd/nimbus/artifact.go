@@ -25,6 +25,8 @@ func artifactCommand() command {
 
 const artifactUsage = `Usage: nimbus artifact push [flags] ORG/REPO PACKAGE VERSION FILE...
        nimbus artifact pull [flags] ORG/REPO PACKAGE VERSION [FILE...]
+       nimbus artifact push --build [flags] PACKAGE FILE...
+       nimbus artifact pull --build [flags] PACKAGE [FILE...]
 
 push publishes each FILE (under its base name) as a file of PACKAGE at VERSION, sending its
 sha256 so the server keeps it only if every byte arrived. Published files never change: pushing
@@ -36,7 +38,14 @@ pull downloads the files of PACKAGE at VERSION (every file, or the FILEs named) 
 VERSION may be "latest". An interrupted download resumes where it stopped — in the same run
 (after a cut connection) and in the next one (from the partial file left in --dir) — and every
 file is checked against its sha256 before it takes its name; a file already there with the right
-sha256 is not downloaded again.`
+sha256 is not downloaded again.
+
+--build (inside a pipeline) uses the pipeline's repo (CNB_REPO_SLUG) and the build's own version
+(CNB_BUILD_ID): the hand-off space of the build's pipelines, which run on different nodes. A job
+of one pipeline pushes there, a job of another pipeline of the same build pulls, after a
+cnb:await for the key the first resolved. Only the build's jobs push to it, it is never
+"latest", and the server removes it a while after the build ended. Directories travel as one
+archive: tar czf processed.tgz processed.`
 
 // artifactClient talks to one server's model-file API.
 type artifactClient struct {
@@ -61,7 +70,9 @@ func runArtifact(ctx context.Context, e env, args []string) int {
 	verb := args[0]
 	c := &artifactClient{stderr: e.stderr, every: 2 * time.Second, stall: time.Minute}
 	dir := "."
+	var scoped bool
 	fs := envflag.New("artifact "+verb, artifactUsage)
+	fs.Bool(&scoped, "build", "", false, "the build's hand-off version: repo CNB_REPO_SLUG, version CNB_BUILD_ID (inside a pipeline)")
 	fs.String(&c.server, "server", "NIMBUS_SERVER", "", "the Nimbus server's URL (default: CNB_WEB_ENDPOINT inside a pipeline)")
 	fs.String(&c.token, "token", "NIMBUS_TOKEN", "", "a personal, deploy or job token (default: CNB_TOKEN inside a pipeline)")
 	fs.Int(&c.retries, "retries", "NIMBUS_ARTIFACT_RETRIES", 5, "attempts after a failed transfer (a cut connection, a 5xx); downloads resume")
@@ -83,6 +94,16 @@ func runArtifact(ctx context.Context, e env, args []string) int {
 		c.token = e.getenv("CNB_TOKEN")
 	}
 	rest := fs.Args()
+	if scoped {
+		slug, id := e.getenv("CNB_REPO_SLUG"), e.getenv("CNB_BUILD_ID")
+		if slug == "" || id == "" {
+			fmt.Fprintln(e.stderr, "nimbus artifact: --build needs CNB_REPO_SLUG and CNB_BUILD_ID, which a pipeline's jobs have")
+			return 2
+		}
+		if len(rest) > 0 {
+			rest = append([]string{slug, rest[0], id}, rest[1:]...)
+		}
+	}
 	need := 4
 	if verb == "pull" {
 		need = 3

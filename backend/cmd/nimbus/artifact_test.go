@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -261,4 +262,40 @@ func runCLIFast(args []string, server, token string) (int, string, string) {
 		}}
 	code := run(context.Background(), e, args)
 	return code, stdout.String(), stderr.String()
+}
+
+// --build is the build's hand-off version: the repo and version come from the job's variables,
+// and the push and pull meet there; outside a pipeline it says what it needs.
+func TestArtifactBuildScope(t *testing.T) {
+	s := apptest.Start(t, nil, app.Options{})
+	u := s.Signup(t, "ada")
+	r := s.Repo(t, s.Org(t, u, "ml"), "models", repo.Private)
+	job := s.JobToken(t, r, u.ID, 3, "0123456789abcdef0123456789abcdef01234567")
+	var id int64
+	if err := s.App.DB.Table("builds").Where("repo_id = ? AND number = 3", r.ID).Select("id").Scan(&id).Error; err != nil || id == 0 {
+		t.Fatalf("the build: %d %v", id, err)
+	}
+	env := map[string]string{"CNB_WEB_ENDPOINT": s.URL, "CNB_TOKEN": job, "CNB_REPO_SLUG": "ml/models",
+		"CNB_BUILD_ID": "nimbus-" + strconv.FormatInt(id, 10)}
+	data := writeFile(t, t.TempDir(), "processed.tgz", []byte("prepared data"))
+	code, out, errOut := runCLI([]string{"artifact", "push", "--build", "data", data}, env)
+	if code != 0 || !strings.Contains(out, "/artifacts/data/nimbus-"+strconv.FormatInt(id, 10)+"/processed.tgz") {
+		t.Fatalf("push --build: %d\n%s\n%s", code, out, errOut)
+	}
+	dst := t.TempDir()
+	if code, out, errOut = runCLI([]string{"artifact", "pull", "--build", "--dir", dst, "data"}, env); code != 0 {
+		t.Fatalf("pull --build: %d\n%s\n%s", code, out, errOut)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dst, "processed.tgz")); string(got) != "prepared data" {
+		t.Fatalf("pulled %q", got)
+	}
+	// A person's token cannot write into the build's version.
+	env["CNB_TOKEN"] = s.Token(t, u, auth.ScopeRegistryWrite)
+	if code, _, errOut = runCLI([]string{"artifact", "push", "--build", "data", data}, env); code != 1 || !strings.Contains(errOut, "hand-off space") {
+		t.Fatalf("push --build with a person's token: %d %s", code, errOut)
+	}
+	delete(env, "CNB_BUILD_ID")
+	if code, _, errOut = runCLI([]string{"artifact", "pull", "--build", "data"}, env); code != 2 || !strings.Contains(errOut, "CNB_BUILD_ID") {
+		t.Fatalf("--build outside a pipeline: %d %s", code, errOut)
+	}
 }

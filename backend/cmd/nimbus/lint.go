@@ -72,16 +72,20 @@ type jsonDiagnostic struct {
 type jsonLint struct {
 	Errors   []jsonDiagnostic `json:"errors"`
 	Warnings []jsonDiagnostic `json:"warnings"`
+	Info     []jsonDiagnostic `json:"info"`
 }
 
 func lintJSON(mainFile string, ds spec.Diagnostics) jsonLint {
-	out := jsonLint{Errors: []jsonDiagnostic{}, Warnings: []jsonDiagnostic{}}
+	out := jsonLint{Errors: []jsonDiagnostic{}, Warnings: []jsonDiagnostic{}, Info: []jsonDiagnostic{}}
 	for _, d := range ds {
 		jd := jsonDiagnostic{File: displayPath(mainFile, d), Line: d.Pos.Line, Column: d.Pos.Column, Message: d.Message, Hint: d.Hint}
-		if d.Severity == spec.SeverityError {
+		switch d.Severity {
+		case spec.SeverityError:
 			out.Errors = append(out.Errors, jd)
-		} else {
+		case spec.SeverityWarning:
 			out.Warnings = append(out.Warnings, jd)
+		default:
+			out.Info = append(out.Info, jd)
 		}
 	}
 	return out
@@ -95,10 +99,11 @@ func runLint(_ context.Context, e env, args []string) int {
 	var strict, asJSON bool
 	fs := envflag.New("lint", "Usage: nimbus lint [--strict] [--json] [FILE]\n\n"+
 		"Checks FILE (default .cnb.yml) and the files it includes, read from FILE's directory as the\n"+
-		"repository root. Prints FILE:LINE:COL: error|warning: message lines, and exits 1 when there\n"+
-		"are errors. Remote includes are not fetched.")
-	fs.Bool(&strict, "strict", "NIMBUS_LINT_STRICT", false, "treat warnings as errors")
-	fs.Bool(&asJSON, "json", "", false, `print {"errors":[…],"warnings":[…]} instead of lines`)
+		"repository root. Prints FILE:LINE:COL: error|warning|info: message lines, and exits 1 when\n"+
+		"there are errors. Info is advice (beyond CNB) on a file that is fine as it is. Remote\n"+
+		"includes are not fetched.")
+	fs.Bool(&strict, "strict", "NIMBUS_LINT_STRICT", false, "treat warnings as errors (info stays advice)")
+	fs.Bool(&asJSON, "json", "", false, `print {"errors":[…],"warnings":[…],"info":[…]} instead of lines`)
 	if err := fs.Parse(args, e.getenv, e.stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

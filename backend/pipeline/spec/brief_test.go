@@ -93,8 +93,13 @@ func TestBriefExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ds := Lint(src, Options{}); len(ds) != 0 {
+			ds := Lint(src, Options{})
+			if len(ds.Problems()) != 0 {
 				t.Errorf("lint: %v", ds)
+			}
+			// The brief's train-cpu / train-gpu share nothing: lint says they run apart.
+			if info := ds.Filter(SeverityInfo); (tt.file == "train-main-push.yml") != (len(info) == 1) {
+				t.Errorf("lint's advice: %v", info)
 			}
 			set := mustPlan(t, string(src), tt.trig, Options{})
 			if len(set.Pipelines) != len(tt.want) {

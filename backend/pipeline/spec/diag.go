@@ -14,11 +14,17 @@ const (
 	SeverityError Severity = iota
 	// SeverityWarning is reported by lint and otherwise ignored (lint --strict makes it an error).
 	SeverityWarning
+	// SeverityInfo is advice on a file that is fine as it is (beyond CNB): lint prints it, and
+	// even --strict leaves it advice.
+	SeverityInfo
 )
 
 func (s Severity) String() string {
-	if s == SeverityWarning {
+	switch s {
+	case SeverityWarning:
 		return "warning"
+	case SeverityInfo:
+		return "info"
 	}
 	return "error"
 }
@@ -82,11 +88,25 @@ func (ds Diagnostics) Filter(s Severity) Diagnostics {
 	return out
 }
 
-// Strict returns the list with every warning turned into an error (lint --strict).
+// Problems returns the errors and warnings: everything but advice.
+func (ds Diagnostics) Problems() Diagnostics {
+	var out Diagnostics
+	for _, d := range ds {
+		if d.Severity != SeverityInfo {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Strict returns the list with every warning turned into an error (lint --strict); advice
+// stays advice.
 func (ds Diagnostics) Strict() Diagnostics {
 	out := make(Diagnostics, len(ds))
 	for i, d := range ds {
-		d.Severity = SeverityError
+		if d.Severity == SeverityWarning {
+			d.Severity = SeverityError
+		}
 		out[i] = d
 	}
 	return out
@@ -139,6 +159,10 @@ func (d *diags) errorf(pos Pos, format string, args ...any) {
 
 func (d *diags) warnf(pos Pos, format string, args ...any) {
 	d.add(pos, SeverityWarning, "", format, args...)
+}
+
+func (d *diags) infoHint(pos Pos, hint, format string, args ...any) {
+	d.add(pos, SeverityInfo, hint, format, args...)
 }
 
 // errorHint and warnHint carry a hint.

@@ -126,6 +126,7 @@ func Parse(src []byte, opts Options) (*Config, Diagnostics) {
 		} else {
 			dc := &decoder{d: d, opts: &opts}
 			cfg.branches = dc.branches(root)
+			separateWorkspaces(cfg.branches, d)
 		}
 	}
 	cfg.diags = d.sorted(opts.File)

@@ -45,5 +45,18 @@ describe('PipelineCard', () => {
     expect(container.querySelector('[data-job="fit"]')!.getAttribute('href')).toBe('/o/r/builds/1/jobs/3')
     expect(screen.getByText('parallel')).toBeTruthy()
     expect(screen.getByText('serial')).toBeTruthy()
+    expect(screen.queryByTestId('awaited')).toBeNull()
+  })
+
+  it('shows the time spent awaiting apart from the duration', () => {
+    const started = new Date(Date.now() - 300_000).toISOString()
+    const running: Pipeline = { ...p, status: 'running', reason: '', started_at: started, awaited_ms: 125_000 }
+    render(
+      <MemoryRouter>
+        <PipelineCard p={running} jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
+      </MemoryRouter>,
+    )
+    expect(screen.getByTestId('awaited').textContent).toBe('awaited 2m 5s')
+    expect(screen.getByTitle('duration').textContent).toBe('5m 0s')
   })
 })

@@ -1,7 +1,7 @@
 import { Link } from 'react-router'
 import { layoutPipeline } from '../lib/pipeline'
 import type { Pipeline } from '../lib/types'
-import { coreHours, money, span } from '../lib/format'
+import { coreHours, duration, money, span } from '../lib/format'
 import { StatusBadge } from './ui'
 
 /** One pipeline: its runner, cores, cost and reason, then its stages left to right. */
@@ -28,6 +28,11 @@ export function PipelineCard({ p, jobHref, currency, workspaceHref }: { p: Pipel
             </Link>
           )}
           <span title="duration">{span(p.started_at, p.finished_at)}</span>
+          {!!p.awaited_ms && (
+            <span title="time in cnb:await, waiting for another pipeline of the build: part of the duration, and billed (the node was held)" data-testid="awaited">
+              awaited {duration(p.awaited_ms)}
+            </span>
+          )}
           <span title="core-hours">{coreHours(p.core_seconds)}</span>
           <span title="cost">{money(p.cost, currency)}</span>
         </div>

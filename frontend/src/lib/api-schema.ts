@@ -2013,6 +2013,8 @@ export interface components {
       build: components["schemas"]["ArtifactBuild"] | null;
       /** @description The user who pushed it (for a pipeline, the user the build runs as); "" when none. */
       pushed_by: string;
+      /** @description A build's hand-off version, named after its CNB_BUILD_ID (nimbus-<build id>): every pipeline of that build adds files, it is never `latest`, and it is removed NIMBUS_BUILD_ARTIFACT_RETENTION after the build ended. */
+      build_scoped?: boolean;
       /** Format: date-time */
       created_at: string;
       files?: components["schemas"]["ArtifactFile"][];
@@ -2210,6 +2212,12 @@ export interface components {
        * `failStages` (`kind: fail`), then its `endStages` (`kind: end`).
        */
       stages?: components["schemas"]["Stage"][];
+      /**
+       * Format: int64
+       * @description Only with `stages`. How much of its run the pipeline spent in `cnb:await` jobs so
+       * far (overlapping awaits count once): its node was held, and billed, meanwhile.
+       */
+      awaited_ms?: number;
     };
     Stage: {
       name: string;
@@ -2231,6 +2239,8 @@ export interface components {
       status: components["schemas"]["Status"];
       /** @description Present once the job's process has exited. */
       exit_code?: number;
+      /** @description A built-in task's type (`cnb:await`, `git:release`, …); absent for scripts and plugins. */
+      type?: string;
     };
     WorkspaceOpen: {
       /** @description Default the repo's default branch. */

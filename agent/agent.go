@@ -136,6 +136,8 @@ type Agent struct {
 	caches *volumes.Store
 	// cli is the nimbus CLI of the jobs; "" when there is none.
 	cli string
+	// host is what the agent announces about its host (hostfacts.go).
+	host protocol.HostFacts
 }
 
 // IDFile holds the agent's id in its work dir; TokenFile its registration with the server.
@@ -191,6 +193,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 		ex.Close()
 		return nil, fmt.Errorf("agent: %w", err)
 	}
+	a.host = hostFacts(ctx, ex, len(gpus), cfg.SimulatedGPUs)
 	var problem string
 	if a.cli, problem = findCLI(cfg.NimbusCLI); problem != "" {
 		log.Warn("jobs get no nimbus CLI; nimbus artifact works only in images that bring it", "why", problem)

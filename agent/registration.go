@@ -53,7 +53,7 @@ func (a *Agent) registration(ctx context.Context, api *client.Client, force bool
 		mem = hostMemory()
 	}
 	req := protocol.RegisterRequest{Name: name, Version: a.cfg.Version, Tags: a.tags, CPUs: a.cfg.CPUs,
-		MemoryBytes: mem, GPUs: a.gpus, Concurrency: a.concurrency(), Executor: a.exec.Name()}
+		MemoryBytes: mem, GPUs: a.gpus, Concurrency: a.concurrency(), Executor: a.exec.Name(), Host: a.host}
 	for {
 		resp, err := api.Register(ctx, a.cfg.Token, req)
 		if err == nil {

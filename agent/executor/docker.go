@@ -80,6 +80,11 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 		defer cancel()
 		d.cli.ContainerRemove(rctx, id, container.RemoveOptions{Force: true})
 	}()
+	if s.ImageSeen != nil {
+		if digest, err := d.imageDigest(ctx, id, s.Image); err == nil {
+			s.ImageSeen(s.Image, digest)
+		}
+	}
 
 	att, err := d.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdout: true, Stderr: true})
 	if err != nil {
@@ -221,6 +226,37 @@ func (d *Docker) createContainer(ctx context.Context, s Step, cfg *container.Con
 		return "", fmt.Errorf("executor: create container for %q: %w", s.Name, err)
 	}
 	return created.ID, nil
+}
+
+// imageDigest is the digest of the image container id was created from: the registry's
+// manifest digest (repo@sha256:…) when the engine has one, the one of ref's repository first,
+// else the image's own id (an image built or imported on this host has no registry digest).
+// Asked of the container, not of ref: the tag may have moved since.
+func (d *Docker) imageDigest(ctx context.Context, id, ref string) (string, error) {
+	c, err := d.cli.ContainerInspect(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	img, err := d.cli.ImageInspect(ctx, c.Image)
+	if err != nil {
+		return c.Image, nil
+	}
+	repo := ref
+	if i := strings.LastIndex(repo, "@"); i >= 0 {
+		repo = repo[:i]
+	}
+	if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+		repo = repo[:i]
+	}
+	for _, rd := range img.RepoDigests {
+		if strings.HasPrefix(rd, repo+"@") {
+			return rd, nil
+		}
+	}
+	if len(img.RepoDigests) > 0 {
+		return img.RepoDigests[0], nil
+	}
+	return img.ID, nil
 }
 
 // imagePath is the PATH an image's containers start with, pulling the image when it is missing.

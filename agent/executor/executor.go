@@ -72,6 +72,9 @@ type Step struct {
 	// the image's PATH (an image's own copy wins); the shell executor puts their directories at
 	// the end of the agent's PATH.
 	Tools []string
+	// ImageSeen, when set, hears which image the step's container runs, by digest (Docker
+	// only; see Docker.imageDigest): the reproducibility record's images.
+	ImageSeen func(ref, digest string)
 	// NetworkOf, a container's id, runs the step in that container's network namespace (Docker
 	// only): a workspace's IDE container serves a port the workspace's own can reach, and the
 	// agent dials it as the workspace's.

@@ -177,3 +177,36 @@ func Simulated(spec string) ([]protocol.GPU, error) {
 	}
 	return out, nil
 }
+
+// Driver returns the NVIDIA driver and the CUDA version it supports, as nvidia-smi prints them
+// in its banner ("Driver Version: 550.54.15   CUDA Version: 12.4"); "" for each when nvidia-smi
+// is not there or does not say. They go into pipelines' reproducibility records.
+func Driver(ctx context.Context) (driver, cuda string) {
+	path, err := exec.LookPath("nvidia-smi")
+	if err != nil {
+		return "", ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path).Output()
+	if err != nil {
+		return "", ""
+	}
+	return ParseBanner(string(out))
+}
+
+// ParseBanner reads the driver and CUDA versions from nvidia-smi's banner.
+func ParseBanner(out string) (driver, cuda string) {
+	field := func(label string) string {
+		i := strings.Index(out, label)
+		if i < 0 {
+			return ""
+		}
+		rest := strings.TrimLeft(out[i+len(label):], " :")
+		if end := strings.IndexAny(rest, " \t\n|"); end >= 0 {
+			rest = rest[:end]
+		}
+		return rest
+	}
+	return field("Driver Version"), field("CUDA Version")
+}

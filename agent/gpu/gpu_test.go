@@ -157,3 +157,17 @@ func TestSimulated(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBanner(t *testing.T) {
+	banner := `Tue Dec  1 10:00:00 2026
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.54.15              Driver Version: 550.54.15      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+`
+	if d, c := ParseBanner(banner); d != "550.54.15" || c != "12.4" {
+		t.Fatalf("ParseBanner = %q, %q", d, c)
+	}
+	if d, c := ParseBanner("No devices were found\n"); d != "" || c != "" {
+		t.Fatalf("ParseBanner of no banner = %q, %q", d, c)
+	}
+}

@@ -75,16 +75,30 @@ type GPU struct {
 	MemoryMiB int    `json:"memoryMiB"`
 }
 
+// HostFacts describe the agent's host for the reproducibility records of the pipelines it
+// runs: what a result may depend on beyond the code and the image. Empty when unknown.
+type HostFacts struct {
+	OS       string `json:"os,omitempty"`       // runtime.GOOS/GOARCH
+	Kernel   string `json:"kernel,omitempty"`   // /proc/sys/kernel/osrelease
+	CPUModel string `json:"cpuModel,omitempty"` // /proc/cpuinfo "model name"
+	// GPUDriver and CUDAVersion come from nvidia-smi ("simulated" for simulated GPUs).
+	GPUDriver   string `json:"gpuDriver,omitempty"`
+	CUDAVersion string `json:"cudaVersion,omitempty"`
+	// Engine is the Docker engine's version ("" for the shell executor).
+	Engine string `json:"engine,omitempty"`
+}
+
 // RegisterRequest announces an agent.
 type RegisterRequest struct {
-	Name        string   `json:"name"`
-	Version     string   `json:"version"`
-	Tags        []string `json:"tags"`
-	CPUs        int      `json:"cpus"`
-	MemoryBytes int64    `json:"memoryBytes"`
-	GPUs        []GPU    `json:"gpus,omitempty"`
-	Concurrency int      `json:"concurrency"`
-	Executor    string   `json:"executor"`
+	Name        string    `json:"name"`
+	Version     string    `json:"version"`
+	Tags        []string  `json:"tags"`
+	CPUs        int       `json:"cpus"`
+	MemoryBytes int64     `json:"memoryBytes"`
+	GPUs        []GPU     `json:"gpus,omitempty"`
+	Concurrency int       `json:"concurrency"`
+	Executor    string    `json:"executor"`
+	Host        HostFacts `json:"host,omitzero"`
 }
 
 // RegisterResponse gives the agent its identity and the intervals it must use, so the fleet can be
@@ -187,7 +201,18 @@ type Event struct {
 	Status   string            `json:"status,omitempty"` // for job_finished: success, failed, skipped, cancelled
 	ExitCode *int              `json:"exitCode,omitempty"`
 	Exports  map[string]string `json:"exports,omitempty"`
-	At       time.Time         `json:"at"`
+	// Image, on job_finished, is the image the job's container ran, as the engine resolved it
+	// (nil for built-in tasks and the shell executor).
+	Image *ImageUse `json:"image,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// ImageUse is an image a job ran: the reference it was started from and the digest it had,
+// the registry's manifest digest (repo@sha256:…) when the engine knows one, else the image's
+// own id (sha256:…, for an image built or imported on the host).
+type ImageUse struct {
+	Ref    string `json:"ref"`
+	Digest string `json:"digest"`
 }
 
 // LogAck is the byte offset of a job's log that the server has stored.

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"strings"
@@ -102,6 +103,16 @@ func TestImagePrecedenceAndLimits(t *testing.T) {
 	}
 	if got := logOf(rec, jobID(0, 0)); !strings.Contains(got, "200000") || !strings.Contains(got, "1073741824") {
 		t.Fatalf("limits not applied: %q", got)
+	}
+	// The job's end names the image it ran by digest: the test image is imported, so it has no
+	// registry digest and its id stands for it.
+	info, err := h.exec.(*executor.Docker).Client().ImageInspect(context.Background(), h.image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fin := rec.EventsOf(protocol.EventJobFinished, jobID(0, 0)); len(fin) != 1 || fin[0].Image == nil ||
+		fin[0].Image.Ref != h.image || fin[0].Image.Digest != info.ID {
+		t.Fatalf("job_finished %+v, want image %s at %s", fin, h.image, info.ID)
 	}
 
 	setter := script("set", `echo "##[set-output img=`+h.image+`]"`)

@@ -34,10 +34,11 @@ const (
 type jobResult struct {
 	status  string
 	code    *int
-	exports map[string]string // variable → value for later jobs ("" deletes)
-	failed  bool              // the job's failure fails its stage (it failed without allowFailure)
-	stop    bool              // exit 78
-	msg     string            // why it failed
+	exports map[string]string  // variable → value for later jobs ("" deletes)
+	failed  bool               // the job's failure fails its stage (it failed without allowFailure)
+	stop    bool               // exit 78
+	msg     string             // why it failed
+	image   *protocol.ImageUse // the image its container ran, by digest (reproducibility record)
 }
 
 // runJob runs one job with its log and reports it (job_started … job_finished).
@@ -59,7 +60,7 @@ func (x *run) reportFinished(id int64, res jobResult, log *logStream) {
 	if id == 0 {
 		return // the server did not number this job: nothing to report it under
 	}
-	ev := protocol.Event{Kind: protocol.EventJobFinished, JobID: id, Status: res.status, ExitCode: res.code}
+	ev := protocol.Event{Kind: protocol.EventJobFinished, JobID: id, Status: res.status, ExitCode: res.code, Image: res.image}
 	if len(res.exports) > 0 {
 		ev.Exports = make(map[string]string, len(res.exports))
 		for k, v := range res.exports {
@@ -141,8 +142,11 @@ func (x *run) execJob(ctx context.Context, id int64, st protocol.Stage, job prot
 		jl.note("%v", err)
 		return x.failure(job, err.Error(), nil)
 	}
+	var seen *protocol.ImageUse
+	step.ImageSeen = func(ref, digest string) { seen = &protocol.ImageUse{Ref: ref, Digest: digest} }
 	for attempt := 0; ; attempt++ {
 		res := x.attempt(ctx, job, step, jl)
+		res.image = seen
 		if res.status != StatusFailed || attempt >= job.Retry || ctx.Err() != nil {
 			return res
 		}

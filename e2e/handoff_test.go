@@ -70,6 +70,43 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 		}
 	}
 
+	// What the record is built from: the images by digest and the hosts, as the agents saw them.
+	var seen struct {
+		Pipelines []struct {
+			Name string `json:"name"`
+			Host struct {
+				AgentID string `json:"agentId"`
+				Host    struct {
+					GPUDriver string `json:"gpuDriver"`
+					Kernel    string `json:"kernel"`
+				} `json:"host"`
+			} `json:"host"`
+			Stages []struct {
+				Jobs []struct {
+					Name        string `json:"name"`
+					Type        string `json:"type"`
+					Image       string `json:"image"`
+					ImageDigest string `json:"image_digest"`
+				} `json:"jobs"`
+			} `json:"stages"`
+		} `json:"pipelines"`
+	}
+	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &seen)
+	for _, p := range seen.Pipelines {
+		wantDriver := map[string]string{"train-gpu": "simulated", "train-cpu": ""}[p.Name]
+		if p.Host.AgentID == "" || p.Host.Host.Kernel == "" || p.Host.Host.GPUDriver != wantDriver {
+			t.Errorf("pipeline %s host %+v", p.Name, p.Host)
+		}
+		for _, st := range p.Stages {
+			for _, j := range st.Jobs {
+				script := j.Type == ""
+				if script != (j.Image == testenv.Image(t) && strings.HasPrefix(j.ImageDigest, "sha256:")) {
+					t.Errorf("job %s/%s (type %q) ran image %q at %q", p.Name, j.Name, j.Type, j.Image, j.ImageDigest)
+				}
+			}
+		}
+	}
+
 	// The hand-off versions are the build's; the packaged model is a plain version, latest.
 	for _, pkg := range []string{"data", "ckpt"} {
 		var v struct {

@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -118,6 +119,9 @@ type JobJSON struct {
 	Status   string `json:"status"`
 	ExitCode *int   `json:"exit_code,omitempty"`
 	Type     string `json:"type,omitempty"` // a built-in task's type (cnb:await, …)
+	// Image and ImageDigest are what its container ran, as its agent reported it.
+	Image       string `json:"image,omitempty"`
+	ImageDigest string `json:"image_digest,omitempty"`
 }
 
 // StageJSON is one stage of a pipeline.
@@ -158,6 +162,8 @@ type PipelineJSON struct {
 	// AwaitedMs is how much of its run the pipeline spent in cnb:await jobs (overlapping awaits
 	// count once), so far: its node was held, and billed, meanwhile. With the stages only.
 	AwaitedMs *int64 `json:"awaited_ms,omitempty"`
+	// Host is the agent that ran it and its host's facts at the lease. With the stages only.
+	Host json.RawMessage `json:"host,omitempty"`
 }
 
 // ErrorJSON is why a build failed before any pipeline existed (its .cnb.yml).
@@ -426,7 +432,8 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 	if deep {
 		jobsOf := map[int64][]JobJSON{}
 		for _, j := range t.jobs {
-			jobsOf[j.StageID] = append(jobsOf[j.StageID], JobJSON{ID: j.ID, Name: j.Name, Status: j.Status, ExitCode: j.ExitCode, Type: j.Type})
+			jobsOf[j.StageID] = append(jobsOf[j.StageID], JobJSON{ID: j.ID, Name: j.Name, Status: j.Status, ExitCode: j.ExitCode, Type: j.Type,
+				Image: j.Image, ImageDigest: j.ImageDigest})
 		}
 		awaited = awaitedTime(t.jobs, now)
 		for _, st := range t.stages {
@@ -476,6 +483,9 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 			}
 			ms := awaited[p.ID].Milliseconds()
 			pj.AwaitedMs = &ms
+			if p.Host != "" && json.Valid([]byte(p.Host)) {
+				pj.Host = json.RawMessage(p.Host)
+			}
 		}
 		pipesOf[p.BuildID] = append(pipesOf[p.BuildID], pj)
 	}

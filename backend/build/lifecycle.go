@@ -107,6 +107,8 @@ type Lease struct {
 	AgentID      string
 	ExpiresAt    time.Time
 	JobTokenHash string
+	// Host is the agent and its host as the pipeline's record keeps them (JSON).
+	Host string
 }
 
 // Claim implements Lifecycle. One statement claims the pipeline and returns it: the claim is the
@@ -118,7 +120,7 @@ func (s *Service) Claim(ctx context.Context, pipelineID int64, l Lease) (*Pipeli
 		Where("id = ? AND status = ?", pipelineID, StatusQueued).Updates(map[string]any{
 		"status": StatusRunning, "lease_id": l.ID, "agent_id": l.AgentID, "lease_expires_at": l.ExpiresAt,
 		"started_at": now, "updated_at": now, "job_token_hash": l.JobTokenHash, "user_started": false,
-		"cancel_requested": false, "reason": "",
+		"cancel_requested": false, "reason": "", "host": l.Host,
 	})
 	if res.Error != nil || len(rows) == 0 {
 		return nil, res.Error
@@ -369,6 +371,12 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 				return api.NotFound("job %d is not part of this pipeline", ev.JobID)
 			}
 			set := map[string]any{"status": ev.Status, "exit_code": ev.ExitCode, "finished_at": now}
+			if im := ev.Image; im != nil {
+				if len(im.Ref) > 1000 || len(im.Digest) > 1000 {
+					return api.Invalid("image", "an image reference and digest are at most 1000 characters")
+				}
+				set["image"], set["image_digest"] = im.Ref, im.Digest
+			}
 			if len(ev.Exports) > 0 {
 				raw, err := json.Marshal(ev.Exports)
 				if err != nil {

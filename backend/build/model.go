@@ -99,6 +99,8 @@ type Pipeline struct {
 	// ReadyAt is when the agent reported the environment ready to enter.
 	Workspace bool `gorm:"not null"`
 	ReadyAt   *time.Time
+	// Host is the agent that leased it and its host's facts at the lease (JSON; "" before).
+	Host string `gorm:"not null"`
 }
 
 // QueuedSince is when the pipeline entered the queue it waits in (its creation when the row
@@ -136,6 +138,9 @@ type Job struct {
 	FinishedAt *time.Time
 	Exports    string `gorm:"not null"` // the job's exports as JSON (masked by the agent); "" when none
 	Type       string `gorm:"not null"` // a built-in task's type (cnb:await, …); "" for scripts and plugins
+	// Image and ImageDigest are the image its container ran, as the agent reported it.
+	Image       string `gorm:"not null"`
+	ImageDigest string `gorm:"not null"`
 }
 
 // Schedule is a cron entry of a branch's .cnb.yml, registered on push. It runs as the user who

@@ -36,10 +36,11 @@ func (s *Service) Register(ctx context.Context, registrationToken string, req pr
 	idb := make([]byte, 8)
 	rand.Read(idb)
 	gpus, _ := json.Marshal(req.GPUs)
+	host, _ := json.Marshal(req.Host)
 	now := s.clock.Now().UTC()
 	a := &Agent{ID: "agt_" + hex.EncodeToString(idb), Name: req.Name, TokenHash: auth.HashToken(token), Version: req.Version,
 		Tags: strings.Join(req.Tags, " "), Executor: req.Executor, CPUs: req.CPUs, MemoryBytes: req.MemoryBytes,
-		GPUs: string(gpus), Concurrency: req.Concurrency, FreeCPUs: req.CPUs, FreeGPUs: len(req.GPUs),
+		GPUs: string(gpus), Host: string(host), Concurrency: req.Concurrency, FreeCPUs: req.CPUs, FreeGPUs: len(req.GPUs),
 		LastSeenAt: now, CreatedAt: now}
 	if err := s.db.WithContext(ctx).Create(a).Error; err != nil {
 		return nil, err
@@ -210,4 +211,22 @@ func (s *Service) Agents(ctx context.Context) ([]AgentInfo, error) {
 			CreatedAt: a.CreatedAt, Pipelines: ps})
 	}
 	return out, nil
+}
+
+// hostSnapshot is what a pipeline's record keeps of the agent that leases it: who it is, its
+// version and executor, its GPUs and its host's facts, as they are at the lease.
+func hostSnapshot(a *Agent) string {
+	var facts protocol.HostFacts
+	json.Unmarshal([]byte(a.Host), &facts)
+	var gpus []protocol.GPU
+	json.Unmarshal([]byte(a.GPUs), &gpus)
+	raw, _ := json.Marshal(struct {
+		AgentID  string             `json:"agentId"`
+		Name     string             `json:"name"`
+		Version  string             `json:"version"`
+		Executor string             `json:"executor"`
+		GPUs     []protocol.GPU     `json:"gpus,omitempty"`
+		Host     protocol.HostFacts `json:"host"`
+	}{a.ID, a.Name, a.Version, a.Executor, gpus, facts})
+	return string(raw)
 }

@@ -186,7 +186,8 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 		return nil, err
 	}
 	expires := s.clock.Now().UTC().Add(s.cfg.LeaseTTL)
-	p, err := s.builds.Claim(ctx, pipelineID, build.Lease{ID: leaseID, AgentID: a.ID, ExpiresAt: expires, JobTokenHash: auth.HashToken(jobToken)})
+	p, err := s.builds.Claim(ctx, pipelineID, build.Lease{ID: leaseID, AgentID: a.ID, ExpiresAt: expires,
+		JobTokenHash: auth.HashToken(jobToken), Host: hostSnapshot(a)})
 	if err != nil || p == nil {
 		return nil, err
 	}

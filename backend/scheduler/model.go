@@ -31,6 +31,7 @@ type Agent struct {
 	CPUs        int       `gorm:"column:cpus;not null"`
 	MemoryBytes int64     `gorm:"not null"`
 	GPUs        string    `gorm:"column:gpus;not null"` // JSON of []protocol.GPU
+	Host        string    `gorm:"not null"`             // JSON of protocol.HostFacts
 	Concurrency int       `gorm:"not null"`
 	FreeCPUs    int       `gorm:"column:free_cpus;not null"`
 	FreeGPUs    int       `gorm:"column:free_gpus;not null"`

@@ -2218,6 +2218,14 @@ export interface components {
        * far (overlapping awaits count once): its node was held, and billed, meanwhile.
        */
       awaited_ms?: number;
+      /**
+       * @description Only with `stages`, once leased. The agent that ran it (`agentId`, `name`, `version`,
+       * `executor`, `gpus`) and its host's facts at the lease (`host`: `os`, `kernel`,
+       * `cpuModel`, `gpuDriver`, `cudaVersion`, `engine`).
+       */
+      host?: {
+        [key: string]: unknown;
+      };
     };
     Stage: {
       name: string;
@@ -2241,6 +2249,10 @@ export interface components {
       exit_code?: number;
       /** @description A built-in task's type (`cnb:await`, `git:release`, …); absent for scripts and plugins. */
       type?: string;
+      /** @description The image its container ran, as named (absent for built-in tasks and the shell executor). */
+      image?: string;
+      /** @description That image by digest, as the agent saw it (`repo@sha256:…`, or the image id `sha256:…` for one built or imported on the host). */
+      image_digest?: string;
     };
     WorkspaceOpen: {
       /** @description Default the repo's default branch. */

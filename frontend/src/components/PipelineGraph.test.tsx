@@ -50,7 +50,14 @@ describe('PipelineCard', () => {
 
   it('shows the time spent awaiting apart from the duration', () => {
     const started = new Date(Date.now() - 300_000).toISOString()
-    const running: Pipeline = { ...p, status: 'running', reason: '', started_at: started, awaited_ms: 125_000 }
+    const running: Pipeline = {
+      ...p,
+      status: 'running',
+      reason: '',
+      started_at: started,
+      awaited_ms: 125_000,
+      host: { agentId: 'agt_1', name: 'gpu-7', version: '1.2.3', executor: 'docker', host: { gpuDriver: '550.54.15', cudaVersion: '12.4', cpuModel: 'Xeon' } },
+    }
     render(
       <MemoryRouter>
         <PipelineCard p={running} jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
@@ -58,5 +65,8 @@ describe('PipelineCard', () => {
     )
     expect(screen.getByTestId('awaited').textContent).toBe('awaited 2m 5s')
     expect(screen.getByTitle('duration').textContent).toBe('5m 0s')
+    const host = screen.getByTestId('host')
+    expect(host.textContent).toBe('on gpu-7 · driver 550.54.15')
+    expect(host.getAttribute('title')).toContain('CUDA 12.4')
   })
 })

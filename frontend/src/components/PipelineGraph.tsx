@@ -28,6 +28,7 @@ export function PipelineCard({ p, jobHref, currency, workspaceHref }: { p: Pipel
             </Link>
           )}
           <span title="duration">{span(p.started_at, p.finished_at)}</span>
+          {p.host && <HostTag host={p.host} />}
           {!!p.awaited_ms && (
             <span title="time in cnb:await, waiting for another pipeline of the build: part of the duration, and billed (the node was held)" data-testid="awaited">
               awaited {duration(p.awaited_ms)}
@@ -74,5 +75,28 @@ export function PipelineCard({ p, jobHref, currency, workspaceHref }: { p: Pipel
         )}
       </div>
     </article>
+  )
+}
+
+type HostFacts = { name?: string; version?: string; executor?: string; host?: { os?: string; kernel?: string; cpuModel?: string; gpuDriver?: string; cudaVersion?: string; engine?: string } }
+
+/** The agent that ran the pipeline; its host's facts in the tooltip (what the reproducibility record keeps). */
+function HostTag({ host }: { host: Record<string, unknown> }) {
+  const h = host as HostFacts
+  const f = h.host ?? {}
+  const facts = [
+    h.version && `agent ${h.version}`,
+    h.executor && `executor ${h.executor}`,
+    f.cpuModel,
+    f.gpuDriver && `GPU driver ${f.gpuDriver}`,
+    f.cudaVersion && `CUDA ${f.cudaVersion}`,
+    f.kernel && `kernel ${f.kernel}`,
+    f.engine,
+  ].filter(Boolean)
+  return (
+    <span className="tag" title={facts.join(' · ')} data-testid="host">
+      on {h.name ?? 'an agent'}
+      {f.gpuDriver ? ` · driver ${f.gpuDriver}` : ''}
+    </span>
   )
 }

@@ -59,6 +59,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	// The awaits took time, shown apart.
 	var raw struct {
 		Pipelines []struct {
+			ID        int64  `json:"id"`
 			Name      string `json:"name"`
 			AwaitedMs *int64 `json:"awaited_ms"`
 		} `json:"pipelines"`
@@ -104,6 +105,25 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 					t.Errorf("job %s/%s (type %q) ran image %q at %q", p.Name, j.Name, j.Type, j.Image, j.ImageDigest)
 				}
 			}
+		}
+	}
+
+	// What each pipeline moved, as the server saw it.
+	moved := map[string]string{"train-cpu": "push data, push model, pull ckpt", "train-gpu": "push ckpt, pull data"}
+	for _, p := range raw.Pipelines {
+		var uses struct {
+			Pushed, Pulled []struct{ Package, Digest string }
+		}
+		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/pipelines/"+itoa(p.ID)+"/artifacts", nil, &uses)
+		var got []string
+		for _, u := range uses.Pushed {
+			got = append(got, "push "+u.Package)
+		}
+		for _, u := range uses.Pulled {
+			got = append(got, "pull "+u.Package)
+		}
+		if strings.Join(got, ", ") != moved[p.Name] {
+			t.Errorf("pipeline %s moved %v, want %s", p.Name, got, moved[p.Name])
 		}
 	}
 

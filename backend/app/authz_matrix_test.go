@@ -323,6 +323,13 @@ var mxMatrix = []mxRow{
 		note("a job of A's public repo").prep(mxJobLog(mxPubA), mxCompleteLog),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/jobs/"+mxGhostJob+"/log/stream"),
 
+	// ---- the model files a pipeline moved ({pipeline} is build #1's of the repo): read access
+	// to the repo, as for its builds; a pipeline of another repo is a 404 under this one.
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pipelines/{pipeline}/artifacts").prep(mxPipelineOf(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/pipelines/{pipeline}/artifacts").prep(mxPipelineOf(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 404 | 403 404 | 404 404", "GET", mxAPub+"/pipelines/{pipeline}/artifacts").
+		note("a pipeline of A's private repo, asked under the public one").prep(mxPipelineOf(mxPrivA)),
+
 	// ---- model files (generic artifacts): the registry's rules (package repo's
 	// ResolveRegistry), so registry:read reads and registry:write writes; pushes need developer
 	// (or the repo's own job token), deletes admin; deploy tokens only read. {v} is a fresh
@@ -634,6 +641,17 @@ func (w *mxWorld) openWorkspace(repoName string) int64 {
 
 // mxGhostJob is a job id that no job has.
 const mxGhostJob = "987654321"
+
+// mxPipelineOf sets {pipeline} to the pipeline of build #1's first job of repoName (a repo of A).
+func mxPipelineOf(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		var ids []int64
+		if err := w.app.DB.Table("jobs").Where("id = ?", w.jobOfBuild1(repoName)).Pluck("pipeline_id", &ids).Error; err != nil || len(ids) != 1 {
+			w.t.Fatalf("pipeline of build #1 of %s: %v", repoName, err)
+		}
+		c.Vars["pipeline"] = fmt.Sprint(ids[0])
+	}
+}
 
 // mxJobLog sets {job} to a job of build #1 of repoName (a repo of A), whose log it fills with a
 // line (idempotent: appends are by offset). The private repo's line carries a private marker,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
+	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -35,6 +36,9 @@ func (h *Handler) download(c *gin.Context) error {
 	e, err := h.svc.Resolve(c.Request.Context(), a.Repo.ID, c.Param("package"), c.Param("version"), c.Param("file"))
 	if err != nil {
 		return err
+	}
+	if p := auth.From(c); p != nil && p.Kind == auth.KindJob && p.PipelineID != 0 && c.Request.Method == http.MethodGet {
+		h.svc.used(c.Request.Context(), p.PipelineID, UsePull, a.Repo.ID, e)
 	}
 	return h.serve(c, e)
 }

@@ -60,6 +60,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.HEAD(base+"/:package/:version/:file", h.download)
 	rs.DELETE(base+"/:package/:version/:file", h.deleteFile)
 	rs.GET("/orgs/:org/storage", h.usage)
+	rs.GET("/repos/:org/:repo/pipelines/:id/artifacts", h.pipelineUses)
 	h.releaseRoutes(rs)
 }
 

@@ -49,4 +49,4 @@ type File struct {
 func (File) TableName() string { return "artifact_files" }
 
 // Models are the package's gorm models (backend/server's Models lists them).
-func Models() []any { return []any{&Package{}, &Version{}, &File{}, &Release{}} }
+func Models() []any { return []any{&Package{}, &Version{}, &File{}, &Release{}, &Use{}} }

@@ -160,7 +160,11 @@ func (s *Service) Put(ctx context.Context, a *repo.Access, p *auth.Principal, up
 	if pr.Scoped, err = buildScoped(up.Version, pr); err != nil {
 		return nil, false, err
 	}
-	return s.put(ctx, a, pr, up)
+	e, created, err := s.put(ctx, a, pr, up)
+	if err == nil && pr.PipelineID != nil {
+		s.used(ctx, *pr.PipelineID, UsePush, a.Repo.ID, e)
+	}
+	return e, created, err
 }
 
 // put is Put once the names are checked and the producer known.

@@ -529,6 +529,25 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/pipelines/{id}/artifacts": {
+    /**
+     * The model files a pipeline pushed and pulled, with their digests
+     * @description As the server saw them, through the pipeline's job token: part of what its
+     * reproducibility record is built from. A push of bytes that were already there counts;
+     * a HEAD is not a pull. Files of another repo are listed only when the caller may read
+     * it. Read access (any member, or anyone for a public repo); token scope `repo:read`. A
+     * pipeline of another repo is a 404.
+     */
+    get: operations["getPipelineArtifacts"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description The pipeline's id (`pipelines[].id` of a build). */
+        id: number;
+      };
+    };
+  };
   "/repos/{org}/{repo}/builds/{number}/cancel": {
     /**
      * Cancel a build
@@ -2018,6 +2037,22 @@ export interface components {
       /** Format: date-time */
       created_at: string;
       files?: components["schemas"]["ArtifactFile"][];
+    };
+    ArtifactUse: {
+      /** @description org/name */
+      repo: string;
+      package: string;
+      version: string;
+      file: string;
+      /** @description sha256:… */
+      digest: string;
+      /** Format: int64 */
+      size: number;
+      /**
+       * Format: date-time
+       * @description When it was first moved.
+       */
+      at: string;
     };
     ChildBuild: {
       slug: string;
@@ -4510,6 +4545,39 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["Build"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The model files a pipeline pushed and pulled, with their digests
+   * @description As the server saw them, through the pipeline's job token: part of what its
+   * reproducibility record is built from. A push of bytes that were already there counts;
+   * a HEAD is not a pull. Files of another repo are listed only when the caller may read
+   * it. Read access (any member, or anyone for a public repo); token scope `repo:read`. A
+   * pipeline of another repo is a 404.
+   */
+  getPipelineArtifacts: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description The pipeline's id (`pipelines[].id` of a build). */
+        id: number;
+      };
+    };
+    responses: {
+      /** @description What it moved, oldest first. */
+      200: {
+        content: {
+          "application/json": {
+            pushed: components["schemas"]["ArtifactUse"][];
+            pulled: components["schemas"]["ArtifactUse"][];
+          };
         };
       };
       401: components["responses"]["Unauthenticated"];

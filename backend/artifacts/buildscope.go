@@ -61,12 +61,7 @@ func (c *Collector) expireBuildVersions(ctx context.Context, cutoff time.Time) (
 		return 0, fmt.Errorf("artifacts: expired build versions: %w", err)
 	}
 	for _, v := range vs {
-		err := store.Tx(ctx, c.db, func(tx *gorm.DB) error {
-			if err := tx.Where("version_id = ?", v.ID).Delete(&File{}).Error; err != nil {
-				return err
-			}
-			return prune(tx, v.PackageID, v.ID)
-		})
+		err := store.Tx(ctx, c.db, func(tx *gorm.DB) error { return dropVersion(tx, v) })
 		if err != nil {
 			return 0, fmt.Errorf("artifacts: expire version %s: %w", v.Version, err)
 		}

@@ -205,10 +205,16 @@ func (s *Service) deleteVersion(tx *gorm.DB, repoID int64, pkg, version string) 
 	if err != nil || len(vs) == 0 {
 		return false, err
 	}
-	if err := tx.Where("version_id = ?", vs[0].ID).Delete(&File{}).Error; err != nil {
-		return true, err
+	return true, dropVersion(tx, vs[0])
+}
+
+// dropVersion deletes a version's files, then the version and, when it was its last, its
+// package, in tx.
+func dropVersion(tx *gorm.DB, v Version) error {
+	if err := tx.Where("version_id = ?", v.ID).Delete(&File{}).Error; err != nil {
+		return err
 	}
-	return true, prune(tx, vs[0].PackageID, vs[0].ID)
+	return prune(tx, v.PackageID, v.ID)
 }
 
 // prune removes the version when it has no files left, then the package when it has no

@@ -33,6 +33,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/record"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/registry"
 	"github.com/nimbus-build/nimbus/backend/repo"
@@ -245,6 +246,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	links := workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}
 	a.Workspaces = workspace.New(workspace.Config{DB: a.DB, Repos: a.Repos, Orgs: a.Orgs, Builds: a.Builds,
 		Tunnel: a.Tunnel, Meter: a.Billing, Links: links, Users: a.Auth.UserByID, Secret: key, Clock: clk, Log: log})
+	buildHandler := build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: a.Billing, Log: log})
 	a.Server = server.New(server.Deps{
 		DB: a.DB, Redis: a.Redis.Client, Log: log, Frontend: frontend.Dist(), Version: opt.Version,
 		ReadyTimeout:   cfg.ReadyTimeout,
@@ -257,7 +259,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			authHandler,
 			org.NewHandler(a.Orgs, log),
 			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
-			build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: a.Billing, Log: log}),
+			buildHandler,
+			record.NewHandler(record.Config{Builds: a.Builds, Describe: buildHandler.Describe, Files: a.Files, Repos: a.Repos,
+				Manifests: a.Registry, PublicURL: cfg.PublicURL, Log: log}),
 			scheduler.NewHandler(a.Scheduler, func() <-chan struct{} { return a.Server.Draining() }, log),
 			a.Tunnel,
 			workspace.NewHandler(a.Workspaces, log),

@@ -266,6 +266,8 @@ var mxMatrix = []mxRow{
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 403", "POST", mxBPriv+"/builds/1/cancel").note("B has no build #1"),
 	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/builds/1/rerun"),
 	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/builds/1/rerun"),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/builds/1/rerun-exact"),
+	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/builds/1/rerun-exact"),
 
 	// ---- workspaces ({id} is a workspace of A's private or public repo, opened once per world
 	// by mxWorkspace; stop gets a fresh one per call, mxFreshWorkspace). Write access to the repo:
@@ -329,6 +331,16 @@ var mxMatrix = []mxRow{
 	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/pipelines/{pipeline}/artifacts").prep(mxPipelineOf(mxPubA)),
 	mx("404 | 404 404 404 404 404 | 404 | 403 404 | 404 404", "GET", mxAPub+"/pipelines/{pipeline}/artifacts").
 		note("a pipeline of A's private repo, asked under the public one").prep(mxPipelineOf(mxPrivA)),
+
+	// ---- a pipeline's reproducibility record and the comparison of two: read access, as above.
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pipelines/{pipeline}/record").prep(mxPipelineOf(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/pipelines/{pipeline}/record").prep(mxPipelineOf(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 404 | 403 404 | 404 404", "GET", mxAPub+"/pipelines/{pipeline}/record").
+		note("a pipeline of A's private repo, asked under the public one").prep(mxPipelineOf(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/records/compare?a={pipeline}&b={pipeline}").prep(mxPipelineOf(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/records/compare?a={pipeline}&b={pipeline}").prep(mxPipelineOf(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 404 | 403 404 | 404 404", "GET", mxAPub+"/records/compare?a={pipeline}&b={pipeline}").
+		note("pipelines of A's private repo, asked under the public one").prep(mxPipelineOf(mxPrivA)),
 
 	// ---- model files (generic artifacts): the registry's rules (package repo's
 	// ResolveRegistry), so registry:read reads and registry:write writes; pushes need developer

@@ -469,6 +469,8 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 		Cases: mxBuildNumbers},
 	{Method: "POST", Path: mxAPriv + "/builds/{n}/rerun", Setup: func(w *mxWorld, v map[string]string) { v["verb"] = "rerun" },
 		Cases: mxBuildNumbers},
+	{Method: "POST", Path: mxAPriv + "/builds/{n}/rerun-exact", Setup: func(w *mxWorld, v map[string]string) { v["verb"] = "rerun-exact" },
+		Cases: mxBuildNumbers},
 	{Method: "POST", Path: "/api/v1/agent/register", JSON: true, As: "registration",
 		Valid: map[string]any{"name": "a", "tags": []string{"cnb:arch:amd64"}, "cpus": 4, "concurrency": 1},
 		Cases: []mxBad{

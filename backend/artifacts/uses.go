@@ -11,6 +11,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -60,13 +61,16 @@ func (s *Service) Uses(ctx context.Context, pipelineID int64) ([]Use, error) {
 
 // UseJSON is a file a pipeline moved.
 type UseJSON struct {
-	Repo    string    `json:"repo"` // org/name
-	Package string    `json:"package"`
-	Version string    `json:"version"`
-	File    string    `json:"file"`
-	Digest  string    `json:"digest"`
-	Size    int64     `json:"size"`
-	At      time.Time `json:"at"`
+	Repo    string `json:"repo"` // org/name
+	RepoID  int64  `json:"-"`
+	Package string `json:"package"`
+	Version string `json:"version"`
+	// BuildScoped versions are a build's hand-off ($CNB_BUILD_ID): another build has its own.
+	BuildScoped bool      `json:"build_scoped"`
+	File        string    `json:"file"`
+	Digest      string    `json:"digest"`
+	Size        int64     `json:"size"`
+	At          time.Time `json:"at"`
 }
 
 // UsesJSON is GET …/pipelines/{id}/artifacts.
@@ -76,36 +80,46 @@ type UsesJSON struct {
 }
 
 // pipelineUses is GET /repos/{org}/{repo}/pipelines/{id}/artifacts: the model files the
-// pipeline pushed and pulled. Files of other repos show only when the caller may read them.
+// pipeline pushed and pulled.
 func (h *Handler) pipelineUses(c *gin.Context) error {
 	a, err := repo.Load(c, h.repos, repo.Read)
 	if err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil {
 		return api.NotFound("pipeline %s not found", c.Param("id"))
 	}
-	var owner []int64
-	if err := h.svc.db.WithContext(ctx).Table("pipelines").Where("id = ?", id).Pluck("repo_id", &owner).Error; err != nil {
-		return err
-	}
-	if len(owner) != 1 || owner[0] != a.Repo.ID {
-		return api.NotFound("pipeline %d not found", id)
-	}
-	uses, err := h.svc.Uses(ctx, id)
+	out, err := h.svc.VisibleUses(c.Request.Context(), h.repos, auth.From(c), a, id)
 	if err != nil {
 		return err
 	}
+	c.JSON(http.StatusOK, out)
+	return nil
+}
+
+// VisibleUses is what pipeline id of the repo a gives pushed and pulled, as principal p may see
+// it: files of other repos show only when p may read them. A pipeline of another repo is not
+// found.
+func (s *Service) VisibleUses(ctx context.Context, repos *repo.Service, p *auth.Principal, a *repo.Access, id int64) (*UsesJSON, error) {
+	var owner []int64
+	if err := s.db.WithContext(ctx).Table("pipelines").Where("id = ?", id).Pluck("repo_id", &owner).Error; err != nil {
+		return nil, err
+	}
+	if len(owner) != 1 || owner[0] != a.Repo.ID {
+		return nil, api.NotFound("pipeline %d not found", id)
+	}
+	uses, err := s.Uses(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	slugs := map[int64]string{a.Repo.ID: a.Org.Name + "/" + a.Repo.Name}
-	p := auth.From(c)
 	out := UsesJSON{Pushed: []UseJSON{}, Pulled: []UseJSON{}}
 	for _, u := range uses {
 		slug, ok := slugs[u.RepoID]
 		if !ok {
-			if r, o, err := h.repos.ByID(ctx, u.RepoID); err == nil {
-				if _, err := h.repos.Resolve(ctx, p, o.Name, r.Name, repo.Read); err == nil {
+			if r, o, err := repos.ByID(ctx, u.RepoID); err == nil {
+				if _, err := repos.Resolve(ctx, p, o.Name, r.Name, repo.Read); err == nil {
 					slug = o.Name + "/" + r.Name
 				}
 			}
@@ -114,13 +128,24 @@ func (h *Handler) pipelineUses(c *gin.Context) error {
 		if slug == "" {
 			continue // a repo the caller cannot read, or gone
 		}
-		j := UseJSON{Repo: slug, Package: u.Package, Version: u.Version, File: u.File, Digest: u.Digest, Size: u.Size, At: u.At}
+		_, scoped := build.ParseBuildID(u.Version)
+		j := UseJSON{Repo: slug, RepoID: u.RepoID, Package: u.Package, Version: u.Version, BuildScoped: scoped,
+			File: u.File, Digest: u.Digest, Size: u.Size, At: u.At}
 		if u.Direction == UsePush {
 			out.Pushed = append(out.Pushed, j)
 		} else {
 			out.Pulled = append(out.Pulled, j)
 		}
 	}
-	c.JSON(http.StatusOK, out)
-	return nil
+	return &out, nil
+}
+
+// Available says whether the repo still holds file of package and version with this digest:
+// what an exact re-run that pulls it needs.
+func (s *Service) Available(ctx context.Context, repoID int64, pkg, version, file, digest string) (bool, error) {
+	e, err := s.find(ctx, s.db, repoID, pkg, version, file)
+	if err != nil || e == nil {
+		return false, err
+	}
+	return e.File.Digest == digest, nil
 }

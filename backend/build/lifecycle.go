@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,8 @@ type Lifecycle interface {
 	// returns nil and no error when the pipeline was not queued any more (cancelled, or another
 	// agent won).
 	Claim(ctx context.Context, pipelineID int64, l Lease) (*Pipeline, error)
+	// NoteSecrets keeps the names of the repo secrets a running pipeline's lease hands its jobs.
+	NoteSecrets(ctx context.Context, pipelineID int64, leaseID string, names []string) error
 	// Requeue puts a running pipeline that no user code touched back in the queue (its lease
 	// expired before a job started, or billing could not start it), queued since queuedAt, and
 	// tells the queue. It reports whether it did.
@@ -109,6 +112,22 @@ type Lease struct {
 	JobTokenHash string
 	// Host is the agent and its host as the pipeline's record keeps them (JSON).
 	Host string
+}
+
+// NoteSecrets keeps the names of the repo secrets the lease of a running pipeline hands its
+// jobs, for its record. Fenced by the lease like every move of a leased pipeline.
+func (s *Service) NoteSecrets(ctx context.Context, pipelineID int64, leaseID string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	names = slices.Clone(names)
+	slices.Sort(names)
+	raw, err := json.Marshal(names)
+	if err != nil {
+		return err
+	}
+	return s.db.WithContext(ctx).Model(&Pipeline{}).Where("id = ? AND lease_id = ?", pipelineID, leaseID).
+		Update("secret_names", string(raw)).Error
 }
 
 // Claim implements Lifecycle. One statement claims the pipeline and returns it: the claim is the

@@ -13,7 +13,11 @@
 // a silent drop — and a push that matches no pipeline creates nothing.
 package build
 
-import "time"
+import (
+	"time"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
+)
 
 // Statuses of builds, pipelines, stages and jobs.
 const (
@@ -101,6 +105,20 @@ type Pipeline struct {
 	ReadyAt   *time.Time
 	// Host is the agent that leased it and its host's facts at the lease (JSON; "" before).
 	Host string `gorm:"not null"`
+	// SecretNames are the names of the repo secrets its lease handed the jobs (JSON list; the
+	// values are never kept here).
+	SecretNames string `gorm:"not null"`
+}
+
+// HostSnapshot is Pipeline.Host: the agent that leased the pipeline and its host's facts at the
+// lease, kept on the pipeline since agents are upgraded and move.
+type HostSnapshot struct {
+	AgentID  string             `json:"agentId"`
+	Name     string             `json:"name"`
+	Version  string             `json:"version"`
+	Executor string             `json:"executor"`
+	GPUs     []protocol.GPU     `json:"gpus,omitempty"`
+	Host     protocol.HostFacts `json:"host"`
 }
 
 // QueuedSince is when the pipeline entered the queue it waits in (its creation when the row

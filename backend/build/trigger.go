@@ -475,6 +475,12 @@ func (s *Service) Rerun(ctx context.Context, a *repo.Access, user *auth.User, or
 	if a.Repo.Archived {
 		return nil, api.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
 	}
+	return s.rerun(ctx, user, orig, a.Org.ID, nil)
+}
+
+// rerun stores the new build of a rerun; edit, when set, changes the plan of the pipeline at
+// each position first.
+func (s *Service) rerun(ctx context.Context, user *auth.User, orig *Build, orgID int64, edit func(pos int, plan *protocol.Plan)) (*Build, error) {
 	var ps []Pipeline
 	if err := s.db.WithContext(ctx).Where("build_id = ?", orig.ID).Order("position").Find(&ps).Error; err != nil {
 		return nil, err
@@ -491,6 +497,9 @@ func (s *Service) Rerun(ctx context.Context, a *repo.Access, user *auth.User, or
 		if user != nil {
 			plans[i].Builtins["CNB_BUILD_USER"] = user.Username
 		}
+		if edit != nil {
+			edit(p.Position, &plans[i])
+		}
 	}
 	b := &Build{RepoID: orig.RepoID, Event: orig.Event, Branch: orig.Branch, Tag: orig.Tag, CommitSHA: orig.CommitSHA,
 		CommitMessage: orig.CommitMessage, Status: StatusQueued}
@@ -498,7 +507,7 @@ func (s *Service) Rerun(ctx context.Context, a *repo.Access, user *auth.User, or
 		id := user.ID
 		b.TriggeredBy = &id
 	}
-	return b, s.store(ctx, b, a.Org.ID, plans)
+	return b, s.store(ctx, b, orgID, plans)
 }
 
 // links fills a build's parent and children, those visible says the caller may see (a link

@@ -54,3 +54,14 @@ func (h *Handler) ExpireUploads(ctx context.Context, cutoff time.Time) (int, err
 	}
 	return n, nil
 }
+
+// HasManifest reports whether any repository of the registry still holds the manifest d: an
+// exact re-run (package record) refuses a pinned image whose manifest was deleted or collected.
+func (h *Handler) HasManifest(ctx context.Context, d digest.Digest) (bool, error) {
+	var n int64
+	err := h.meta.db.WithContext(ctx).Model(&Manifest{}).Where("digest = ?", string(d)).Limit(1).Count(&n).Error
+	if err != nil {
+		return false, fmt.Errorf("registry: manifests: %w", err)
+	}
+	return n > 0, nil
+}

@@ -220,13 +220,6 @@ func hostSnapshot(a *Agent) string {
 	json.Unmarshal([]byte(a.Host), &facts)
 	var gpus []protocol.GPU
 	json.Unmarshal([]byte(a.GPUs), &gpus)
-	raw, _ := json.Marshal(struct {
-		AgentID  string             `json:"agentId"`
-		Name     string             `json:"name"`
-		Version  string             `json:"version"`
-		Executor string             `json:"executor"`
-		GPUs     []protocol.GPU     `json:"gpus,omitempty"`
-		Host     protocol.HostFacts `json:"host"`
-	}{a.ID, a.Name, a.Version, a.Executor, gpus, facts})
+	raw, _ := json.Marshal(build.HostSnapshot{AgentID: a.ID, Name: a.Name, Version: a.Version, Executor: a.Executor, GPUs: gpus, Host: facts})
 	return string(raw)
 }

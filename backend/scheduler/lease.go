@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"time"
 
@@ -251,6 +253,11 @@ func (s *Service) leaseFor(ctx context.Context, p *build.Pipeline, leaseID, jobT
 	secrets, err := s.repos.SecretValues(ctx, p.RepoID)
 	if err != nil {
 		return nil, err
+	}
+	if len(secrets) > 0 {
+		if err := s.builds.NoteSecrets(ctx, p.ID, leaseID, slices.Collect(maps.Keys(secrets))); err != nil {
+			return nil, err
+		}
 	}
 	slug := run.OrgName + "/" + run.RepoName
 	l := &protocol.Lease{ID: leaseID, PipelineID: p.ID, BuildID: run.BuildID, ExpiresAt: expires, Plan: plan,

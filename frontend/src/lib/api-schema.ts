@@ -593,6 +593,79 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/builds/{number}/rerun-exact": {
+    /**
+     * Run a build again exactly, from its pipelines' records
+     * @description Like `rerun` (same commit, event, ref and resolved plans; `CNB_IS_RETRY=true`; runs as
+     * the caller), and every job that ran a container image runs the image its record names
+     * by digest, even where the tag has moved since. Refused with a 409 and the reason when
+     * something the records need is gone: the commit, an image the record does not know by
+     * digest, an image of the built-in registry whose manifest was deleted or collected, or a
+     * model file a pipeline pulled (other than the build's own hand-off files, which the
+     * re-run makes again). No request body. Write access (role `developer` or stronger);
+     * token scope `repo:write`; a job token is refused.
+     */
+    post: operations["rerunBuildExactly"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["BuildNumber"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/pipelines/{id}/record": {
+    /**
+     * A pipeline's reproducibility record (in-toto Statement, SLSA Provenance v1)
+     * @description What ran, as the server and the agent observed it: `subject` is the model files the
+     * pipeline pushed, by sha256; `predicate.buildDefinition` holds the repository, ref,
+     * event and resolved plan (image credentials masked), the runner class, the env with
+     * values (repo secrets by name only, masked) and the secret names; its
+     * `resolvedDependencies` are the commit (`gitCommit`), every image by digest (with the
+     * jobs that ran it) and every model file pulled. `predicate.runDetails` names the agent
+     * and its host (agent version, kernel, CPU model, NVIDIA driver, CUDA, engine; GPUs as
+     * `builderDependencies`) and each job's status, exit code and timings as `byproducts`.
+     * Files of another repo appear only when the caller may read it. Read access; token
+     * scope `repo:read`. A pipeline of another repo is a 404.
+     */
+    get: operations["getPipelineRecord"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description The pipeline's id (`pipelines[].id` of a build). */
+        id: number;
+      };
+    };
+  };
+  "/repos/{org}/{repo}/records/compare": {
+    /**
+     * What differs between two pipelines' records
+     * @description Every fact of the two records that is not the same, by category: `commit`,
+     * `parameters` (repository, ref, event, pipeline, who triggered), `plan` (the resolved
+     * plan by JSON path; job image references aside: images compare by digest), `image` (per
+     * job, by digest), `env` (the run's own identity variables such as CNB_BUILD_ID aside),
+     * `secrets` (names and env files), `runner`, `host` (agent, versions, driver, CUDA,
+     * GPUs), `input` and `output` (model files by repo, package, version and name, a
+     * build's hand-off version matched by place) and `outcome` (statuses and exit codes).
+     * `a` or `b` is null where only the other has the fact. Durations are apart in
+     * `timings`. Read access; a pipeline of another repo is a 404, a missing or malformed id
+     * a 422.
+     */
+    get: operations["compareRecords"];
+    parameters: {
+      query: {
+        /** @description A pipeline id of the repo. */
+        a: number;
+        /** @description Another pipeline id of the repo. */
+        b: number;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/schedules": {
     /**
      * The repo's registered schedules
@@ -2038,11 +2111,97 @@ export interface components {
       created_at: string;
       files?: components["schemas"]["ArtifactFile"][];
     };
+    /** @description An in-toto Statement v1 with a SLSA Provenance v1 predicate (see getPipelineRecord). */
+    Record: {
+      /** @enum {string} */
+      _type: "https://in-toto.io/Statement/v1";
+      subject: components["schemas"]["RecordResource"][];
+      /** @enum {string} */
+      predicateType: "https://slsa.dev/provenance/v1";
+      predicate: {
+        buildDefinition: {
+          buildType: string;
+          externalParameters: {
+            repository: string;
+            ref: string;
+            event: string;
+            pipeline: string;
+            pipelineName: string;
+            plan: {
+              [key: string]: unknown;
+            };
+          };
+          internalParameters: {
+            runner: {
+              class: string;
+              tags: string[];
+              cpus: number;
+              memoryGiB: number;
+              gpu?: string;
+              gpuMemoryGB?: number;
+            };
+            env: {
+              [key: string]: string;
+            };
+            secrets: string[];
+            imports: string[];
+            triggeredBy?: string;
+          };
+          resolvedDependencies: components["schemas"]["RecordResource"][];
+        };
+        runDetails: {
+          builder: {
+            id: string;
+            version?: {
+              [key: string]: string;
+            };
+            builderDependencies?: components["schemas"]["RecordResource"][];
+          };
+          metadata: {
+            invocationId: string;
+            /** Format: date-time */
+            startedOn?: string;
+            /** Format: date-time */
+            finishedOn?: string;
+          };
+          byproducts: components["schemas"]["RecordResource"][];
+        };
+      };
+    };
+    /** @description A SLSA ResourceDescriptor. */
+    RecordResource: {
+      name?: string;
+      uri?: string;
+      digest?: {
+        [key: string]: string;
+      };
+      annotations?: {
+        [key: string]: unknown;
+      };
+    };
+    RecordDiff: {
+      differences: ({
+          /** @enum {string} */
+          category: "commit" | "parameters" | "plan" | "image" | "env" | "secrets" | "runner" | "host" | "input" | "output" | "outcome";
+          key: string;
+          a: string | null;
+          b: string | null;
+        })[];
+      timings: ({
+          key: string;
+          /** Format: int64 */
+          a_ms: number | null;
+          /** Format: int64 */
+          b_ms: number | null;
+        })[];
+    };
     ArtifactUse: {
       /** @description org/name */
       repo: string;
       package: string;
       version: string;
+      /** @description The build's hand-off version ($CNB_BUILD_ID): another build has its own. */
+      build_scoped: boolean;
       file: string;
       /** @description sha256:… */
       digest: string;
@@ -4654,6 +4813,114 @@ export interface operations {
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["Conflict"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Run a build again exactly, from its pipelines' records
+   * @description Like `rerun` (same commit, event, ref and resolved plans; `CNB_IS_RETRY=true`; runs as
+   * the caller), and every job that ran a container image runs the image its record names
+   * by digest, even where the tag has moved since. Refused with a 409 and the reason when
+   * something the records need is gone: the commit, an image the record does not know by
+   * digest, an image of the built-in registry whose manifest was deleted or collected, or a
+   * model file a pipeline pulled (other than the build's own hand-off files, which the
+   * re-run makes again). No request body. Write access (role `developer` or stronger);
+   * token scope `repo:write`; a job token is refused.
+   */
+  rerunBuildExactly: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["BuildNumber"];
+      };
+    };
+    responses: {
+      /** @description The new build, with its pipelines, stages and jobs. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["Build"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A pipeline's reproducibility record (in-toto Statement, SLSA Provenance v1)
+   * @description What ran, as the server and the agent observed it: `subject` is the model files the
+   * pipeline pushed, by sha256; `predicate.buildDefinition` holds the repository, ref,
+   * event and resolved plan (image credentials masked), the runner class, the env with
+   * values (repo secrets by name only, masked) and the secret names; its
+   * `resolvedDependencies` are the commit (`gitCommit`), every image by digest (with the
+   * jobs that ran it) and every model file pulled. `predicate.runDetails` names the agent
+   * and its host (agent version, kernel, CPU model, NVIDIA driver, CUDA, engine; GPUs as
+   * `builderDependencies`) and each job's status, exit code and timings as `byproducts`.
+   * Files of another repo appear only when the caller may read it. Read access; token
+   * scope `repo:read`. A pipeline of another repo is a 404.
+   */
+  getPipelineRecord: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description The pipeline's id (`pipelines[].id` of a build). */
+        id: number;
+      };
+    };
+    responses: {
+      /** @description The record. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Record"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * What differs between two pipelines' records
+   * @description Every fact of the two records that is not the same, by category: `commit`,
+   * `parameters` (repository, ref, event, pipeline, who triggered), `plan` (the resolved
+   * plan by JSON path; job image references aside: images compare by digest), `image` (per
+   * job, by digest), `env` (the run's own identity variables such as CNB_BUILD_ID aside),
+   * `secrets` (names and env files), `runner`, `host` (agent, versions, driver, CUDA,
+   * GPUs), `input` and `output` (model files by repo, package, version and name, a
+   * build's hand-off version matched by place) and `outcome` (statuses and exit codes).
+   * `a` or `b` is null where only the other has the fact. Durations are apart in
+   * `timings`. Read access; a pipeline of another repo is a 404, a missing or malformed id
+   * a 422.
+   */
+  compareRecords: {
+    parameters: {
+      query: {
+        /** @description A pipeline id of the repo. */
+        a: number;
+        /** @description Another pipeline id of the repo. */
+        b: number;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description The differences and the timings. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["RecordDiff"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
   };

@@ -155,6 +155,15 @@ export const endpoints = {
       get: (org: string, repo: string, number: number | string) => call('get', '/repos/{org}/{repo}/builds/{number}', { org, repo, number }),
       cancel: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/cancel', { org, repo, number }),
       rerun: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/rerun', { org, repo, number }),
+      /** A new build from the pipelines' records: same commit and plans, images pinned by digest. */
+      rerunExact: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/rerun-exact', { org, repo, number }),
+    },
+    records: {
+      /** A pipeline's reproducibility record (in-toto Statement, SLSA Provenance v1). */
+      get: (org: string, repo: string, id: number) => call('get', '/repos/{org}/{repo}/pipelines/{id}/record', { org, repo, id }),
+      /** The record's JSON, for a link. */
+      url: (org: string, repo: string, id: number) => href('/repos/{org}/{repo}/pipelines/{id}/record', { org, repo, id }),
+      compare: (org: string, repo: string, a: number, b: number) => call('get', '/repos/{org}/{repo}/records/compare', { org, repo }, undefined, { a, b }),
     },
     workspaces: {
       /** Fires the vscode event on a branch: a build whose pipelines stay up as workspaces. */

@@ -34,6 +34,9 @@ export type ArtifactFile = S['ArtifactFile']
 /** `build` is the build whose pipeline published it; null when a person did. */
 export type ArtifactVersion = S['ArtifactVersion']
 export type Release = S['Release']
+export type Record = S['Record']
+export type RecordResource = S['RecordResource']
+export type RecordDiff = S['RecordDiff']
 export type Button = S['Button']
 export type StorageUsage = S['StorageUsage']
 

@@ -111,7 +111,11 @@ function Producer({ org, repo, v }: { org: string; repo: string; v: ArtifactVers
   return (
     <>
       <Link to={`${repoPath(org, repo)}/builds/${v.build.number}`}>build #{v.build.number}</Link> at{' '}
-      <code title={v.build.commit}>{shortSha(v.build.commit)}</code>
+      <code title={v.build.commit}>{shortSha(v.build.commit)}</code> (
+      <Link to={`${repoPath(org, repo)}/builds/${v.build.number}?pipeline=${v.build.pipeline_id}`} data-testid="provenance-link" title="the reproducibility record of the pipeline that pushed it">
+        provenance
+      </Link>
+      )
     </>
   )
 }

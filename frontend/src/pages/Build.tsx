@@ -1,10 +1,11 @@
 import { useState } from 'react'
-import { Link, useNavigate, useParams } from 'react-router'
+import { Link, useNavigate, useParams, useSearchParams } from 'react-router'
 import { useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
 import { isFinal, type Build as BuildT } from '../lib/types'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { PipelineCard } from '../components/PipelineGraph'
+import { Provenance } from '../components/Provenance'
 import { Empty, FormError, QueryView, StatusBadge } from '../components/ui'
 import { branchOf, dateTime, shortSha, span } from '../lib/format'
 
@@ -33,11 +34,11 @@ function Controls({ b, org, repo }: { b: BuildT; org: string; repo: string }) {
       setBusy('')
     }
   }
-  const rerun = async () => {
-    setBusy('rerun')
+  const rerun = async (exact: boolean) => {
+    setBusy(exact ? 'exact' : 'rerun')
     setError(null)
     try {
-      const nb = await endpoints.repos.builds.rerun(org, repo, b.number)
+      const nb = await (exact ? endpoints.repos.builds.rerunExact : endpoints.repos.builds.rerun)(org, repo, b.number)
       qc.invalidateQueries({ queryKey: ['builds', org, repo] })
       navigate(`${repoPath(org, repo)}/builds/${nb.number}`)
     } catch (e) {
@@ -54,8 +55,19 @@ function Controls({ b, org, repo }: { b: BuildT; org: string; repo: string }) {
         </button>
       )}
       {b.pipelines.length > 0 && (
-        <button type="button" className="secondary" onClick={rerun} disabled={!!busy}>
+        <button type="button" className="secondary" onClick={() => rerun(false)} disabled={!!busy}>
           {busy === 'rerun' ? 'Starting…' : 'Re-run'}
+        </button>
+      )}
+      {b.pipelines.length > 0 && isFinal(b.status) && (
+        <button
+          type="button"
+          className="secondary"
+          onClick={() => rerun(true)}
+          disabled={!!busy}
+          title="Same commit and plans, every image pinned to the digest its record names, the same non-secret env"
+        >
+          {busy === 'exact' ? 'Starting…' : 'Re-run exactly'}
         </button>
       )}
       <FormError error={error} />
@@ -133,6 +145,9 @@ export default function Build() {
   const r = useRepo(org, repo)
   const q = useBuild(org, repo, number)
   const base = repoPath(org, repo)
+  const [params, setParams] = useSearchParams()
+  const selected = Number(params.get('pipeline')) || undefined
+  const compare = Number(params.get('compare')) || undefined
   return (
     <section>
       <RepoHeader org={org} repo={repo} />
@@ -165,6 +180,17 @@ export default function Build() {
                   <PipelineCard key={p.id} p={p} jobHref={(id) => `${base}/builds/${b.number}/jobs/${id}`} workspaceHref={p.workspace ? `${base}/workspaces/${p.id}` : undefined} />
                 ))}
               </div>
+            )}
+            {b.pipelines.length > 0 && (
+              <Provenance
+                org={org}
+                repo={repo}
+                pipelines={b.pipelines}
+                selected={selected}
+                compare={compare}
+                onSelect={(id) => setParams({ pipeline: String(id) })}
+                onCompare={(id) => setParams({ pipeline: String(selected ?? b.pipelines[0].id), compare: String(id) })}
+              />
             )}
             <p>
               <Link to={base}>← All builds</Link>

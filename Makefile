@@ -63,7 +63,8 @@ fuzz:
 # a pipeline's own Docker engine from start to `docker version` (services: docker), a docker.build
 # cache hit against a cold build (about 40 s), a 200 MiB docker.volumes cache filled then reused
 # (job speed-up, target ≥ 5×; about 15 s),
-# the billing tick, a git push to its pipelines queued in Redis (with the server's git process
+# the billing tick, the reproducibility record's cost to a three-job pipeline (target < 5 %) and
+# its storage for a 50-job one (target < 20 KB), a git push to its pipelines queued in Redis (with the server's git process
 # count), push to a job's first log line, cancel to its container gone and a job riding out a
 # server outage (Docker executor, about 1 min), and push and pull of a 1 GiB blob with oras against Nimbus's registry and the reference
 # registry (with Nimbus's peak RSS; about 25 s). The e2e ones run the binaries of bin/. Short
@@ -78,6 +79,8 @@ bench:
 	$(GO) test -run='^$$' -bench='^BenchmarkTunnelThroughput$$' -benchtime=3x ./backend/tunnel
 	$(GO) test -run='^$$' -bench='^BenchmarkRelayFloor$$' -benchtime=1x -v ./backend/tunnel
 	$(GO) test -run='^$$' -bench='^BenchmarkEngineStart$$' -benchtime=5x ./agent/dockerservice
+	$(GO) test -run='^$$' -bench='^BenchmarkRecordOverhead$$' -benchtime=5x ./agent/executor
+	$(GO) test -run='^$$' -bench='^BenchmarkRecord50Jobs$$' -benchtime=200x ./backend/record
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkPushToQueued$$' -benchtime=1x ./e2e
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkAgentLatency$$' -benchtime=1x -v ./e2e
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkDockerBuildCacheHit$$' -benchtime=1x -v ./e2e

@@ -1,9 +1,16 @@
 package e2e
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +27,12 @@ import (
 func TestTrainCPUGPUHandoff(t *testing.T) {
 	// The example names no image: its pipelines run the platform's default build image, here
 	// the test image (the real cnbcool/default-build-env cannot be pulled).
-	w := newWorld(t, "NIMBUS_DEFAULT_BUILD_IMAGE="+testenv.Image(t))
+	// The test image under a tag of this test's own, which it moves later.
+	image := "nimbus-test/handoff:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	dockerCLI(t, "tag", testenv.Image(t), image)
+	t.Cleanup(func() { exec.Command("docker", "-H", testenv.DockerHost(t), "rmi", "-f", image).Run() })
+	imageID := dockerCLI(t, "image", "inspect", "-f", "{{.Id}}", image)
+	w := newWorld(t, "NIMBUS_DEFAULT_BUILD_IMAGE="+image)
 	w.agent("", "NIMBUS_AGENT_NETWORK=host", "NIMBUS_AGENT_CPUS=8")
 	w.agent("", "NIMBUS_AGENT_NETWORK=host", "NIMBUS_AGENT_TAGS=cnb:arch:amd64:gpu", "NIMBUS_AGENT_CPUS=16", "NIMBUS_AGENT_GPUS=simulate:1:L40")
 	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "100", "note": "gpu money"}, nil)
@@ -101,7 +113,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 		for _, st := range p.Stages {
 			for _, j := range st.Jobs {
 				script := j.Type == ""
-				if script != (j.Image == testenv.Image(t) && strings.HasPrefix(j.ImageDigest, "sha256:")) {
+				if script != (j.Image == image && j.ImageDigest == imageID) {
 					t.Errorf("job %s/%s (type %q) ran image %q at %q", p.Name, j.Name, j.Type, j.Image, j.ImageDigest)
 				}
 			}
@@ -110,6 +122,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 
 	// What each pipeline moved, as the server saw it.
 	moved := map[string]string{"train-cpu": "push data, push model, pull ckpt", "train-gpu": "push ckpt, pull data"}
+	digests := map[string]string{} // package → digest of its file, as the server saw it pushed
 	for _, p := range raw.Pipelines {
 		var uses struct {
 			Pushed, Pulled []struct{ Package, Digest string }
@@ -118,6 +131,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 		var got []string
 		for _, u := range uses.Pushed {
 			got = append(got, "push "+u.Package)
+			digests[u.Package] = u.Digest
 		}
 		for _, u := range uses.Pulled {
 			got = append(got, "pull "+u.Package)
@@ -160,4 +174,166 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	if log := w.jobLogIn(b, "train-cpu", "package"); !strings.Contains(log, "package: model sha256") {
 		t.Errorf("package:\n%s", log)
 	}
+
+	// The inference service downloads the model with a deploy token, and checks its digest.
+	var dt struct {
+		Token string `json:"token"`
+	}
+	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "inference"}, &dt)
+	if got := download(t, w.base+"/api/v1/repos/ml/trainer/artifacts/model/"+b.Commit+"/model.tgz", dt.Token); got != digests["model"] {
+		t.Errorf("the deploy token downloaded %s, the pipeline pushed %s", got, digests["model"])
+	}
+
+	// Each pipeline's record names the commit, its image by digest, its host (the GPU's model
+	// on the GPU node) and the files in and out by digest.
+	ids := map[string]int64{}
+	for _, p := range raw.Pipelines {
+		ids[p.Name] = p.ID
+		rec := w.record(p.ID)
+		bd := rec.Predicate.BuildDefinition
+		if bd.ResolvedDependencies[0].Digest["gitCommit"] != b.Commit {
+			t.Errorf("%s: the record's commit %v, want %s", p.Name, bd.ResolvedDependencies[0], b.Commit)
+		}
+		var images, pulled []string
+		for _, d := range bd.ResolvedDependencies[1:] {
+			if d.Annotations["package"] != nil {
+				pulled = append(pulled, fmt.Sprint(d.Annotations["package"])+" "+"sha256:"+d.Digest["sha256"])
+			} else {
+				images = append(images, fmt.Sprint(d.Annotations["ref"]))
+			}
+		}
+		var pushed []string
+		for _, s := range rec.Subject {
+			pushed = append(pushed, fmt.Sprint(s.Annotations["package"])+" "+"sha256:"+s.Digest["sha256"])
+		}
+		wantIn := map[string]string{"train-cpu": "ckpt " + digests["ckpt"], "train-gpu": "data " + digests["data"]}[p.Name]
+		wantOut := map[string]string{"train-cpu": "data " + digests["data"] + ", model " + digests["model"], "train-gpu": "ckpt " + digests["ckpt"]}[p.Name]
+		if strings.Join(images, ",") != imageID || strings.Join(pulled, ", ") != wantIn || strings.Join(pushed, ", ") != wantOut {
+			t.Errorf("%s: the record's images %v, in %v (want %s), out %v (want %s)", p.Name, images, pulled, wantIn, pushed, wantOut)
+		}
+		gpus := rec.Predicate.RunDetails.Builder.BuilderDependencies
+		if p.Name == "train-gpu" && (len(gpus) != 1 || gpus[0].Annotations["model"] != "NVIDIA L40" ||
+			rec.Predicate.RunDetails.Builder.Version["nvidia-driver"] != "simulated" || bd.InternalParameters.Runner.GPU == "") {
+			t.Errorf("train-gpu: the record's GPU %+v, builder %+v, runner %+v", gpus, rec.Predicate.RunDetails.Builder, bd.InternalParameters.Runner)
+		}
+		if env := bd.InternalParameters.Env; env["CNB_COMMIT"] != b.Commit || env["CNB_TOKEN"] != "" {
+			t.Errorf("%s: the record's env %v", p.Name, env)
+		}
+	}
+
+	// Re-run exactly: the same commit, plans and images; the records differ only in timings.
+	again := w.rerunExactly(n)
+	for name, id := range again {
+		if d := w.compare(ids[name], id); len(d.Differences) != 0 || len(d.Timings) == 0 {
+			t.Errorf("%s: the exact re-run differs: %+v (timings %+v)", name, d.Differences, d.Timings)
+		}
+	}
+
+	// The tag moves to another image; an exact re-run still runs the one the record names.
+	cid := dockerCLI(t, "create", image, "true")
+	moved2 := dockerCLI(t, "commit", "--change", "LABEL moved=yes", cid)
+	dockerCLI(t, "rm", cid)
+	t.Cleanup(func() { exec.Command("docker", "-H", testenv.DockerHost(t), "rmi", "-f", moved2).Run() })
+	dockerCLI(t, "tag", moved2, image)
+	if moved2 == imageID {
+		t.Fatal("the tag did not move")
+	}
+	for name, id := range w.rerunExactly(n) {
+		d := w.compare(ids[name], id)
+		if len(d.Differences) != 0 {
+			t.Errorf("%s: after the tag moved, the exact re-run differs: %+v", name, d.Differences)
+		}
+		for _, bp := range w.record(id).Predicate.RunDetails.Byproducts {
+			if img := bp.Annotations["imageDigest"]; img != nil && img != imageID {
+				t.Errorf("%s: job %s ran %v after the tag moved, want %s", name, bp.Name, img, imageID)
+			}
+		}
+	}
+}
+
+// recordJSON is the part of a reproducibility record the e2e reads.
+type recordJSON struct {
+	Subject   []resourceJSON `json:"subject"`
+	Predicate struct {
+		BuildDefinition struct {
+			InternalParameters struct {
+				Env    map[string]string `json:"env"`
+				Runner struct {
+					GPU string `json:"gpu"`
+				} `json:"runner"`
+			} `json:"internalParameters"`
+			ResolvedDependencies []resourceJSON `json:"resolvedDependencies"`
+		} `json:"buildDefinition"`
+		RunDetails struct {
+			Builder struct {
+				Version             map[string]string `json:"version"`
+				BuilderDependencies []resourceJSON    `json:"builderDependencies"`
+			} `json:"builder"`
+			Byproducts []resourceJSON `json:"byproducts"`
+		} `json:"runDetails"`
+	} `json:"predicate"`
+}
+
+type resourceJSON struct {
+	Name        string            `json:"name"`
+	Digest      map[string]string `json:"digest"`
+	Annotations map[string]any    `json:"annotations"`
+}
+
+type diffJSON struct {
+	Differences []map[string]any `json:"differences"`
+	Timings     []map[string]any `json:"timings"`
+}
+
+func (w *world) record(pipeline int64) recordJSON {
+	var rec recordJSON
+	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/pipelines/"+itoa(pipeline)+"/record", nil, &rec)
+	return rec
+}
+
+func (w *world) compare(a, b int64) diffJSON {
+	var d diffJSON
+	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/records/compare?a="+itoa(a)+"&b="+itoa(b), nil, &d)
+	return d
+}
+
+// rerunExactly re-runs build n exactly, waits for it to succeed and returns its pipelines' ids
+// by name.
+func (w *world) rerunExactly(n int64) map[string]int64 {
+	var nb buildJSON
+	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/builds/"+itoa(n)+"/rerun-exact", nil, &nb)
+	b := w.waitBuildSuccess(nb.Number, 3*time.Minute)
+	ids := map[string]int64{}
+	for _, p := range b.Pipelines {
+		ids[p.Name] = p.ID
+	}
+	return ids
+}
+
+// dockerCLI runs the docker CLI against the test engine and returns its trimmed output.
+func dockerCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", append([]string{"-H", testenv.DockerHost(t)}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// download GETs url with a bearer token and returns the body's digest.
+func download(t *testing.T, url, token string) string {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d", url, resp.StatusCode)
+	}
+	h := sha256.New()
+	io.Copy(h, resp.Body)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

@@ -34,7 +34,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func newDocker(t *testing.T) (*Docker, string) {
+func newDocker(t testing.TB) (*Docker, string) {
 	t.Helper()
 	host := testenv.DockerHost(t)
 	image := testenv.Image(t)

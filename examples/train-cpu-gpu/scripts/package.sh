@@ -12,5 +12,6 @@ done
 mkdir -p "$output"
 printf 'model sha256 %s\n' "$(sha256sum "$model" | cut -d' ' -f1)" > "$output/MANIFEST"
 cp "$model" "$output/best.pt"
+touch -t 197001010000 "$output/best.pt" "$output/MANIFEST" # the same model, the same archive
 tar czf "$output/model.tgz" -C "$output" best.pt MANIFEST
 echo "package: $(cat "$output/MANIFEST")"

@@ -13,6 +13,7 @@ done
 [ -d "$data" ] || { echo "train: no data at $data" >&2; exit 1; }
 mkdir -p "$out"
 { cat "$data"/*.csv; echo "epochs=$epochs"; } | sha256sum | cut -d' ' -f1 > "$out/best.pt"
+touch -t 197001010000 "$out" "$out/best.pt" # reproducible archives of it (see preprocess.sh)
 # The agent names the pipeline's own GPUs (NVIDIA_VISIBLE_DEVICES in a container,
 # CUDA_VISIBLE_DEVICES on a shell host).
 gpu=${NVIDIA_VISIBLE_DEVICES:-${CUDA_VISIBLE_DEVICES:-none}}

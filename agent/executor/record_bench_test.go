@@ -66,8 +66,8 @@ func BenchmarkRecordOverhead(b *testing.B) {
 	lookup := time.Since(start) / lookups
 
 	n := time.Duration(b.N)
-	b.ReportMetric(float64((bare/n).Milliseconds()), "ms/pipeline-bare")
-	b.ReportMetric(float64((recorded/n).Milliseconds()), "ms/pipeline-recorded")
+	b.ReportMetric(float64((bare / n).Milliseconds()), "ms/pipeline-bare")
+	b.ReportMetric(float64((recorded / n).Milliseconds()), "ms/pipeline-recorded")
 	b.ReportMetric(100*float64(recorded-bare)/float64(bare), "%-wall-diff")
 	b.ReportMetric(float64(lookup.Microseconds()), "µs/digest-lookup")
 	b.ReportMetric(100*float64(3*lookup)/float64(bare/n), "%-overhead")

@@ -1,6 +1,9 @@
 package protocol
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // The agent API: how an agent and the server talk. Every call is HTTP with JSON bodies under
 // /api/v1/agent, made by the agent; the server never calls an agent, so agents work from behind
@@ -192,6 +195,26 @@ const (
 	EventWorkspaceReady = "workspace_ready"
 )
 
+// Bounds of a job's metrics (Event.Metrics), checked by the agent and again by the server.
+const (
+	MaxMetricsPerJob = 100
+	MaxMetricName    = 100
+)
+
+// ValidMetricName says whether name may name a metric: 1 to MaxMetricName letters, digits and
+// "_.-/".
+func ValidMetricName(name string) bool {
+	if name == "" || len(name) > MaxMetricName {
+		return false
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_.-/", r)) {
+			return false
+		}
+	}
+	return true
+}
+
 // Event is one step of a running pipeline. At is when it happened on the agent's clock; the
 // server records it, bounded by its own clock (not before the pipeline started, not in the
 // future), so a report that arrives late — the server was down — keeps the real time.
@@ -201,6 +224,9 @@ type Event struct {
 	Status   string            `json:"status,omitempty"` // for job_finished: success, failed, skipped, cancelled
 	ExitCode *int              `json:"exitCode,omitempty"`
 	Exports  map[string]string `json:"exports,omitempty"`
+	// Metrics, on job_finished, are the numbers the job reported with
+	// `##[set-output metric.<name>=<number>]` lines: the dashboard charts them across builds.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 	// Image, on job_finished, is the image the job's container ran, as the engine resolved it
 	// (nil for built-in tasks and the shell executor).
 	Image *ImageUse `json:"image,omitempty"`

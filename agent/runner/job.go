@@ -39,6 +39,7 @@ type jobResult struct {
 	stop    bool               // exit 78
 	msg     string             // why it failed
 	image   *protocol.ImageUse // the image its container ran, by digest (reproducibility record)
+	metrics map[string]float64 // what it reported as ##[set-output metric.<name>=<number>]
 }
 
 // runJob runs one job with its log and reports it (job_started … job_finished).
@@ -60,7 +61,8 @@ func (x *run) reportFinished(id int64, res jobResult, log *logStream) {
 	if id == 0 {
 		return // the server did not number this job: nothing to report it under
 	}
-	ev := protocol.Event{Kind: protocol.EventJobFinished, JobID: id, Status: res.status, ExitCode: res.code, Image: res.image}
+	ev := protocol.Event{Kind: protocol.EventJobFinished, JobID: id, Status: res.status, ExitCode: res.code, Image: res.image,
+		Metrics: res.metrics}
 	if len(res.exports) > 0 {
 		ev.Exports = make(map[string]string, len(res.exports))
 		for k, v := range res.exports {
@@ -184,15 +186,16 @@ func (x *run) attempt(ctx context.Context, job protocol.Job, step executor.Step,
 		}
 	}
 	exports := exportValues(job, values)
+	metrics := metricValues(values, jl.note)
 	switch code {
 	case exitSuccess:
-		return jobResult{status: StatusSuccess, code: &code, exports: exports}
+		return jobResult{status: StatusSuccess, code: &code, exports: exports, metrics: metrics}
 	case exitStop:
 		jl.note("exit 78: the pipeline stops here, successfully")
-		return jobResult{status: StatusSuccess, code: &code, exports: exports, stop: true}
+		return jobResult{status: StatusSuccess, code: &code, exports: exports, stop: true, metrics: metrics}
 	}
 	r := x.failure(job, fmt.Sprintf("exited with %d", code), &code)
-	r.exports = exports
+	r.exports, r.metrics = exports, metrics
 	return r
 }
 

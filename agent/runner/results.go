@@ -3,9 +3,13 @@ package runner
 import (
 	"bytes"
 	"encoding/base64"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/nimbus-build/nimbus/agent/protocol"
 )
 
 // Result keys of a script job that `exports` may name.
@@ -144,6 +148,41 @@ func (r *results) finish(code *int) map[string]string {
 	for key, c := range map[string]*capped{ResultStdout: &r.stdout, ResultStderr: &r.stderr, ResultInfo: &r.info} {
 		if r.want[key] && len(c.b) <= maxValue {
 			out[key] = strings.TrimRight(string(c.b), "\r\n")
+		}
+	}
+	return out
+}
+
+// metricPrefix starts the set-output keys that are metrics: `##[set-output metric.loss=0.25]`.
+const metricPrefix = "metric."
+
+// metricValues are the metrics among a job's result values: keys metric.<name> whose name is
+// valid and whose value is a finite number. Others are left out with a note; past
+// MaxMetricsPerJob, the names first in order are kept.
+func metricValues(values map[string]string, note func(format string, args ...any)) map[string]float64 {
+	var names []string
+	for key := range values {
+		if name, ok := strings.CutPrefix(key, metricPrefix); ok {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	out := map[string]float64{}
+	for _, name := range names {
+		raw := strings.TrimSpace(values[metricPrefix+name])
+		v, err := strconv.ParseFloat(raw, 64)
+		switch {
+		case !protocol.ValidMetricName(name):
+			note("metric %q: a name is 1 to %d letters, digits and _.-/; left out", name, protocol.MaxMetricName)
+		case err != nil || math.IsInf(v, 0) || math.IsNaN(v):
+			note("metric %s: %q is not a finite number; left out", name, raw)
+		case len(out) == protocol.MaxMetricsPerJob:
+			note("metric %s: a job reports at most %d metrics; left out", name, protocol.MaxMetricsPerJob)
+		default:
+			out[name] = v
 		}
 	}
 	return out

@@ -26,7 +26,7 @@ func models() []any {
 		&org.Org{}, &org.Member{}, &org.Invitation{},
 		&billing.Account{}, &billing.Txn{}, &billing.Posting{}, &billing.QuotaUsage{}, &billing.PipelineBilling{}, &billing.Notification{},
 		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{}, &repo.SecretFile{}, &repo.SecretFileRead{},
-		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Schedule{}, &build.BuildKey{}, &build.BuildWait{},
+		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Metric{}, &build.Schedule{}, &build.BuildKey{}, &build.BuildWait{},
 		&scheduler.Agent{},
 		&logs.JobLog{}, &logs.LogChunk{},
 		&registry.Repository{}, &registry.Blob{}, &registry.Manifest{}, &registry.ManifestRef{}, &registry.Tag{}, &registry.Upload{},

@@ -64,6 +64,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/repos/:org/:repo/builds/:number/cancel", h.cancel)
 	rs.POST("/repos/:org/:repo/builds/:number/rerun", h.rerun)
 	rs.GET("/repos/:org/:repo/schedules", h.schedules)
+	rs.GET("/repos/:org/:repo/metrics", h.metrics)
 	rs.GET("/repos/:org/:repo/buttons", h.buttons)
 	rs.POST("/repos/:org/:repo/buttons/press", h.press)
 }

@@ -403,9 +403,14 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 				}
 				set["exports"] = string(raw)
 			}
-			if err := tx.Model(&Job{}).Where("id = ? AND status IN ?", j.ID, []string{StatusQueued, StatusRunning}).
-				Updates(set).Error; err != nil {
-				return err
+			res := tx.Model(&Job{}).Where("id = ? AND status IN ?", j.ID, []string{StatusQueued, StatusRunning}).Updates(set)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 1 && len(ev.Metrics) > 0 {
+				if err := keepMetrics(tx, p, j.ID, ev.Metrics, now); err != nil {
+					return err
+				}
 			}
 			finishedJob = j.ID
 			return settleStage(tx, j.StageID, now)

@@ -41,6 +41,7 @@ export const routes: RouteObject[] = [
       { path: '/:org/:repo/settings', element: page(() => import('./pages/RepoSettings')) },
       { path: '/:org/:repo/artifacts', element: page(() => import('./pages/Artifacts')) },
       { path: '/:org/:repo/releases', element: page(() => import('./pages/Releases')) },
+      { path: '/:org/:repo/metrics', element: page(() => import('./pages/Metrics')) },
       { path: '/:org/:repo/workspaces/:id', element: page(() => import('./pages/Workspace')) },
       { path: '/:org/:repo/builds/:number', element: page(() => import('./pages/Build')) },
       { path: '/:org/:repo/builds/:number/jobs/:job', element: page(() => import('./pages/Job')) },

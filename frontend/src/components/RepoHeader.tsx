@@ -30,6 +30,7 @@ export function RepoHeader({ org, repo }: { org: string; repo: string }) {
         </NavLink>
         <NavLink to={`${base}/artifacts`}>Artifacts</NavLink>
         <NavLink to={`${base}/releases`}>Releases</NavLink>
+        <NavLink to={`${base}/metrics`}>Metrics</NavLink>
         {r.permission === 'admin' && <NavLink to={`${base}/settings`}>Settings</NavLink>}
       </nav>
     </div>

@@ -666,6 +666,31 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/metrics": {
+    /**
+     * A metric's values across the builds of a branch
+     * @description Jobs report metrics as `##[set-output metric.<name>=<number>]` lines on stdout (a name
+     * of letters, digits and `_.-/`, a finite number; at most 100 a job). `names` lists the
+     * metrics reported on the branch; with `name`, `points` is its series over the latest 200
+     * builds of the branch that reported it, oldest first, one point a build (the job that
+     * reported it last), each with its pipeline and the previous point's, for the record
+     * diff (`GET …/records/compare`). Read access; token scope `repo:read`. A malformed name
+     * is a 422.
+     */
+    get: operations["getMetrics"];
+    parameters: {
+      query?: {
+        /** @description The branch; the repo's default branch when absent. */
+        branch?: string;
+        /** @description The metric whose series to return; without it, only the names. */
+        name?: string;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/schedules": {
     /**
      * The repo's registered schedules
@@ -4915,6 +4940,67 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["RecordDiff"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A metric's values across the builds of a branch
+   * @description Jobs report metrics as `##[set-output metric.<name>=<number>]` lines on stdout (a name
+   * of letters, digits and `_.-/`, a finite number; at most 100 a job). `names` lists the
+   * metrics reported on the branch; with `name`, `points` is its series over the latest 200
+   * builds of the branch that reported it, oldest first, one point a build (the job that
+   * reported it last), each with its pipeline and the previous point's, for the record
+   * diff (`GET …/records/compare`). Read access; token scope `repo:read`. A malformed name
+   * is a 422.
+   */
+  getMetrics: {
+    parameters: {
+      query?: {
+        /** @description The branch; the repo's default branch when absent. */
+        branch?: string;
+        /** @description The metric whose series to return; without it, only the names. */
+        name?: string;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description The names and the series. */
+      200: {
+        content: {
+          "application/json": {
+            branch: string;
+            names: string[];
+            name: string;
+            points: ({
+                /**
+                 * Format: int64
+                 * @description The build number.
+                 */
+                build: number;
+                /** Format: int64 */
+                build_id: number;
+                /** Format: int64 */
+                pipeline_id: number;
+                /** Format: int64 */
+                job_id: number;
+                commit: string;
+                /** Format: double */
+                value: number;
+                /** Format: date-time */
+                at: string;
+                /** Format: int64 */
+                previous_pipeline_id: number | null;
+              })[];
+          };
         };
       };
       401: components["responses"]["Unauthenticated"];

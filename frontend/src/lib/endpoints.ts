@@ -158,6 +158,9 @@ export const endpoints = {
       /** A new build from the pipelines' records: same commit and plans, images pinned by digest. */
       rerunExact: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/rerun-exact', { org, repo, number }),
     },
+    /** A metric across a branch's builds; without name, the names reported there. */
+    metrics: (org: string, repo: string, branch?: string, name?: string) =>
+      call('get', '/repos/{org}/{repo}/metrics', { org, repo }, undefined, { branch: branch || undefined, name: name || undefined }),
     records: {
       /** A pipeline's reproducibility record (in-toto Statement, SLSA Provenance v1). */
       get: (org: string, repo: string, id: number) => call('get', '/repos/{org}/{repo}/pipelines/{id}/record', { org, repo, id }),

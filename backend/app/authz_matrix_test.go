@@ -365,6 +365,8 @@ var mxMatrix = []mxRow{
 	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", "/api/v1/hf/"+mxOrgA+"."+mxPrivA+"/model/resolve/{v}/weights.bin").prep(mxPublished(mxPrivA)),
 	mx("200 | 200 200 200 200 200 | 200 | 200 403 | 200 200", "GET", "/api/v1/hf/"+mxOrgA+"."+mxPubA+"/model/resolve/main/weights.bin").prep(mxPublished(mxPubA)),
 	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "HEAD", "/api/v1/hf/"+mxOrgA+"."+mxPrivA+"/model/resolve/{v}/weights.bin").prep(mxPublished(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", "/api/v1/hf/"+mxOrgA+"."+mxPrivA+"/model/raw/{v}/weights.bin").prep(mxPublished(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "HEAD", "/api/v1/hf/"+mxOrgA+"."+mxPrivA+"/model/raw/main/weights.bin").prep(mxPublished(mxPrivA)),
 	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", "/api/v1/hf/"+mxOrgB+"."+mxPrivB+"/model/resolve/main/weights.bin").
 		note("another team's private repo").prep(mxPublishedB),
 	// ---- releases: the same rules (their files are model files). {tag} is a fresh tag of the

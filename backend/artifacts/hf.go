@@ -65,8 +65,12 @@ func (h *Handler) hfRoutes(rs api.Routes) {
 	rs.GET(models, h.hfInfo)
 	rs.GET(models+"/revision/:revision", h.hfInfo)
 	rs.GET(models+"/tree/:revision", h.hfTree)
-	rs.GET("/hf/:owner/:name/resolve/:revision/:file", h.hfResolve)
-	rs.HEAD("/hf/:owner/:name/resolve/:revision/:file", h.hfResolve)
+	// raw serves the same bytes: the hub's raw is a file's git blob, which for its LFS files is a
+	// pointer, but Nimbus keeps no pointers (@huggingface/hub's fileExists HEADs raw).
+	for _, kind := range []string{"resolve", "raw"} {
+		rs.GET("/hf/:owner/:name/"+kind+"/:revision/:file", h.hfResolve)
+		rs.HEAD("/hf/:owner/:name/"+kind+"/:revision/:file", h.hfResolve)
+	}
 }
 
 // hfModel is a model id resolved: the repo (authorized to read) and the package's version.
@@ -273,7 +277,7 @@ func (h *Handler) hfTree(c *gin.Context) error {
 	return api.JSON(c, http.StatusOK, out)
 }
 
-// hfResolve is GET and HEAD /{id}/resolve/{revision}/{file}: the download (serve: Range,
+// hfResolve is GET and HEAD /{id}/resolve|raw/{revision}/{file}: the download (serve: Range,
 // If-Range, HEAD, a presigned redirect when enabled) with the headers the clients read: the
 // ETag and X-Linked-Etag as the bare sha256 (huggingface_hub names its cache blobs by it),
 // X-Linked-Size, and X-Repo-Commit (the revision's commit id).

@@ -123,6 +123,16 @@ func TestHuggingFaceEndpoint(t *testing.T) {
 			r.Header.Get("X-Linked-Etag") != tag || r.Header.Get("X-Repo-Commit") != latest.SHA {
 			t.Fatalf("HEAD: %d %s", r.Status, r.Header)
 		}
+		// raw is resolve (no LFS pointers here): @huggingface/hub's fileExists HEADs it.
+		if r := w.do("deploy", "HEAD", hfBase+"/acme/models/raw/main/model.safetensors", nil); r.Status != http.StatusOK || r.Header.Get("X-Linked-Etag") != tag {
+			t.Fatalf("HEAD raw: %d %s", r.Status, r.Header)
+		}
+		if r := w.do("deploy", "GET", hfBase+"/acme/models/raw/v1/config.json", nil); !bytes.Equal(r.Body, cfg) {
+			t.Fatalf("GET raw: %d %s", r.Status, r.Body)
+		}
+		if r := w.do("deploy", "HEAD", hfBase+"/acme/models/raw/main/missing.bin", nil); r.Status != http.StatusNotFound || r.Header.Get("X-Error-Code") != "EntryNotFound" {
+			t.Fatalf("HEAD raw of a missing file: %d", r.Status)
+		}
 		if r := w.do("deploy", "GET", hfBase+"/acme.models/bert/resolve/b1/w.bin", nil); !bytes.Equal(r.Body, weights1) {
 			t.Fatalf("bert's file: %d", r.Status)
 		}

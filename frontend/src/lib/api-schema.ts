@@ -835,11 +835,34 @@ export interface paths {
     get: operations["resolveHFFile"];
     /**
      * Hugging Face file metadata
-     * @description The headers of `GET` without the body (huggingface_hub's `get_hf_file_metadata`,
-     * `@huggingface/hub`'s `fileExists`); never redirected. Read access; token scope
+     * @description The headers of `GET` without the body (huggingface_hub's `get_hf_file_metadata`);
+     * never redirected. Read access; token scope
      * `registry:read`.
      */
     head: operations["headHFFile"];
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+  };
+  "/hf/{owner}/{name}/raw/{revision}/{file}": {
+    /**
+     * Hugging Face raw file
+     * @description The same as `resolve`: the hub's `raw` is a file's git blob, an LFS pointer for its
+     * large files, but Nimbus keeps no pointers, so this is the file. Read access; token
+     * scope `registry:read`.
+     */
+    get: operations["rawHFFile"];
+    /**
+     * Hugging Face raw file metadata
+     * @description The headers of `GET` without the body (`@huggingface/hub`'s `fileExists`). Read
+     * access; token scope `registry:read`.
+     */
+    head: operations["headRawHFFile"];
     parameters: {
       path: {
         owner: components["parameters"]["HFOwner"];
@@ -5409,11 +5432,109 @@ export interface operations {
   };
   /**
    * Hugging Face file metadata
-   * @description The headers of `GET` without the body (huggingface_hub's `get_hf_file_metadata`,
-   * `@huggingface/hub`'s `fileExists`); never redirected. Read access; token scope
+   * @description The headers of `GET` without the body (huggingface_hub's `get_hf_file_metadata`);
+   * never redirected. Read access; token scope
    * `registry:read`.
    */
   headHFFile: {
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+    responses: {
+      /** @description The file's headers. */
+      200: {
+        headers: {
+          /** @description `"<sha256 hex>"`. */
+          ETag?: string;
+          /** @description `"<sha256 hex>"`. */
+          "X-Linked-Etag"?: string;
+          /** @description The file's size. */
+          "X-Linked-Size"?: string;
+          /** @description The revision's commit id (40 hex digits). */
+          "X-Repo-Commit"?: string;
+        };
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Hugging Face raw file
+   * @description The same as `resolve`: the hub's `raw` is a file's git blob, an LFS pointer for its
+   * large files, but Nimbus keeps no pointers, so this is the file. Read access; token
+   * scope `registry:read`.
+   */
+  rawHFFile: {
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+    responses: {
+      /** @description The whole file. */
+      200: {
+        headers: {
+          /** @description `"<sha256 hex>"`. */
+          ETag?: string;
+          /** @description `"<sha256 hex>"`. */
+          "X-Linked-Etag"?: string;
+          /** @description The file's size. */
+          "X-Linked-Size"?: string;
+          /** @description The revision's commit id (40 hex digits). */
+          "X-Repo-Commit"?: string;
+        };
+        content: {
+          "application/octet-stream": string;
+        };
+      };
+      /** @description The requested range (`Content-Range`). */
+      206: {
+        headers: {
+          /** @description `"<sha256 hex>"`. */
+          ETag?: string;
+          /** @description `"<sha256 hex>"`. */
+          "X-Linked-Etag"?: string;
+          /** @description The file's size. */
+          "X-Linked-Size"?: string;
+          /** @description The revision's commit id (40 hex digits). */
+          "X-Repo-Commit"?: string;
+        };
+        content: {
+          "application/octet-stream": string;
+        };
+      };
+      /** @description Not modified (`If-None-Match` matched). */
+      304: {
+        content: never;
+      };
+      /** @description Download it from the presigned URL in `Location`. */
+      307: {
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      416: components["responses"]["RangeNotSatisfiable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Hugging Face raw file metadata
+   * @description The headers of `GET` without the body (`@huggingface/hub`'s `fileExists`). Read
+   * access; token scope `registry:read`.
+   */
+  headRawHFFile: {
     parameters: {
       path: {
         owner: components["parameters"]["HFOwner"];

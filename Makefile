@@ -35,6 +35,10 @@ frontend/node_modules/.installed: frontend/package.json frontend/package-lock.js
 	cd frontend && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+e2e/hfclient/node_modules/.installed: e2e/hfclient/package.json e2e/hfclient/package-lock.json
+	cd e2e/hfclient && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
 ## test-ide: build code-server 4.100.3 from npm into a test image (cached in CODE_SERVER_CACHE;
 ## 3-4 minutes cold on 2 cores, e2e/testenv/CODE-SERVER.md) and open it through the preview proxy
 test-ide: build
@@ -51,7 +55,8 @@ test-all: vet go-test fuzz frontend-test bench
 vet:
 	$(GO) vet ./...
 
-go-test:
+# The Hugging Face client of e2e/hf_test.go (@huggingface/hub from npm, like the frontend's).
+go-test: e2e/hfclient/node_modules/.installed
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -race -count=1 -timeout 25m ./...
 
 # -fuzzminimizetime bounds how long one new input may be minimised, so the run stays short.
@@ -98,5 +103,5 @@ frontend-test: frontend/node_modules/.installed
 	cd frontend && npm run --silent check:api && npm test --silent
 
 clean:
-	rm -rf bin frontend/node_modules
+	rm -rf bin frontend/node_modules e2e/hfclient/node_modules
 	find frontend/dist -mindepth 1 ! -name .gitkeep -delete

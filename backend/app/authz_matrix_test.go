@@ -368,6 +368,22 @@ var mxMatrix = []mxRow{
 		body(mxWeights).prep(mxFreshVersion),
 	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/artifacts/model/{v}/weights.bin").prep(mxPublished(mxPrivA)),
 	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/artifacts/model/{v}").prep(mxPublished(mxPrivA)),
+	// ---- the Hugging Face endpoint (artifacts/hf.go): model files read-only under the hub's
+	// paths, with the same rules as their downloads. <org>.<repo>/<package> names any package;
+	// <org>/<repo> the package named like the repo (none here: a 404 for everyone).
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", "/api/v1/hf/api/models/"+mxOrgA+"."+mxPrivA+"/model").prep(mxPublished(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 200 403 | 200 200", "GET", "/api/v1/hf/api/models/"+mxOrgA+"."+mxPubA+"/model").prep(mxPublished(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 404 | 404 403 | 404 404", "GET", "/api/v1/hf/api/models/"+mxOrgA+"/"+mxPrivA).prep(mxPublished(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", "/api/v1/hf/api/models/"+mxOrgA+"."+mxPrivA+"/model/revision/{v}").prep(mxPublished(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", "/api/v1/hf/api/models/"+mxOrgA+"."+mxPrivA+"/model/tree/main").prep(mxPublished(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", "/api/v1/hf/"+mxOrgA+"."+mxPrivA+"/model/resolve/{v}/weights.bin").prep(mxPublished(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 200 403 | 200 200", "GET", "/api/v1/hf/"+mxOrgA+"."+mxPubA+"/model/resolve/main/weights.bin").prep(mxPublished(mxPubA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "HEAD", "/api/v1/hf/"+mxOrgA+"."+mxPrivA+"/model/resolve/{v}/weights.bin").prep(mxPublished(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "GET", "/api/v1/hf/"+mxOrgA+"."+mxPrivA+"/model/raw/{v}/weights.bin").prep(mxPublished(mxPrivA)),
+	mx("404 | 200 200 200 200 200 | 404 | 200 403 | 200 200", "HEAD", "/api/v1/hf/"+mxOrgA+"."+mxPrivA+"/model/raw/main/weights.bin").prep(mxPublished(mxPrivA)),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", "/api/v1/hf/"+mxOrgB+"."+mxPrivB+"/model/resolve/main/weights.bin").
+		note("another team's private repo").prep(mxPublishedB),
 	// ---- releases: the same rules (their files are model files). {tag} is a fresh tag of the
 	// repo; the file rows first make its release as the caller where the caller may (a release
 	// takes files from its producer only).
@@ -481,6 +497,15 @@ func mxPublished(repoName string) func(w *mxWorld, c *mxCall) {
 	return func(w *mxWorld, c *mxCall) {
 		c.Vars["v"] = w.unique("v")
 		w.publish(repoName, c.Vars["v"])
+	}
+}
+
+// mxPublishedB puts model/{v}/weights.bin into B's private repo as B's owner.
+func mxPublishedB(w *mxWorld, c *mxCall) {
+	c.Vars["v"] = w.unique("v")
+	path := "/api/v1/repos/" + mxOrgB + "/" + mxPrivB + "/artifacts/model/" + c.Vars["v"] + "/weights.bin"
+	if r := w.do(w.byName["outsider-token"], "PUT", path, mxWeights); r.Status != 201 {
+		w.t.Fatalf("publish %s: %d %s", path, r.Status, r.Body)
 	}
 }
 

@@ -37,18 +37,29 @@ func (h *Handler) download(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
+	h.recordPull(c, a, e)
+	return h.serve(c, e)
+}
+
+// recordPull writes down a job token's GET of a file (uses.go): the pipeline's inputs.
+func (h *Handler) recordPull(c *gin.Context, a *repo.Access, e *Entry) {
 	if p := auth.From(c); p != nil && p.Kind == auth.KindJob && p.PipelineID != 0 && c.Request.Method == http.MethodGet {
 		h.svc.used(c.Request.Context(), p.PipelineID, UsePull, a.Repo.ID, e)
 	}
-	return h.serve(c, e)
 }
 
 // serve answers a download of a resolved file (an artifact's or a release's).
 func (h *Handler) serve(c *gin.Context, e *Entry) error {
+	return h.serveTagged(c, e, etag(e.File.Digest))
+}
+
+// serveTagged is serve with the ETag given: the Hugging Face endpoint's clients want the bare
+// hex digest (hf.go). If-Range and If-None-Match compare against it.
+func (h *Handler) serveTagged(c *gin.Context, e *Entry, tag string) error {
 	ctx := c.Request.Context()
 	d := digest.Digest(e.File.Digest)
 	hdr := c.Writer.Header()
-	hdr.Set("ETag", etag(e.File.Digest))
+	hdr.Set("ETag", tag)
 	hdr.Set("X-Checksum-Sha256", d.Encoded())
 	if raw, err := hex.DecodeString(d.Encoded()); err == nil {
 		hdr.Set("Digest", "sha-256="+base64.StdEncoding.EncodeToString(raw))

@@ -62,6 +62,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.GET("/orgs/:org/storage", h.usage)
 	rs.GET("/repos/:org/:repo/pipelines/:id/artifacts", h.pipelineUses)
 	h.releaseRoutes(rs)
+	h.hfRoutes(rs)
 }
 
 // access authorizes the caller on the route's repo as the registry does: registry:read to read,

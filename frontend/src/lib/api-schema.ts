@@ -868,6 +868,108 @@ export interface paths {
       };
     };
   };
+  "/hf/api/models/{owner}/{name}": {
+    /**
+     * Hugging Face model info (newest version)
+     * @description The hub's model info of the package's newest version (revision `main`): `id`,
+     * `modelId`, `sha` (the version's commit id, a revision of its own), `siblings` (each
+     * file, as an LFS file by its sha256) and `nimbus` (org, repo, package, version and the
+     * build it came from). Errors carry the hub's `X-Error-Code` (`RepoNotFound`,
+     * `RevisionNotFound`). Read access like a download (deploy tokens included); token scope
+     * `registry:read`.
+     */
+    get: operations["getHFModelInfo"];
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+      };
+    };
+  };
+  "/hf/api/models/{owner}/{name}/revision/{revision}": {
+    /**
+     * Hugging Face model info at a revision
+     * @description As `GET /hf/api/models/{owner}/{name}`, at a revision. Read access; token scope
+     * `registry:read`.
+     */
+    get: operations["getHFModelInfoAtRevision"];
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+      };
+    };
+  };
+  "/hf/api/models/{owner}/{name}/tree/{revision}": {
+    /**
+     * Hugging Face file listing
+     * @description The version's files as the hub's tree (`@huggingface/hub`'s `listFiles`,
+     * `huggingface_hub`'s `list_repo_tree`): `type` is always `file` (file names hold no
+     * `/`), `oid` and `lfs.oid` the sha256. One page (a version holds at most 1000 files):
+     * no `Link` header; `recursive` and `expand` change nothing. `X-Repo-Commit` is the
+     * revision's commit id. Read access; token scope `registry:read`.
+     */
+    get: operations["listHFModelTree"];
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+      };
+    };
+  };
+  "/hf/{owner}/{name}/resolve/{revision}/{file}": {
+    /**
+     * Hugging Face file download
+     * @description The file, as `GET /repos/{org}/{repo}/artifacts/{package}/{version}/{file}` serves it
+     * (`Range`, `If-Range`, `If-None-Match`, the 307 to S3 when presigned), with the headers
+     * the hub's clients read: `ETag` and `X-Linked-Etag` are the sha256 in hex, quoted (not
+     * `"sha256:<hex>"`: huggingface_hub names its cache blobs by it); `X-Linked-Size`;
+     * `X-Repo-Commit`, the revision's commit id. A missing file is a 404 with
+     * `X-Error-Code: EntryNotFound`. Read access (deploy tokens included); token scope
+     * `registry:read`.
+     */
+    get: operations["resolveHFFile"];
+    /**
+     * Hugging Face file metadata
+     * @description The headers of `GET` without the body (huggingface_hub's `get_hf_file_metadata`);
+     * never redirected. Read access; token scope
+     * `registry:read`.
+     */
+    head: operations["headHFFile"];
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+  };
+  "/hf/{owner}/{name}/raw/{revision}/{file}": {
+    /**
+     * Hugging Face raw file
+     * @description The same as `resolve`: the hub's `raw` is a file's git blob, an LFS pointer for its
+     * large files, but Nimbus keeps no pointers, so this is the file. Read access; token
+     * scope `registry:read`.
+     */
+    get: operations["rawHFFile"];
+    /**
+     * Hugging Face raw file metadata
+     * @description The headers of `GET` without the body (`@huggingface/hub`'s `fileExists`). Read
+     * access; token scope `registry:read`.
+     */
+    head: operations["headRawHFFile"];
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/releases": {
     /**
      * The repo's releases
@@ -2105,6 +2207,69 @@ export interface components {
       created_at: string;
       /** @description The absolute URL of the file (`GET` it with a token). */
       download_url: string;
+    };
+    /** @description A file's LFS description (every Nimbus file is stored by its sha256). */
+    HFLFS: {
+      /** @description In the model info's siblings. */
+      sha256?: string;
+      /** @description In the tree: the sha256. */
+      oid?: string;
+      /** Format: int64 */
+      size: number;
+      /**
+       * Format: int64
+       * @description The size of the git-lfs pointer file the hub would keep.
+       */
+      pointerSize: number;
+    };
+    /** @description The hub's model info (the fields clients read; `downloads` and `likes` are 0). */
+    HFModelInfo: {
+      _id: string;
+      /** @description The model id asked for. */
+      id: string;
+      modelId: string;
+      /** @description The org. */
+      author: string;
+      /** @description The version's commit id (a revision). */
+      sha: string;
+      /** Format: date-time */
+      lastModified: string;
+      /** Format: date-time */
+      createdAt: string;
+      private: boolean;
+      disabled: boolean;
+      gated: boolean;
+      /** Format: int64 */
+      downloads: number;
+      /** Format: int64 */
+      likes: number;
+      tags: string[];
+      siblings: {
+          rfilename: string;
+          /** Format: int64 */
+          size: number;
+          blobId: string;
+          lfs: components["schemas"]["HFLFS"];
+        }[];
+      /** Format: int64 */
+      usedStorage: number;
+      /** @description Where the model came from. */
+      nimbus: {
+        org: string;
+        repo: string;
+        package: string;
+        version: string;
+        build: components["schemas"]["ArtifactBuild"] | null;
+      };
+    };
+    HFTreeEntry: {
+      /** @enum {string} */
+      type: "file";
+      path: string;
+      /** Format: int64 */
+      size: number;
+      oid: string;
+      lfs: components["schemas"]["HFLFS"];
     };
     /** @description The build whose pipeline published a version (with its job token). */
     ArtifactBuild: {
@@ -3354,6 +3519,19 @@ export interface components {
      * starting with a letter or digit (tags with `/` cannot have releases here).
      */
     ReleaseTag: string;
+    /**
+     * @description The model id's first part: `<org>` (then `{name}` is the repo, and the package is the
+     * one named like the repo) or `<org>.<repo>` (then `{name}` is the package). Org names
+     * hold no `.`, so the first `.` ends the org.
+     */
+    HFOwner: string;
+    /** @description The model id's second part (see `owner`). */
+    HFName: string;
+    /**
+     * @description `main`, `HEAD` or `latest` (the newest version), a version's name, or a commit id the
+     * endpoint handed out (`sha`, `X-Repo-Commit`).
+     */
+    HFRevision: string;
     /**
      * @description A file name: 1–255 letters, digits, `.`, `+`, `-` or `_`, starting with a letter, digit
      * or `_` (no hidden files), without `..`; case matters.
@@ -5447,6 +5625,295 @@ export interface operations {
       404: components["responses"]["NotFound"];
       409: components["responses"]["Conflict"];
       422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Hugging Face model info (newest version)
+   * @description The hub's model info of the package's newest version (revision `main`): `id`,
+   * `modelId`, `sha` (the version's commit id, a revision of its own), `siblings` (each
+   * file, as an LFS file by its sha256) and `nimbus` (org, repo, package, version and the
+   * build it came from). Errors carry the hub's `X-Error-Code` (`RepoNotFound`,
+   * `RevisionNotFound`). Read access like a download (deploy tokens included); token scope
+   * `registry:read`.
+   */
+  getHFModelInfo: {
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+      };
+    };
+    responses: {
+      /** @description The model info. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["HFModelInfo"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Hugging Face model info at a revision
+   * @description As `GET /hf/api/models/{owner}/{name}`, at a revision. Read access; token scope
+   * `registry:read`.
+   */
+  getHFModelInfoAtRevision: {
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+      };
+    };
+    responses: {
+      /** @description The model info. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["HFModelInfo"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Hugging Face file listing
+   * @description The version's files as the hub's tree (`@huggingface/hub`'s `listFiles`,
+   * `huggingface_hub`'s `list_repo_tree`): `type` is always `file` (file names hold no
+   * `/`), `oid` and `lfs.oid` the sha256. One page (a version holds at most 1000 files):
+   * no `Link` header; `recursive` and `expand` change nothing. `X-Repo-Commit` is the
+   * revision's commit id. Read access; token scope `registry:read`.
+   */
+  listHFModelTree: {
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+      };
+    };
+    responses: {
+      /** @description The files. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["HFTreeEntry"][];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Hugging Face file download
+   * @description The file, as `GET /repos/{org}/{repo}/artifacts/{package}/{version}/{file}` serves it
+   * (`Range`, `If-Range`, `If-None-Match`, the 307 to S3 when presigned), with the headers
+   * the hub's clients read: `ETag` and `X-Linked-Etag` are the sha256 in hex, quoted (not
+   * `"sha256:<hex>"`: huggingface_hub names its cache blobs by it); `X-Linked-Size`;
+   * `X-Repo-Commit`, the revision's commit id. A missing file is a 404 with
+   * `X-Error-Code: EntryNotFound`. Read access (deploy tokens included); token scope
+   * `registry:read`.
+   */
+  resolveHFFile: {
+    parameters: {
+      header?: {
+        /** @description `bytes=a-b`, `bytes=a-` or `bytes=-n`. */
+        Range?: string;
+      };
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+    responses: {
+      /** @description The whole file. */
+      200: {
+        headers: {
+          /** @description `"<sha256 hex>"`. */
+          ETag?: string;
+          /** @description `"<sha256 hex>"`. */
+          "X-Linked-Etag"?: string;
+          /** @description The file's size. */
+          "X-Linked-Size"?: string;
+          /** @description The revision's commit id (40 hex digits). */
+          "X-Repo-Commit"?: string;
+        };
+        content: {
+          "application/octet-stream": string;
+        };
+      };
+      /** @description The requested range (`Content-Range`). */
+      206: {
+        headers: {
+          /** @description `"<sha256 hex>"`. */
+          ETag?: string;
+          /** @description `"<sha256 hex>"`. */
+          "X-Linked-Etag"?: string;
+          /** @description The file's size. */
+          "X-Linked-Size"?: string;
+          /** @description The revision's commit id (40 hex digits). */
+          "X-Repo-Commit"?: string;
+        };
+        content: {
+          "application/octet-stream": string;
+        };
+      };
+      /** @description Not modified (`If-None-Match` matched). */
+      304: {
+        content: never;
+      };
+      /** @description Download it from the presigned URL in `Location`. */
+      307: {
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      416: components["responses"]["RangeNotSatisfiable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Hugging Face file metadata
+   * @description The headers of `GET` without the body (huggingface_hub's `get_hf_file_metadata`);
+   * never redirected. Read access; token scope
+   * `registry:read`.
+   */
+  headHFFile: {
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+    responses: {
+      /** @description The file's headers. */
+      200: {
+        headers: {
+          /** @description `"<sha256 hex>"`. */
+          ETag?: string;
+          /** @description `"<sha256 hex>"`. */
+          "X-Linked-Etag"?: string;
+          /** @description The file's size. */
+          "X-Linked-Size"?: string;
+          /** @description The revision's commit id (40 hex digits). */
+          "X-Repo-Commit"?: string;
+        };
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Hugging Face raw file
+   * @description The same as `resolve`: the hub's `raw` is a file's git blob, an LFS pointer for its
+   * large files, but Nimbus keeps no pointers, so this is the file. Read access; token
+   * scope `registry:read`.
+   */
+  rawHFFile: {
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+    responses: {
+      /** @description The whole file. */
+      200: {
+        headers: {
+          /** @description `"<sha256 hex>"`. */
+          ETag?: string;
+          /** @description `"<sha256 hex>"`. */
+          "X-Linked-Etag"?: string;
+          /** @description The file's size. */
+          "X-Linked-Size"?: string;
+          /** @description The revision's commit id (40 hex digits). */
+          "X-Repo-Commit"?: string;
+        };
+        content: {
+          "application/octet-stream": string;
+        };
+      };
+      /** @description The requested range (`Content-Range`). */
+      206: {
+        headers: {
+          /** @description `"<sha256 hex>"`. */
+          ETag?: string;
+          /** @description `"<sha256 hex>"`. */
+          "X-Linked-Etag"?: string;
+          /** @description The file's size. */
+          "X-Linked-Size"?: string;
+          /** @description The revision's commit id (40 hex digits). */
+          "X-Repo-Commit"?: string;
+        };
+        content: {
+          "application/octet-stream": string;
+        };
+      };
+      /** @description Not modified (`If-None-Match` matched). */
+      304: {
+        content: never;
+      };
+      /** @description Download it from the presigned URL in `Location`. */
+      307: {
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      416: components["responses"]["RangeNotSatisfiable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Hugging Face raw file metadata
+   * @description The headers of `GET` without the body (`@huggingface/hub`'s `fileExists`). Read
+   * access; token scope `registry:read`.
+   */
+  headRawHFFile: {
+    parameters: {
+      path: {
+        owner: components["parameters"]["HFOwner"];
+        name: components["parameters"]["HFName"];
+        revision: components["parameters"]["HFRevision"];
+        file: components["parameters"]["ArtifactFile"];
+      };
+    };
+    responses: {
+      /** @description The file's headers. */
+      200: {
+        headers: {
+          /** @description `"<sha256 hex>"`. */
+          ETag?: string;
+          /** @description `"<sha256 hex>"`. */
+          "X-Linked-Etag"?: string;
+          /** @description The file's size. */
+          "X-Linked-Size"?: string;
+          /** @description The revision's commit id (40 hex digits). */
+          "X-Repo-Commit"?: string;
+        };
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
       default: components["responses"]["Error"];
     };
   };

@@ -3,18 +3,22 @@ package e2e
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/webhook"
 	"github.com/nimbus-build/nimbus/e2e/testenv"
 )
 
@@ -32,7 +36,15 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	dockerCLI(t, "tag", testenv.Image(t), image)
 	t.Cleanup(func() { exec.Command("docker", "-H", testenv.DockerHost(t), "rmi", "-f", image).Run() })
 	imageID := dockerCLI(t, "image", "inspect", "-f", "{{.Id}}", image)
-	w := newWorld(t, "NIMBUS_DEFAULT_BUILD_IMAGE="+image)
+	w := newWorld(t, "NIMBUS_DEFAULT_BUILD_IMAGE="+image, "NIMBUS_PUBLISH_WEBHOOK_PRIVATE=true", "NIMBUS_PUBLISH_WEBHOOK_SETTLE=1s")
+	// The inference deployment's webhook: it hears of each new model version.
+	hook := &hookReceiver{}
+	hookSrv := httptest.NewServer(hook)
+	defer hookSrv.Close()
+	var hookSet struct {
+		Secret string `json:"secret"`
+	}
+	w.alice.must(200, "PUT", "/api/v1/repos/ml/trainer/webhooks/publish", map[string]string{"url": hookSrv.URL + "/roll-forward"}, &hookSet)
 	w.agent("", "NIMBUS_AGENT_NETWORK=host", "NIMBUS_AGENT_CPUS=8")
 	w.agent("", "NIMBUS_AGENT_NETWORK=host", "NIMBUS_AGENT_TAGS=cnb:arch:amd64:gpu", "NIMBUS_AGENT_CPUS=16", "NIMBUS_AGENT_GPUS=simulate:1:L40")
 	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "100", "note": "gpu money"}, nil)
@@ -183,6 +195,35 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	if got := download(t, w.base+"/api/v1/repos/ml/trainer/artifacts/model/"+b.Commit+"/model.tgz", dt.Token); got != digests["model"] {
 		t.Errorf("the deploy token downloaded %s, the pipeline pushed %s", got, digests["model"])
 	}
+	// And so does the official Hugging Face client, with the same token, from the HF endpoint.
+	modelHex := strings.TrimPrefix(digests["model"], "sha256:")
+	out := runHFClient(t, hfClient(t), w.base+"/api/v1/hf", dt.Token, "ml.trainer/model", "model.tgz", modelHex)
+	var hf struct {
+		OK     bool   `json:"ok"`
+		SHA256 string `json:"sha256"`
+	}
+	if err := json.Unmarshal([]byte(lastLine(out)), &hf); err != nil || !hf.OK || hf.SHA256 != modelHex {
+		t.Errorf("@huggingface/hub on the pipeline's model: %q (%v)", out, err)
+	}
+
+	// The publish webhook heard of the model (not of the hand-off versions), signed.
+	deadline := time.Now().Add(30 * time.Second)
+	for hook.count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if hook.count() != 1 {
+		t.Fatalf("the publish webhook got %d deliveries, want 1", hook.count())
+	}
+	var note struct {
+		Package, Version, Provenance string
+		Files                        []struct{ SHA256 string }
+	}
+	json.Unmarshal(hook.bodies[0], &note)
+	if !webhook.Verify([]byte(hookSet.Secret), hook.bodies[0], hook.headers[0].Get("X-Nimbus-Signature")) ||
+		note.Package != "model" || note.Version != b.Commit || len(note.Files) != 1 || note.Files[0].SHA256 != digests["model"] ||
+		!strings.Contains(note.Provenance, "/pipelines/") {
+		t.Errorf("the publish webhook got %s (headers %v)", hook.bodies[0], hook.headers[0])
+	}
 
 	// Each pipeline's record names the commit, its image by digest, its host (the GPU's model
 	// on the GPU node) and the files in and out by digest.
@@ -249,6 +290,31 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 			}
 		}
 	}
+	// The re-runs pushed the same bytes to the same version: no new version, no new delivery.
+	time.Sleep(2 * time.Second)
+	if hook.count() != 1 {
+		t.Errorf("the publish webhook got %d deliveries after the re-runs, want 1", hook.count())
+	}
+}
+
+// hookReceiver is a publish webhook's receiver.
+type hookReceiver struct {
+	mu      sync.Mutex
+	headers []http.Header
+	bodies  [][]byte
+}
+
+func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	h.headers, h.bodies = append(h.headers, r.Header.Clone()), append(h.bodies, b)
+	h.mu.Unlock()
+}
+
+func (h *hookReceiver) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.bodies)
 }
 
 // recordJSON is the part of a reproducibility record the e2e reads.

@@ -62,6 +62,8 @@ type App struct {
 	Billing   *billing.Service
 	Stripe    *billing.Stripe
 	Alerts    *billing.AlertSender
+	// Publisher announces new model versions to the repos' publish webhooks.
+	Publisher *artifacts.Publisher
 	// Storage keeps artifact bytes: registry blobs (and model files).
 	Storage  storage.Store
 	Registry *registry.Handler
@@ -217,6 +219,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		return nil, err
 	}
 	a.Files = artifacts.NewService(a.DB, a.Storage, a.Blobs, a.Builds, clk, log)
+	a.Publisher = artifacts.NewPublisher(artifacts.PublisherConfig{DB: a.DB, Repos: a.Repos, Box: box, Clock: clk, Log: log,
+		PublicURL: cfg.PublicURL, AllowPrivate: cfg.PublishWebhookPrivate, Settle: cfg.PublishWebhookSettle})
 	a.Collector = artifacts.NewCollector(a.DB, a.Storage, a.Registry, clk, log.With("component", "gc"), artifacts.CollectorConfig{BuildRetention: cfg.BuildArtifactRetention})
 
 	if a.Tunnel, err = tunnel.New(tunnel.Config{
@@ -260,6 +264,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			org.NewHandler(a.Orgs, log),
 			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
 			buildHandler,
+			a.Publisher,
 			record.NewHandler(record.Config{Builds: a.Builds, Describe: buildHandler.Describe, Files: a.Files, Repos: a.Repos,
 				Manifests: a.Registry, PublicURL: cfg.PublicURL, Log: log}),
 			scheduler.NewHandler(a.Scheduler, func() <-chan struct{} { return a.Server.Draining() }, log),
@@ -344,6 +349,7 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	// Alert webhooks are network calls to teams' servers: their own loop, so a slow webhook
 	// never delays the scheduler's leader tick (each replica may run it; see billing.AlertSender).
 	go a.Alerts.Run(bgCtx, a.Config.SchedulerTick)
+	go a.Publisher.Run(bgCtx, a.Config.SchedulerTick)
 	// Garbage collection walks the whole store: its own loop and its own lock, so it never
 	// delays the scheduler's tick.
 	go a.Collector.Run(bgCtx, a.Redis.Client, a.Config.GCInterval)

@@ -7,7 +7,10 @@ import (
 	"strconv"
 	"time"
 
+	"gorm.io/gorm/clause"
+
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -106,6 +109,15 @@ func mxSecretRepo(w *mxWorld, c *mxCall) {
 func mxDoomedSecret(w *mxWorld, c *mxCall) {
 	c.Vars["name"] = w.unique("DOOMED_")
 	if err := w.app.Repos.PutSecret(w.ctx, w.privA, c.Vars["name"], "x"); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// mxPublishHook gives A's private repo a publish webhook (on loopback) when it has none.
+func mxPublishHook(w *mxWorld, c *mxCall) {
+	err := w.app.DB.Clauses(clause.OnConflict{DoNothing: true}).Create(&artifacts.PublishHook{RepoID: w.privA.ID,
+		URL: "http://127.0.0.1:9/hook", Secret: []byte("sealed"), CreatedAt: time.Now(), UpdatedAt: time.Now()}).Error
+	if err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -230,6 +242,14 @@ var mxMatrix = []mxRow{
 		body(map[string]string{"content": "K: v\n"}),
 	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 404 404", "DELETE", mxARepo+"/secret-files/env.yml").prep(mxSecretRepo),
 	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 404 404", "GET", mxARepo+"/secret-reads").prep(mxSecretRepo),
+	// The publish webhook: admins only.
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "GET", mxAPriv+"/webhooks/publish").prep(mxPublishHook),
+	mx("401 | 403 403 404 404 403 | 403 | 403 403 | 403 403", "GET", mxAPub+"/webhooks/publish").note("none set"),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "PUT", mxAPriv+"/webhooks/publish").
+		body(map[string]string{"url": "http://127.0.0.1:9/hook"}),
+	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/webhooks/publish").prep(mxPublishHook),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "GET", mxAPriv+"/webhooks/publish/deliveries"),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/webhooks/publish/deliveries"),
 	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "GET", mxAPriv+"/deploy-tokens"),
 	mx("404 | 403 403 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/deploy-tokens").
 		body(map[string]string{"name": "inference"}),

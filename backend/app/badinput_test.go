@@ -381,6 +381,18 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "no such file", Path: mxARepo + "/secret-files/nope.yml", Want: 404},
 			{Name: "an ordinary repo", Path: mxAPriv + "/secret-files/env.yml", Want: 404},
 		}},
+	{Method: "PUT", Path: mxAPriv + "/webhooks/publish", JSON: true,
+		Valid: map[string]any{"url": "http://127.0.0.1:9/hook"},
+		Cases: []mxBad{
+			{Name: "no url", Body: map[string]any{}, Want: 422},
+			{Name: "not http", Body: map[string]any{"url": "ftp://127.0.0.1/x"}, Want: 422},
+			{Name: "url of 2049 characters", Body: map[string]any{"url": "http://127.0.0.1/" + mxLong(2032)}, Want: 422},
+			{Name: "secret too short", Body: map[string]any{"url": "http://127.0.0.1:9/hook", "secret": "short"}, Want: 422},
+			{Name: "unknown field", Body: map[string]any{"url": "http://127.0.0.1:9/hook", "events": []string{"x"}}, Want: 400},
+			{Name: "url not a string", Body: map[string]any{"url": 7}, Want: 400},
+		}},
+	{Method: "DELETE", Path: mxAPriv + "/webhooks/publish",
+		Cases: []mxBad{{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo + "/webhooks/publish", Want: 404}}},
 	{Method: "POST", Path: mxAPriv + "/deploy-tokens", JSON: true,
 		Valid: map[string]any{"name": "fine"},
 		Cases: []mxBad{

@@ -223,9 +223,10 @@ func newMXWorld(t *testing.T, databaseURL string) *mxWorld {
 	t.Helper()
 	// A Stripe webhook secret (but no Stripe key): the webhook checks signatures for real, and
 	// top-ups answer that they are disabled. A storage quota per team, so uploads past it are
-	// tested.
+	// tested. Publish webhooks may name loopback (the rows set http://127.0.0.1:9/hook): no
+	// delivery leaves the machine.
 	args := []string{"--data-dir", t.TempDir(), "--builtin-agent", "false", "--stripe-webhook-secret", mxStripeWebhookSecret,
-		"--storage-quota", "1MiB"}
+		"--storage-quota", "1MiB", "--publish-webhook-private=true"}
 	dialect := "sqlite"
 	if databaseURL != "" {
 		args = append(args, "--database-url", databaseURL)

@@ -30,7 +30,7 @@ func models() []any {
 		&scheduler.Agent{},
 		&logs.JobLog{}, &logs.LogChunk{},
 		&registry.Repository{}, &registry.Blob{}, &registry.Manifest{}, &registry.ManifestRef{}, &registry.Tag{}, &registry.Upload{},
-		&artifacts.Package{}, &artifacts.Version{}, &artifacts.File{}, &artifacts.Release{}, &artifacts.Use{},
+		&artifacts.Package{}, &artifacts.Version{}, &artifacts.File{}, &artifacts.Release{}, &artifacts.Use{}, &artifacts.PublishHook{}, &artifacts.PublishDelivery{},
 	}
 }
 

@@ -338,6 +338,9 @@ func (s *Service) record(tx *gorm.DB, repoID int64, up Upload, info storage.Info
 		if err := tx.Model(&pkg).Update("updated_at", now).Error; err != nil {
 			return nil, false, err
 		}
+		if err := enqueuePublish(tx, repoID, pkg.Name, &ver, now); err != nil {
+			return nil, false, err
+		}
 	}
 	if err := tx.Where("package_id = ? AND version = ?", pkg.ID, up.Version).Take(&ver).Error; err != nil {
 		return nil, false, err

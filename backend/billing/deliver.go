@@ -7,17 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
 	"sync"
-	"syscall"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/webhook"
 )
 
 // Alert delivery: every notification (alerts.go) is also POSTed, as JSON, to its account's
@@ -67,39 +64,8 @@ func NewAlertSender(db *gorm.DB, clk clock.Clock, log *slog.Logger, cfg AlertSen
 	if cfg.Batch <= 0 {
 		cfg.Batch = 100
 	}
-	dialer := &net.Dialer{Timeout: cfg.Timeout}
-	if !cfg.AllowPrivate {
-		dialer.Control = publicOnly
-	}
-	client := &http.Client{
-		Timeout: cfg.Timeout,
-		// No proxy from the environment (it would be dialled instead of the target), and no
-		// redirects: a webhook answers, it does not send us elsewhere.
-		Transport:     &http.Transport{DialContext: dialer.DialContext, TLSHandshakeTimeout: cfg.Timeout, MaxIdleConnsPerHost: 2},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
+	client := webhook.Client(cfg.AllowPrivate, cfg.Timeout)
 	return &AlertSender{db: db, clock: clk, log: log, cfg: cfg, client: client, backoff: map[string]retry{}}
-}
-
-// publicOnly refuses to connect anywhere but a public unicast address.
-func publicOnly(_, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("alert webhook: unexpected address %q", address)
-	}
-	if !IsPublicAddr(ap.Addr()) {
-		return fmt.Errorf("alert webhook: %s is not a public address", ap.Addr())
-	}
-	return nil
-}
-
-// cgnat is the shared address space of carrier-grade NAT (RFC 6598): private in practice.
-var cgnat = netip.MustParsePrefix("100.64.0.0/10")
-
-// IsPublicAddr reports whether ip is a public unicast address.
-func IsPublicAddr(ip netip.Addr) bool {
-	ip = ip.Unmap()
-	return ip.IsGlobalUnicast() && !ip.IsPrivate() && !cgnat.Contains(ip)
 }
 
 // AlertJSON is the body POSTed to an alert webhook.
@@ -176,18 +142,9 @@ func (d *AlertSender) post(ctx context.Context, target string, body AlertJSON) e
 	defer res.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return fmt.Errorf("%s answered %s", redact(target), res.Status)
+		return fmt.Errorf("%s answered %s", webhook.Redact(target), res.Status)
 	}
 	return nil
-}
-
-// redact drops a URL's path and query, which often hold the webhook's secret.
-func redact(target string) string {
-	u, err := url.Parse(target)
-	if err != nil {
-		return "the webhook"
-	}
-	return u.Scheme + "://" + u.Host
 }
 
 // ready reports whether a URL may be tried now.

@@ -9,8 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/netip"
-	"net/url"
 	"strings"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/webhook"
 )
 
 // Handler serves the billing routes. Everything under /orgs/{org}/billing is for the org's
@@ -266,9 +265,6 @@ func amountSetting(field string, raw json.RawMessage) (**Amount, error) {
 	return &v, nil
 }
 
-// maxURL bounds a webhook URL.
-const maxURL = 2048
-
 // webhookSetting reads the alert webhook URL: an http(s) URL, or null or "" to clear it.
 func (h *Handler) webhookSetting(raw json.RawMessage) (*string, error) {
 	s, set, err := nullable("alert_webhook_url", raw)
@@ -282,17 +278,8 @@ func (h *Handler) webhookSetting(raw json.RawMessage) (*string, error) {
 	if v == "" {
 		return &v, nil
 	}
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || len(v) > maxURL ||
-		strings.ContainsAny(v, "\r\n\t ") {
-		return nil, api.Invalid("alert_webhook_url", "alert_webhook_url must be an http:// or https:// URL of at most %d characters, or null", maxURL)
-	}
-	if !h.cfg.AllowPrivateWebhooks {
-		host := u.Hostname()
-		ip, err := netip.ParseAddr(host)
-		if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") || (err == nil && !IsPublicAddr(ip)) {
-			return nil, api.Invalid("alert_webhook_url", "alert_webhook_url must reach a public address, not %s", host)
-		}
+	if bad := webhook.CheckURL(v, h.cfg.AllowPrivateWebhooks); bad != "" {
+		return nil, api.Invalid("alert_webhook_url", "alert_webhook_url %s, or null", bad)
 	}
 	return &v, nil
 }

@@ -77,6 +77,11 @@ type Config struct {
 	// AlertWebhookPrivate lets alert webhooks reach loopback and private addresses (off: a team
 	// must not make the server POST into the operator's own network).
 	AlertWebhookPrivate bool
+	// PublishWebhookPrivate lets repos' publish webhooks reach loopback and private addresses.
+	PublishWebhookPrivate bool
+	// PublishWebhookSettle is how long a new model version must go without a new file before
+	// its publish webhook is sent.
+	PublishWebhookSettle time.Duration
 	// Artifact storage (package artifacts/storage): "local" (under DataDir/artifacts) or "s3".
 	Storage     string
 	S3Endpoint  string // host:port, or http(s)://host:port (http implies S3Insecure)
@@ -136,6 +141,8 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.TopupMin, "topup-min", "NIMBUS_TOPUP_MIN", "10.00", "smallest top-up, in the billing currency")
 	s.String(&c.TopupMax, "topup-max", "NIMBUS_TOPUP_MAX", "100000.00", "largest top-up, in the billing currency")
 	s.Bool(&c.AlertWebhookPrivate, "alert-webhook-private", "NIMBUS_ALERT_WEBHOOK_PRIVATE", false, "let billing alert webhooks reach loopback and private addresses")
+	s.Duration(&c.PublishWebhookSettle, "publish-webhook-settle", "NIMBUS_PUBLISH_WEBHOOK_SETTLE", 5*time.Second, "how long a new model version goes without a new file before its publish webhook is sent")
+	s.Bool(&c.PublishWebhookPrivate, "publish-webhook-private", "NIMBUS_PUBLISH_WEBHOOK_PRIVATE", false, "let repos' model publish webhooks reach loopback and private addresses")
 	s.String(&c.Storage, "storage", "NIMBUS_STORAGE", "local", "where artifacts (images, model files) are kept: local (DATA_DIR/artifacts) or s3")
 	s.String(&c.S3Endpoint, "s3-endpoint", "NIMBUS_S3_ENDPOINT", "", "S3-compatible endpoint, host:port or http(s)://host:port (storage s3)")
 	s.String(&c.S3Bucket, "s3-bucket", "NIMBUS_S3_BUCKET", "", "S3 bucket of the artifacts (created when missing)")

@@ -427,6 +427,55 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/webhooks/publish": {
+    /**
+     * The repo's publish webhook
+     * @description The URL that hears of each new model version (never its secret). 404 when none is set.
+     * Admin access; token scope `repo:write`.
+     */
+    get: operations["getPublishWebhook"];
+    /**
+     * Set the repo's publish webhook
+     * @description Every new model version of the repo (not a build's hand-off versions, not release
+     * files) is then POSTed to `url` once it has had no new file for a few seconds: JSON
+     * `{event: "model.published", delivery, repo, package, version, commit, build, files:
+     * [{name, size, sha256}], provenance, published_at}`, where `provenance` is the
+     * reproducibility record of the pipeline that pushed it. Headers: `X-Nimbus-Event`,
+     * `X-Nimbus-Delivery` (an idempotency key) and `X-Nimbus-Signature: sha256=<hex
+     * HMAC-SHA256 of the body with the secret>`. A failed POST (no 2xx) is retried with
+     * backoff, 8 tries at most. Only public addresses are dialled (unless the server allows
+     * private ones). `secret` (16 to 256 characters) is made when left out; the answer shows
+     * it, and nothing shows it again. Admin access; token scope `repo:write`.
+     */
+    put: operations["setPublishWebhook"];
+    /**
+     * Remove the repo's publish webhook
+     * @description Pending deliveries are not sent. Removing a webhook that is not there is done too
+     * (204). Admin access; token scope `repo:write`.
+     */
+    delete: operations["deletePublishWebhook"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/webhooks/publish/deliveries": {
+    /**
+     * The publish webhook's latest 50 deliveries
+     * @description Newest first: each version's delivery with its status (`pending`, `delivered`,
+     * `failed`), tries, the receiver's last status code and error, and the next try of a
+     * pending one. Admin access; token scope `repo:write`.
+     */
+    get: operations["listPublishDeliveries"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/deploy-tokens": {
     /**
      * The repo's deploy tokens
@@ -2300,6 +2349,15 @@ export interface components {
       /** Format: date-time */
       created_at: string;
       files?: components["schemas"]["ArtifactFile"][];
+    };
+    PublishWebhook: {
+      url: string;
+      /** @description Only in the answer to the PUT that set it. */
+      secret?: string;
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      updated_at: string;
     };
     /** @description An in-toto Statement v1 with a SLSA Provenance v1 predicate (see getPipelineRecord). */
     Record: {
@@ -4679,6 +4737,141 @@ export interface operations {
       /** @description Deleted. */
       204: {
         content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The repo's publish webhook
+   * @description The URL that hears of each new model version (never its secret). 404 when none is set.
+   * Admin access; token scope `repo:write`.
+   */
+  getPublishWebhook: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description The webhook. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PublishWebhook"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Set the repo's publish webhook
+   * @description Every new model version of the repo (not a build's hand-off versions, not release
+   * files) is then POSTed to `url` once it has had no new file for a few seconds: JSON
+   * `{event: "model.published", delivery, repo, package, version, commit, build, files:
+   * [{name, size, sha256}], provenance, published_at}`, where `provenance` is the
+   * reproducibility record of the pipeline that pushed it. Headers: `X-Nimbus-Event`,
+   * `X-Nimbus-Delivery` (an idempotency key) and `X-Nimbus-Signature: sha256=<hex
+   * HMAC-SHA256 of the body with the secret>`. A failed POST (no 2xx) is retried with
+   * backoff, 8 tries at most. Only public addresses are dialled (unless the server allows
+   * private ones). `secret` (16 to 256 characters) is made when left out; the answer shows
+   * it, and nothing shows it again. Admin access; token scope `repo:write`.
+   */
+  setPublishWebhook: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          url: string;
+          secret?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The webhook, with its secret this once. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PublishWebhook"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Remove the repo's publish webhook
+   * @description Pending deliveries are not sent. Removing a webhook that is not there is done too
+   * (204). Admin access; token scope `repo:write`.
+   */
+  deletePublishWebhook: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description Removed. */
+      204: {
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The publish webhook's latest 50 deliveries
+   * @description Newest first: each version's delivery with its status (`pending`, `delivered`,
+   * `failed`), tries, the receiver's last status code and error, and the next try of a
+   * pending one. Admin access; token scope `repo:write`.
+   */
+  listPublishDeliveries: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description The deliveries. */
+      200: {
+        content: {
+          "application/json": {
+            items: ({
+                /** Format: int64 */
+                id: number;
+                package: string;
+                version: string;
+                /** @enum {string} */
+                status: "pending" | "delivered" | "failed";
+                attempts: number;
+                response_code: number;
+                error: string;
+                /** Format: date-time */
+                created_at: string;
+                /** Format: date-time */
+                delivered_at: string | null;
+                /** Format: date-time */
+                next_attempt_at: string | null;
+              })[];
+          };
+        };
       };
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];

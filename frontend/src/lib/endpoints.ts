@@ -143,6 +143,12 @@ export const endpoints = {
         call('put', '/repos/{org}/{repo}/secrets/{name}', { org, repo, name }, body),
       delete: (org: string, repo: string, name: string) => call('delete', '/repos/{org}/{repo}/secrets/{name}', { org, repo, name }),
     },
+    publishWebhook: {
+      get: (org: string, repo: string) => call('get', '/repos/{org}/{repo}/webhooks/publish', { org, repo }),
+      set: (org: string, repo: string, body: RequestBody<'/repos/{org}/{repo}/webhooks/publish', 'put'>) => call('put', '/repos/{org}/{repo}/webhooks/publish', { org, repo }, body),
+      remove: (org: string, repo: string) => call('delete', '/repos/{org}/{repo}/webhooks/publish', { org, repo }),
+      deliveries: (org: string, repo: string) => call('get', '/repos/{org}/{repo}/webhooks/publish/deliveries', { org, repo }),
+    },
     deployTokens: {
       list: (org: string, repo: string) => all('/repos/{org}/{repo}/deploy-tokens', { org, repo }),
       create: (org: string, repo: string, body: RequestBody<'/repos/{org}/{repo}/deploy-tokens', 'post'>) => call('post', '/repos/{org}/{repo}/deploy-tokens', { org, repo }, body),

@@ -1,7 +1,7 @@
 import { useEffect, useState, type FormEvent } from 'react'
 import { useNavigate, useParams } from 'react-router'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
-import { seg } from '../lib/api'
+import { ApiError, seg } from '../lib/api'
 import { endpoints } from '../lib/endpoints'
 import type { DeployToken, Repo, RepoPatch } from '../lib/types'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
@@ -203,6 +203,104 @@ function Danger({ r }: { r: Repo }) {
   )
 }
 
+function PublishWebhook({ r }: { r: Repo }) {
+  const qc = useQueryClient()
+  const key = ['publish-webhook', r.org, r.name]
+  const hook = useQuery({
+    queryKey: key,
+    queryFn: () => endpoints.repos.publishWebhook.get(r.org, r.name).catch((e) => (e instanceof ApiError && e.status === 404 ? null : Promise.reject(e))),
+  })
+  const deliveries = useQuery({ queryKey: [...key, 'deliveries'], queryFn: () => endpoints.repos.publishWebhook.deliveries(r.org, r.name), refetchInterval: 5000 })
+  const [url, setUrl] = useState('')
+  const [secret, setSecret] = useState('')
+  const save = useMutation({
+    mutationFn: () => endpoints.repos.publishWebhook.set(r.org, r.name, { url }),
+    onSuccess: (h) => {
+      setSecret(h.secret ?? '')
+      setUrl('')
+      qc.invalidateQueries({ queryKey: key })
+    },
+  })
+  const remove = useMutation({ mutationFn: () => endpoints.repos.publishWebhook.remove(r.org, r.name), onSuccess: () => qc.invalidateQueries({ queryKey: key }) })
+  return (
+    <section className="card" aria-labelledby="publish-h">
+      <h2 id="publish-h">Publish webhook</h2>
+      <p className="muted">
+        Each new model version is POSTed here (package, version, files with sha256, provenance link), signed with <code>X-Nimbus-Signature: sha256=HMAC</code>, so a
+        deployment can roll forward.
+      </p>
+      {secret && (
+        <Notice kind="success">
+          <p>
+            <strong>Webhook set.</strong> Its signing secret is shown only once:
+          </p>
+          <CopyField value={secret} label="Signing secret" />
+        </Notice>
+      )}
+      <QueryView q={hook} what="Loading the webhook">
+        {(h) =>
+          h ? (
+            <p data-testid="publish-hook">
+              Sends to <code>{h.url}</code> (set {dateTime(h.updated_at)}){' '}
+              <button type="button" className="danger" onClick={() => remove.mutate()} disabled={remove.isPending}>
+                Remove
+              </button>
+            </p>
+          ) : (
+            <Empty>No publish webhook.</Empty>
+          )
+        }
+      </QueryView>
+      <form
+        className="inline"
+        onSubmit={(e: FormEvent) => {
+          e.preventDefault()
+          save.mutate()
+        }}
+      >
+        <Field label="Webhook URL">{(id) => <input id={id} required type="url" maxLength={2048} value={url} onChange={(e) => setUrl(e.target.value)} />}</Field>
+        <FormError error={save.error ?? remove.error} />
+        <button type="submit" disabled={save.isPending}>
+          Save webhook
+        </button>
+      </form>
+      <h3>Deliveries</h3>
+      <QueryView q={deliveries} what="Loading deliveries">
+        {(d) =>
+          d.items.length === 0 ? (
+            <Empty>None yet.</Empty>
+          ) : (
+            <table data-testid="publish-deliveries">
+              <thead>
+                <tr>
+                  <th>Version</th>
+                  <th>Status</th>
+                  <th>Tries</th>
+                  <th>Last answer</th>
+                  <th>When</th>
+                </tr>
+              </thead>
+              <tbody>
+                {d.items.map((x) => (
+                  <tr key={x.id}>
+                    <td>
+                      {x.package}/{x.version}
+                    </td>
+                    <td>{x.status}</td>
+                    <td>{x.attempts}</td>
+                    <td>{x.response_code ? x.response_code : ''} {x.error}</td>
+                    <td>{x.delivered_at ? dateTime(x.delivered_at) : x.next_attempt_at ? `next try ${dateTime(x.next_attempt_at)}` : dateTime(x.created_at)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )
+        }
+      </QueryView>
+    </section>
+  )
+}
+
 export default function RepoSettings() {
   const { org = '', repo = '' } = useParams()
   const r = useRepo(org, repo)
@@ -220,6 +318,7 @@ export default function RepoSettings() {
             <General r={r.data} />
             <Secrets r={r.data} />
             <DeployTokens r={r.data} />
+            <PublishWebhook r={r.data} />
             <Danger r={r.data} />
           </>
         ))}

@@ -1,0 +1,422 @@
+package artifacts
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/secrets"
+	"github.com/nimbus-build/nimbus/backend/webhook"
+)
+
+// Publish webhooks: a repo may name one URL that hears of every new model version, so an
+// inference deployment rolls forward on it. The version's creation (its first file) writes a
+// delivery in the same transaction — exactly one per version (unique), never for a build's
+// hand-off versions or release files. The Publisher sends it once the version has had no new
+// file for Settle (a pipeline pushes a version's files one after another), as a POST of
+// PublishJSON signed with the hook's secret (X-Nimbus-Signature: sha256=<hex HMAC-SHA256 of
+// the body>) and named by X-Nimbus-Delivery (a receiver's idempotency key). A failed POST is
+// retried with backoff (30 s doubling to an hour) up to MaxPublishAttempts, then marked
+// failed; the dashboard lists deliveries with their attempts, codes and errors. Sends go
+// through the same dial-time guard against private addresses as billing's alert webhooks.
+
+// Delivery statuses.
+const (
+	DeliveryPending   = "pending"
+	DeliveryDelivered = "delivered"
+	DeliveryFailed    = "failed"
+)
+
+// MaxPublishAttempts bounds the tries of one delivery.
+const MaxPublishAttempts = 8
+
+// PublishHook is a repo's publish webhook (migration 00023). Secret is sealed (package secrets).
+type PublishHook struct {
+	ID        int64     `gorm:"primaryKey"`
+	RepoID    int64     `gorm:"not null"`
+	URL       string    `gorm:"not null"`
+	Secret    []byte    `gorm:"not null"`
+	CreatedAt time.Time `gorm:"not null"`
+	UpdatedAt time.Time `gorm:"not null"`
+}
+
+// TableName implements gorm's Tabler.
+func (PublishHook) TableName() string { return "artifact_publish_hooks" }
+
+// PublishDelivery is one version's notification.
+type PublishDelivery struct {
+	ID           int64     `gorm:"primaryKey"`
+	RepoID       int64     `gorm:"not null"`
+	VersionID    int64     `gorm:"not null"`
+	Package      string    `gorm:"not null"`
+	Version      string    `gorm:"not null"`
+	Status       string    `gorm:"not null"`
+	Attempts     int       `gorm:"not null"`
+	ResponseCode int       `gorm:"not null"`
+	Error        string    `gorm:"not null"`
+	DueAt        time.Time `gorm:"not null"`
+	CreatedAt    time.Time `gorm:"not null"`
+	DeliveredAt  *time.Time
+}
+
+// TableName implements gorm's Tabler.
+func (PublishDelivery) TableName() string { return "artifact_publish_deliveries" }
+
+// enqueuePublish writes the delivery of a version just created, in its transaction, when the
+// repo has a publish webhook.
+func enqueuePublish(tx *gorm.DB, repoID int64, pkg string, ver *Version, now time.Time) error {
+	if ver.BuildScoped || pkg == ReleasePackage {
+		return nil
+	}
+	var n int64
+	if err := tx.Model(&PublishHook{}).Where("repo_id = ?", repoID).Count(&n).Error; err != nil || n == 0 {
+		return err
+	}
+	d := PublishDelivery{RepoID: repoID, VersionID: ver.ID, Package: pkg, Version: ver.Version, Status: DeliveryPending,
+		DueAt: now, CreatedAt: now}
+	return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&d).Error
+}
+
+// PublishFileJSON is a file of a published version.
+type PublishFileJSON struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// PublishJSON is the body of a publish webhook.
+type PublishJSON struct {
+	Event    string            `json:"event"` // model.published
+	Delivery int64             `json:"delivery"`
+	Repo     string            `json:"repo"`
+	Package  string            `json:"package"`
+	Version  string            `json:"version"`
+	Commit   string            `json:"commit"`
+	Build    *int64            `json:"build"` // the build number; nil when a person pushed
+	Files    []PublishFileJSON `json:"files"`
+	// Provenance is the reproducibility record of the pipeline that pushed the version (nil
+	// when a person pushed it).
+	Provenance  *string   `json:"provenance"`
+	PublishedAt time.Time `json:"published_at"`
+}
+
+// PublisherConfig configures publish deliveries.
+type PublisherConfig struct {
+	DB        *gorm.DB
+	Repos     *repo.Service
+	Box       *secrets.Box
+	Clock     clock.Clock
+	Log       *slog.Logger
+	PublicURL string
+	// AllowPrivate lets publish webhooks reach loopback and private addresses.
+	AllowPrivate bool
+	// Settle is how long a version must go without a new file before it is announced (5 s
+	// when 0); Timeout bounds one POST (5 s when 0).
+	Settle, Timeout time.Duration
+}
+
+// Publisher sends publish deliveries and serves the webhooks' API.
+type Publisher struct {
+	cfg    PublisherConfig
+	client *http.Client
+}
+
+// NewPublisher returns a publisher.
+func NewPublisher(cfg PublisherConfig) *Publisher {
+	if cfg.Settle <= 0 {
+		cfg.Settle = 5 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	return &Publisher{cfg: cfg, client: webhook.Client(cfg.AllowPrivate, cfg.Timeout)}
+}
+
+func sealContext(repoID int64) string {
+	return "artifact-publish-hook:" + strconv.FormatInt(repoID, 10)
+}
+
+// backoff is the wait after the n-th failed try.
+func backoff(n int) time.Duration {
+	d := 30 * time.Second
+	for i := 1; i < n && d < time.Hour; i++ {
+		d *= 2
+	}
+	return min(d, time.Hour)
+}
+
+// Deliver sends one round of due deliveries and returns how many were delivered.
+func (p *Publisher) Deliver(ctx context.Context) (int, error) {
+	db := p.cfg.DB.WithContext(ctx)
+	now := p.cfg.Clock.Now().UTC()
+	var due []PublishDelivery
+	err := db.Table("artifact_publish_deliveries d").Select("d.*").
+		Joins("JOIN artifact_publish_hooks h ON h.repo_id = d.repo_id").
+		Where("d.status = ? AND d.due_at <= ?", DeliveryPending, now).
+		Where("NOT EXISTS (SELECT 1 FROM artifact_files f WHERE f.version_id = d.version_id AND f.created_at > ?)", now.Add(-p.cfg.Settle)).
+		Order("d.id").Limit(50).Scan(&due).Error
+	if err != nil {
+		return 0, fmt.Errorf("artifacts: publish deliveries: %w", err)
+	}
+	sent := 0
+	for _, d := range due {
+		// Claimed by moving its due time: another replica's round skips it.
+		claim := db.Model(&PublishDelivery{}).Where("id = ? AND status = ? AND due_at = ?", d.ID, DeliveryPending, d.DueAt).
+			Update("due_at", now.Add(p.cfg.Timeout+time.Minute))
+		if claim.Error != nil {
+			return sent, claim.Error
+		}
+		if claim.RowsAffected == 0 {
+			continue
+		}
+		code, err := p.send(ctx, &d)
+		set := map[string]any{"attempts": d.Attempts + 1, "response_code": code, "error": ""}
+		switch {
+		case err == nil:
+			set["status"], set["delivered_at"] = DeliveryDelivered, now
+			sent++
+		case errors.Is(err, errVersionGone) || d.Attempts+1 >= MaxPublishAttempts:
+			set["status"], set["error"] = DeliveryFailed, err.Error()
+		default:
+			set["error"], set["due_at"] = err.Error(), now.Add(backoff(d.Attempts+1))
+			p.cfg.Log.WarnContext(ctx, "publish webhook failed; retrying later", "delivery", d.ID, "err", err)
+		}
+		if err := p.cfg.DB.WithContext(context.WithoutCancel(ctx)).Model(&PublishDelivery{}).Where("id = ?", d.ID).Updates(set).Error; err != nil {
+			return sent, err
+		}
+	}
+	return sent, nil
+}
+
+var errVersionGone = errors.New("the version was deleted before it was announced")
+
+// send POSTs one delivery and returns the receiver's status code.
+func (p *Publisher) send(ctx context.Context, d *PublishDelivery) (int, error) {
+	db := p.cfg.DB.WithContext(ctx)
+	var hook PublishHook
+	if err := db.Where("repo_id = ?", d.RepoID).Take(&hook).Error; err != nil {
+		return 0, err
+	}
+	secret, err := p.cfg.Box.Open(hook.Secret, sealContext(d.RepoID))
+	if err != nil {
+		return 0, fmt.Errorf("the webhook's secret: %w", err)
+	}
+	var ver Version
+	if err := db.Where("id = ?", d.VersionID).Take(&ver).Error; errors.Is(err, gorm.ErrRecordNotFound) {
+		return 0, errVersionGone
+	} else if err != nil {
+		return 0, err
+	}
+	var files []File
+	if err := db.Where("version_id = ?", ver.ID).Order("name").Find(&files).Error; err != nil {
+		return 0, err
+	}
+	r, o, err := p.cfg.Repos.ByID(ctx, d.RepoID)
+	if err != nil {
+		return 0, err
+	}
+	slug := o.Name + "/" + r.Name
+	body := PublishJSON{Event: "model.published", Delivery: d.ID, Repo: slug, Package: d.Package, Version: ver.Version,
+		Commit: ver.CommitSHA, Build: ver.BuildNumber, Files: []PublishFileJSON{}, PublishedAt: ver.CreatedAt.UTC()}
+	for _, f := range files {
+		body.Files = append(body.Files, PublishFileJSON{Name: f.Name, Size: f.Size, SHA256: f.Digest})
+	}
+	if ver.PipelineID != nil {
+		u := p.cfg.PublicURL + "/api/v1/repos/" + slug + "/pipelines/" + strconv.FormatInt(*ver.PipelineID, 10) + "/record"
+		body.Provenance = &u
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.URL, bytes.NewReader(raw))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Nimbus-Publish-Webhook/1")
+	req.Header.Set("X-Nimbus-Event", "model.published")
+	req.Header.Set("X-Nimbus-Delivery", strconv.FormatInt(d.ID, 10))
+	req.Header.Set("X-Nimbus-Signature", webhook.Sign(secret, raw))
+	res, err := p.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("POST %s: %w", webhook.Redact(hook.URL), errors.Unwrap(err))
+	}
+	defer res.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(res.Body, 64<<10))
+	if res.StatusCode < 200 || res.StatusCode > 299 {
+		return res.StatusCode, fmt.Errorf("%s answered %s", webhook.Redact(hook.URL), res.Status)
+	}
+	return res.StatusCode, nil
+}
+
+// Run delivers every tick until ctx ends.
+func (p *Publisher) Run(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := p.Deliver(ctx); err != nil && ctx.Err() == nil {
+			p.cfg.Log.ErrorContext(ctx, "publish webhook delivery", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ---- API: the repo's publish webhook (repo admin) --------------------------------------------
+
+// PublishHookJSON is a repo's publish webhook. Secret is shown only in the answer to the PUT
+// that set it.
+type PublishHookJSON struct {
+	URL       string    `json:"url"`
+	Secret    string    `json:"secret,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// PublishDeliveryJSON is a delivery as the API shows it.
+type PublishDeliveryJSON struct {
+	ID           int64      `json:"id"`
+	Package      string     `json:"package"`
+	Version      string     `json:"version"`
+	Status       string     `json:"status"`
+	Attempts     int        `json:"attempts"`
+	ResponseCode int        `json:"response_code"`
+	Error        string     `json:"error"`
+	CreatedAt    time.Time  `json:"created_at"`
+	DeliveredAt  *time.Time `json:"delivered_at"`
+	NextAttempt  *time.Time `json:"next_attempt_at"`
+}
+
+// Routes implements server.Module.
+func (p *Publisher) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
+	const base = "/repos/:org/:repo/webhooks/publish"
+	rs := api.NewRoutes(v1, p.cfg.Log)
+	rs.GET(base, p.getHook)
+	rs.PUT(base, p.putHook)
+	rs.DELETE(base, p.deleteHook)
+	rs.GET(base+"/deliveries", p.deliveries)
+}
+
+func (p *Publisher) hookOf(c *gin.Context) (*repo.Access, *PublishHook, error) {
+	a, err := repo.Load(c, p.cfg.Repos, repo.Admin)
+	if err != nil {
+		return nil, nil, err
+	}
+	var h PublishHook
+	err = p.cfg.DB.WithContext(c.Request.Context()).Where("repo_id = ?", a.Repo.ID).Take(&h).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return a, nil, nil
+	}
+	return a, &h, err
+}
+
+func (p *Publisher) getHook(c *gin.Context) error {
+	_, h, err := p.hookOf(c)
+	if err != nil {
+		return err
+	}
+	if h == nil {
+		return api.NotFound("this repo has no publish webhook")
+	}
+	return api.JSON(c, http.StatusOK, PublishHookJSON{URL: h.URL, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt})
+}
+
+func (p *Publisher) putHook(c *gin.Context) error {
+	a, h, err := p.hookOf(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		URL    string `json:"url"`
+		Secret string `json:"secret"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	if bad := webhook.CheckURL(req.URL, p.cfg.AllowPrivate); bad != "" {
+		return api.Invalid("url", "url %s", bad)
+	}
+	if req.Secret == "" {
+		b := make([]byte, 32)
+		rand.Read(b)
+		req.Secret = hex.EncodeToString(b)
+	} else if len(req.Secret) < 16 || len(req.Secret) > 256 {
+		return api.Invalid("secret", "a secret is 16 to 256 characters (leave it out to have one made)")
+	}
+	sealed, err := p.cfg.Box.Seal([]byte(req.Secret), sealContext(a.Repo.ID))
+	if err != nil {
+		return err
+	}
+	now := p.cfg.Clock.Now().UTC()
+	db := p.cfg.DB.WithContext(c.Request.Context())
+	if h == nil {
+		h = &PublishHook{RepoID: a.Repo.ID, CreatedAt: now}
+	}
+	h.URL, h.Secret, h.UpdatedAt = req.URL, sealed, now
+	if err := db.Save(h).Error; err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, PublishHookJSON{URL: h.URL, Secret: req.Secret, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt})
+}
+
+// deleteHook removes the webhook; removing none is done too (204), as a retried DELETE expects.
+func (p *Publisher) deleteHook(c *gin.Context) error {
+	_, h, err := p.hookOf(c)
+	if err != nil {
+		return err
+	}
+	if h != nil {
+		if err := p.cfg.DB.WithContext(c.Request.Context()).Delete(h).Error; err != nil {
+			return err
+		}
+	}
+	return api.NoContent(c)
+}
+
+// deliveries lists the repo's latest 50 deliveries, newest first.
+func (p *Publisher) deliveries(c *gin.Context) error {
+	a, _, err := p.hookOf(c)
+	if err != nil {
+		return err
+	}
+	var ds []PublishDelivery
+	if err := p.cfg.DB.WithContext(c.Request.Context()).Where("repo_id = ?", a.Repo.ID).Order("id DESC").Limit(50).Find(&ds).Error; err != nil {
+		return err
+	}
+	out := struct {
+		Items []PublishDeliveryJSON `json:"items"`
+	}{Items: []PublishDeliveryJSON{}}
+	for _, d := range ds {
+		j := PublishDeliveryJSON{ID: d.ID, Package: d.Package, Version: d.Version, Status: d.Status, Attempts: d.Attempts,
+			ResponseCode: d.ResponseCode, Error: d.Error, CreatedAt: d.CreatedAt, DeliveredAt: d.DeliveredAt}
+		if d.Status == DeliveryPending {
+			due := d.DueAt
+			j.NextAttempt = &due
+		}
+		out.Items = append(out.Items, j)
+	}
+	return api.JSON(c, http.StatusOK, out)
+}

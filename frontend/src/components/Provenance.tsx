@@ -230,7 +230,7 @@ export function Provenance({
     enabled: !!compare,
   })
   return (
-    <section aria-label="Provenance" data-testid="provenance">
+    <section aria-label="Provenance" data-testid="provenance" className="provenance">
       <h2>Provenance</h2>
       <div className="tabs" role="tablist">
         {pipelines.map((p) => (

@@ -61,6 +61,11 @@ func (a *Agent) registration(ctx context.Context, api *client.Client, force bool
 				return protocol.RegisterResponse{}, err
 			}
 			a.log.Info("registered", "server_agent_id", resp.AgentID, "name", name)
+			if len(resp.IgnoredTags) > 0 {
+				// A team runner's cnb: tags the operator does not let team runners serve.
+				a.log.Warn("the server ignores some of this agent's tags: it will not run their pipelines",
+					"tags", strings.Join(resp.IgnoredTags, " "))
+			}
 			return withDefaults(resp), nil
 		}
 		if !client.Retryable(err) || ctx.Err() != nil {

@@ -113,6 +113,9 @@ type RegisterResponse struct {
 	PollTimeout       Duration `json:"pollTimeout"`
 	LogFlushInterval  Duration `json:"logFlushInterval"`
 	LeaseTTL          Duration `json:"leaseTtl"`
+	// IgnoredTags are the agent's tags the server does not serve it with: cnb: tags of a team
+	// runner that the operator does not let team runners serve.
+	IgnoredTags []string `json:"ignoredTags,omitempty"`
 }
 
 // PollRequest asks for work that fits the agent's free capacity.

@@ -91,6 +91,9 @@ type Runner struct {
 	// NoOutputTimeout kills a job that prints nothing for this long; 0 means off.
 	NoOutputTimeout Duration `json:"noOutputTimeout,omitempty"`
 	Namespace       string   `json:"namespace,omitempty"`
+	// Team says the tag names a team's own runner (a tag outside the cnb: namespace): only an
+	// agent that team registered with the tag runs it, and the platform does not size it.
+	Team bool `json:"team,omitempty"`
 }
 
 // Image is a container image with optional registry credentials.

@@ -27,7 +27,7 @@ func models() []any {
 		&billing.Account{}, &billing.Txn{}, &billing.Posting{}, &billing.QuotaUsage{}, &billing.PipelineBilling{}, &billing.Notification{},
 		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{}, &repo.SecretFile{}, &repo.SecretFileRead{},
 		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Metric{}, &build.Schedule{}, &build.BuildKey{}, &build.BuildWait{},
-		&scheduler.Agent{},
+		&scheduler.Agent{}, &scheduler.RunnerToken{},
 		&logs.JobLog{}, &logs.LogChunk{},
 		&registry.Repository{}, &registry.Blob{}, &registry.Manifest{}, &registry.ManifestRef{}, &registry.Tag{}, &registry.Upload{},
 		&artifacts.Package{}, &artifacts.Version{}, &artifacts.File{}, &artifacts.Release{}, &artifacts.Use{}, &artifacts.PublishHook{}, &artifacts.PublishDelivery{},

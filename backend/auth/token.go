@@ -18,6 +18,7 @@ const (
 	PrefixDeploy   = "nbd_"
 	PrefixJob      = "nbj_"
 	PrefixAgent    = "nba_"
+	PrefixRunner   = "nbr_" // a team's runner registration token
 )
 
 // Scopes a personal access token may carry. A browser session has all of them.

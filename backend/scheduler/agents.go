@@ -16,17 +16,39 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/store"
 )
 
 // Register admits an agent that presents the registration token and gives it its own token.
+// A team's runner token (RunnerToken) registers a team runner instead: it serves only that
+// team's pipelines, with its tags outside the cnb: namespace and those cnb: tags the operator
+// lets team runners serve (Config.TeamRunnerCNBTags); its other cnb: tags are ignored and
+// named in the answer.
 func (s *Service) Register(ctx context.Context, registrationToken string, req protocol.RegisterRequest) (*protocol.RegisterResponse, error) {
-	if s.cfg.RegistrationToken == "" || subtle.ConstantTimeCompare([]byte(registrationToken), []byte(s.cfg.RegistrationToken)) != 1 {
+	var team *RunnerToken
+	if strings.HasPrefix(registrationToken, auth.PrefixRunner) {
+		var err error
+		if team, err = s.runnerToken(ctx, registrationToken); err != nil {
+			return nil, err
+		}
+	} else if s.cfg.RegistrationToken == "" || subtle.ConstantTimeCompare([]byte(registrationToken), []byte(s.cfg.RegistrationToken)) != 1 {
 		return nil, api.Unauthenticated("invalid registration token")
 	}
 	if len(req.Tags) == 0 || req.CPUs < 1 || req.Concurrency < 1 || len(req.Name) > 200 {
 		return nil, api.Invalid("", "an agent needs tags, cpus ≥ 1, concurrency ≥ 1 and a name of at most 200 characters")
 	}
-	if len(s.in.classes.servedBy(req.Tags)) == 0 {
+	for _, t := range req.Tags {
+		if t == "" || len(t) > 100 || strings.ContainsAny(t, " \t\r\n") {
+			return nil, api.Invalid("tags", "tag %q: a tag is 1–100 characters without spaces", t)
+		}
+	}
+	tags, ignored := req.Tags, []string(nil)
+	if team != nil {
+		tags, ignored = s.teamTags(req.Tags)
+		if len(tags) == 0 {
+			return nil, api.Invalid("tags", "a team runner needs a tag outside the cnb: namespace (this installation lets team runners serve %s)", s.allowedCNBTags())
+		}
+	} else if len(s.in.classes.servedBy(req.Tags)) == 0 {
 		return nil, api.Invalid("tags", "none of the tags %v names a runner class", req.Tags)
 	}
 	token, err := auth.NewToken(auth.PrefixAgent)
@@ -39,16 +61,29 @@ func (s *Service) Register(ctx context.Context, registrationToken string, req pr
 	host, _ := json.Marshal(req.Host)
 	now := s.clock.Now().UTC()
 	a := &Agent{ID: "agt_" + hex.EncodeToString(idb), Name: req.Name, TokenHash: auth.HashToken(token), Version: req.Version,
-		Tags: strings.Join(req.Tags, " "), Executor: req.Executor, CPUs: req.CPUs, MemoryBytes: req.MemoryBytes,
+		Tags: strings.Join(tags, " "), Executor: req.Executor, CPUs: req.CPUs, MemoryBytes: req.MemoryBytes,
 		GPUs: string(gpus), Host: string(host), Concurrency: req.Concurrency, FreeCPUs: req.CPUs, FreeGPUs: len(req.GPUs),
 		LastSeenAt: now, CreatedAt: now}
-	if err := s.db.WithContext(ctx).Create(a).Error; err != nil {
+	if team != nil {
+		a.OrgID = &team.OrgID
+	}
+	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		if team != nil {
+			if err := tx.Model(&RunnerToken{}).Where("id = ?", team.ID).Update("last_used_at", now).Error; err != nil {
+				return err
+			}
+		}
+		return tx.Create(a).Error
+	})
+	if err != nil {
 		return nil, err
 	}
-	s.log.InfoContext(ctx, "agent registered", "agent", a.ID, "name", a.Name, "tags", a.Tags, "cpus", a.CPUs, "gpus", len(req.GPUs))
+	s.log.InfoContext(ctx, "agent registered", "agent", a.ID, "name", a.Name, "tags", a.Tags, "cpus", a.CPUs, "gpus", len(req.GPUs),
+		"team", a.OrgID != nil, "ignored_tags", strings.Join(ignored, " "))
 	return &protocol.RegisterResponse{AgentID: a.ID, Token: token,
 		HeartbeatInterval: protocol.Duration(s.cfg.HeartbeatInterval), PollTimeout: protocol.Duration(s.cfg.PollTimeout),
-		LogFlushInterval: protocol.Duration(s.cfg.LogFlushInterval), LeaseTTL: protocol.Duration(s.cfg.LeaseTTL)}, nil
+		LogFlushInterval: protocol.Duration(s.cfg.LogFlushInterval), LeaseTTL: protocol.Duration(s.cfg.LeaseTTL),
+		IgnoredTags: ignored}, nil
 }
 
 // AgentByToken authenticates an agent token.
@@ -59,7 +94,7 @@ func (s *Service) AgentByToken(ctx context.Context, token string) (*Agent, error
 	var a Agent
 	err := s.db.WithContext(ctx).Where("token_hash = ?", auth.HashToken(token)).Take(&a).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.Unauthenticated("unknown agent token")
+		return nil, api.Unauthenticated("unknown agent token (a revoked runner registers again with a new registration token)")
 	}
 	return &a, err
 }
@@ -149,6 +184,10 @@ type AgentInfo struct {
 	FreeGPUs    int             `json:"free_gpus"`
 	Concurrency int             `json:"concurrency"`
 	Online      bool            `json:"online"`
+	// Paused says a team admin paused the runner: it takes no new pipelines.
+	Paused bool `json:"paused"`
+	// TeamID is the team of a team runner; absent for the platform's agents.
+	TeamID      *int64          `json:"team_id,omitempty"`
 	LastSeenAt  time.Time       `json:"last_seen_at"`
 	CreatedAt   time.Time       `json:"created_at"`
 	Pipelines   []AgentPipeline `json:"pipelines"`
@@ -180,8 +219,13 @@ func (a *Agent) online(since time.Time) bool {
 
 // Agents lists every registered agent, oldest first, with the running pipelines it holds.
 func (s *Service) Agents(ctx context.Context) ([]AgentInfo, error) {
+	return s.agentList(ctx, s.db.WithContext(ctx))
+}
+
+// agentList lists the agents q selects, oldest first, with the running pipelines each holds.
+func (s *Service) agentList(ctx context.Context, q *gorm.DB) ([]AgentInfo, error) {
 	var agents []Agent
-	if err := s.db.WithContext(ctx).Order("created_at, id").Find(&agents).Error; err != nil {
+	if err := q.Order("created_at, id").Find(&agents).Error; err != nil {
 		return nil, err
 	}
 	held, err := s.builds.Held(ctx)
@@ -207,7 +251,7 @@ func (s *Service) Agents(ctx context.Context) ([]AgentInfo, error) {
 		}
 		out = append(out, AgentInfo{ID: a.ID, Name: a.Name, Version: a.Version, Tags: a.tags(), Executor: a.Executor,
 			CPUs: a.CPUs, FreeCPUs: a.FreeCPUs, MemoryBytes: a.MemoryBytes, GPUs: gpus, FreeGPUs: a.FreeGPUs,
-			Concurrency: a.Concurrency, Online: a.online(online), LastSeenAt: a.LastSeenAt,
+			Concurrency: a.Concurrency, Online: a.online(online), Paused: a.PausedAt != nil, TeamID: a.OrgID, LastSeenAt: a.LastSeenAt,
 			CreatedAt: a.CreatedAt, Pipelines: ps})
 	}
 	return out, nil

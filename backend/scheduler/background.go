@@ -36,7 +36,7 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 			s.ended(ctx, p)
 			continue
 		}
-		s.queue.Released(ctx, p.RunnerTag, p.OrgID)
+		s.queue.Released(ctx, s.in.queueClass(p.OrgID, p.RunnerTag), p.OrgID)
 		s.releaseLocks(ctx, p) // it takes its lock again when it is dispatched again
 		s.log.InfoContext(ctx, "lease expired before any job started; pipeline re-queued", "pipeline", p.ID)
 	}
@@ -66,7 +66,8 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 	queuedOf := map[string][]build.Pipeline{}
 	for _, p := range queued {
 		if !parked[p.ID] {
-			queuedOf[p.RunnerTag] = append(queuedOf[p.RunnerTag], p)
+			c := s.in.queueClass(p.OrgID, p.RunnerTag)
+			queuedOf[c] = append(queuedOf[c], p)
 		}
 	}
 	n := 0
@@ -92,7 +93,7 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, err
 	}
-	counts := byClass(running)
+	counts := s.byQueueClass(running)
 	for _, c := range s.in.classes {
 		if counts[c.Tags[0]] == nil {
 			counts[c.Tags[0]] = map[int64]int{} // a class nobody runs on: its counts are cleared
@@ -107,6 +108,19 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		s.log.InfoContext(ctx, "reconciler re-queued pipelines Redis had lost", "count", n)
 	}
 	return n, nil
+}
+
+// byQueueClass arranges running counts as queue class → team → pipelines.
+func (s *Service) byQueueClass(counts []build.RunningCount) map[string]map[int64]int {
+	out := map[string]map[int64]int{}
+	for _, c := range counts {
+		q := s.in.queueClass(c.OrgID, c.RunnerTag)
+		if out[q] == nil {
+			out[q] = map[int64]int{}
+		}
+		out[q][c.OrgID] = c.N
+	}
+	return out
 }
 
 // byClass arranges running counts as class → team → pipelines.
@@ -148,6 +162,9 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 			if _, err := s.RefuseUnaffordable(ctx); err != nil {
 				s.log.ErrorContext(ctx, "refuse unaffordable pipelines", "err", err)
 			}
+			if _, err := s.FailUnserved(ctx); err != nil {
+				s.log.ErrorContext(ctx, "fail pipelines no team runner serves", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -186,7 +203,7 @@ func (s *Service) RefuseUnaffordable(ctx context.Context) (int, error) {
 			busy[c.OrgID] = true
 		}
 	}
-	queued = slices.DeleteFunc(queued, func(p build.Pipeline) bool { return served[p.RunnerTag] || busy[p.OrgID] })
+	queued = slices.DeleteFunc(queued, func(p build.Pipeline) bool { return served[s.in.queueClass(p.OrgID, p.RunnerTag)] || busy[p.OrgID] })
 	type key struct {
 		org       int64
 		class     string
@@ -246,7 +263,7 @@ func (s *Service) BillingTick(ctx context.Context) error {
 	return err
 }
 
-// servedClasses are the classes some online agent serves.
+// servedClasses are the queue classes some online agent that is not paused serves.
 func (s *Service) servedClasses(ctx context.Context) (map[string]bool, error) {
 	online := s.onlineSince()
 	var agents []Agent
@@ -255,10 +272,10 @@ func (s *Service) servedClasses(ctx context.Context) (map[string]bool, error) {
 	}
 	out := map[string]bool{}
 	for _, a := range agents {
-		if !a.online(online) {
+		if !a.online(online) || a.PausedAt != nil {
 			continue
 		}
-		for _, c := range s.in.classes.servedBy(a.tags()) {
+		for _, c := range s.agentClasses(&a) {
 			out[c] = true
 		}
 	}

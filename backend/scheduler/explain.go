@@ -18,6 +18,9 @@ import (
 //	no online agent of <class> has <n> cores (the largest has <m>)
 //	team concurrency cap reached: <n> of <cap> pipelines running on <class>
 //	all agents of <class> are busy: #<k> in the team's queue, <t> team(s) waiting
+//
+// and for a team tag (teams.go): no runner of your team serves tag <tag>, every runner of it is
+// paused, none has the cores, or all are busy.
 func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]string {
 	out := map[int64]string{}
 	online := s.onlineSince()
@@ -30,8 +33,13 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 		agents, maxCPUs int
 	}
 	info := map[string]*classInfo{}
+	paused := map[string]bool{} // queue classes only paused runners serve
 	for _, a := range agents {
-		for _, c := range s.in.classes.servedBy(a.tags()) {
+		for _, c := range s.agentClasses(&a) {
+			if a.PausedAt != nil {
+				paused[c] = true
+				continue
+			}
 			ci := info[c]
 			if ci == nil {
 				ci = &classInfo{}
@@ -50,12 +58,25 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 		running = byClass(counts)
 	}
 	for _, p := range ps {
-		ci := info[p.RunnerTag]
+		qc := s.in.queueClass(p.OrgID, p.RunnerTag)
+		ci := info[qc]
+		_, platform := s.in.classes.class(p.RunnerTag)
 		switch {
 		case strings.HasPrefix(p.Reason, lockWaitPrefix):
 			// Parked by takeLock: the lock comes before agents and money.
 			out[p.ID] = s.lockWaitReason(ctx, p)
 			continue
+		case !platform && ci == nil && paused[qc]:
+			out[p.ID] = fmt.Sprintf("every runner of your team with tag %s is paused (resume one on the team's Agents page)", p.RunnerTag)
+		case !platform && ci == nil:
+			out[p.ID] = noTeamRunner(p.RunnerTag)
+			if s.cfg.TeamRunnerWait > 0 {
+				out[p.ID] += fmt.Sprintf(" (it fails after %s in the queue)", humanDuration(s.cfg.TeamRunnerWait))
+			}
+		case !platform && ci.maxCPUs < p.CPUs:
+			out[p.ID] = fmt.Sprintf("no runner of your team with tag %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
+		case !platform:
+			out[p.ID] = s.waiting(ctx, p, 0)
 		case ci == nil:
 			out[p.ID] = fmt.Sprintf("no online agent serves %s", p.RunnerTag)
 		case ci.maxCPUs < p.CPUs:
@@ -85,9 +106,12 @@ func (s *Service) waiting(ctx context.Context, p build.Pipeline, running int) st
 			return fmt.Sprintf("team concurrency cap reached: %d of %d pipelines running on %s", running, limit, p.RunnerTag)
 		}
 	}
-	pos, teams, err := s.queue.Position(ctx, p.RunnerTag, p.OrgID, p.ID)
+	pos, teams, err := s.queue.Position(ctx, s.in.queueClass(p.OrgID, p.RunnerTag), p.OrgID, p.ID)
 	if err != nil || pos == 0 {
 		return "being put back in the queue (the reconciler restores what Redis lost within seconds)"
+	}
+	if _, platform := s.in.classes.class(p.RunnerTag); !platform {
+		return fmt.Sprintf("all runners of your team with tag %s are busy: #%d in the queue", p.RunnerTag, pos)
 	}
 	return fmt.Sprintf("all agents of %s are busy: #%d in the team's queue, %d team(s) waiting", p.RunnerTag, pos, teams)
 }

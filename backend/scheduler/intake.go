@@ -43,11 +43,12 @@ var (
 
 // Enqueue puts a queued pipeline on its class's queue and wakes agents waiting for that class.
 func (in *Intake) Enqueue(ctx context.Context, p *build.Pipeline) error {
-	if _, err := in.queue.Enqueue(ctx, Entry{PipelineID: p.ID, OrgID: p.OrgID, Class: p.RunnerTag, CPUs: p.CPUs,
+	class := in.queueClass(p.OrgID, p.RunnerTag)
+	if _, err := in.queue.Enqueue(ctx, Entry{PipelineID: p.ID, OrgID: p.OrgID, Class: class, CPUs: p.CPUs,
 		GPUs: in.classes.gpusOf(p.RunnerTag), Enqueued: p.QueuedSince(), Cache: cacheRepo(p)}); err != nil {
 		return err
 	}
-	in.notify(ctx, p.RunnerTag)
+	in.notify(ctx, class)
 	return nil
 }
 

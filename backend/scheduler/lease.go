@@ -33,11 +33,14 @@ var ErrLeaseLost = build.ErrLeaseLost
 // (HandOver after the first cold agent left it), and takes it if the warm agent did not.
 func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, draining <-chan struct{}) (*protocol.Lease, error) {
 	s.seen(ctx, a, req.FreeCPUs, len(req.FreeGPUs))
-	if len(req.Running) >= a.Concurrency || req.FreeCPUs < 1 {
+	if len(req.Running) >= a.Concurrency || req.FreeCPUs < 1 || a.PausedAt != nil {
 		return s.idle(ctx, draining, nil)
 	}
-	classes := s.in.classes.servedBy(a.tags())
+	classes := s.agentClasses(a)
 	who := Poller{AgentID: a.ID, Caches: pollCaches(req.Caches)}
+	if a.isTeam() {
+		who.OnlyOrg = *a.OrgID
+	}
 	capacity := Capacity{FreeCPUs: req.FreeCPUs, TotalCPUs: a.CPUs, FreeGPUs: len(req.FreeGPUs), TotalGPUs: a.gpuCount()}
 	until := s.clock.Now().Add(s.cfg.PollTimeout)
 	deadline := time.NewTimer(s.cfg.PollTimeout)
@@ -207,7 +210,7 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 	if s.bill != nil {
 		// The first window is frozen before the agent hears of the pipeline: one the account
 		// cannot cover never starts.
-		err := s.bill.Start(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs,
+		err := s.bill.Start(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: billedClass(a, p.RunnerTag), Cores: p.CPUs,
 			Workspace: p.Workspace}, *p.StartedAt)
 		if errors.Is(err, billing.ErrInsufficientBalance) || errors.Is(err, billing.ErrSpendingCap) {
 			reason := build.ReasonInsufficientBalance
@@ -230,7 +233,7 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 			return nil, fmt.Errorf("scheduler: billing start of pipeline %d: %w", p.ID, err)
 		}
 	}
-	lease, err := s.leaseFor(ctx, p, leaseID, jobToken, expires, req)
+	lease, err := s.leaseFor(ctx, a, p, leaseID, jobToken, expires, req)
 	if err != nil {
 		// The agent never hears of this lease; the reaper will put the pipeline back when the
 		// lease expires, since no user code ran.
@@ -241,7 +244,7 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 }
 
 // leaseFor assembles the lease of a claimed pipeline.
-func (s *Service) leaseFor(ctx context.Context, p *build.Pipeline, leaseID, jobToken string, expires time.Time, req protocol.PollRequest) (*protocol.Lease, error) {
+func (s *Service) leaseFor(ctx context.Context, a *Agent, p *build.Pipeline, leaseID, jobToken string, expires time.Time, req protocol.PollRequest) (*protocol.Lease, error) {
 	var plan protocol.Plan
 	if err := json.Unmarshal([]byte(p.Plan), &plan); err != nil {
 		return nil, err
@@ -276,7 +279,11 @@ func (s *Service) leaseFor(ctx context.Context, p *build.Pipeline, leaseID, jobT
 			l.Env[k] = v
 		}
 	}
-	if n := s.in.classes.gpusOf(p.RunnerTag); n > 0 && len(req.FreeGPUs) >= n {
+	n := s.in.classes.gpusOf(p.RunnerTag)
+	if _, platform := s.in.classes.class(p.RunnerTag); a.isTeam() && !platform && len(req.FreeGPUs) > 0 {
+		n = 1 // a team tag on a runner with GPUs: one free GPU each (teams.go)
+	}
+	if n > 0 && len(req.FreeGPUs) >= n {
 		l.GPUs = append([]string(nil), req.FreeGPUs[:n]...)
 	}
 	return l, nil
@@ -341,7 +348,7 @@ func (s *Service) Finish(ctx context.Context, a *Agent, leaseID string, req prot
 // ended releases the team's concurrency slot and the locks of a pipeline that just ended and
 // settles its bill.
 func (s *Service) ended(ctx context.Context, p *build.Pipeline) {
-	s.queue.Released(ctx, p.RunnerTag, p.OrgID)
+	s.queue.Released(ctx, s.in.queueClass(p.OrgID, p.RunnerTag), p.OrgID)
 	s.releaseLocks(ctx, p)
 	if err := s.builds.EndAwait(ctx, p); err != nil {
 		s.log.WarnContext(ctx, "forget the pipeline's awaits", "pipeline", p.ID, "err", err)
@@ -354,6 +361,15 @@ func (s *Service) ended(ctx context.Context, p *build.Pipeline) {
 		}
 	}
 	s.log.InfoContext(ctx, "pipeline finished", "pipeline", p.ID, "status", p.Status, "reason", p.Reason)
+}
+
+// billedClass is the class a pipeline's time is billed under: its own on a platform agent,
+// "team:<class>" on a team runner (free unless the operator prices that class; teams.go).
+func billedClass(a *Agent, class string) string {
+	if a.isTeam() {
+		return teamClassPrefix + class
+	}
+	return class
 }
 
 func parseID(s string) (int64, bool) {

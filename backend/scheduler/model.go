@@ -40,4 +40,20 @@ type Agent struct {
 	// seen again after that.
 	StoppedAt *time.Time
 	CreatedAt time.Time `gorm:"not null"`
+	// OrgID is the team of a team runner (registered with a runner token of that team): it
+	// serves only that team's pipelines. Nil for the platform's agents.
+	OrgID *int64
+	// PausedAt is when a team admin paused the runner: it takes no new pipelines until resumed.
+	PausedAt *time.Time
+}
+
+// RunnerToken is a team's registration token for its own runners; only its hash is kept.
+type RunnerToken struct {
+	ID         int64     `gorm:"primaryKey"`
+	OrgID      int64     `gorm:"not null"`
+	Name       string    `gorm:"not null"`
+	TokenHash  string    `gorm:"not null"`
+	CreatedBy  int64     `gorm:"not null"`
+	CreatedAt  time.Time `gorm:"not null"`
+	LastUsedAt *time.Time
 }

@@ -50,6 +50,9 @@ import (
 //     (the warm agent may have taken other work, been drained by a reservation, or never heard
 //     the wake-up because its server died). Reservations (rule 3) are exempt: a starving
 //     pipeline has waited enough.
+//  6. A team runner (Poller.OnlyOrg) takes only its own team's entries, FIFO with backfill,
+//     within its team's cap; the ring and the reservation are left as they are. A team's own
+//     tags have queues of their own ("team:<org>:<tag>", teams.go), where it is the only team.
 //
 // The cache hash is apart from the entries, whose format stays as it was: a replica of the
 // previous release, during a rolling upgrade, still parses every entry.
@@ -139,6 +142,9 @@ type Rules struct {
 type Poller struct {
 	AgentID string
 	Caches  []string // repo ids whose caches the agent's host holds
+	// OnlyOrg, when not 0, is the team of a team runner: it takes only that team's entries
+	// (rule 6).
+	OnlyOrg int64
 }
 
 // Dispatched is what one dispatch did.
@@ -157,9 +163,9 @@ local p = KEYS[1]
 local freeC, totalC = tonumber(ARGV[1]), tonumber(ARGV[2])
 local freeG, totalG = tonumber(ARGV[3]), tonumber(ARGV[4])
 local depth, starve, now, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local me, handover = ARGV[9], tonumber(ARGV[10])
+local me, handover, only = ARGV[9], tonumber(ARGV[10]), ARGV[11]
 local mine = {}
-for i = 11, #ARGV do mine[ARGV[i]] = true end
+for i = 12, #ARGV do mine[ARGV[i]] = true end
 local woken, soonest = {}, handover
 
 local function parse(e)
@@ -206,6 +212,20 @@ local function leave(id, c, g)
   soonest = math.min(soonest, first + handover - now)
   for _, a in ipairs(found) do table.insert(woken, a) end
   return true
+end
+
+-- 6. A team runner takes its own team's entries only, in their order (backfill as in rule 2);
+-- it neither rotates the ring nor takes or honours a reservation: its host is not the
+-- platform's to drain.
+if only ~= '' then
+  local running = tonumber(redis.call('HGET', p .. ':running', only) or '0')
+  if cap == 0 or running < cap then
+    for _, e in ipairs(redis.call('LRANGE', p .. ':org:' .. only, 0, depth - 1)) do
+      local id, c, g = parse(e)
+      if c <= freeC and g <= freeG then return take(only, e, id) end
+    end
+  end
+  return {}
 end
 
 -- 3. A reservation comes first.
@@ -257,9 +277,13 @@ var ErrEmpty = errors.New("scheduler: no queued pipeline fits")
 // agent who. The caller must then claim the pipeline in the database; if that fails (cancelled
 // meanwhile) it simply dispatches again. With ErrEmpty, HandedOver may still name agents to wake.
 func (q *Queue) Dispatch(ctx context.Context, class string, who Poller, c Capacity, r Rules, now time.Time) (Dispatched, error) {
-	args := make([]any, 0, 10+len(who.Caches))
+	args := make([]any, 0, 11+len(who.Caches))
+	only := ""
+	if who.OnlyOrg != 0 {
+		only = strconv.FormatInt(who.OnlyOrg, 10)
+	}
 	args = append(args, c.FreeCPUs, c.TotalCPUs, c.FreeGPUs, c.TotalGPUs, max(r.Depth, 1), r.StarveAfter.Milliseconds(),
-		now.UnixMilli(), r.Cap, who.AgentID, r.HandOver.Milliseconds())
+		now.UnixMilli(), r.Cap, who.AgentID, r.HandOver.Milliseconds(), only)
 	for _, repo := range who.Caches {
 		args = append(args, repo)
 	}

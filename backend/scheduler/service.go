@@ -33,6 +33,12 @@ type Config struct {
 	// agent that holds them (queue.go, rule 5): the most a cache-bound pipeline can wait for
 	// affinity while a cold agent is free. Negative turns cache affinity off.
 	HandOver time.Duration
+	// TeamRunnerCNBTags are the cnb: tags team runners may serve (for their own team only);
+	// none by default: a team runner serves the tags outside cnb: (teams.go).
+	TeamRunnerCNBTags []string
+	// TeamRunnerWait is how long a pipeline of a team tag waits while no runner of its team
+	// serves the tag before it fails (24 h; negative waits forever).
+	TeamRunnerWait time.Duration
 	// Caps limits pipelines per team per class (class canonical tag → cap); 0 or absent = none.
 	Caps map[string]int
 	// Location is the time zone of cron schedules (UTC+8 when nil).
@@ -97,6 +103,9 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, repos *repo.Ser
 	}
 	if cfg.HandOver == 0 {
 		cfg.HandOver = time.Second
+	}
+	if cfg.TeamRunnerWait == 0 {
+		cfg.TeamRunnerWait = 24 * time.Hour
 	}
 	if cfg.Depth <= 0 {
 		cfg.Depth = 50

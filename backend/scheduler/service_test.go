@@ -68,6 +68,8 @@ type fixture struct {
 	repos  *repo.Service
 	user   *auth.User
 	repoID int64
+	orgID  int64
+	orgs   *org.Service
 	bare   string
 	work   string
 	log    *slog.Logger
@@ -97,6 +99,7 @@ func newFixture(t *testing.T, db *gorm.DB, cfg Config) *fixture {
 		t.Fatal(err)
 	}
 	o, _ := orgs.Create(ctx, f.user, "team")
+	f.orgID, f.orgs = o.ID, orgs
 	r, err := f.repos.Create(ctx, o, "trainer", repo.Private, "main", "")
 	if err != nil {
 		t.Fatal(err)

@@ -240,7 +240,7 @@ func (dc *decoder) runner(v *node, pl *pipelineDecl) {
 		case "namespace":
 			if s := dc.str(kv.val, "runner.namespace"); s != nil {
 				pl.namespace = s.v
-				dc.d.warnf(s.pos, "runner.namespace (self-hosted group runners) is not supported by this installation; the namespace is ignored")
+				dc.d.warnf(s.pos, "runner.namespace is ignored: a team runner is chosen by its tag alone (a tag outside cnb:)")
 			}
 		default:
 			dc.unknownKey(kv.key, "runner", []string{"tags", "cpus", "namespace"})

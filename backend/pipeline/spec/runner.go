@@ -72,8 +72,37 @@ func (rc runnerClasses) knownTags() []string {
 	return tags
 }
 
+// IsTeamTag says whether a runner tag names a team's own runner rather than a platform class:
+// every tag outside the cnb: namespace that no configured class claims (Part A.10).
+func IsTeamTag(tag string, classes []RunnerClass) bool {
+	if tag == "" || strings.HasPrefix(tag, "cnb:") {
+		return false
+	}
+	for _, c := range classes {
+		for _, t := range c.Tags {
+			if t == tag {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// TeamRunnerClass is the class of a pipeline that names a team runner's tag. A team's own host
+// has no fixed size the platform knows, so cpus only reserves that many of its cores (1 unless
+// runner.cpus says more), memory is not limited, and no GPU is assumed; the 18-hour cap holds
+// as everywhere.
+func TeamRunnerClass(tag string) RunnerClass {
+	return RunnerClass{Tags: []string{tag}, MinCPUs: 1, MaxCPUs: MaxTeamRunnerCPUs, DefaultCPUs: 1, MaxDuration: 18 * time.Hour}
+}
+
+// MaxTeamRunnerCPUs bounds runner.cpus on a team runner.
+const MaxTeamRunnerCPUs = 1024
+
 // resolve finds the class for a pipeline's tags. All tags must name the same class: a node
-// advertises the tags it serves, and mixing classes would leave cores and caps ambiguous.
+// advertises the tags it serves, and mixing classes would leave cores and caps ambiguous. A tag
+// outside the cnb: namespace names a team runner (TeamRunnerClass); a pipeline names one such
+// tag and no cnb: tag with it, since a team runner is chosen by that one tag.
 func (rc runnerClasses) resolve(tags []string) (*RunnerClass, error) {
 	if len(tags) == 0 {
 		tags = []string{DefaultTag}
@@ -81,6 +110,23 @@ func (rc runnerClasses) resolve(tags []string) (*RunnerClass, error) {
 	var class *RunnerClass
 	for _, t := range tags {
 		c, ok := rc.byTag[t]
+		if !ok && IsTeamTag(t, rc.list) {
+			if class != nil {
+				return nil, &hintError{
+					msg:  fmt.Sprintf("runner tags %q and %q cannot be combined: %q names a team runner", class.Tags[0], t, t),
+					hint: "a team runner is chosen by one tag of its own; keep that one (register the runner with every tag it serves)",
+				}
+			}
+			team := TeamRunnerClass(t)
+			class = &team
+			continue
+		}
+		if ok && class != nil && IsTeamTag(class.Tags[0], rc.list) {
+			return nil, &hintError{
+				msg:  fmt.Sprintf("runner tags %q and %q cannot be combined: %q names a team runner", class.Tags[0], t, class.Tags[0]),
+				hint: "a team runner is chosen by one tag of its own; keep that one (register the runner with every tag it serves)",
+			}
+		}
 		if !ok {
 			return nil, &hintError{
 				msg:  fmt.Sprintf("unknown runner tag %q", t),

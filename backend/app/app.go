@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -172,6 +173,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		Log: log, PublicURL: cfg.PublicURL, Spec: spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage, DefaultDevImage: cfg.DefaultDevImage}})
 	a.Scheduler = scheduler.NewService(a.DB, intake, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
+		TeamRunnerCNBTags: splitList(cfg.TeamRunnerCNBTags), TeamRunnerWait: teamRunnerWait(cfg.TeamRunnerWait),
 		WorkspaceEnv: workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}.Env,
 		ResolveToken: a.Auth.PrincipalForToken,
 	})
@@ -267,7 +269,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			a.Publisher,
 			record.NewHandler(record.Config{Builds: a.Builds, Describe: buildHandler.Describe, Files: a.Files, Repos: a.Repos,
 				Manifests: a.Registry, PublicURL: cfg.PublicURL, Log: log}),
-			scheduler.NewHandler(a.Scheduler, func() <-chan struct{} { return a.Server.Draining() }, log),
+			scheduler.NewHandler(a.Scheduler, a.Orgs, func() <-chan struct{} { return a.Server.Draining() }, log),
 			a.Tunnel,
 			workspace.NewHandler(a.Workspaces, log),
 			logHandler,
@@ -442,4 +444,24 @@ func newStripe(cfg *config.Config, svc *billing.Service, client *http.Client, lo
 		SecretKey: cfg.StripeSecretKey, WebhookSecret: cfg.StripeWebhookSecret, APIURL: cfg.StripeAPIURL,
 		Min: lo, Max: hi, PublicURL: cfg.PublicURL, HTTPClient: client,
 	}, log)
+}
+
+// splitList splits a comma-separated setting, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// teamRunnerWait maps NIMBUS_TEAM_RUNNER_WAIT to the scheduler's setting, where 0 takes the
+// default and a negative value waits forever.
+func teamRunnerWait(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

@@ -446,6 +446,22 @@ var mxMatrix = []mxRow{
 	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "POST", "/api/v1/admin/orgs/"+mxOrgA+"/credits").
 		note("platform admins only").body(map[string]string{"amount": "10.00", "note": "matrix"}),
 	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/admin/agents").note("platform admins only"),
+
+	// ---- team runners: members list the team's runners; admins and owners (org:write) pause,
+	// resume and revoke them and manage the runner tokens (listed with repo:read, as
+	// invitations). Another team's runner or token under B is a 404 even to B's owner.
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("401 | 200 200 200 200 200 | 404 | 403 200 | 404 404", "GET", mxA+"/agents"),
+	mx("401 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxB+"/agents"),
+	mx("401 | 403 403 200 200 403 | 404 | 403 403 | 404 404", "POST", mxA+"/agents/{id}/pause").prep(mxTeamAgent),
+	mx("401 | 403 403 200 200 403 | 404 | 403 403 | 404 404", "POST", mxA+"/agents/{id}/resume").prep(mxTeamAgent),
+	mx("401 | 403 403 204 204 403 | 404 | 403 403 | 404 404", "DELETE", mxA+"/agents/{id}").prep(mxTeamAgent),
+	mx("401 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxB+"/agents/{id}/pause").note("A's runner").prep(mxTeamAgent),
+	mx("401 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "DELETE", mxB+"/agents/{id}").note("A's runner").prep(mxTeamAgent),
+	mx("401 | 403 403 200 200 403 | 404 | 403 200 | 404 404", "GET", mxA+"/runner-tokens"),
+	mx("401 | 403 403 201 201 403 | 404 | 403 403 | 404 404", "POST", mxA+"/runner-tokens").body(map[string]string{"name": "matrix"}),
+	mx("401 | 403 403 204 204 403 | 404 | 403 403 | 404 404", "DELETE", mxA+"/runner-tokens/{id}").prep(mxRunnerToken),
+	mx("401 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "DELETE", mxB+"/runner-tokens/{id}").note("A's token").prep(mxRunnerToken),
 	mx("400 | 400 400 400 400 400 | 400 | 400 400 | 400 400", "POST", "/api/v1/billing/stripe/webhook").
 		note("not signed by Stripe").body(map[string]any{"id": "evt_matrix", "type": "checkout.session.completed",
 		"data": map[string]any{"object": map[string]any{"id": "cs_matrix", "payment_status": "paid", "amount_total": 100000}}}),
@@ -600,6 +616,28 @@ func (w *mxWorld) publish(repoName, version string) {
 }
 
 var mxStarted = protocol.Event{Kind: protocol.EventPipelineStarted, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+
+// mxTeamAgent registers a fresh team runner of A in {id}.
+func mxTeamAgent(w *mxWorld, c *mxCall) {
+	tok, err := w.app.Scheduler.CreateRunnerToken(w.ctx, w.orgA.ID, w.users["owner"].User.ID, "matrix")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	resp, err := w.app.Scheduler.Register(w.ctx, tok.Token, protocol.RegisterRequest{Name: "team-box", Tags: []string{"matrix-box"}, CPUs: 2, Concurrency: 1})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c.Vars["id"] = resp.AgentID
+}
+
+// mxRunnerToken makes a fresh runner token of A in {id}.
+func mxRunnerToken(w *mxWorld, c *mxCall) {
+	tok, err := w.app.Scheduler.CreateRunnerToken(w.ctx, w.orgA.ID, w.users["owner"].User.ID, "matrix")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c.Vars["id"] = fmt.Sprint(tok.ID)
+}
 
 // Preps of the build controls and the agent API.
 

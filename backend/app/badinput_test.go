@@ -242,6 +242,36 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "a user who is not a member", Path: "/api/v1/orgs/{org}/members/root", Want: 404},
 			{Name: "the last owner", Path: "/api/v1/orgs/{org}/members/owner", Want: 409},
 		}},
+	{Method: "POST", Path: mxA + "/runner-tokens", JSON: true, Valid: map[string]any{"name": "gpu boxes"},
+		Cases: []mxBad{
+			{Name: "no name", Body: map[string]any{}, Want: 422},
+			{Name: "blank name", Body: map[string]any{"name": "   "}, Want: 422},
+			{Name: "name of 101 characters", Body: map[string]any{"name": mxLong(101)}, Want: 422},
+			{Name: "name as a number", Body: map[string]any{"name": 5}, Want: 400},
+			{Name: "no such org", Path: "/api/v1/orgs/" + mxGhostOrg + "/runner-tokens", Body: map[string]any{"name": "x"}, Want: 404},
+		}},
+	{Method: "DELETE", Path: mxA + "/runner-tokens/{id}",
+		Cases: []mxBad{
+			{Name: "not a number", Path: mxA + "/runner-tokens/abc", Want: 404},
+			{Name: "negative", Path: mxA + "/runner-tokens/-1", Want: 404},
+			{Name: "beyond int64", Path: mxA + "/runner-tokens/99999999999999999999", Want: 404},
+			{Name: "no such token", Path: mxA + "/runner-tokens/987654", Want: 404},
+		}},
+	{Method: "POST", Path: mxA + "/agents/{id}/pause", Setup: mxPlatformAgent,
+		Cases: []mxBad{
+			{Name: "no such runner", Path: mxA + "/agents/agt_nope/pause", Want: 404},
+			{Name: "a platform agent", Path: mxA + "/agents/{platform}/pause", Want: 404},
+		}},
+	{Method: "POST", Path: mxA + "/agents/{id}/resume", Setup: mxPlatformAgent,
+		Cases: []mxBad{
+			{Name: "no such runner", Path: mxA + "/agents/agt_nope/resume", Want: 404},
+			{Name: "a platform agent", Path: mxA + "/agents/{platform}/resume", Want: 404},
+		}},
+	{Method: "DELETE", Path: mxA + "/agents/{id}", Setup: mxPlatformAgent,
+		Cases: []mxBad{
+			{Name: "no such runner", Path: mxA + "/agents/agt_nope", Want: 404},
+			{Name: "a platform agent", Path: mxA + "/agents/{platform}", Want: 404},
+		}},
 	{Method: "POST", Path: mxA + "/invitations", JSON: true,
 		Valid: map[string]any{"email": "fine@example.com", "role": "developer"},
 		Setup: func(w *mxWorld, v map[string]string) {
@@ -965,6 +995,15 @@ var mxBadWorkspaceEndpoints = []mxBadEndpoint{
 			mxBad{Name: "without the WebSocket upgrade", Path: "/api/v1/workspaces/{id}/ssh", Want: 400},
 			mxBad{Name: "a reader, without the upgrade", As: "reporter", Path: "/api/v1/workspaces/{id}/ssh", Want: 403},
 			mxBad{Name: "another team, without the upgrade", As: "outsider", Path: "/api/v1/workspaces/{id}/ssh", Want: 404})},
+}
+
+// mxPlatformAgent names the world's platform agent in {platform}: no team's runner.
+func mxPlatformAgent(w *mxWorld, v map[string]string) {
+	a, err := w.app.Scheduler.AgentByToken(w.ctx, w.agentToken)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	v["platform"] = a.ID
 }
 
 // mxSecretRepoVars makes a fresh secret repository of A with env.yml, named in {repo}.

@@ -47,6 +47,10 @@ type Config struct {
 	LeaseTTL          time.Duration
 	SchedulerTick     time.Duration
 	TeamCaps          string // "class=cap,…"
+	// TeamRunnerCNBTags are the cnb: tags team runners may serve for their own team
+	// (comma-separated); TeamRunnerWait how long a team-tag pipeline waits for a runner.
+	TeamRunnerCNBTags string
+	TeamRunnerWait    time.Duration
 	Timezone          string
 	TrustedProxies    string
 	// InternalURL is where the other replicas reach this one, for agent tunnels (package
@@ -131,7 +135,7 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.String(&c.DefaultBuildImage, "default-build-image", "NIMBUS_DEFAULT_BUILD_IMAGE", "cnbcool/default-build-env", "image of pipelines whose .cnb.yml names none (written into their plans)")
 	s.Duration(&c.FreezeInterval, "billing-freeze-interval", "NIMBUS_BILLING_FREEZE_INTERVAL", 5*time.Minute, "how much run time is frozen ahead (and how often the next window is frozen)")
 	s.Int(&c.FreezeLead, "billing-freeze-lead", "NIMBUS_BILLING_FREEZE_LEAD", 20, "how early the next window is frozen, in percent of the freeze interval (0–99), so a pipeline its team can no longer pay for is stopped before the unpaid window starts")
-	s.String(&c.BillingPrices, "billing-prices", "NIMBUS_BILLING_PRICES", "", "price per core-hour by runner class, e.g. cnb:arch:amd64=0.125,cnb:arch:amd64:gpu=0.5 (over those defaults)")
+	s.String(&c.BillingPrices, "billing-prices", "NIMBUS_BILLING_PRICES", "", "price per core-hour by runner class, e.g. cnb:arch:amd64=0.125,cnb:arch:amd64:gpu=0.5 (over those defaults); time on a team's own runners is class team:<tag>, free unless priced here (team:seele-macbook=0.01)")
 	s.String(&c.FreeCPUCoreHours, "billing-free-cpu-core-hours", "NIMBUS_BILLING_FREE_CPU_CORE_HOURS", "160", "free CPU core-hours per team per calendar month, decimals allowed (never for GPU classes)")
 	s.String(&c.FreeWorkspaceCPUCoreHours, "billing-free-workspace-cpu-core-hours", "NIMBUS_BILLING_FREE_WORKSPACE_CPU_CORE_HOURS", "1600", "free CPU core-hours of cloud development workspaces per team per calendar month, apart from builds', decimals allowed (never for GPU classes)")
 	s.String(&c.Currency, "billing-currency", "NIMBUS_BILLING_CURRENCY", "CNY", "currency of balances, prices and top-ups")
@@ -165,6 +169,8 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.Duration(&c.LeaseTTL, "lease-ttl", "NIMBUS_LEASE_TTL", 30*time.Second, "how long a pipeline lease lives without a renew from its agent; agents renew every third of it, and a lost agent's pipeline fails after it (at least 3s)")
 	s.Duration(&c.SchedulerTick, "scheduler-tick", "NIMBUS_SCHEDULER_TICK", 5*time.Second, "how often the reaper, the reconciler and cron run (on the leader replica)")
 	s.String(&c.TeamCaps, "team-concurrency", "NIMBUS_TEAM_CONCURRENCY", "", "per-team cap of running pipelines per runner class, e.g. cnb:arch:amd64:gpu=2,cnb:arch:amd64=20; empty = no caps")
+	s.String(&c.TeamRunnerCNBTags, "team-runner-cnb-tags", "NIMBUS_TEAM_RUNNER_CNB_TAGS", "", "cnb: tags a team's own runners may serve, for that team only (comma-separated, e.g. cnb:arch:amd64:gpu); empty = team runners serve only their own tags outside cnb:")
+	s.Duration(&c.TeamRunnerWait, "team-runner-wait", "NIMBUS_TEAM_RUNNER_WAIT", 24*time.Hour, "how long a pipeline of a team runner's tag waits while no runner of its team serves the tag, before it fails (0 = forever)")
 	s.String(&c.Timezone, "timezone", "NIMBUS_TIMEZONE", "Asia/Shanghai", "time zone of cron schedules (IANA name, or UTC+8 style fixed offsets)")
 	s.String(&c.TrustedProxies, "trusted-proxies", "NIMBUS_TRUSTED_PROXIES", "", "comma-separated IPs or CIDRs of reverse proxies whose X-Forwarded-For is believed; empty = none")
 	s.Duration(&c.ReadyTimeout, "ready-timeout", "NIMBUS_READY_TIMEOUT", 2*time.Second, "how long /readyz waits for the database and Redis")

@@ -12,6 +12,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/org"
 )
 
 // The agent routes decode with api.BindLenient: agents are upgraded apart from the server, so
@@ -25,14 +26,15 @@ const MaxLogChunk = 4 << 20
 // user middleware) and the platform admins' list of agents.
 type Handler struct {
 	svc      *Service
+	orgs     *org.Service
 	log      *slog.Logger
 	draining func() <-chan struct{}
 }
 
 // NewHandler returns the scheduler's HTTP handler; draining is the server's shutdown signal,
-// which releases long-polls at once.
-func NewHandler(svc *Service, draining func() <-chan struct{}, log *slog.Logger) *Handler {
-	return &Handler{svc: svc, log: log, draining: draining}
+// which releases long-polls at once. orgs authorizes the team runner routes.
+func NewHandler(svc *Service, orgs *org.Service, draining func() <-chan struct{}, log *slog.Logger) *Handler {
+	return &Handler{svc: svc, orgs: orgs, log: log, draining: draining}
 }
 
 // Routes implements server.Module.
@@ -54,7 +56,98 @@ func (h *Handler) Routes(root *gin.Engine, v1 *gin.RouterGroup) {
 	agentAPI.POST("/control", h.authAgent, h.control)
 	agentAPI.POST("/deregister", h.authAgent, h.deregister)
 
-	api.NewRoutes(v1, h.log).GET("/admin/agents", h.listAgents)
+	rs := api.NewRoutes(v1, h.log)
+	rs.GET("/admin/agents", h.listAgents)
+	// Team runners (teams.go): members see them; admins register, pause, resume and revoke.
+	rs.GET("/orgs/:org/agents", h.teamAgents)
+	rs.POST("/orgs/:org/agents/:id/pause", h.pauseAgent(true))
+	rs.POST("/orgs/:org/agents/:id/resume", h.pauseAgent(false))
+	rs.DELETE("/orgs/:org/agents/:id", h.revokeAgent)
+	rs.GET("/orgs/:org/runner-tokens", h.runnerTokens)
+	rs.POST("/orgs/:org/runner-tokens", h.createRunnerToken)
+	rs.DELETE("/orgs/:org/runner-tokens/:id", h.deleteRunnerToken)
+}
+
+func (h *Handler) teamAgents(c *gin.Context) error {
+	o, _, err := org.Load(c, h.orgs, org.NeedMember, false)
+	if err != nil {
+		return err
+	}
+	list, err := h.svc.TeamAgents(c.Request.Context(), o.ID)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, api.List[AgentInfo]{Items: list})
+}
+
+func (h *Handler) pauseAgent(paused bool) api.HandlerFunc {
+	return func(c *gin.Context) error {
+		o, _, err := org.Load(c, h.orgs, org.NeedAdmin, true)
+		if err != nil {
+			return err
+		}
+		a, err := h.svc.PauseAgent(c.Request.Context(), o.ID, c.Param("id"), paused)
+		if err != nil {
+			return err
+		}
+		return api.JSON(c, http.StatusOK, a)
+	}
+}
+
+func (h *Handler) revokeAgent(c *gin.Context) error {
+	o, _, err := org.Load(c, h.orgs, org.NeedAdmin, true)
+	if err != nil {
+		return err
+	}
+	if err := h.svc.RevokeAgent(c.Request.Context(), o.ID, c.Param("id")); err != nil {
+		return err
+	}
+	return api.NoContent(c)
+}
+
+func (h *Handler) runnerTokens(c *gin.Context) error {
+	o, _, err := org.Load(c, h.orgs, org.NeedAdmin, false)
+	if err != nil {
+		return err
+	}
+	list, err := h.svc.RunnerTokens(c.Request.Context(), o.ID)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, api.List[RunnerTokenInfo]{Items: list})
+}
+
+func (h *Handler) createRunnerToken(c *gin.Context) error {
+	o, _, err := org.Load(c, h.orgs, org.NeedAdmin, true)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	t, err := h.svc.CreateRunnerToken(c.Request.Context(), o.ID, auth.From(c).User.ID, req.Name)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusCreated, t)
+}
+
+func (h *Handler) deleteRunnerToken(c *gin.Context) error {
+	o, _, err := org.Load(c, h.orgs, org.NeedAdmin, true)
+	if err != nil {
+		return err
+	}
+	id, ok := parseID(c.Param("id"))
+	if !ok {
+		return api.NotFound("runner token %q not found", c.Param("id"))
+	}
+	if err := h.svc.DeleteRunnerToken(c.Request.Context(), o.ID, id); err != nil {
+		return err
+	}
+	return api.NoContent(c)
 }
 
 // listAgents lists every agent for platform admins: online or not, tags, capacity, what it runs

@@ -34,6 +34,7 @@ export const routes: RouteObject[] = [
       { path: '/admin/agents', element: page(() => import('./pages/Agents')) },
       { path: '/orgs/:org', element: page(() => import('./pages/Team')) },
       { path: '/orgs/:org/members', element: page(() => import('./pages/Members')) },
+      { path: '/orgs/:org/agents', element: page(() => import('./pages/TeamAgents')) },
       { path: '/orgs/:org/billing', element: page(() => import('./pages/Billing')) },
       { path: '/orgs/:org/workspaces', element: page(() => import('./pages/Workspaces')) },
       { path: '/:org', element: <OrgRedirect /> },

@@ -191,7 +191,7 @@ func (pn *planner) runner(pl *pipelineDecl, sc *scope) protocol.Runner {
 	r := class.runner(tags, pl.cpus, cpus, pl.namespace)
 	if IsTeamTag(class.Tags[0], classes.list) {
 		r.Team = true
-		pn.d.infoHint(pos, "a team admin registers one on the team's Agents page (nimbus-agent --registration-token <team token> --tags "+class.Tags[0]+")",
+		pn.d.infoHint(pos, "a team admin registers one on the team's Agents page (nimbus-agent --token <team runner token> --tags "+class.Tags[0]+")",
 			"runner tag %q names a team runner: this pipeline runs only on an agent your team registered with that tag", class.Tags[0])
 	}
 	return r

@@ -86,11 +86,12 @@ export function Layout() {
               </NavLink>
               {role && WRITE_ROLES.has(role) && <NavLink to={`${teamBase}/workspaces`}>Workspaces</NavLink>}
               <NavLink to={`${teamBase}/members`}>Members</NavLink>
+              <NavLink to={`${teamBase}/agents`}>Agents</NavLink>
               {role && BILLING_ROLES.has(role) && <NavLink to={`${teamBase}/billing`}>Billing</NavLink>}
             </>
           )}
           <NavLink to="/settings/tokens">Tokens</NavLink>
-          {user.data.is_admin && <NavLink to="/admin/agents">Agents</NavLink>}
+          {user.data.is_admin && <NavLink to="/admin/agents">All agents</NavLink>}
         </nav>
         <div className="me">
           <span className="muted" data-testid="username">

@@ -276,6 +276,105 @@ export interface paths {
       };
     };
   };
+  "/orgs/{org}/agents": {
+    /**
+     * The team's own runners
+     * @description The agents registered with one of the team's runner tokens, oldest first: online or
+     * not, paused or not, the tags they serve, cores, GPUs, the running pipelines they hold and
+     * when they were last heard from. Platform agents are never listed. Any member; token scope
+     * `repo:read`.
+     */
+    get: operations["listTeamAgents"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+      };
+    };
+  };
+  "/orgs/{org}/agents/{id}": {
+    /**
+     * Revoke one of the team's runners
+     * @description Deletes the runner: its agent token is refused from its next call on, and pipelines it
+     * still runs fail `agent_lost` when their leases expire. To run it again, register it with a
+     * runner token. Role `admin` or `owner`; token scope `org:write`. Another team's runner or
+     * a platform agent is a 404.
+     */
+    delete: operations["revokeTeamAgent"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        id: components["parameters"]["AgentID"];
+      };
+    };
+  };
+  "/orgs/{org}/agents/{id}/pause": {
+    /**
+     * Pause one of the team's runners
+     * @description The runner takes no new pipelines (those it runs go on) until it is resumed; waiting
+     * pipelines say that every runner of the tag is paused. Repeating it is harmless. Role
+     * `admin` or `owner`; token scope `org:write`. Another team's runner or a platform agent is
+     * a 404.
+     */
+    post: operations["pauseTeamAgent"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        id: components["parameters"]["AgentID"];
+      };
+    };
+  };
+  "/orgs/{org}/agents/{id}/resume": {
+    /**
+     * Resume a paused runner of the team
+     * @description The runner takes pipelines again from its next poll. Repeating it is harmless. Role
+     * `admin` or `owner`; token scope `org:write`. Another team's runner or a platform agent is
+     * a 404.
+     */
+    post: operations["resumeTeamAgent"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        id: components["parameters"]["AgentID"];
+      };
+    };
+  };
+  "/orgs/{org}/runner-tokens": {
+    /**
+     * The team's runner registration tokens
+     * @description Oldest first, without the secrets (those are shown once, when made). Role `admin` or
+     * `owner`; token scope `repo:read`.
+     */
+    get: operations["listRunnerTokens"];
+    /**
+     * Make a runner registration token for the team
+     * @description An agent started with it (`nimbus-agent --registration-token nbr_… --tags <tag>`) is
+     * one of the team's runners: it serves only the team's pipelines, with its tags outside
+     * the `cnb:` namespace and the `cnb:` tags the operator lets team runners serve
+     * (`NIMBUS_TEAM_RUNNER_CNB_TAGS`). The token is in this answer only. A name of 1–100
+     * characters is required (422). Role `admin` or `owner`; token scope `org:write`.
+     */
+    post: operations["createRunnerToken"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+      };
+    };
+  };
+  "/orgs/{org}/runner-tokens/{id}": {
+    /**
+     * Delete a runner token
+     * @description It registers no runner from now on; runners registered with it keep running (revoke
+     * them one by one). Role `admin` or `owner`; token scope `org:write`. An unknown id, or one
+     * of another team, is a 404.
+     */
+    delete: operations["deleteRunnerToken"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        id: components["parameters"]["ID"];
+      };
+    };
+  };
   "/orgs/{org}/repos": {
     /**
      * The organization's repos
@@ -3370,6 +3469,13 @@ export interface components {
       concurrency: number;
       /** @description Heard from within two poll timeouts and a heartbeat interval. */
       online: boolean;
+      /** @description A team admin paused the runner; it takes no new pipelines. */
+      paused: boolean;
+      /**
+       * Format: int64
+       * @description The team of a team runner; absent for the platform's agents.
+       */
+      team_id?: number;
       /**
        * Format: date-time
        * @description Its last poll or lease call (written at most every few seconds).
@@ -3394,6 +3500,25 @@ export interface components {
     };
     AgentList: {
       items: components["schemas"]["AgentInfo"][];
+      next_cursor?: components["schemas"]["NextCursor"];
+    };
+    /** @description A team's runner registration token; `token` only in the answer that makes it. */
+    RunnerToken: {
+      /** Format: int64 */
+      id: number;
+      name: string;
+      /** @description `nbr_…`, shown once. */
+      token?: string;
+      /** Format: date-time */
+      created_at: string;
+      /**
+       * Format: date-time
+       * @description When a runner last registered with it.
+       */
+      last_used_at: string | null;
+    };
+    RunnerTokenList: {
+      items: components["schemas"]["RunnerToken"][];
       next_cursor?: components["schemas"]["NextCursor"];
     };
     /** @description A Stripe event as Stripe sends it (only `id`, `type` and `data.object` are read). */
@@ -3544,6 +3669,8 @@ export interface components {
     Username: string;
     /** @description The numeric id. A non-numeric id is a 404. */
     ID: number;
+    /** @description The agent's id (`agt_…`). */
+    AgentID: string;
     /** @description The job's id (`Job.id` in a build); not a positive integer is a 404. */
     JobID: number;
     /** @description The build's number in its repo (1, 2, …). */
@@ -4319,6 +4446,195 @@ export interface operations {
     };
     responses: {
       /** @description Withdrawn. */
+      204: {
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The team's own runners
+   * @description The agents registered with one of the team's runner tokens, oldest first: online or
+   * not, paused or not, the tags they serve, cores, GPUs, the running pipelines they hold and
+   * when they were last heard from. Platform agents are never listed. Any member; token scope
+   * `repo:read`.
+   */
+  listTeamAgents: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+      };
+    };
+    responses: {
+      /** @description The team's runners. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AgentList"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Revoke one of the team's runners
+   * @description Deletes the runner: its agent token is refused from its next call on, and pipelines it
+   * still runs fail `agent_lost` when their leases expire. To run it again, register it with a
+   * runner token. Role `admin` or `owner`; token scope `org:write`. Another team's runner or
+   * a platform agent is a 404.
+   */
+  revokeTeamAgent: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        id: components["parameters"]["AgentID"];
+      };
+    };
+    responses: {
+      /** @description Revoked. */
+      204: {
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Pause one of the team's runners
+   * @description The runner takes no new pipelines (those it runs go on) until it is resumed; waiting
+   * pipelines say that every runner of the tag is paused. Repeating it is harmless. Role
+   * `admin` or `owner`; token scope `org:write`. Another team's runner or a platform agent is
+   * a 404.
+   */
+  pauseTeamAgent: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        id: components["parameters"]["AgentID"];
+      };
+    };
+    responses: {
+      /** @description The runner, paused. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AgentInfo"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Resume a paused runner of the team
+   * @description The runner takes pipelines again from its next poll. Repeating it is harmless. Role
+   * `admin` or `owner`; token scope `org:write`. Another team's runner or a platform agent is
+   * a 404.
+   */
+  resumeTeamAgent: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        id: components["parameters"]["AgentID"];
+      };
+    };
+    responses: {
+      /** @description The runner, resumed. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AgentInfo"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The team's runner registration tokens
+   * @description Oldest first, without the secrets (those are shown once, when made). Role `admin` or
+   * `owner`; token scope `repo:read`.
+   */
+  listRunnerTokens: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+      };
+    };
+    responses: {
+      /** @description The tokens. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["RunnerTokenList"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Make a runner registration token for the team
+   * @description An agent started with it (`nimbus-agent --registration-token nbr_… --tags <tag>`) is
+   * one of the team's runners: it serves only the team's pipelines, with its tags outside
+   * the `cnb:` namespace and the `cnb:` tags the operator lets team runners serve
+   * (`NIMBUS_TEAM_RUNNER_CNB_TAGS`). The token is in this answer only. A name of 1–100
+   * characters is required (422). Role `admin` or `owner`; token scope `org:write`.
+   */
+  createRunnerToken: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          name: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The token, with its secret. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["RunnerToken"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Delete a runner token
+   * @description It registers no runner from now on; runners registered with it keep running (revoke
+   * them one by one). Role `admin` or `owner`; token scope `org:write`. An unknown id, or one
+   * of another team, is a 404.
+   */
+  deleteRunnerToken: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        id: components["parameters"]["ID"];
+      };
+    };
+    responses: {
+      /** @description Deleted. */
       204: {
         content: never;
       };

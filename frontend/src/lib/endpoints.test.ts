@@ -82,6 +82,12 @@ describe('endpoints', () => {
       [() => e.billing.notifications('ml'), 'GET', '/api/v1/orgs/ml/billing/notifications?limit=10'],
       [() => e.billing.topup('ml', { amount: '10' }), 'POST', '/api/v1/orgs/ml/billing/topups', { amount: '10' }],
       [() => e.admin.agents(), 'GET', '/api/v1/admin/agents?limit=100'],
+      [() => e.orgs.agents.list('ml'), 'GET', '/api/v1/orgs/ml/agents?limit=100'],
+      [() => e.orgs.agents.pause('ml', 'agt_1'), 'POST', '/api/v1/orgs/ml/agents/agt_1/pause'],
+      [() => e.orgs.agents.resume('ml', 'agt_1'), 'POST', '/api/v1/orgs/ml/agents/agt_1/resume'],
+      [() => e.orgs.agents.revoke('ml', 'agt_1'), 'DELETE', '/api/v1/orgs/ml/agents/agt_1'],
+      [() => e.orgs.runnerTokens.create('ml', { name: 'boxes' }), 'POST', '/api/v1/orgs/ml/runner-tokens', { name: 'boxes' }],
+      [() => e.orgs.runnerTokens.remove('ml', 7), 'DELETE', '/api/v1/orgs/ml/runner-tokens/7'],
     ]
     for (const [run, method, url, body] of cases) expect(await one(run())).toEqual([method, url, body])
   })

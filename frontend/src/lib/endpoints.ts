@@ -126,6 +126,17 @@ export const endpoints = {
       setRole: (org: string, username: string, body: RequestBody<'/orgs/{org}/members/{username}', 'put'>) => call('put', '/orgs/{org}/members/{username}', { org, username }, body),
       remove: (org: string, username: string) => call('delete', '/orgs/{org}/members/{username}', { org, username }),
     },
+    agents: {
+      list: (org: string) => all('/orgs/{org}/agents', { org }),
+      pause: (org: string, id: string) => call('post', '/orgs/{org}/agents/{id}/pause', { org, id }),
+      resume: (org: string, id: string) => call('post', '/orgs/{org}/agents/{id}/resume', { org, id }),
+      revoke: (org: string, id: string) => call('delete', '/orgs/{org}/agents/{id}', { org, id }),
+    },
+    runnerTokens: {
+      list: (org: string) => all('/orgs/{org}/runner-tokens', { org }),
+      create: (org: string, body: RequestBody<'/orgs/{org}/runner-tokens', 'post'>) => call('post', '/orgs/{org}/runner-tokens', { org }, body),
+      remove: (org: string, id: number) => call('delete', '/orgs/{org}/runner-tokens/{id}', { org, id }),
+    },
     invitations: {
       list: (org: string) => all('/orgs/{org}/invitations', { org }),
       create: (org: string, body: RequestBody<'/orgs/{org}/invitations', 'post'>) => call('post', '/orgs/{org}/invitations', { org }, body),

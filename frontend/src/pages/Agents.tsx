@@ -12,7 +12,7 @@ export default function Agents() {
   if (!user.data?.is_admin)
     return (
       <section>
-        <h1>Agents</h1>
+        <h1>All agents</h1>
         <p className="error" role="alert">
           Only platform admins see the agents.
         </p>
@@ -20,7 +20,7 @@ export default function Agents() {
     )
   return (
     <section>
-      <h1>Agents</h1>
+      <h1>All agents</h1>
       <QueryView q={q} what="Loading agents">
         {(list) =>
           list.length === 0 ? (

@@ -1,0 +1,171 @@
+import { useState, type FormEvent } from 'react'
+import { Link, useParams } from 'react-router'
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
+import { seg } from '../lib/api'
+import { endpoints } from '../lib/endpoints'
+import { useRole } from '../components/Layout'
+import { CopyField, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
+import { ago } from '../lib/format'
+
+// The team's own runners (bring your own hosts): who is online, what it serves and runs, and
+// for admins the registration tokens and pause / resume / revoke.
+export default function TeamAgents() {
+  const { org = '' } = useParams()
+  const qc = useQueryClient()
+  const role = useRole(org)
+  const manager = role === 'admin' || role === 'owner'
+  const agents = useQuery({ queryKey: ['team-agents', org], queryFn: () => endpoints.orgs.agents.list(org), refetchInterval: 5000 })
+  const tokens = useQuery({ queryKey: ['runner-tokens', org], queryFn: () => endpoints.orgs.runnerTokens.list(org), enabled: manager })
+  const refresh = () => {
+    qc.invalidateQueries({ queryKey: ['team-agents', org] })
+    qc.invalidateQueries({ queryKey: ['runner-tokens', org] })
+  }
+  const pause = useMutation({
+    mutationFn: ({ id, paused }: { id: string; paused: boolean }) => (paused ? endpoints.orgs.agents.pause(org, id) : endpoints.orgs.agents.resume(org, id)),
+    onSettled: refresh,
+  })
+  const revoke = useMutation({ mutationFn: (id: string) => endpoints.orgs.agents.revoke(org, id), onSettled: refresh })
+  const removeToken = useMutation({ mutationFn: (id: number) => endpoints.orgs.runnerTokens.remove(org, id), onSettled: refresh })
+  const [name, setName] = useState('')
+  const create = useMutation({
+    mutationFn: () => endpoints.orgs.runnerTokens.create(org, { name }),
+    onSuccess: () => {
+      setName('')
+      refresh()
+    },
+  })
+  const submit = (e: FormEvent) => {
+    e.preventDefault()
+    create.mutate()
+  }
+  const server = window.location.origin
+  return (
+    <section>
+      <h1>Agents of {org}</h1>
+      <p className="muted">
+        Your team's own machines. A pipeline whose <code>runner.tags</code> names a tag outside <code>cnb:</code> (for example <code>seele-macbook</code>) runs only
+        on a runner of this team with that tag; time on them is recorded in the usage and costs nothing unless the installation prices it.
+      </p>
+      <FormError error={pause.error ?? revoke.error ?? removeToken.error} />
+      <QueryView q={agents} what="Loading runners">
+        {(list) =>
+          list.length === 0 ? (
+            <Empty>No runner yet. {manager ? 'Make a registration token below and start nimbus-agent with it.' : 'A team admin registers one.'}</Empty>
+          ) : (
+            <div className="tablewrap">
+              <table aria-label="Team runners">
+                <thead>
+                  <tr>
+                    <th scope="col">Runner</th>
+                    <th scope="col">State</th>
+                    <th scope="col">Tags</th>
+                    <th scope="col">Capacity</th>
+                    <th scope="col">Running</th>
+                    <th scope="col">Last seen</th>
+                    {manager && <th scope="col">Actions</th>}
+                  </tr>
+                </thead>
+                <tbody>
+                  {list.map((a) => (
+                    <tr key={a.id} data-agent={a.name}>
+                      <td>
+                        <strong>{a.name || a.id}</strong>
+                        <br />
+                        <span className="muted">
+                          {a.id} {a.version && `· ${a.version}`}
+                        </span>
+                      </td>
+                      <td data-testid="agent-state">
+                        <span className={`badge ${a.online ? 's-success' : 's-cancelled'}`}>{a.online ? '● online' : '○ offline'}</span>
+                        {a.paused && <span className="badge s-queued">paused</span>}
+                      </td>
+                      <td>
+                        {a.tags.map((t) => (
+                          <span key={t} className="tag">
+                            {t}
+                          </span>
+                        ))}
+                      </td>
+                      <td>
+                        {a.free_cpus}/{a.cpus} cores free
+                        {a.gpus.length > 0 && `, ${a.free_gpus}/${a.gpus.length} GPUs (${a.gpus[0].name})`}
+                      </td>
+                      <td>
+                        {a.pipelines.length === 0 ? (
+                          <span className="muted">idle</span>
+                        ) : (
+                          <ul className="plain">
+                            {a.pipelines.map((p) => (
+                              <li key={p.id}>
+                                <Link to={`/${seg(p.org)}/${seg(p.repo)}/builds/${p.build_number}`}>
+                                  {p.repo} #{p.build_number}
+                                </Link>{' '}
+                                {p.name}
+                              </li>
+                            ))}
+                          </ul>
+                        )}
+                      </td>
+                      <td>{ago(a.last_seen_at)}</td>
+                      {manager && (
+                        <td>
+                          <button type="button" className="secondary small" onClick={() => pause.mutate({ id: a.id, paused: !a.paused })}>
+                            {a.paused ? 'Resume' : 'Pause'}
+                          </button>{' '}
+                          <button type="button" className="danger small" onClick={() => confirm(`Revoke ${a.name || a.id}? It stops taking work at once.`) && revoke.mutate(a.id)}>
+                            Revoke
+                          </button>
+                        </td>
+                      )}
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )
+        }
+      </QueryView>
+      {manager && (
+        <>
+          <h2>Registration tokens</h2>
+          {create.data?.token && (
+            <Notice kind="success">
+              <strong>Token “{create.data.name}” created.</strong> Copy it now: it is shown only once. Start a runner with it:
+              <CopyField value={create.data.token} label="Runner token" />
+              <CopyField value={`nimbus-agent --server ${server} --token ${create.data.token} --tags my-tag`} label="Start a runner" />
+            </Notice>
+          )}
+          <form onSubmit={submit} className="card">
+            <Field label="Token name" hint="Say which machines register with it, e.g. “GPU boxes in the lab”.">
+              {(id, d) => <input id={id} required maxLength={100} value={name} onChange={(e) => setName(e.target.value)} aria-describedby={d} />}
+            </Field>
+            <FormError error={create.error} />
+            <button type="submit" disabled={create.isPending}>
+              {create.isPending ? 'Creating…' : 'Create registration token'}
+            </button>
+          </form>
+          <QueryView q={tokens} what="Loading tokens">
+            {(list) =>
+              list.length === 0 ? (
+                <Empty>No registration token.</Empty>
+              ) : (
+                <ul className="list">
+                  {list.map((t) => (
+                    <li key={t.id} className="row">
+                      <span>
+                        <strong>{t.name}</strong> <span className="muted">— {t.last_used_at ? `last used ${ago(t.last_used_at)}` : 'never used'}</span>
+                      </span>
+                      <button type="button" className="secondary small" onClick={() => confirm(`Delete “${t.name}”? Runners registered with it keep running.`) && removeToken.mutate(t.id)}>
+                        Delete
+                      </button>
+                    </li>
+                  ))}
+                </ul>
+              )
+            }
+          </QueryView>
+        </>
+      )}
+    </section>
+  )
+}

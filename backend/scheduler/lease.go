@@ -33,7 +33,10 @@ var ErrLeaseLost = build.ErrLeaseLost
 // (HandOver after the first cold agent left it), and takes it if the warm agent did not.
 func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, draining <-chan struct{}) (*protocol.Lease, error) {
 	s.seen(ctx, a, req.FreeCPUs, len(req.FreeGPUs))
-	if len(req.Running) >= a.Concurrency || req.FreeCPUs < 1 || a.PausedAt != nil {
+	if a.PausedAt != nil {
+		return s.idle(ctx, draining, s.in.wake.wait(handOverKey(a.ID))) // a resume wakes it
+	}
+	if len(req.Running) >= a.Concurrency || req.FreeCPUs < 1 {
 		return s.idle(ctx, draining, nil)
 	}
 	classes := s.agentClasses(a)
@@ -60,6 +63,10 @@ func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, 
 		}
 		if len(who.Caches) > 0 {
 			waits = append(waits, s.in.wake.wait(handOverKey(a.ID))) // only warm agents get hand-overs
+		}
+		if a.isTeam() && s.pausedNow(ctx, a) {
+			// Paused while this poll waited (the pause may be on another replica).
+			return s.idle(ctx, draining, s.in.wake.wait(handOverKey(a.ID)))
 		}
 		lease, handedOver, recheckIn, err := s.tryDispatch(ctx, a, classes, who, capacity, req)
 		s.in.handOver(ctx, handedOver)
@@ -124,12 +131,14 @@ func (s *Service) stopWaiting(ctx context.Context, classes []string, who Poller)
 	}
 }
 
-// idle holds a poll that cannot take work until the timeout, so a busy agent does not spin.
-func (s *Service) idle(ctx context.Context, draining <-chan struct{}, _ any) (*protocol.Lease, error) {
+// idle holds a poll that cannot take work until the timeout, so a busy agent does not spin;
+// woke (nil: never) ends it early, as a resume does for a paused runner.
+func (s *Service) idle(ctx context.Context, draining <-chan struct{}, woke <-chan struct{}) (*protocol.Lease, error) {
 	t := time.NewTimer(s.cfg.PollTimeout)
 	defer t.Stop()
 	select {
 	case <-t.C:
+	case <-woke:
 	case <-draining:
 	case <-ctx.Done():
 	}

@@ -202,11 +202,9 @@ func (s *Service) PauseAgent(ctx context.Context, orgID int64, id string, paused
 		return AgentInfo{}, err
 	}
 	if !paused {
-		// It may take work at once: wake its classes' long-polls (they re-read nothing, but a
-		// poll that began paused returns and the agent polls again within its timeout).
-		for _, c := range s.agentClasses(a) {
-			s.in.notify(ctx, c)
-		}
+		// A poll held while it was paused returns at once (here, or on the replica holding it,
+		// through the work channel), and the agent polls again.
+		s.in.handOver(ctx, []string{a.ID})
 	}
 	return list[0], nil
 }
@@ -222,6 +220,14 @@ func (s *Service) RevokeAgent(ctx context.Context, orgID int64, id string) error
 	}
 	s.log.InfoContext(ctx, "team runner revoked", "agent", a.ID, "org", orgID)
 	return nil
+}
+
+// pausedNow re-reads whether a team runner is paused (or revoked) before a dispatch: a long-poll
+// began before the pause holds the agent as it was then.
+func (s *Service) pausedNow(ctx context.Context, a *Agent) bool {
+	var now Agent
+	err := s.db.WithContext(ctx).Select("paused_at").Where("id = ?", a.ID).Take(&now).Error
+	return err != nil || now.PausedAt != nil
 }
 
 // noTeamRunner is the reason a team-tag pipeline waits, and fails with after TeamRunnerWait.

@@ -90,6 +90,7 @@ bench:
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkAgentLatency$$' -benchtime=1x -v ./e2e
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkDockerBuildCacheHit$$' -benchtime=1x -v ./e2e
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkVolumeCache$$' -benchtime=1x ./e2e
+	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkGPUHandOver$$' -benchtime=1x -v ./e2e
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkRegistry1GiB$$' -benchtime=1x ./e2e
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkWorkspace$$' -benchtime=1x -v ./e2e
 

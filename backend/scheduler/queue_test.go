@@ -237,3 +237,79 @@ func TestFairnessProperty(t *testing.T) {
 		}
 	})
 }
+
+// Property: GPU slots are shared as fairly as cores. A four-GPU host frees and takes slots in
+// any order while up to five teams queue GPU pipelines (16 cores, 1 GPU each): a dispatch with a
+// free GPU always gives one when a pipeline waits, never with none free, FIFO within each team,
+// and a waiting team waits for at most one grant to each other team.
+func TestGPUSlotFairnessProperty(t *testing.T) {
+	rdb := redisFor(t)
+	rapid.Check(t, func(rt *rapid.T) {
+		q := NewQueue(rdb)
+		class := freshClass(t)
+		now := time.Now()
+		const gpus = 4
+		var next int64 = 1
+		running := 0
+		waiting := map[int64][]int64{}
+		sinceServed := map[int64]int{}
+		steps := rapid.IntRange(1, 200).Draw(rt, "steps")
+		for i := 0; i < steps; i++ {
+			switch rapid.IntRange(0, 2).Draw(rt, "step") {
+			case 0:
+				org := rapid.Int64Range(1, 5).Draw(rt, "org")
+				if len(waiting[org]) == 0 {
+					sinceServed[org] = 0
+				}
+				if ok, err := q.Enqueue(context.Background(), Entry{PipelineID: next, OrgID: org, Class: class, CPUs: 16, GPUs: 1, Enqueued: now}); err != nil || !ok {
+					rt.Fatalf("enqueue: %v %v", ok, err)
+				}
+				waiting[org] = append(waiting[org], next)
+				next++
+				continue
+			case 1:
+				if running > 0 {
+					running-- // a GPU pipeline ended: its GPU is free
+				}
+				continue
+			}
+			free := gpus - running
+			c := Capacity{FreeCPUs: 16 * free, TotalCPUs: 16 * gpus, FreeGPUs: free, TotalGPUs: gpus}
+			d, err := q.Dispatch(context.Background(), class, Poller{}, c, Rules{Depth: 3, StarveAfter: time.Hour}, now)
+			queued := 0
+			for _, w := range waiting {
+				queued += len(w)
+			}
+			if errors.Is(err, ErrEmpty) {
+				if free > 0 && queued > 0 {
+					rt.Fatalf("%d GPUs free and %d pipelines waiting, but nothing was dispatched", free, queued)
+				}
+				continue
+			}
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if free == 0 {
+				rt.Fatalf("pipeline %d dispatched with no GPU free", d.PipelineID)
+			}
+			running++
+			id, org := d.PipelineID, d.OrgID
+			if len(waiting[org]) == 0 || waiting[org][0] != id {
+				rt.Fatalf("team %d got %d, FIFO says %v", org, id, waiting[org])
+			}
+			waiting[org] = waiting[org][1:]
+			for team, w := range waiting {
+				if team == org {
+					sinceServed[team] = 0
+					continue
+				}
+				if len(w) > 0 {
+					sinceServed[team]++
+					if sinceServed[team] > 4 {
+						rt.Fatalf("team %d waited %d GPU grants with 5 teams", team, sinceServed[team])
+					}
+				}
+			}
+		}
+	})
+}

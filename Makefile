@@ -56,8 +56,11 @@ vet:
 	$(GO) vet ./...
 
 # The Hugging Face client of e2e/hf_test.go (@huggingface/hub from npm, like the frontend's).
+# The second run is the scheduler's (queues, Lua dispatch, locks, leader) and redisconn's tests
+# again with the Redis Cluster of e2e/testenv.sh as their Redis.
 go-test: e2e/hfclient/node_modules/.installed
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -race -count=1 -timeout 25m ./...
+	NIMBUS_TEST_REDIS_URL=$$NIMBUS_TEST_REDIS_CLUSTER_URL $(GO) test -race -p 1 -count=1 -timeout 10m ./backend/scheduler ./backend/redisconn
 
 # -fuzzminimizetime bounds how long one new input may be minimised, so the run stays short.
 fuzz:

@@ -139,6 +139,37 @@ PIDS_TO_STOP+=("$(cat "$TMP/redis.pid")")
 export NIMBUS_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 log "Redis on 127.0.0.1:$REDIS_PORT"
 
+# --- Redis Cluster: three masters on loopback (make test runs the scheduler's and the locks'
+# tests on it too). A node's cluster bus is its port + 10000, so both must be free.
+cluster_port() {
+	local p
+	for _ in $(seq 1 100); do
+		p=$(shuf -i 20000-55000 -n 1)
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && ! (exec 3<>"/dev/tcp/127.0.0.1/$((p + 10000))") 2>/dev/null; then
+			echo "$p"; return
+		fi
+	done
+	log "no free cluster port found"; return 1
+}
+CLUSTER_NODES=()
+for i in 1 2 3; do
+	port=$(cluster_port)
+	mkdir -p "$TMP/redis-cluster-$i"
+	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP/redis-cluster-$i" \
+		--cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+		--daemonize yes --pidfile "$TMP/redis-cluster-$i/redis.pid" --logfile "$TMP/redis-cluster-$i/redis.log"
+	wait_for 10 "redis cluster node $i" test -s "$TMP/redis-cluster-$i/redis.pid"
+	PIDS_TO_STOP+=("$(cat "$TMP/redis-cluster-$i/redis.pid")")
+	wait_for 10 "redis cluster node $i" redis-cli -h 127.0.0.1 -p "$port" ping
+	CLUSTER_NODES+=("127.0.0.1:$port")
+done
+redis-cli --cluster create "${CLUSTER_NODES[@]}" --cluster-replicas 0 --cluster-yes >"$TMP/redis-cluster.log" 2>&1 \
+	|| { cat "$TMP/redis-cluster.log" >&2; exit 1; }
+cluster_ok() { for n in "${CLUSTER_NODES[@]}"; do redis-cli -h "${n%:*}" -p "${n#*:}" cluster info | grep -q 'cluster_state:ok' || return 1; done; }
+wait_for 20 "the redis cluster" cluster_ok
+export NIMBUS_TEST_REDIS_CLUSTER_URL="redis+cluster://$(IFS=,; echo "${CLUSTER_NODES[*]}")"
+log "Redis Cluster on ${CLUSTER_NODES[*]}"
+
 # --- Docker ---------------------------------------------------------------------------------
 if [ -n "${DOCKER_HOST:-}" ] && docker info >/dev/null 2>&1; then
 	export NIMBUS_TEST_DOCKER_HOST="$DOCKER_HOST"

@@ -7,6 +7,7 @@ package redisconn
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -31,6 +32,12 @@ func Connect(ctx context.Context, url string) (*Conn, error) {
 		c.embedded = m
 		c.Addr = m.Addr()
 		c.Client = redis.NewClient(&redis.Options{Addr: m.Addr()})
+	} else if cluster, ok := clusterURL(url); ok {
+		opts, err := redis.ParseClusterURL(cluster)
+		if err != nil {
+			return nil, fmt.Errorf("redis: parse NIMBUS_REDIS_URL (cluster): %w", err)
+		}
+		c.Client = redis.NewClusterClient(opts)
 	} else {
 		opts, err := redis.ParseURL(url)
 		if err != nil {
@@ -43,6 +50,55 @@ func Connect(ctx context.Context, url string) (*Conn, error) {
 		return nil, fmt.Errorf("redis: ping: %w", err)
 	}
 	return c, nil
+}
+
+// clusterURL turns a Redis Cluster URL, redis+cluster://[user:pass@]host:port,host:port,…[?opts]
+// (rediss+cluster:// for TLS), into go-redis's form (redis://…@host:port?addr=host:port&…). Any
+// of the nodes is enough to find the others; listing a few survives one being down at start.
+// Every key Nimbus uses in one script or transaction shares a hash tag (the scheduler's {q:…}),
+// so it works on a cluster as on one server.
+func ClusterURL(url string) (string, bool) { return clusterURL(url) }
+
+func clusterURL(url string) (string, bool) {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok || (scheme != "redis+cluster" && scheme != "rediss+cluster") {
+		return "", false
+	}
+	rest, query, _ := strings.Cut(rest, "?")
+	userinfo, hosts := "", rest
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		userinfo, hosts = rest[:at+1], rest[at+1:]
+	}
+	hosts = strings.TrimSuffix(hosts, "/")
+	nodes := strings.Split(hosts, ",")
+	out := strings.TrimSuffix(scheme, "+cluster") + "://" + userinfo + nodes[0]
+	var params []string
+	for _, n := range nodes[1:] {
+		if n = strings.TrimSpace(n); n != "" {
+			params = append(params, "addr="+n)
+		}
+	}
+	if query != "" {
+		params = append(params, query)
+	}
+	if len(params) > 0 {
+		out += "?" + strings.Join(params, "&")
+	}
+	return out, true
+}
+
+// IsCluster says whether the client talks to a Redis Cluster.
+func IsCluster(c redis.UniversalClient) bool {
+	_, ok := c.(*redis.ClusterClient)
+	return ok
+}
+
+// FlushAll empties the Redis behind c, every master of a cluster (tests).
+func FlushAll(ctx context.Context, c redis.UniversalClient) error {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FlushDB(ctx).Err() })
+	}
+	return c.FlushDB(ctx).Err()
 }
 
 // Close closes the client and stops the embedded server, if any.

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"strings"
 	"testing"
 	"time"
@@ -194,7 +195,7 @@ func TestQueueOrderSurvivesRequeueAndRedisRebuild(t *testing.T) {
 			}
 		}
 		// Redis loses everything; the reconciler rebuilds it from the database.
-		f.rdb.FlushDB(ctx)
+		redisconn.FlushAll(ctx, f.rdb)
 		if n, err := f.sched.Reconcile(ctx); err != nil || n != 4 {
 			t.Fatalf("reconcile: %d %v", n, err)
 		}

@@ -13,9 +13,11 @@ import (
 const (
 	EnvPostgres = "NIMBUS_TEST_POSTGRES_URL" // admin URL of a throwaway cluster; tests create their own databases
 	EnvRedis    = "NIMBUS_TEST_REDIS_URL"
-	EnvDocker   = "NIMBUS_TEST_DOCKER_HOST" // unix:///… socket of a Docker engine
-	EnvImage    = "NIMBUS_TEST_IMAGE"       // a busybox image present in that engine
-	EnvStripe   = "NIMBUS_TEST_STRIPE_URL"  // http://127.0.0.1:PORT of stripe-mock
+	// A Redis Cluster of three masters on loopback (redis+cluster://host:port,…).
+	EnvRedisCluster = "NIMBUS_TEST_REDIS_CLUSTER_URL"
+	EnvDocker       = "NIMBUS_TEST_DOCKER_HOST" // unix:///… socket of a Docker engine
+	EnvImage        = "NIMBUS_TEST_IMAGE"       // a busybox image present in that engine
+	EnvStripe       = "NIMBUS_TEST_STRIPE_URL"  // http://127.0.0.1:PORT of stripe-mock
 	// An S3-compatible server (MinIO) on loopback, plain HTTP, with a bucket tests share (each
 	// test keeps to its own key prefix).
 	EnvS3Endpoint  = "NIMBUS_TEST_S3_ENDPOINT" // 127.0.0.1:PORT
@@ -55,6 +57,9 @@ func CI() bool { return os.Getenv("CI") == "true" }
 
 // PostgresURL is the admin URL of the test PostgreSQL cluster.
 func PostgresURL(t testing.TB) string { return Require(t, EnvPostgres, "PostgreSQL") }
+
+// RedisClusterURL is the URL of the test Redis Cluster.
+func RedisClusterURL(t testing.TB) string { return Require(t, EnvRedisCluster, "Redis Cluster") }
 
 // RedisURL is the URL of the test Redis server.
 func RedisURL(t testing.TB) string { return Require(t, EnvRedis, "Redis") }

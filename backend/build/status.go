@@ -19,7 +19,16 @@ func Terminal(status string) bool {
 // running once one runs, and when all are final: failed if one failed, else terminated if one
 // was terminated, else cancelled if one was cancelled, else success (skipped pipelines count as
 // success). It only ever moves a build forward.
+//
+// The build's row is locked first (a no-op UPDATE): two pipelines of one build that end at the
+// same moment, reported to different replicas, would otherwise each read the other as still
+// running and leave the build running forever. The second waits for the first to commit and then
+// reads both final statuses (each statement of a READ COMMITTED transaction sees what committed
+// before it).
 func refreshStatus(tx *gorm.DB, buildID int64, now time.Time) error {
+	if err := tx.Exec("UPDATE builds SET updated_at = updated_at WHERE id = ?", buildID).Error; err != nil {
+		return err
+	}
 	var statuses []string
 	if err := tx.Model(&Pipeline{}).Where("build_id = ?", buildID).Pluck("status", &statuses).Error; err != nil {
 		return err

@@ -221,8 +221,9 @@ func (c *Config) Resolve(builtinAgent string) error {
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		return fmt.Errorf("invalid NIMBUS_DATABASE_URL: only postgres:// URLs are supported (empty = SQLite)")
 	}
-	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
-		return fmt.Errorf("invalid NIMBUS_REDIS_URL: want redis:// or rediss:// (empty = embedded)")
+	if c.RedisURL != "" && !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") &&
+		!strings.HasPrefix(c.RedisURL, "redis+cluster://") && !strings.HasPrefix(c.RedisURL, "rediss+cluster://") {
+		return fmt.Errorf("invalid NIMBUS_REDIS_URL: want redis://, rediss://, or redis+cluster://host:port,host:port,… for a Redis Cluster (empty = embedded)")
 	}
 	switch strings.ToLower(builtinAgent) {
 	case "", "auto":

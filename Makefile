@@ -80,6 +80,7 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench='^BenchmarkCompile$$' -benchmem ./backend/pipeline/spec
 	$(GO) test -run='^$$' -bench='^(BenchmarkDispatch|BenchmarkEnqueueToLease)$$' -benchtime=1x ./backend/scheduler
+	$(GO) test -run='^$$' -bench='^BenchmarkReplicas$$' -benchtime=1x -v ./backend/scheduler
 	$(GO) test -run='^$$' -bench='^BenchmarkAppend$$' -benchtime=20x ./backend/logs
 	$(GO) test -run='^$$' -bench='^BenchmarkTick$$' -benchtime=2x ./backend/billing
 	$(GO) test -run='^$$' -bench='^BenchmarkAgentOverhead$$' -benchtime=5x ./agent/runner

@@ -255,12 +255,13 @@ func (f *fixture) replica(cfg Config, listen bool) *Service {
 		f.t.Cleanup(cancel)
 		go in.listen(ctx)
 		waitFor(f.t, "the replica hears the work channel", func() bool {
-			probe := in.wake.wait("probe")
+			probe := in.wake.queue("probe", "prober")
 			f.rdb.Publish(ctx, workChannel, "probe")
 			select {
-			case <-probe:
+			case <-probe.ch:
 				return true
 			case <-time.After(20 * time.Millisecond):
+				in.wake.leave("probe", probe)
 				return false
 			}
 		})

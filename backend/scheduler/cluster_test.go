@@ -129,10 +129,10 @@ func TestOnRedisCluster(t *testing.T) {
 	defer cancel()
 	go there.listen(lctx)
 	time.Sleep(200 * time.Millisecond) // the subscription is made
-	woke := there.wake.wait("cnb:arch:amd64")
+	woke := there.wake.queue("cnb:arch:amd64", "agt_there")
 	here.notify(ctx, "cnb:arch:amd64")
 	select {
-	case <-woke:
+	case <-woke.ch:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a notification published on the cluster did not reach the other replica")
 	}

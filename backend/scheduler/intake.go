@@ -142,7 +142,7 @@ const (
 )
 
 func (in *Intake) notify(ctx context.Context, class string) {
-	in.wake.fire(class)
+	in.wake.fireOne(class)
 	in.rdb.Publish(ctx, workChannel, class)
 }
 
@@ -160,24 +160,51 @@ func (in *Intake) listen(ctx context.Context) {
 			if !ok {
 				return
 			}
-			if m.Channel == stopChannel {
+			switch {
+			case m.Channel == stopChannel:
 				in.wake.fire(stopKey(m.Payload))
-			} else {
+			case strings.HasPrefix(m.Payload, "handover "):
 				in.wake.fire(m.Payload)
+			default:
+				in.wake.fireOne(m.Payload) // a class: one poller of this replica takes the turn
 			}
 		}
 	}
 }
 
-// wakeup lets long-polls sleep until something may be there: a channel per key (a class,
-// stopKey or handOverKey of an agent), closed (and replaced) when that class gets work, that
-// agent must stop something, or a pipeline was left for that agent.
+// wakeup lets long-polls sleep until something may be there. Two kinds of keys:
+//
+//   - Broadcast keys (stopKey and handOverKey of an agent): a channel per key, closed (and
+//     replaced) when that agent must stop something or a pipeline was left for it.
+//   - Class keys: one turn per notification. The pollers waiting for a class queue up (queue),
+//     and a notification (fireOne) wakes only the one that has waited longest, not all of them:
+//     with a thousand idle agents a broadcast made a thousand dispatches race for each new
+//     pipeline, and the winner's place among them was the enqueue-to-lease latency
+//     (BenchmarkReplicas). A woken poller that takes nothing while its class still has work
+//     (the entry does not fit it, its team is capped) passes the turn on (pass) to the next
+//     poller that has not had it, so each notification is tried by every waiting poller at
+//     most once; one whose poll ends without looking passes it on too.
 type wakeup struct {
-	mu sync.Mutex
-	ch map[string]chan struct{}
+	mu    sync.Mutex
+	ch    map[string]chan struct{}
+	turns map[string][]*waiter
 }
 
-func newWakeup() *wakeup { return &wakeup{ch: map[string]chan struct{}{}} }
+// waiter is a poller queued for a class key.
+type waiter struct {
+	id string      // the agent: a turn goes to each agent at most once
+	ch chan *turn // buffered: one turn at most, since delivering it takes the waiter off the queue
+}
+
+// turn is one notification of a class key making its way through the waiting pollers.
+type turn struct {
+	key   string
+	tried map[string]bool
+}
+
+func newWakeup() *wakeup {
+	return &wakeup{ch: map[string]chan struct{}{}, turns: map[string][]*waiter{}}
+}
 
 func (w *wakeup) wait(class string) <-chan struct{} {
 	w.mu.Lock()
@@ -199,6 +226,64 @@ func (w *wakeup) fire(class string) {
 	}
 }
 
+// queue puts the poller id in line for the next turn of key.
+func (w *wakeup) queue(key, id string) *waiter {
+	wt := &waiter{id: id, ch: make(chan *turn, 1)}
+	w.mu.Lock()
+	w.turns[key] = append(w.turns[key], wt)
+	w.mu.Unlock()
+	return wt
+}
+
+// leave takes the waiter out of key's line; it returns the turn it was given and has not
+// used, if any (the caller passes it on).
+func (w *wakeup) leave(key string, wt *waiter) *turn {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	list := w.turns[key]
+	for i, x := range list {
+		if x == wt {
+			w.turns[key] = append(list[:i:i], list[i+1:]...)
+			break
+		}
+	}
+	if len(w.turns[key]) == 0 {
+		delete(w.turns, key)
+	}
+	select {
+	case t := <-wt.ch:
+		return t
+	default:
+		return nil
+	}
+}
+
+// fireOne gives a new turn of key to the poller that has waited longest.
+func (w *wakeup) fireOne(key string) { w.pass(&turn{key: key, tried: map[string]bool{}}) }
+
+// pass gives the turn to the longest-waiting poller of its key that has not had it; it reports
+// false when there is none (the turn ends).
+func (w *wakeup) pass(t *turn) bool {
+	if t == nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	list := w.turns[t.key]
+	for i, wt := range list {
+		if t.tried[wt.id] {
+			continue
+		}
+		t.tried[wt.id] = true
+		w.turns[t.key] = append(list[:i:i], list[i+1:]...)
+		if len(w.turns[t.key]) == 0 {
+			delete(w.turns, t.key)
+		}
+		wt.ch <- t // never blocks: a waiter gets one turn, then is off the line
+		return true
+	}
+	return false
+}
 // classes are the runner classes the scheduler serves.
 type classes []spec.RunnerClass
 

@@ -54,24 +54,46 @@ func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, 
 			s.stopWaiting(ctx, classes, who)
 		}
 	}()
+	var woken *turn // the class turn that woke this poll, if any
 	for {
-		// Subscribe before looking, so work enqueued (or handed over) between the look and the
+		// Queue up before looking, so work enqueued (or handed over) between the look and the
 		// wait wakes us.
-		waits := make([]<-chan struct{}, 0, len(classes)+1)
-		for _, c := range classes {
-			waits = append(waits, s.in.wake.wait(c))
+		regs := make([]*waiter, len(classes))
+		for i, c := range classes {
+			regs[i] = s.in.wake.queue(c, a.ID)
 		}
+		var handOverCh <-chan struct{}
 		if len(who.Caches) > 0 {
-			waits = append(waits, s.in.wake.wait(handOverKey(a.ID))) // only warm agents get hand-overs
+			handOverCh = s.in.wake.wait(handOverKey(a.ID)) // only warm agents get hand-overs
+		}
+		// leave takes this poll out of every line; a turn it was given and will not use goes on.
+		leave := func() {
+			for i, c := range classes {
+				s.in.wake.pass(s.in.wake.leave(c, regs[i]))
+			}
 		}
 		if a.isTeam() && s.pausedNow(ctx, a) {
 			// Paused while this poll waited (the pause may be on another replica).
+			leave()
+			s.in.wake.pass(woken)
 			return s.idle(ctx, draining, s.in.wake.wait(handOverKey(a.ID)))
 		}
 		lease, handedOver, recheckIn, err := s.tryDispatch(ctx, a, classes, who, capacity, req)
 		s.in.handOver(ctx, handedOver)
 		if lease != nil || err != nil {
+			leave()
+			if lease == nil {
+				s.in.wake.pass(woken)
+			}
 			return lease, err
+		}
+		if woken != nil {
+			// Woken for work this agent could not take: when the class still has some, the next
+			// poller in line tries.
+			if n, err := s.queue.rdb.LLen(ctx, prefix(woken.key)+":ring").Result(); err == nil && n > 0 {
+				s.in.wake.pass(woken)
+			}
+			woken = nil
 		}
 		if !waiting && len(who.Caches) > 0 && s.cfg.HandOver > 0 {
 			// Recorded only now that there is nothing to take: an agent that finds work at once
@@ -89,33 +111,52 @@ func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, 
 		if len(handedOver) > 0 {
 			recheck = time.After(recheckIn) // collected once it fires or is dropped
 		}
-		woke := make(chan struct{})
+		// One forwarder per line; the channel holds every turn they may forward, so none blocks.
+		turns := make(chan *turn, len(regs))
 		stop := make(chan struct{})
-		for _, w := range waits {
-			go func(w <-chan struct{}) {
+		for _, r := range regs {
+			go func(r *waiter) {
 				select {
-				case <-w:
-					select {
-					case woke <- struct{}{}:
-					default:
-					}
+				case t := <-r.ch:
+					turns <- t
 				case <-stop:
 				}
-			}(w)
+			}(r)
+		}
+		// end stops the forwarders and leaves the lines; it keeps the first turn received (as
+		// the one that woke the poll) and passes the others on.
+		end := func(keep bool) {
+			close(stop)
+			leave()
+			for {
+				select {
+				case t := <-turns:
+					if keep && woken == nil {
+						woken = t
+					} else {
+						s.in.wake.pass(t)
+					}
+				default:
+					return
+				}
+			}
 		}
 		select {
-		case <-woke:
-			close(stop)
+		case t := <-turns:
+			woken = t
+			end(true)
+		case <-handOverCh:
+			end(true)
 		case <-recheck:
-			close(stop)
+			end(true)
 		case <-deadline.C:
-			close(stop)
+			end(false)
 			return nil, nil
 		case <-draining:
-			close(stop)
+			end(false)
 			return nil, nil
 		case <-ctx.Done():
-			close(stop)
+			end(false)
 			return nil, nil
 		}
 	}

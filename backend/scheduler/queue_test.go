@@ -313,3 +313,47 @@ func TestGPUSlotFairnessProperty(t *testing.T) {
 		}
 	})
 }
+
+// A class notification wakes the poller that has waited longest, one at a time; a turn passed
+// on reaches each other poller once and then ends; a poller that leaves with an unused turn
+// hands it back for passing.
+func TestWakeupTurns(t *testing.T) {
+	w := newWakeup()
+	a, b, c := w.queue("k", "a"), w.queue("k", "b"), w.queue("k", "c")
+	w.fireOne("k")
+	var got *turn
+	select {
+	case got = <-a.ch:
+	default:
+		t.Fatal("the longest waiter got no turn")
+	}
+	for _, x := range []*waiter{b, c} {
+		select {
+		case <-x.ch:
+			t.Fatal("a notification woke more than one poller")
+		default:
+		}
+	}
+	// a found nothing it could take and queues up again behind c: the turn goes to b, then c,
+	// never back to a.
+	a2 := w.queue("k", "a")
+	if !w.pass(got) {
+		t.Fatal("pass found no poller")
+	}
+	got = <-b.ch
+	if !w.pass(got) {
+		t.Fatal("pass found no poller")
+	}
+	got = <-c.ch
+	if w.pass(got) {
+		t.Fatal("the turn came back to a poller that had it")
+	}
+	// A poller leaving with a turn it did not use returns it.
+	w.fireOne("k")
+	if left := w.leave("k", a2); left == nil {
+		t.Fatal("the unused turn was lost")
+	}
+	if w.leave("k", a2) != nil {
+		t.Fatal("leave twice returned a turn twice")
+	}
+}

@@ -63,8 +63,8 @@ func TestConnectErrors(t *testing.T) {
 func TestClusterURL(t *testing.T) {
 	for in, want := range map[string]string{
 		"redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002": "redis://127.0.0.1:7000?addr=127.0.0.1:7001&addr=127.0.0.1:7002",
-		"rediss+cluster://u:p@a:1,b:2/?dial_timeout=3s":                 "rediss://u:p@a:1?addr=b:2&dial_timeout=3s",
-		"redis+cluster://a:1":                                           "redis://a:1",
+		"rediss+cluster://u:p@a:1,b:2/?dial_timeout=3s":                "rediss://u:p@a:1?addr=b:2&dial_timeout=3s",
+		"redis+cluster://a:1": "redis://a:1",
 	} {
 		if got, ok := ClusterURL(in); !ok || got != want {
 			t.Errorf("ClusterURL(%q) = %q, %v; want %q", in, got, ok, want)

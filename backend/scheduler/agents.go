@@ -172,25 +172,25 @@ func (s *Service) Control(ctx context.Context, a *Agent, req protocol.ControlReq
 
 // AgentInfo is an agent as platform admins see it (GET /api/v1/admin/agents).
 type AgentInfo struct {
-	ID          string          `json:"id"`
-	Name        string          `json:"name"`
-	Version     string          `json:"version"`
-	Tags        []string        `json:"tags"`
-	Executor    string          `json:"executor"`
-	CPUs        int             `json:"cpus"`
-	FreeCPUs    int             `json:"free_cpus"`
-	MemoryBytes int64           `json:"memory_bytes"`
-	GPUs        []protocol.GPU  `json:"gpus"`
-	FreeGPUs    int             `json:"free_gpus"`
-	Concurrency int             `json:"concurrency"`
-	Online      bool            `json:"online"`
+	ID          string         `json:"id"`
+	Name        string         `json:"name"`
+	Version     string         `json:"version"`
+	Tags        []string       `json:"tags"`
+	Executor    string         `json:"executor"`
+	CPUs        int            `json:"cpus"`
+	FreeCPUs    int            `json:"free_cpus"`
+	MemoryBytes int64          `json:"memory_bytes"`
+	GPUs        []protocol.GPU `json:"gpus"`
+	FreeGPUs    int            `json:"free_gpus"`
+	Concurrency int            `json:"concurrency"`
+	Online      bool           `json:"online"`
 	// Paused says a team admin paused the runner: it takes no new pipelines.
 	Paused bool `json:"paused"`
 	// TeamID is the team of a team runner; absent for the platform's agents.
-	TeamID      *int64          `json:"team_id,omitempty"`
-	LastSeenAt  time.Time       `json:"last_seen_at"`
-	CreatedAt   time.Time       `json:"created_at"`
-	Pipelines   []AgentPipeline `json:"pipelines"`
+	TeamID     *int64          `json:"team_id,omitempty"`
+	LastSeenAt time.Time       `json:"last_seen_at"`
+	CreatedAt  time.Time       `json:"created_at"`
+	Pipelines  []AgentPipeline `json:"pipelines"`
 }
 
 // AgentPipeline is a pipeline an agent holds a lease on now.

@@ -192,7 +192,7 @@ type wakeup struct {
 
 // waiter is a poller queued for a class key.
 type waiter struct {
-	id string      // the agent: a turn goes to each agent at most once
+	id string     // the agent: a turn goes to each agent at most once
 	ch chan *turn // buffered: one turn at most, since delivering it takes the waiter off the queue
 }
 
@@ -284,6 +284,7 @@ func (w *wakeup) pass(t *turn) bool {
 	}
 	return false
 }
+
 // classes are the runner classes the scheduler serves.
 type classes []spec.RunnerClass
 

@@ -52,7 +52,9 @@ func TestLint(t *testing.T) {
 		".cnb.yml":       goodSpec,
 		".cnb/extra.yml": "main:\n  vscode:\n    - services: [vscode]\n      stags: []\n",
 		"bad.yml":        "main:\n  push:\n    - runner: {tags: cnb:arch:amd64:gpu:A100}\n      stages: [make]\n",
+		"team.yml":       "main:\n  push:\n    - runner: {tags: seele-macbook}\n      stages: [make]\n",
 	})
+	team := filepath.Join(root, "team.yml")
 	spec := filepath.Join(root, ".cnb.yml")
 	bad := filepath.Join(root, "bad.yml")
 	tests := []struct {
@@ -71,6 +73,8 @@ func TestLint(t *testing.T) {
 		{"strict from the environment", []string{"lint", spec}, map[string]string{"NIMBUS_LINT_STRICT": "true"}, 1, []string{": error: "}, ""},
 		{"errors", []string{"lint", bad}, nil, 1, []string{bad + ":3:22: error: unknown runner tag \"cnb:arch:amd64:gpu:A100\" (known tags: "}, ""},
 		{"json", []string{"lint", "--json", bad}, nil, 1, []string{`"errors": [`, `"line": 3`, `"column": 22`, `"warnings": []`}, ""},
+		{"a team runner's tag: fine, with a note", []string{"lint", "--strict", team}, nil, 0, []string{
+			team + ":3:22: info: runner tag \"seele-macbook\" names a team runner: this pipeline runs only on an agent your team registered with that tag"}, ""},
 		{"missing file", []string{"lint", filepath.Join(root, "nope.yml")}, nil, 2, nil, "no such file"},
 		{"two files", []string{"lint", spec, bad}, nil, 2, nil, "at most one FILE"},
 		{"help", []string{"lint", "--help"}, nil, 0, []string{"Usage: nimbus lint", "NIMBUS_LINT_STRICT"}, ""},

@@ -191,8 +191,9 @@ func (pn *planner) runner(pl *pipelineDecl, sc *scope) protocol.Runner {
 	r := class.runner(tags, pl.cpus, cpus, pl.namespace)
 	if IsTeamTag(class.Tags[0], classes.list) {
 		r.Team = true
-		pn.d.infoHint(pos, "a team admin registers one on the team's Agents page (nimbus-agent --token <team runner token> --tags "+class.Tags[0]+")",
-			"runner tag %q names a team runner: this pipeline runs only on an agent your team registered with that tag", class.Tags[0])
+		if anyVar(pl.tags) { // literal tags got the note when the file was validated
+			teamRunnerNote(pn.d, pos, class.Tags[0])
+		}
 	}
 	return r
 }

@@ -13,13 +13,20 @@ func TestTeamRunnerTags(t *testing.T) {
 		if !r.Team || r.Class != "seele-macbook" || r.Cpus != 1 || r.MemoryGiB != 0 || r.GPU != "" || r.MaxDuration.Std().Hours() != 18 {
 			t.Errorf("runner = %+v", r)
 		}
-		_, ds, err := Compile([]byte(src), pushMain, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, ds := Parse([]byte(src), Options{})
 		d, ok := findDiag(ds, SeverityInfo, `runner tag "seele-macbook" names a team runner`)
 		if !ok || d.Pos.Line != 3 || !strings.Contains(d.Hint, "--tags seele-macbook") {
 			t.Errorf("want a note at line 3 with the registration hint: %v", ds)
+		}
+		// A tag from a variable is known at planning, and noted then.
+		vsrc := "main:\n  push:\n    - runner: {tags: $BOX}\n      stages: [make]\n"
+		cfg, _ := Parse([]byte(vsrc), Options{})
+		_, pds, err := cfg.Plan(Trigger{Event: "push", Branch: "main", Vars: map[string]string{"BOX": "gpu-box"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := findDiag(pds, SeverityInfo, `runner tag "gpu-box" names a team runner`); !ok {
+			t.Errorf("a substituted team tag: %v", pds)
 		}
 	})
 	t.Run("cpus reserves cores on the team runner", func(t *testing.T) {

@@ -64,6 +64,9 @@ func (dc *decoder) validatePipeline(pl *pipelineDecl) {
 			if _, err := c.effectiveCPUs(pl.cpus); err != nil {
 				dc.d.fromErr(pl.cpusPos, SeverityError, err)
 			}
+			if IsTeamTag(c.Tags[0], dc.opts.classes.list) {
+				teamRunnerNote(dc.d, pos, c.Tags[0])
+			}
 		}
 	}
 	for _, list := range [][]*stageDecl{pl.stages, pl.failStages, pl.endStages} {
@@ -77,6 +80,12 @@ func (dc *decoder) validatePipeline(pl *pipelineDecl) {
 			}
 		}
 	}
+}
+
+// teamRunnerNote is lint's note on a tag outside cnb: (Part A.10): fine, and where it runs.
+func teamRunnerNote(d *diags, pos Pos, tag string) {
+	d.infoHint(pos, "a team admin registers one on the team's Agents page (nimbus-agent --token <team runner token> --tags "+tag+")",
+		"runner tag %q names a team runner: this pipeline runs only on an agent your team registered with that tag", tag)
 }
 
 // maxCap is the largest cap of any class: the bound for a pipeline whose class is not known yet.

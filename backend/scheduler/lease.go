@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
@@ -114,8 +115,11 @@ func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, 
 		// One forwarder per line; the channel holds every turn they may forward, so none blocks.
 		turns := make(chan *turn, len(regs))
 		stop := make(chan struct{})
+		var forwarders sync.WaitGroup
 		for _, r := range regs {
+			forwarders.Add(1)
 			go func(r *waiter) {
+				defer forwarders.Done()
 				select {
 				case t := <-r.ch:
 					turns <- t
@@ -124,9 +128,11 @@ func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, 
 			}(r)
 		}
 		// end stops the forwarders and leaves the lines; it keeps the first turn received (as
-		// the one that woke the poll) and passes the others on.
+		// the one that woke the poll) and passes the others on. It waits for the forwarders
+		// first: one that took a turn from its line just as stop closed still puts it in turns.
 		end := func(keep bool) {
 			close(stop)
+			forwarders.Wait()
 			leave()
 			for {
 				select {

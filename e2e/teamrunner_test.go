@@ -112,13 +112,16 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 		!strings.HasPrefix(rb.Pipelines[0].Reason, "no runner of your team serves tag "+tag) {
 		t.Fatalf("the other team's build: %s %+v", rb.Status, rb.Pipelines)
 	}
+	if bl := rb.Pipelines[0].Blockers; !rb.Waiting || !rb.Pipelines[0].Waiting || len(bl) != 1 || bl[0].Code != "no_agent" || bl[0].Remedy != "team_agents" {
+		t.Errorf("the other team's build is not waiting on one blocker with its remedy: waiting %v/%v %+v", rb.Waiting, rb.Pipelines[0].Waiting, bl)
+	}
 
 	// In the browser: the reason on the other team's build page, the runner on the Agents page.
 	br := startBrowser(t, w.base, 70)
 	br.do("open the login page", 20*time.Second, chromedp.Navigate(w.base+"/login?next=%2Frivals%2Ftrainer%2Fbuilds%2F1"), chromedp.WaitVisible(chromedp.CSS("input[name=login]")))
 	br.do("sign in", 10*time.Second, typeInto("input[name=login]", "alice"), typeInto("input[name=password]", "a long enough passphrase"),
 		clickOn("button[type=submit]"))
-	br.waitJS("the waiting reason on the build page", `document.body.innerText.includes("no runner of your team serves tag `+tag+`")`, 15*time.Second)
+	br.waitJS("the waiting reason on the build page", `document.body.innerText.includes("no runner of your team serves tag `+tag+`") && !!document.querySelector('[data-status="waiting"]') && (document.querySelector('[data-remedy="team_agents"]') || {}).getAttribute?.('href') === '/orgs/rivals/agents'`, 15*time.Second)
 	br.shot("team-runner-waiting")
 	br.do("open the team's agents", 10*time.Second, chromedp.Navigate(w.base+"/orgs/ml/agents"))
 	br.waitJS("the runner online with its tag", `(document.querySelector('tr[data-agent="alice-laptop"]') || {}).innerText?.includes('online') && document.body.innerText.includes('`+tag+`') && document.body.innerText.includes("alice's laptop")`, 15*time.Second)

@@ -56,11 +56,18 @@ type buildJSON struct {
 	Branch    string `json:"branch"`
 	Commit    string `json:"commit"`
 	Status    string `json:"status"`
+	Waiting   bool   `json:"waiting"`
 	Pipelines []struct {
-		ID        int64  `json:"id"`
-		Name      string `json:"name"`
-		Status    string `json:"status"`
-		Reason    string `json:"reason"`
+		ID       int64  `json:"id"`
+		Name     string `json:"name"`
+		Status   string `json:"status"`
+		Reason   string `json:"reason"`
+		Waiting  bool   `json:"waiting"`
+		Blockers []struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+			Remedy  string `json:"remedy"`
+		} `json:"blockers"`
 		RunnerTag string `json:"runner_tag"`
 		CPUs      int    `json:"cpus"`
 		Stages    []struct {

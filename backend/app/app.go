@@ -29,6 +29,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/config"
+	"github.com/nimbus-build/nimbus/backend/downloads"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/mail"
@@ -174,6 +175,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	a.Scheduler = scheduler.NewService(a.DB, intake, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
 		TeamRunnerCNBTags: splitList(cfg.TeamRunnerCNBTags), TeamRunnerWait: teamRunnerWait(cfg.TeamRunnerWait),
+		QueueTimeout: teamRunnerWait(cfg.QueueTimeout),
 		WorkspaceEnv: workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}.Env,
 		ResolveToken: a.Auth.PrincipalForToken,
 	})
@@ -276,6 +278,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			billing.NewHandler(a.Billing, a.Orgs, a.Stripe, billing.HandlerConfig{AllowPrivateWebhooks: cfg.AlertWebhookPrivate}, log),
 			artifacts.NewHandler(artifacts.HandlerConfig{Service: a.Files, Blobs: a.Blobs, Repos: a.Repos, Orgs: a.Orgs,
 				PublicURL: cfg.PublicURL, Presign: cfg.S3Presign, Log: log}),
+			downloads.New(cfg.CLIPath, log),
 		},
 	})
 
@@ -457,8 +460,8 @@ func splitList(s string) []string {
 	return out
 }
 
-// teamRunnerWait maps NIMBUS_TEAM_RUNNER_WAIT to the scheduler's setting, where 0 takes the
-// default and a negative value waits forever.
+// teamRunnerWait maps NIMBUS_TEAM_RUNNER_WAIT and NIMBUS_QUEUE_TIMEOUT (0 = forever) to the
+// scheduler's settings, where 0 takes the default and a negative value waits forever.
 func teamRunnerWait(d time.Duration) time.Duration {
 	if d <= 0 {
 		return -1

@@ -138,6 +138,10 @@ var mxMatrix = []mxRow{
 	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/healthz"),
 	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/readyz"),
 	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/metrics"),
+	// The nimbus CLI (package downloads): public, it is no secret and a newcomer needs it first.
+	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/downloads/nimbus-linux-amd64"),
+	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "HEAD", "/downloads/nimbus-linux-amd64"),
+	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/downloads/nimbus-linux-amd64.sha256"),
 	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/api/v1/version"),
 	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/api/v1/openapi.json"),
 

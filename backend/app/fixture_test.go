@@ -225,8 +225,12 @@ func newMXWorld(t *testing.T, databaseURL string) *mxWorld {
 	// top-ups answer that they are disabled. A storage quota per team, so uploads past it are
 	// tested. Publish webhooks may name loopback (the rows set http://127.0.0.1:9/hook): no
 	// delivery leaves the machine.
+	cli := filepath.Join(t.TempDir(), "nimbus")
+	if err := os.WriteFile(cli, []byte("#!/bin/sh\necho nimbus\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	args := []string{"--data-dir", t.TempDir(), "--builtin-agent", "false", "--stripe-webhook-secret", mxStripeWebhookSecret,
-		"--storage-quota", "1MiB", "--publish-webhook-private=true"}
+		"--storage-quota", "1MiB", "--publish-webhook-private=true", "--cli-path", cli}
 	dialect := "sqlite"
 	if databaseURL != "" {
 		args = append(args, "--database-url", databaseURL)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,10 +28,65 @@ type Handler struct {
 	log   *slog.Logger
 }
 
-// Explainer says why each queued pipeline waits (the scheduler); the API shows it as the
-// pipeline's reason.
+// Explainer says what each queued pipeline waits for (the scheduler); the API shows the
+// blockers and, as the pipeline's reason, their messages.
 type Explainer interface {
-	Explain(ctx context.Context, ps []Pipeline) map[int64]string
+	Explain(ctx context.Context, ps []Pipeline) map[int64][]Blocker
+}
+
+// Blocker is one thing a queued pipeline waits for, with what to do about it.
+type Blocker struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Remedy names what fixes it, for the dashboard to link: RemedyTopUp, RemedySpendingCap,
+	// RemedyAgents, RemedyTeamAgents; "" when there is nothing to do but wait.
+	Remedy string `json:"remedy,omitempty"`
+}
+
+// Blocker codes. BlockerBusy is no blocker: the pipeline can run and waits for its turn.
+const (
+	BlockerLock        = "lock"
+	BlockerNoAgent     = "no_agent"
+	BlockerTooSmall    = "too_small"
+	BlockerPaused      = "paused"
+	BlockerTeamCap     = "team_cap"
+	BlockerBalance     = "balance"
+	BlockerSpendingCap = "spending_cap"
+	BlockerBusy        = "busy"
+)
+
+// Remedies a blocker links to.
+const (
+	RemedyTopUp       = "topup"
+	RemedySpendingCap = "spending_cap"
+	RemedyAgents      = "agents"
+	RemedyTeamAgents  = "team_agents"
+)
+
+// ReasonOf is the blockers as one sentence: their messages.
+func ReasonOf(bs []Blocker) string {
+	msgs := make([]string, len(bs))
+	for i, b := range bs {
+		msgs[i] = b.Message
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// buildWaiting: no pipeline runs and one is held back.
+func buildWaiting(ps []PipelineJSON) bool {
+	waiting := false
+	for _, p := range ps {
+		if p.Status == StatusRunning {
+			return false
+		}
+		waiting = waiting || p.Waiting
+	}
+	return waiting
+}
+
+// Waiting says whether blockers hold a pipeline back (more than its turn in the queue).
+func Waiting(bs []Blocker) bool {
+	return slices.ContainsFunc(bs, func(b Blocker) bool { return b.Code != BlockerBusy })
 }
 
 // Meter says what pipelines used and cost up to a time (billing); a pipeline it does not answer
@@ -136,11 +192,15 @@ type StageJSON struct {
 
 // PipelineJSON is one pipeline of a build.
 type PipelineJSON struct {
-	ID         int64      `json:"id"`
-	Key        string     `json:"key"`
-	Name       string     `json:"name"`
-	Status     string     `json:"status"`
-	Reason     string     `json:"reason"`
+	ID     int64  `json:"id"`
+	Key    string `json:"key"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Reason string `json:"reason"`
+	// Waiting says a queued pipeline is held back by more than its turn: Blockers names each
+	// thing it waits for (empty unless queued).
+	Waiting    bool       `json:"waiting"`
+	Blockers   []Blocker  `json:"blockers"`
 	RunnerTag  string     `json:"runner_tag"`
 	CPUs       int        `json:"cpus"`
 	StartedAt  *time.Time `json:"started_at"`
@@ -177,20 +237,23 @@ type ErrorJSON struct {
 
 // JSON is a build.
 type JSON struct {
-	ID            int64          `json:"id"`
-	Number        int64          `json:"number"`
-	Event         string         `json:"event"`
-	Branch        string         `json:"branch"`
-	Tag           string         `json:"tag,omitempty"`
-	Commit        string         `json:"commit"`
-	CommitMessage string         `json:"commit_message"`
-	TriggeredBy   string         `json:"triggered_by"`
-	Status        string         `json:"status"`
-	CreatedAt     time.Time      `json:"created_at"`
-	StartedAt     *time.Time     `json:"started_at"`
-	FinishedAt    *time.Time     `json:"finished_at"`
-	Pipelines     []PipelineJSON `json:"pipelines"`
-	Error         *ErrorJSON     `json:"error,omitempty"`
+	ID            int64  `json:"id"`
+	Number        int64  `json:"number"`
+	Event         string `json:"event"`
+	Branch        string `json:"branch"`
+	Tag           string `json:"tag,omitempty"`
+	Commit        string `json:"commit"`
+	CommitMessage string `json:"commit_message"`
+	TriggeredBy   string `json:"triggered_by"`
+	Status        string `json:"status"`
+	// Waiting says nothing of the build runs and a pipeline is held back by blockers (its
+	// blockers say what): the dashboard shows "waiting" rather than "queued" or "running".
+	Waiting    bool           `json:"waiting"`
+	CreatedAt  time.Time      `json:"created_at"`
+	StartedAt  *time.Time     `json:"started_at"`
+	FinishedAt *time.Time     `json:"finished_at"`
+	Pipelines  []PipelineJSON `json:"pipelines"`
+	Error      *ErrorJSON     `json:"error,omitempty"`
 	// Parent is the build whose pipeline started this one (cnb:apply, cnb:trigger); Children
 	// the builds this one's pipelines started. Only in a build's own answer.
 	Parent   *BuildLinkJSON  `json:"parent,omitempty"`
@@ -445,6 +508,7 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 			stagesOf[st.PipelineID] = append(stagesOf[st.PipelineID], StageJSON{Name: st.Name, Kind: st.Kind, Status: st.Status, Parallel: st.Parallel, Jobs: js})
 		}
 	}
+	var blockers map[int64][]Blocker
 	if h.why != nil {
 		var queued []Pipeline
 		for _, p := range ps {
@@ -453,10 +517,10 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 			}
 		}
 		if len(queued) > 0 {
-			why := h.why.Explain(ctx, queued)
+			blockers = h.why.Explain(ctx, queued)
 			for i := range ps {
-				if r, ok := why[ps[i].ID]; ok {
-					ps[i].Reason = r
+				if bs, ok := blockers[ps[i].ID]; ok {
+					ps[i].Reason = ReasonOf(bs)
 				}
 			}
 		}
@@ -465,7 +529,10 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 	for _, p := range ps {
 		pj := PipelineJSON{ID: p.ID, Key: p.Key, Name: p.Name, Status: p.Status, Reason: p.Reason, RunnerTag: p.RunnerTag,
 			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt, Cost: billing.Amount(0).Display(),
-			WrittenOff: billing.Amount(0).Display(), Workspace: p.Workspace, ReadyAt: p.ReadyAt}
+			WrittenOff: billing.Amount(0).Display(), Workspace: p.Workspace, ReadyAt: p.ReadyAt, Blockers: []Blocker{}}
+		if bs, ok := blockers[p.ID]; ok {
+			pj.Blockers, pj.Waiting = bs, Waiting(bs)
+		}
 		if p.Workspace {
 			st := WorkspaceState(p)
 			pj.WorkspaceState = &st
@@ -494,7 +561,7 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 	for _, b := range bs {
 		j := JSON{ID: b.ID, Number: b.Number, Event: b.Event, Branch: b.Branch, Tag: b.Tag, Commit: b.CommitSHA,
 			CommitMessage: b.CommitMessage, Status: b.Status, CreatedAt: b.CreatedAt, StartedAt: b.StartedAt,
-			FinishedAt: b.FinishedAt, Pipelines: pipesOf[b.ID]}
+			FinishedAt: b.FinishedAt, Pipelines: pipesOf[b.ID], Waiting: buildWaiting(pipesOf[b.ID])}
 		if b.Tag != "" && j.Branch == "" {
 			j.Branch = b.Tag // CNB_BRANCH is the tag name for tag events
 		}

@@ -51,6 +51,11 @@ type Config struct {
 	// (comma-separated); TeamRunnerWait how long a team-tag pipeline waits for a runner.
 	TeamRunnerCNBTags string
 	TeamRunnerWait    time.Duration
+	// QueueTimeout fails a pipeline that waited longer in the queue.
+	QueueTimeout time.Duration
+	// CLIPath is the nimbus CLI served at /downloads (package downloads); "" = beside the
+	// server or on PATH, "off" = none.
+	CLIPath string
 	Timezone          string
 	TrustedProxies    string
 	// InternalURL is where the other replicas reach this one, for agent tunnels (package
@@ -169,6 +174,8 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.Duration(&c.LeaseTTL, "lease-ttl", "NIMBUS_LEASE_TTL", 30*time.Second, "how long a pipeline lease lives without a renew from its agent; agents renew every third of it, and a lost agent's pipeline fails after it (at least 3s)")
 	s.Duration(&c.SchedulerTick, "scheduler-tick", "NIMBUS_SCHEDULER_TICK", 5*time.Second, "how often the reaper, the reconciler and cron run (on the leader replica)")
 	s.String(&c.TeamCaps, "team-concurrency", "NIMBUS_TEAM_CONCURRENCY", "", "per-team cap of running pipelines per runner class, e.g. cnb:arch:amd64:gpu=2,cnb:arch:amd64=20; empty = no caps")
+	s.String(&c.CLIPath, "cli-path", "NIMBUS_CLI_PATH", "", "the statically linked nimbus CLI served at /downloads/nimbus-linux-amd64; empty = nimbus beside nimbus-server, else on PATH; off = none")
+	s.Duration(&c.QueueTimeout, "queue-timeout", "NIMBUS_QUEUE_TIMEOUT", 24*time.Hour, "how long a pipeline may wait in the queue before it fails with the reasons it waited for (0 = forever; lock waiters keep their lock.timeout)")
 	s.String(&c.TeamRunnerCNBTags, "team-runner-cnb-tags", "NIMBUS_TEAM_RUNNER_CNB_TAGS", "", "cnb: tags a team's own runners may serve, for that team only (comma-separated, e.g. cnb:arch:amd64:gpu); empty = team runners serve only their own tags outside cnb:")
 	s.Duration(&c.TeamRunnerWait, "team-runner-wait", "NIMBUS_TEAM_RUNNER_WAIT", 24*time.Hour, "how long a pipeline of a team runner's tag waits while no runner of its team serves the tag, before it fails (0 = forever)")
 	s.String(&c.Timezone, "timezone", "NIMBUS_TIMEZONE", "Asia/Shanghai", "time zone of cron schedules (IANA name, or UTC+8 style fixed offsets)")

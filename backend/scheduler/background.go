@@ -165,6 +165,9 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 			if _, err := s.FailUnserved(ctx); err != nil {
 				s.log.ErrorContext(ctx, "fail pipelines no team runner serves", "err", err)
 			}
+			if _, err := s.FailStale(ctx); err != nil {
+				s.log.ErrorContext(ctx, "fail pipelines past the queue timeout", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():

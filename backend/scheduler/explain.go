@@ -11,18 +11,21 @@ import (
 	"github.com/nimbus-build/nimbus/backend/build"
 )
 
-// Explain says, for each queued pipeline, why it waits — the question "pending forever with no
-// reason" leaves unanswered everywhere else. In order of what to fix first:
+// Explain says, for each queued pipeline, everything it waits for at once — the question
+// "pending forever with no reason" leaves unanswered everywhere else — each blocker with what
+// to do about it (build.Blocker's remedy). In order of what to fix first:
 //
-//	no online agent serves <class>
-//	no online agent of <class> has <n> cores (the largest has <m>)
-//	team concurrency cap reached: <n> of <cap> pipelines running on <class>
-//	all agents of <class> are busy: #<k> in the team's queue, <t> team(s) waiting
+//	waiting for lock …                                              (lock)
+//	no online agent serves <class>                                  (no_agent: see the agents, bring a team runner)
+//	no online agent of <class> has <n> cores (the largest has <m>)  (too_small)
+//	team concurrency cap reached: <n> of <cap> pipelines running    (team_cap)
+//	balance insufficient: … / the team's monthly spending cap …    (balance: top up / spending_cap)
+//	all agents of <class> are busy: #<k> in the team's queue, …     (busy: not a blocker, its place)
 //
 // and for a team tag (teams.go): no runner of your team serves tag <tag>, every runner of it is
 // paused, none has the cores, or all are busy.
-func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]string {
-	out := map[int64]string{}
+func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64][]build.Blocker {
+	out := map[int64][]build.Blocker{}
 	online := s.onlineSince()
 	var agents []Agent
 	if err := s.db.WithContext(ctx).Where("last_seen_at > ?", online).Find(&agents).Error; err != nil {
@@ -58,54 +61,67 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64]st
 		running = byClass(counts)
 	}
 	for _, p := range ps {
+		var bs []build.Blocker
+		add := func(code, remedy, format string, args ...any) {
+			bs = append(bs, build.Blocker{Code: code, Message: fmt.Sprintf(format, args...), Remedy: remedy})
+		}
+		if strings.HasPrefix(p.Reason, lockWaitPrefix) {
+			// Parked by takeLock: it is on no queue until the lock is free.
+			add(build.BlockerLock, "", "%s", s.lockWaitReason(ctx, p))
+			out[p.ID] = bs
+			continue
+		}
 		qc := s.in.queueClass(p.OrgID, p.RunnerTag)
 		ci := info[qc]
 		_, platform := s.in.classes.class(p.RunnerTag)
 		switch {
-		case strings.HasPrefix(p.Reason, lockWaitPrefix):
-			// Parked by takeLock: the lock comes before agents and money.
-			out[p.ID] = s.lockWaitReason(ctx, p)
-			continue
 		case !platform && ci == nil && paused[qc]:
-			out[p.ID] = fmt.Sprintf("every runner of your team with tag %s is paused (resume one on the team's Agents page)", p.RunnerTag)
+			add(build.BlockerPaused, build.RemedyTeamAgents, "every runner of your team with tag %s is paused (resume one on the team's Agents page)", p.RunnerTag)
 		case !platform && ci == nil:
-			out[p.ID] = noTeamRunner(p.RunnerTag)
+			msg := noTeamRunner(p.RunnerTag)
 			if s.cfg.TeamRunnerWait > 0 {
-				out[p.ID] += fmt.Sprintf(" (it fails after %s in the queue)", humanDuration(s.cfg.TeamRunnerWait))
+				msg += fmt.Sprintf(" (it fails after %s in the queue)", humanDuration(s.cfg.TeamRunnerWait))
 			}
+			add(build.BlockerNoAgent, build.RemedyTeamAgents, "%s", msg)
 		case !platform && ci.maxCPUs < p.CPUs:
-			out[p.ID] = fmt.Sprintf("no runner of your team with tag %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
-		case !platform:
-			out[p.ID] = s.waiting(ctx, p, 0)
+			add(build.BlockerTooSmall, build.RemedyTeamAgents, "no runner of your team with tag %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
 		case ci == nil:
-			out[p.ID] = fmt.Sprintf("no online agent serves %s", p.RunnerTag)
+			add(build.BlockerNoAgent, build.RemedyAgents, "no online agent serves %s", p.RunnerTag)
 		case ci.maxCPUs < p.CPUs:
-			out[p.ID] = fmt.Sprintf("no online agent of %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
+			add(build.BlockerTooSmall, build.RemedyAgents, "no online agent of %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
 		default:
-			out[p.ID] = s.waiting(ctx, p, running[p.RunnerTag][p.OrgID])
+			if limit := s.cfg.Caps[p.RunnerTag]; platform && limit > 0 && running[p.RunnerTag][p.OrgID] >= limit {
+				add(build.BlockerTeamCap, "", "team concurrency cap reached: %d of %d pipelines running on %s", running[p.RunnerTag][p.OrgID], limit, p.RunnerTag)
+			} else {
+				add(build.BlockerBusy, "", "%s", s.waiting(ctx, p))
+			}
 		}
 		if s.bill != nil {
-			// Money comes first: a pipeline its account cannot pay for would fail at dispatch.
+			// A pipeline its account cannot pay for would fail at dispatch.
 			if err := s.bill.CanStart(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs, Workspace: p.Workspace}); err != nil {
 				if errors.Is(err, billing.ErrSpendingCap) {
-					out[p.ID] = "the team's monthly spending cap is reached"
+					add(build.BlockerSpendingCap, build.RemedySpendingCap, "the team's monthly spending cap is reached")
 				} else if errors.Is(err, billing.ErrInsufficientBalance) {
-					out[p.ID] = "balance insufficient: " + strings.TrimPrefix(err.Error(), billing.ErrInsufficientBalance.Error()+": ")
+					add(build.BlockerBalance, build.RemedyTopUp, "balance insufficient: %s", strings.TrimPrefix(err.Error(), billing.ErrInsufficientBalance.Error()+": "))
 				}
 			}
 		}
+		out[p.ID] = bs
 	}
 	return out
 }
 
-// waiting says where a pipeline that some agent could run stands: its team at its cap (running
-// of its class run now), or its place in the queue.
-func (s *Service) waiting(ctx context.Context, p build.Pipeline, running int) string {
-	if limit := s.cfg.Caps[p.RunnerTag]; limit > 0 {
-		if running >= limit {
-			return fmt.Sprintf("team concurrency cap reached: %d of %d pipelines running on %s", running, limit, p.RunnerTag)
-		}
+// Reasons is Explain as one sentence per pipeline: its blockers' messages.
+func (s *Service) Reasons(ctx context.Context, ps []build.Pipeline) map[int64]string {
+	out := map[int64]string{}
+	for id, bs := range s.Explain(ctx, ps) {
+		out[id] = build.ReasonOf(bs)
 	}
+	return out
+}
+
+// waiting says where a pipeline that some agent could run stands: its place in the queue.
+func (s *Service) waiting(ctx context.Context, p build.Pipeline) string {
 	pos, teams, err := s.queue.Position(ctx, s.in.queueClass(p.OrgID, p.RunnerTag), p.OrgID, p.ID)
 	if err != nil || pos == 0 {
 		return "being put back in the queue (the reconciler restores what Redis lost within seconds)"

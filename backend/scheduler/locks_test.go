@@ -88,7 +88,7 @@ func TestLockWaitParksFreeOfChargeThenRunsInOrder(t *testing.T) {
 			if p.Status != build.StatusQueued || p.StartedAt != nil || p.AgentID != "" {
 				t.Fatalf("waiter %d: %s started %v agent %q", id, p.Status, p.StartedAt, p.AgentID)
 			}
-			if why := f.sched.Explain(ctx, []build.Pipeline{p})[id]; why != `waiting for lock "gpu-box" held by build #1 (pipeline train)` {
+			if why := f.sched.Reasons(ctx, []build.Pipeline{p})[id]; why != `waiting for lock "gpu-box" held by build #1 (pipeline train)` {
 				t.Fatalf("waiter %d's reason: %q", id, why)
 			}
 		}
@@ -109,7 +109,7 @@ func TestLockWaitParksFreeOfChargeThenRunsInOrder(t *testing.T) {
 		if l := f.poll(a, 16); l != nil {
 			t.Fatalf("the third pipeline ran beside the second: %+v", l)
 		}
-		if why := f.sched.Explain(ctx, []build.Pipeline{f.pipeline(thirdID)})[thirdID]; !strings.Contains(why, "held by build #2") {
+		if why := f.sched.Reasons(ctx, []build.Pipeline{f.pipeline(thirdID)})[thirdID]; !strings.Contains(why, "held by build #2") {
 			t.Fatalf("the third waits for %q", why)
 		}
 

@@ -250,7 +250,7 @@ func TestStoppedAgentsAreOfflineAtOnce(t *testing.T) {
 	b := f.push("main", oneJob)[0]
 	var ps []build.Pipeline
 	db.Omit("plan").Where("build_id = ?", b.ID).Find(&ps)
-	why := func() string { return f.sched.Explain(ctx, ps)[ps[0].ID] }
+	why := func() string { return f.sched.Reasons(ctx, ps)[ps[0].ID] }
 	if w := why(); !strings.Contains(w, "busy") {
 		t.Fatalf("with the agent online: %q", w)
 	}

@@ -33,6 +33,10 @@ type Config struct {
 	// agent that holds them (queue.go, rule 5): the most a cache-bound pipeline can wait for
 	// affinity while a cold agent is free. Negative turns cache affinity off.
 	HandOver time.Duration
+	// QueueTimeout is how long a pipeline may wait in the queue before it fails with the
+	// reasons it waited for (24 h, as GitHub Actions; negative waits forever). A lock's waiters
+	// keep their own lock.timeout.
+	QueueTimeout time.Duration
 	// TeamRunnerCNBTags are the cnb: tags team runners may serve (for their own team only);
 	// none by default: a team runner serves the tags outside cnb: (teams.go).
 	TeamRunnerCNBTags []string
@@ -103,6 +107,9 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, repos *repo.Ser
 	}
 	if cfg.HandOver == 0 {
 		cfg.HandOver = time.Second
+	}
+	if cfg.QueueTimeout == 0 {
+		cfg.QueueTimeout = 24 * time.Hour
 	}
 	if cfg.TeamRunnerWait == 0 {
 		cfg.TeamRunnerWait = 24 * time.Hour

@@ -432,7 +432,7 @@ main:
 			var ps []build.Pipeline
 			db.Omit("plan").Where("status = ?", build.StatusQueued).Find(&ps)
 			out := map[string]string{}
-			for id, r := range f.sched.Explain(ctx, ps) {
+			for id, r := range f.sched.Reasons(ctx, ps) {
 				for _, p := range ps {
 					if p.ID == id {
 						out[p.Name] = r

@@ -278,6 +278,47 @@ func (s *Service) FailUnserved(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// FailStale fails the pipelines that have waited in the queue longer than Config.QueueTimeout,
+// with what they waited for ("gave up after 24 hours in the queue: no online agent serves …;
+// balance insufficient: …"). Pipelines waiting for a lock keep their lock.timeout. It returns
+// how many it failed.
+func (s *Service) FailStale(ctx context.Context) (int, error) {
+	if s.cfg.QueueTimeout <= 0 {
+		return 0, nil
+	}
+	queued, err := s.builds.Queued(ctx)
+	if err != nil {
+		return 0, err
+	}
+	deadline := s.clock.Now().Add(-s.cfg.QueueTimeout)
+	var due []build.Pipeline
+	for _, p := range queued {
+		if !strings.HasPrefix(p.Reason, lockWaitPrefix) && p.QueuedSince().Before(deadline) {
+			due = append(due, p)
+		}
+	}
+	if len(due) == 0 {
+		return 0, nil
+	}
+	why := s.Explain(ctx, due)
+	n := 0
+	for _, p := range due {
+		reason := fmt.Sprintf("gave up after %s in the queue", humanDuration(s.cfg.QueueTimeout))
+		if r := build.ReasonOf(why[p.ID]); r != "" {
+			reason += ": " + r
+		}
+		dropped, err := s.builds.Drop(ctx, p.ID, build.StatusFailed, reason)
+		if err != nil {
+			return n, err
+		}
+		if dropped {
+			n++
+			s.log.InfoContext(ctx, "queued pipeline failed: queue timeout", "pipeline", p.ID, "reason", reason)
+		}
+	}
+	return n, nil
+}
+
 // humanDuration writes a wait for people: "24 hours", "90 minutes", "45 seconds".
 func humanDuration(d time.Duration) string {
 	plural := func(n int64, unit string) string {

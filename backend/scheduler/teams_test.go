@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
@@ -49,7 +51,7 @@ func (f *fixture) explainAll() map[string]string {
 	var ps []build.Pipeline
 	f.db.Omit("plan").Where("status = ?", build.StatusQueued).Find(&ps)
 	out := map[string]string{}
-	for id, r := range f.sched.Explain(context.Background(), ps) {
+	for id, r := range f.sched.Reasons(context.Background(), ps) {
 		for _, p := range ps {
 			if p.ID == id {
 				out[p.Name] = r
@@ -204,4 +206,45 @@ func TestDispatchOnlyOrg(t *testing.T) {
 	if err != nil || d.PipelineID != 10 {
 		t.Fatalf("the platform agent: %+v %v", d, err)
 	}
+}
+
+// poorBilling says no account can pay for anything.
+type poorBilling struct{ refusingBilling }
+
+func (poorBilling) CanStart(context.Context, billing.Run) error {
+	return fmt.Errorf("%w: the first 5-minute window costs 0.6667 CNY, the balance is 0.0000 CNY", billing.ErrInsufficientBalance)
+}
+
+// A GPU pipeline that no agent serves on an account without money names both blockers at
+// once, each with its remedy, and is waiting; past the queue timeout it fails with both.
+func TestBlockersAllAtOnceAndQueueTimeout(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 30 * time.Millisecond})
+		s := NewService(db, f.intake, f.builds, f.repos, nil, poorBilling{}, f.clock, f.log,
+			Config{RegistrationToken: "reg-secret", PublicURL: "http://nimbus.test", QueueTimeout: time.Hour})
+		ctx := context.Background()
+		f.push("main", "main:\n  push:\n    - name: gpu\n      runner: { tags: cnb:arch:amd64:gpu }\n      stages: [ { name: s, script: x } ]\n")
+		var p build.Pipeline
+		db.Omit("plan").Where("name = ?", "gpu").Take(&p)
+		bs := s.Explain(ctx, []build.Pipeline{p})[p.ID]
+		if len(bs) != 2 || bs[0].Code != build.BlockerNoAgent || bs[0].Remedy != build.RemedyAgents || bs[0].Message != "no online agent serves cnb:arch:amd64:gpu" ||
+			bs[1].Code != build.BlockerBalance || bs[1].Remedy != build.RemedyTopUp || !strings.HasPrefix(bs[1].Message, "balance insufficient: the first 5-minute window") {
+			t.Fatalf("blockers: %+v", bs)
+		}
+		if !build.Waiting(bs) || build.Waiting([]build.Blocker{{Code: build.BlockerBusy}}) {
+			t.Fatal("Waiting: blockers hold it back, its turn does not")
+		}
+		if n, err := s.FailStale(ctx); err != nil || n != 0 {
+			t.Fatalf("before the timeout: %d %v", n, err)
+		}
+		f.clock.Advance(time.Hour + time.Second)
+		if n, err := s.FailStale(ctx); err != nil || n != 1 {
+			t.Fatalf("after the timeout: %d %v", n, err)
+		}
+		db.Omit("plan").Take(&p, p.ID)
+		want := "gave up after 1 hour in the queue: no online agent serves cnb:arch:amd64:gpu; balance insufficient: the first 5-minute window costs 0.6667 CNY, the balance is 0.0000 CNY"
+		if p.Status != build.StatusFailed || p.Reason != want {
+			t.Fatalf("after the timeout: %s %q", p.Status, p.Reason)
+		}
+	})
 }

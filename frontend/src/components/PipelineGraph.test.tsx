@@ -9,6 +9,8 @@ const p: Pipeline = {
   name: 'train',
   status: 'queued',
   reason: 'no online agent serves cnb:arch:amd64:gpu',
+  waiting: false,
+  blockers: [],
   runner_tag: 'cnb:arch:amd64:gpu',
   cpus: 8,
   started_at: null,
@@ -27,6 +29,28 @@ const p: Pipeline = {
 }
 
 describe('PipelineCard', () => {
+  it('shows a waiting pipeline with every blocker and its remedy link', () => {
+    const waiting: Pipeline = {
+      ...p,
+      waiting: true,
+      reason: 'no online agent serves cnb:arch:amd64:gpu; balance insufficient: needs 0.6667 CNY',
+      blockers: [
+        { code: 'no_agent', message: 'no online agent serves cnb:arch:amd64:gpu', remedy: 'agents' },
+        { code: 'balance', message: 'balance insufficient: needs 0.6667 CNY', remedy: 'topup' },
+      ],
+    }
+    const { container } = render(
+      <MemoryRouter>
+        <PipelineCard p={waiting} org="ml team" jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
+      </MemoryRouter>,
+    )
+    expect(container.querySelector('[data-status]')!.getAttribute('data-status')).toBe('waiting')
+    expect(screen.getByText(/no online agent serves/)).toBeTruthy()
+    expect(screen.getByText(/balance insufficient/)).toBeTruthy()
+    expect(container.querySelector('[data-remedy="topup"]')!.getAttribute('href')).toBe('/orgs/ml%20team/billing')
+    expect(container.querySelector('[data-remedy="agents"]')!.getAttribute('href')).toBe('/orgs/ml%20team/agents')
+  })
+
   it('shows the runner, cores, reason and the jobs placed parallel or serial', () => {
     const { container } = render(
       <MemoryRouter>

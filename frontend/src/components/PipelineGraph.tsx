@@ -1,17 +1,65 @@
 import { Link } from 'react-router'
+import { seg } from '../lib/api'
 import { layoutPipeline } from '../lib/pipeline'
 import type { Pipeline } from '../lib/types'
 import { coreHours, duration, money, span } from '../lib/format'
 import { StatusBadge } from './ui'
 
+/** What each blocker's remedy links to, on the team's pages. */
+const REMEDIES: Record<string, { label: string; href: (org: string) => string }> = {
+  topup: { label: 'Top up', href: (org) => `/orgs/${seg(org)}/billing` },
+  spending_cap: { label: 'Raise the spending cap', href: (org) => `/orgs/${seg(org)}/billing` },
+  agents: { label: 'See agents, or bring your own runner', href: (org) => `/orgs/${seg(org)}/agents` },
+  team_agents: { label: "Your team's runners", href: (org) => `/orgs/${seg(org)}/agents` },
+}
+
+/** A queued pipeline's blockers, each with its remedy as a link. */
+function Blockers({ p, org }: { p: Pipeline; org?: string }) {
+  const list = p.blockers ?? []
+  if (list.length === 0) return null
+  return (
+    <ul className="blockers" role="status" aria-label={`Why ${p.name} waits`}>
+      {list.map((b, i) => {
+        const r = b.remedy ? REMEDIES[b.remedy] : undefined
+        return (
+          <li key={i} data-blocker={b.code}>
+            {b.message}
+            {r && org && (
+              <>
+                {' '}
+                <Link to={r.href(org)} data-remedy={b.remedy}>
+                  {r.label} →
+                </Link>
+              </>
+            )}
+          </li>
+        )
+      })}
+    </ul>
+  )
+}
+
 /** One pipeline: its runner, cores, cost and reason, then its stages left to right. */
-export function PipelineCard({ p, jobHref, currency, workspaceHref }: { p: Pipeline; jobHref: (jobId: number) => string; currency?: string; workspaceHref?: string }) {
+export function PipelineCard({
+  p,
+  jobHref,
+  currency,
+  workspaceHref,
+  org,
+}: {
+  p: Pipeline
+  jobHref: (jobId: number) => string
+  currency?: string
+  workspaceHref?: string
+  /** The team, for the blockers' remedy links. */
+  org?: string
+}) {
   const layout = layoutPipeline(p.stages ?? [])
   return (
     <article className="pipeline" aria-label={`Pipeline ${p.name}`} data-pipeline={p.key}>
       <header>
         <h3>{p.name}</h3>
-        <StatusBadge status={p.status} />
+        <StatusBadge status={p.waiting ? 'waiting' : p.status} />
         <div className="meta">
           <span className="tag" title="runner class">
             {p.runner_tag}
@@ -37,10 +85,14 @@ export function PipelineCard({ p, jobHref, currency, workspaceHref }: { p: Pipel
           <span title="core-hours">{coreHours(p.core_seconds)}</span>
           <span title="cost">{money(p.cost, currency)}</span>
         </div>
-        {p.reason && (
-          <p className="reason" role={p.status === 'queued' ? 'status' : undefined}>
-            {p.reason}
-          </p>
+        {p.status === 'queued' && (p.blockers ?? []).length > 0 ? (
+          <Blockers p={p} org={org} />
+        ) : (
+          p.reason && (
+            <p className="reason" role={p.status === 'queued' ? 'status' : undefined}>
+              {p.reason}
+            </p>
+          )
         )}
       </header>
       <div

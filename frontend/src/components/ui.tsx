@@ -38,6 +38,7 @@ export function QueryView<T>({ q, what, children }: { q: UseQueryResult<T>; what
 export function StatusBadge({ status, label }: { status: Status | string; label?: string }) {
   const icon: Record<string, string> = {
     queued: '◷',
+    waiting: '⏸',
     running: '◌',
     success: '✓',
     failed: '✕',

@@ -347,7 +347,7 @@ export interface paths {
     get: operations["listRunnerTokens"];
     /**
      * Make a runner registration token for the team
-     * @description An agent started with it (`nimbus-agent --registration-token nbr_… --tags <tag>`) is
+     * @description An agent started with it (`nimbus-agent --token nbr_… --tags <tag>`) is
      * one of the team's runners: it serves only the team's pipelines, with its tags outside
      * the `cnb:` namespace and the `cnb:` tags the operator lets team runners serve
      * (`NIMBUS_TEAM_RUNNER_CNB_TAGS`). The token is in this answer only. A name of 1–100
@@ -2312,6 +2312,8 @@ export interface components {
     Build: {
       /** Format: int64 */
       id: number;
+      /** @description Nothing of the build runs and one of its pipelines is `waiting` (held back by blockers). */
+      waiting: boolean;
       /**
        * Format: int64
        * @description The build's number in its repo, from 1.
@@ -2684,6 +2686,26 @@ export interface components {
       key: string;
       name: string;
       status: components["schemas"]["Status"];
+      /** @description A `queued` pipeline held back by more than its turn in the queue (a blocker other than `busy`). */
+      waiting: boolean;
+      /**
+       * @description Everything a `queued` pipeline waits for, at once, in order of what to fix first
+       * (empty unless queued). After `NIMBUS_QUEUE_TIMEOUT` (24 h) in the queue it fails with
+       * `gave up after … in the queue: ` and these messages.
+       */
+      blockers: ({
+          /**
+           * @description `busy` is no blocker: the pipeline can run and waits for its turn.
+           * @enum {string}
+           */
+          code: "lock" | "no_agent" | "too_small" | "paused" | "team_cap" | "balance" | "spending_cap" | "busy";
+          message: string;
+          /**
+           * @description What fixes it: top up the balance, raise the spending cap, see the agents, register a team runner.
+           * @enum {string}
+           */
+          remedy?: "topup" | "spending_cap" | "agents" | "team_agents";
+        })[];
       /**
        * @description For people; "" when there is nothing to say. A `queued` pipeline says why it still
        * waits, in order of what to fix first: `no online agent serves <class>`, `no online
@@ -4585,7 +4607,7 @@ export interface operations {
   };
   /**
    * Make a runner registration token for the team
-   * @description An agent started with it (`nimbus-agent --registration-token nbr_… --tags <tag>`) is
+   * @description An agent started with it (`nimbus-agent --token nbr_… --tags <tag>`) is
    * one of the team's runners: it serves only the team's pipelines, with its tags outside
    * the `cnb:` namespace and the `cnb:` tags the operator lets team runners serve
    * (`NIMBUS_TEAM_RUNNER_CNB_TAGS`). The token is in this answer only. A name of 1–100

@@ -81,7 +81,7 @@ export function BuildSummary({ b }: { b: BuildT }) {
       <div>
         <dt>Status</dt>
         <dd>
-          <StatusBadge status={b.status} />
+          <StatusBadge status={b.waiting ? 'waiting' : b.status} />
         </dd>
       </div>
       <div>
@@ -156,7 +156,7 @@ export default function Build() {
           <>
             <div className="pagehead">
               <h1>
-                Build #{b.number} <StatusBadge status={b.status} />
+                Build #{b.number} <StatusBadge status={b.waiting ? 'waiting' : b.status} />
               </h1>
               {r.data && r.data.permission !== 'read' && <Controls b={b} org={org} repo={repo} />}
             </div>
@@ -177,7 +177,7 @@ export default function Build() {
             ) : (
               <div className="pipelines">
                 {b.pipelines.map((p) => (
-                  <PipelineCard key={p.id} p={p} jobHref={(id) => `${base}/builds/${b.number}/jobs/${id}`} workspaceHref={p.workspace ? `${base}/workspaces/${p.id}` : undefined} />
+                  <PipelineCard key={p.id} p={p} org={org} jobHref={(id) => `${base}/builds/${b.number}/jobs/${id}`} workspaceHref={p.workspace ? `${base}/workspaces/${p.id}` : undefined} />
                 ))}
               </div>
             )}

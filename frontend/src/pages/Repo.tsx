@@ -147,7 +147,7 @@ export function BuildsTable({ builds, base }: { builds: Build[]; base: string })
                 <Link to={`${base}/builds/${b.number}`}>#{b.number}</Link>
               </td>
               <td>
-                <StatusBadge status={b.status} />
+                <StatusBadge status={b.waiting ? 'waiting' : b.status} />
               </td>
               <td>{b.event}</td>
               <td>{branchOf(b)}</td>

@@ -28,6 +28,19 @@ type Sender interface {
 // Log writes messages to the log instead of sending them.
 type Log struct{ Logger *slog.Logger }
 
+// Unsent is what a Sender that delivers nothing says (Log): the caller then shows people what
+// the email would have carried (an invitation's link).
+type Unsent interface{ Unsent() bool }
+
+// Unsent implements Unsent: the log delivers no email.
+func (Log) Unsent() bool { return true }
+
+// Delivers says whether s sends emails to their recipients.
+func Delivers(s Sender) bool {
+	u, ok := s.(Unsent)
+	return !ok || !u.Unsent()
+}
+
 // Send implements Sender.
 func (l Log) Send(ctx context.Context, m Message) error {
 	l.Logger.WarnContext(ctx, "email not sent (no SMTP configured); its content follows",

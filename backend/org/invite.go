@@ -3,6 +3,7 @@ package org
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +14,15 @@ import (
 	nmail "github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
+
+// days writes a whole number of days for people: "14 days".
+func days(d time.Duration) string {
+	n := int(d / (24 * time.Hour))
+	if n == 1 {
+		return "1 day"
+	}
+	return strconv.Itoa(n) + " days"
+}
 
 // InvitationTTL is how long an invitation stays open.
 const InvitationTTL = 14 * 24 * time.Hour
@@ -27,6 +37,11 @@ type InvitationInfo struct {
 	InvitedBy string    `json:"invited_by"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// Mailed (only in the answer that creates it) says the invitee was emailed; when not (no
+	// mail server, or the send failed) Link is what to hand them: the secret link of an email
+	// invitation, the invitations page of an account's.
+	Mailed *bool  `json:"mailed,omitempty"`
+	Link   string `json:"link,omitempty"`
 }
 
 // Invite invites an account by username, or anyone by email, to join with role. Only owners
@@ -97,15 +112,27 @@ func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRol
 		msg.Body = intro + "Sign in and accept it at " + s.baseURL + "/invitations\n"
 	} else {
 		msg.To = email
-		msg.Body = intro + "Sign in (or sign up) and open this link within " + InvitationTTL.String() + " to accept:\n" +
+		msg.Body = intro + "Sign in (or sign up) and open this link within " + days(InvitationTTL) + " to accept:\n" +
 			s.baseURL + "/invitations/accept?token=" + secret + "\n\nThe link is the invitation: do not forward it.\n"
 	}
-	if err := s.mail.Send(ctx, msg); err != nil {
-		s.log.WarnContext(ctx, "invitation email failed", "err", err)
+	mailed := nmail.Delivers(s.mail)
+	if mailed {
+		if err := s.mail.Send(ctx, msg); err != nil {
+			s.log.WarnContext(ctx, "invitation email failed", "err", err)
+			mailed = false
+		}
 	}
 	var info InvitationInfo
 	if err := s.invitationQuery(ctx).Where("i.id = ?", inv.ID).Scan(&info).Error; err != nil {
 		return nil, err
+	}
+	info.Mailed = &mailed
+	if !mailed {
+		if invitee != nil {
+			info.Link = s.baseURL + "/invitations"
+		} else {
+			info.Link = s.baseURL + "/invitations/accept?token=" + secret
+		}
 	}
 	return &info, nil
 }

@@ -220,3 +220,43 @@ func TestInvitations(t *testing.T) {
 		}
 	})
 }
+
+// Without a mail server (mail.Log), an invitation says it was not emailed and carries the link
+// to hand over: the secret link of an email invitation (which then works), the invitations page
+// for an account. With one, it says it was mailed and carries no link; the email says "14 days".
+func TestInvitationLinkWithoutMail(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		owner := f.user(t, "olive")
+		o, err := f.orgs.Create(ctx, owner, "lab")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := f.orgs.Invite(ctx, o, owner, org.Owner, "", "erin@example.com", org.Developer)
+		if err != nil || inv.Mailed == nil || !*inv.Mailed || inv.Link != "" {
+			t.Fatalf("with mail: %+v %v", inv, err)
+		}
+		if body := f.mail.sent[len(f.mail.sent)-1].Body; !strings.Contains(body, "within 14 days") {
+			t.Fatalf("the email's duration: %q", body)
+		}
+		quiet := org.NewService(db, f.users, f.clock, mail.Log{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, "https://nimbus.test",
+			slog.New(slog.NewTextHandler(io.Discard, nil)))
+		inv, err = quiet.Invite(ctx, o, owner, org.Owner, "", "fay@example.com", org.Reporter)
+		if err != nil || inv.Mailed == nil || *inv.Mailed || !strings.HasPrefix(inv.Link, "https://nimbus.test/invitations/accept?token=") {
+			t.Fatalf("without mail: %+v %v", inv, err)
+		}
+		fay := f.user(t, "fay")
+		if err := quiet.AcceptInvitationToken(ctx, fay, strings.TrimPrefix(inv.Link, "https://nimbus.test/invitations/accept?token=")); err != nil {
+			t.Fatal(err)
+		}
+		if r, _ := f.orgs.RoleOf(ctx, o.ID, fay.ID); r != org.Reporter {
+			t.Fatalf("fay's role %q", r)
+		}
+		f.user(t, "gil")
+		inv, err = quiet.Invite(ctx, o, owner, org.Owner, "gil", "", org.Developer)
+		if err != nil || *inv.Mailed || inv.Link != "https://nimbus.test/invitations" {
+			t.Fatalf("an account's invitation without mail: %+v %v", inv, err)
+		}
+	})
+}

@@ -318,7 +318,7 @@ export function LogView({ jobId, title }: { jobId: number; title?: string }) {
           Raw log
         </a>
         <span className="muted logstate" data-state={state} role="status">
-          {state === 'loading' ? 'Loading…' : state === 'live' ? '● Live' : state === 'done' ? 'Complete' : 'Error'} · {buffer.count.toLocaleString()} lines
+          {state === 'loading' ? 'Loading…' : state === 'live' ? '● Live' : state === 'done' ? 'Complete' : 'Error'} · {buffer.count.toLocaleString()} {buffer.count === 1 ? "line" : "lines"}
         </span>
       </div>
       {state === 'error' && (

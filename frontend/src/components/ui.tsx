@@ -1,6 +1,7 @@
 import { useEffect, useId, useState, type ReactNode } from 'react'
 import type { UseQueryResult } from '@tanstack/react-query'
-import { errorMessage } from '../lib/api'
+import { Link } from 'react-router'
+import { ApiError, errorMessage } from '../lib/api'
 import type { Status } from '../lib/types'
 
 export function Loading({ what = 'Loading' }: { what?: string }) {
@@ -12,6 +13,15 @@ export function Loading({ what = 'Loading' }: { what?: string }) {
 }
 
 export function ErrorBox({ error, retry }: { error: unknown; retry?: () => void }) {
+  if (error instanceof ApiError && error.status === 404)
+    // Not a failure to retry: there is nothing there (or nothing this user may see).
+    return (
+      <div className="notfound" role="alert" data-testid="not-found">
+        <h2>Not found</h2>
+        <p>{errorMessage(error)}: there is nothing here, or it is not yours to see.</p>
+        <Link to="/">Go to your teams</Link>
+      </div>
+    )
   return (
     <div className="error" role="alert">
       <strong>Something went wrong.</strong> {errorMessage(error)}

@@ -2175,6 +2175,14 @@ export interface components {
       role: components["schemas"]["Role"];
       /** @description The inviter's username. */
       invited_by: string;
+      /** @description Only in the answer that creates it: whether the invitee was emailed. */
+      mailed?: boolean;
+      /**
+       * @description Only when `mailed` is false (the installation has no mail server, or the send
+       * failed): what to hand the invitee yourself — the secret link of an email invitation
+       * (whoever opens it signed in joins), or the invitations page for an account's.
+       */
+      link?: string;
       /** Format: date-time */
       created_at: string;
       /** Format: date-time */

@@ -77,8 +77,11 @@ export async function listAll<T>(path: string, maxPages = 20): Promise<T[]> {
 /** Encodes one path segment. */
 export const seg = encodeURIComponent
 
+/** The dashboard says "team" where the API says "org". */
+export const inTeamWords = (s: string) => s.replace(/\borgs?\b/g, (w) => (w === 'orgs' ? 'teams' : 'team'))
+
 export function errorMessage(e: unknown): string {
-  if (e instanceof ApiError) return e.message
+  if (e instanceof ApiError) return inTeamWords(e.message)
   if (e instanceof Error) return e.message
   return String(e)
 }

@@ -55,3 +55,12 @@ export const BILLING_ROLES: ReadonlySet<string> = new Set(['billing', 'admin', '
 export const WRITE_ROLES: ReadonlySet<string> = new Set(['developer', 'admin', 'owner'])
 /** The roles in the order the member forms offer them, weakest first. */
 export const ROLES: Role[] = ['reporter', 'billing', 'developer', 'admin', 'owner']
+
+/** What each role may do, in words, where a role is chosen. */
+export const ROLE_HELP: { [R in Role]: string } = {
+  reporter: 'reporter: reads repos, builds and logs',
+  billing: 'billing: reporter, plus the balance, usage and top-ups',
+  developer: 'developer: reporter, plus push, run and cancel builds, workspaces',
+  admin: 'admin: developer and billing, plus members, runners and repo settings',
+  owner: 'owner: everything, including deleting the team',
+}

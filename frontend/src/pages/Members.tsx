@@ -2,10 +2,10 @@ import { useState, type FormEvent } from 'react'
 import { useNavigate, useParams } from 'react-router'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
-import { ROLES, type Role } from '../lib/types'
+import { ROLE_HELP, ROLES, type Role } from '../lib/types'
 import { useRole } from '../components/Layout'
 import { useUser } from '../session'
-import { ActionsHeader, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
+import { ActionsHeader, CopyField, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
 
 export default function Members() {
@@ -40,14 +40,14 @@ export default function Members() {
   })
   const withdraw = useMutation({ mutationFn: (id: number) => endpoints.orgs.invitations.withdraw(org, id), onSuccess: refresh })
   const [invite, setInvite] = useState({ who: '', role: 'developer' as Role })
-  const [invited, setInvited] = useState('')
+  const [invited, setInvited] = useState<{ who: string; mailed: boolean; link?: string } | null>(null)
   const create = useMutation({
     mutationFn: () => {
       const body = invite.who.includes('@') ? { email: invite.who, role: invite.role } : { username: invite.who, role: invite.role }
       return endpoints.orgs.invitations.create(org, body)
     },
     onSuccess: (i) => {
-      setInvited(i.email ?? i.username ?? '')
+      setInvited({ who: i.email ?? i.username ?? '', mailed: i.mailed !== false, link: i.link })
       setInvite({ ...invite, who: '' })
       refresh()
     },
@@ -120,15 +120,24 @@ export default function Members() {
       {manager && (
         <>
           <h2>Invitations</h2>
-          {invited && <Notice kind="success">Invitation sent to {invited}. It is valid for 14 days.</Notice>}
+          {invited && invited.mailed && <Notice kind="success">Invitation emailed to {invited.who}. It is valid for 14 days.</Notice>}
+          {invited && !invited.mailed && (
+            <Notice kind="warn">
+              <span data-testid="invitation-unsent">
+                No email was sent to {invited.who}: this installation has no mail server configured. Send them this link yourself; it is valid for 14 days
+                {invited.link?.includes('token=') ? ' and lets whoever opens it signed in join, so share it only with them' : ''}.
+              </span>
+              {invited.link && <CopyField value={invited.link} label="Invitation link" />}
+            </Notice>
+          )}
           <form onSubmit={submit} className="card">
             <div className="grid2">
               <Field label="Username or email" hint="An email invitation carries a link that whoever opens it signed in can claim.">
                 {(id, d) => <input id={id} required value={invite.who} onChange={(e) => setInvite({ ...invite, who: e.target.value })} aria-describedby={d} />}
               </Field>
-              <Field label="Role">
-                {(id) => (
-                  <select id={id} value={invite.role} onChange={(e) => setInvite({ ...invite, role: e.target.value as Role })}>
+              <Field label="Role" hint={ROLE_HELP[invite.role]}>
+                {(id, d) => (
+                  <select id={id} value={invite.role} aria-describedby={d} onChange={(e) => setInvite({ ...invite, role: e.target.value as Role })}>
                     {roles.map((r) => (
                       <option key={r}>{r}</option>
                     ))}

@@ -297,6 +297,29 @@ func TestBrokenOrMissingConfig(t *testing.T) {
 			!strings.Contains(bs[0].ErrorMessage, "cnb:arch:quantum") {
 			t.Fatalf("one failed build with the position expected, got %+v", bs)
 		}
+		// The build keeps the error with its lines for the build page, the hint included.
+		var ds []build.Diagnostic
+		if err := json.Unmarshal([]byte(bs[0].Diagnostics), &ds); err != nil || len(ds) != 1 {
+			t.Fatalf("diagnostics %q: %v", bs[0].Diagnostics, err)
+		}
+		if d := ds[0]; d.Severity != "error" || d.Line != 4 || d.Column != 15 || !strings.Contains(d.Hint, "cnb:arch:amd64") ||
+			d.Excerpt == nil || d.Excerpt.FirstLine != 3 || len(d.Excerpt.Lines) != 3 || d.Excerpt.Lines[1] != "        tags: cnb:arch:quantum" {
+			t.Fatalf("diagnostic %+v excerpt %+v", d, d.Excerpt)
+		}
+		// A file that runs keeps its warnings, an include's excerpt from the include.
+		f.commit("warnings", map[string]string{
+			".cnb.yml":      "include: [.cnb/more.yml]\nfeature:\n  push:\n    - stages: [ { name: a, script: x, allow_failure: true } ]\n",
+			".cnb/more.yml": "feature:\n  vscode:\n    - services: [vscode]\n      stags: []\n",
+		})
+		bs = f.push("refs/heads/feature", bs[0].CommitSHA, "feature")
+		ds = nil
+		if len(bs) != 1 || bs[0].Status == build.StatusFailed || json.Unmarshal([]byte(bs[0].Diagnostics), &ds) != nil || len(ds) != 2 {
+			t.Fatalf("builds %+v", bs)
+		}
+		if ds[0].File != ".cnb.yml" || ds[0].Severity != "warning" || !strings.Contains(ds[0].Hint, `did you mean "allowFailure"`) || ds[0].Excerpt == nil ||
+			ds[1].File != ".cnb/more.yml" || ds[1].Line != 4 || ds[1].Excerpt == nil || ds[1].Excerpt.Lines[1] != "      stags: []" {
+			t.Fatalf("warnings %+v", ds)
+		}
 	})
 }
 

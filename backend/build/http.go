@@ -258,6 +258,9 @@ type JSON struct {
 	// the builds this one's pipelines started. Only in a build's own answer.
 	Parent   *BuildLinkJSON  `json:"parent,omitempty"`
 	Children []BuildLinkJSON `json:"children,omitempty"`
+	// Diagnostics are the errors and warnings of the build's .cnb.yml, each with the lines it
+	// points at. Only in a build's own answer.
+	Diagnostics []Diagnostic `json:"diagnostics,omitempty"`
 }
 
 // BuildLinkJSON names a build of any repo.
@@ -573,6 +576,9 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 		}
 		if b.ErrorMessage != "" {
 			j.Error = &ErrorJSON{Message: b.ErrorMessage, File: b.ErrorFile, Line: b.ErrorLine, Column: b.ErrorColumn}
+		}
+		if deep {
+			j.Diagnostics = parseDiagnostics(b.Diagnostics)
 		}
 		out = append(out, j)
 	}

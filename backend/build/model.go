@@ -49,24 +49,26 @@ const (
 
 // Build is one trigger of one repo at one commit.
 type Build struct {
-	ID            int64     `gorm:"primaryKey"`
-	RepoID        int64     `gorm:"not null"`
-	Number        int64     `gorm:"not null"`
-	Event         string    `gorm:"not null"`
-	Branch        string    `gorm:"not null"` // the branch, or "" for tag events
-	Tag           string    `gorm:"not null"`
-	CommitSHA     string    `gorm:"not null"`
-	CommitMessage string    `gorm:"not null"`
-	TriggeredBy   *int64    // the user; nil when nobody (a schedule whose author left)
-	Status        string    `gorm:"not null"`
-	ErrorMessage  string    `gorm:"not null"`
-	ErrorFile     string    `gorm:"not null"`
-	ErrorLine     int       `gorm:"not null"`
-	ErrorColumn   int       `gorm:"not null"`
-	CreatedAt     time.Time `gorm:"not null"`
-	UpdatedAt     time.Time `gorm:"not null"`
-	StartedAt     *time.Time
-	FinishedAt    *time.Time
+	ID            int64  `gorm:"primaryKey"`
+	RepoID        int64  `gorm:"not null"`
+	Number        int64  `gorm:"not null"`
+	Event         string `gorm:"not null"`
+	Branch        string `gorm:"not null"` // the branch, or "" for tag events
+	Tag           string `gorm:"not null"`
+	CommitSHA     string `gorm:"not null"`
+	CommitMessage string `gorm:"not null"`
+	TriggeredBy   *int64 // the user; nil when nobody (a schedule whose author left)
+	Status        string `gorm:"not null"`
+	ErrorMessage  string `gorm:"not null"`
+	ErrorFile     string `gorm:"not null"`
+	ErrorLine     int    `gorm:"not null"`
+	ErrorColumn   int    `gorm:"not null"`
+	// Diagnostics are the file's errors and warnings as JSON ([]Diagnostic), with their excerpts.
+	Diagnostics string    `gorm:"not null"`
+	CreatedAt   time.Time `gorm:"not null"`
+	UpdatedAt   time.Time `gorm:"not null"`
+	StartedAt   *time.Time
+	FinishedAt  *time.Time
 	// A build a pipeline started (cnb:apply, cnb:trigger) names that build and pipeline.
 	ParentBuildID    *int64
 	ParentPipelineID *int64

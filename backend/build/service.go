@@ -120,6 +120,8 @@ type compiled struct {
 	commit string
 	info   git.CommitInfo
 	cfg    *spec.Config // nil: the commit has no .cnb.yml
+	src    []byte       // the .cnb.yml
+	files  *gitFiles    // the includes it read, for the excerpts of diagnostics
 }
 
 // compile reads .cnb.yml and its includes at commit, and the commit, through rd, and parses the
@@ -144,9 +146,10 @@ func (s *Service) compileSource(rd *git.Reader, commit string, src []byte) (*com
 	}
 	opts := s.opts
 	opts.File = ConfigFile
-	opts.Files = &gitFiles{rd: rd, commit: commit, read: map[string]fileRead{}}
+	files := &gitFiles{rd: rd, commit: commit, read: map[string]fileRead{}}
+	opts.Files = files
 	cfg, _ := spec.Parse(src, opts)
-	return &compiled{commit: commit, info: info, cfg: cfg}, nil
+	return &compiled{commit: commit, info: info, cfg: cfg, src: src, files: files}, nil
 }
 
 // broken reports whether the file is there and does not parse.
@@ -196,8 +199,12 @@ func (s *Service) create(ctx context.Context, c *compiled, rq request) (*Build, 
 	planErr := diags.Err()
 	var set *protocol.PlanSet
 	if planErr == nil {
-		set, diags, planErr = c.cfg.Plan(t)
+		var planned spec.Diagnostics
+		set, planned, planErr = c.cfg.Plan(t)
+		// The file's warnings, then what planning found.
+		diags = append(append(spec.Diagnostics{}, diags...), planned...)
 	}
+	b.Diagnostics = c.diagnosticsOf(diags)
 	if planErr != nil {
 		var ve *spec.ValidationError
 		if !errors.As(planErr, &ve) {

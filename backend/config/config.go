@@ -55,9 +55,9 @@ type Config struct {
 	QueueTimeout time.Duration
 	// CLIPath is the nimbus CLI served at /downloads (package downloads); "" = beside the
 	// server or on PATH, "off" = none.
-	CLIPath string
-	Timezone          string
-	TrustedProxies    string
+	CLIPath        string
+	Timezone       string
+	TrustedProxies string
 	// InternalURL is where the other replicas reach this one, for agent tunnels (package
 	// backend/tunnel); "" = http:// and the address the server listens on.
 	InternalURL string

@@ -53,10 +53,22 @@ func displayPath(mainFile string, d spec.Diagnostic) string {
 	return filepath.Join(filepath.Dir(mainFile), filepath.FromSlash(d.Pos.File))
 }
 
-func writeDiagnostics(w io.Writer, mainFile string, ds spec.Diagnostics) {
+// writeDiagnostics prints each diagnostic as FILE:LINE:COL: severity: message (hint), followed
+// by the lines it points at with a caret under the column (for files that can be read: the
+// main one and local includes).
+func writeDiagnostics(w io.Writer, src []byte, opts spec.Options, ds spec.Diagnostics) {
 	for _, d := range ds {
-		d.Pos.File = displayPath(mainFile, d)
+		text := src
+		if d.Pos.File != opts.File {
+			text = nil
+			if opts.Files != nil && d.Pos.File != "" && !strings.Contains(d.Pos.File, "://") {
+				text, _ = opts.Files.ReadFile(d.Pos.File)
+			}
+		}
+		ex := spec.ExcerptAt(text, d.Pos)
+		d.Pos.File = displayPath(opts.File, d)
 		fmt.Fprintln(w, d.String())
+		fmt.Fprint(w, ex.String())
 	}
 }
 
@@ -99,7 +111,8 @@ func runLint(_ context.Context, e env, args []string) int {
 	var strict, asJSON bool
 	fs := envflag.New("lint", "Usage: nimbus lint [--strict] [--json] [FILE]\n\n"+
 		"Checks FILE (default .cnb.yml) and the files it includes, read from FILE's directory as the\n"+
-		"repository root. Prints FILE:LINE:COL: error|warning|info: message lines, and exits 1 when\n"+
+		"repository root. Prints FILE:LINE:COL: error|warning|info: message lines, each followed by\n"+
+		"the lines it points at with a caret under the column, and exits 1 when\n"+
 		"there are errors. Info is advice (beyond CNB) on a file that is fine as it is. Remote\n"+
 		"includes are not fetched.")
 	fs.Bool(&strict, "strict", "NIMBUS_LINT_STRICT", false, "treat warnings as errors (info stays advice)")
@@ -128,7 +141,7 @@ func runLint(_ context.Context, e env, args []string) int {
 			return 2
 		}
 	} else {
-		writeDiagnostics(e.stdout, opts.File, ds)
+		writeDiagnostics(e.stdout, src, opts, ds)
 	}
 	if ds.HasErrors() {
 		return 1

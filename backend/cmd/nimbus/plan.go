@@ -94,12 +94,12 @@ func runPlan(_ context.Context, e env, args []string) int {
 		return 2
 	}
 	cfg, ds := spec.Parse(src, opts)
-	writeDiagnostics(e.stderr, opts.File, ds)
+	writeDiagnostics(e.stderr, src, opts, ds)
 	if ds.HasErrors() {
 		return 1
 	}
 	set, pds, err := cfg.Plan(t)
-	writeDiagnostics(e.stderr, opts.File, pds)
+	writeDiagnostics(e.stderr, src, opts, pds)
 	if err != nil {
 		return 1
 	}

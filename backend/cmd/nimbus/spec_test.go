@@ -68,10 +68,14 @@ func TestLint(t *testing.T) {
 		{"warnings only", []string{"lint", spec}, nil, 0, []string{
 			spec + ":12:11: warning: unknown key \"allow_failure\" in job (did you mean \"allowFailure\"?)",
 			filepath.Join(root, ".cnb", "extra.yml") + ":4:7: warning: unknown key \"stags\"",
+			// Each is followed by its lines and a caret, an included file's from that file.
+			" 11 |           script: python train.py\n 12 |           allow_failure: true\n    |           ^\n",
+			" 3 |     - services: [vscode]\n 4 |       stags: []\n   |       ^\n",
 		}, ""},
 		{"strict", []string{"lint", "--strict", spec}, nil, 1, []string{spec + ":12:11: error: unknown key"}, ""},
 		{"strict from the environment", []string{"lint", spec}, map[string]string{"NIMBUS_LINT_STRICT": "true"}, 1, []string{": error: "}, ""},
-		{"errors", []string{"lint", bad}, nil, 1, []string{bad + ":3:22: error: unknown runner tag \"cnb:arch:amd64:gpu:A100\" (known tags: "}, ""},
+		{"errors", []string{"lint", bad}, nil, 1, []string{bad + ":3:22: error: unknown runner tag \"cnb:arch:amd64:gpu:A100\" (known tags: ",
+			" 3 |     - runner: {tags: cnb:arch:amd64:gpu:A100}\n   |                      ^\n 4 |       stages: [make]\n"}, ""},
 		{"json", []string{"lint", "--json", bad}, nil, 1, []string{`"errors": [`, `"line": 3`, `"column": 22`, `"warnings": []`}, ""},
 		{"a team runner's tag: fine, with a note", []string{"lint", "--strict", team}, nil, 0, []string{
 			team + ":3:22: info: runner tag \"seele-macbook\" names a team runner: this pipeline runs only on an agent your team registered with that tag"}, ""},

@@ -2351,6 +2351,28 @@ export interface components {
       parent?: components["schemas"]["BuildLink"];
       /** @description The builds this one's pipelines started; a single build only. */
       children?: components["schemas"]["BuildLink"][];
+      /**
+       * @description What linting and planning the build's `.cnb.yml` found (errors, warnings, advice),
+       * each with the lines it points at, as `nimbus lint` prints them; a single build only.
+       */
+      diagnostics?: components["schemas"]["Diagnostic"][];
+    };
+    Diagnostic: {
+      /** @enum {string} */
+      severity: "error" | "warning" | "info";
+      file: string;
+      /** @description 1-based; 0 when unknown. */
+      line: number;
+      /** @description 1-based; 0 when unknown. */
+      column: number;
+      message: string;
+      /** @description How to fix it ("did you mean …", the known tags). */
+      hint?: string;
+      /** @description The offending line (number `line`) with a line of context each side; the caret goes under `column`. */
+      excerpt?: {
+        first_line: number;
+        lines: string[];
+      };
     };
     /** @description A published file. */
     ArtifactFile: {

@@ -3,7 +3,7 @@
 // document. Only the block at the end is the dashboard's own.
 import type { components } from './api-schema'
 
-type S = components['schemas']
+export type S = components['schemas']
 
 export type Role = S['Role']
 export type Status = S['Status']

@@ -1,3 +1,4 @@
+import { CLI_DOWNLOAD } from '../lib/downloads'
 import { Link, useParams, useSearchParams } from 'react-router'
 import { useQuery } from '@tanstack/react-query'
 import { seg } from '../lib/api'
@@ -71,7 +72,7 @@ function Packages({ org, repo, here }: { org: string; repo: string; here: string
               A pipeline publishes one with its job token (<code>CNB_TOKEN</code>, set in every job, where the <code>nimbus</code> CLI is on the <code>PATH</code>):{' '}
               <code>nimbus artifact push {`${org}/${repo}`} PACKAGE VERSION FILE…</code> (or <code>PUT</code> the file to{' '}
               <code>{endpoints.repos.artifacts.fileUrl(org, repo, 'PACKAGE', 'VERSION', 'FILE')}</code> with <code>X-Checksum-Sha256</code>). Elsewhere,{' '}
-              <a href="/downloads/nimbus-linux-amd64" download="nimbus" data-testid="cli-download">
+              <a href={CLI_DOWNLOAD} download="nimbus" data-testid="cli-download">
                 download the nimbus CLI
               </a>{' '}
               from this server.
@@ -190,7 +191,7 @@ function Files({ org, repo, pkg, version, server }: { org: string; repo: string;
             <h2>Download</h2>
             <p className="muted">
               With a deploy token of this repo (Settings → Deploy tokens) in <code>$NIMBUS_DEPLOY_TOKEN</code>, and the{' '}
-              <a href="/downloads/nimbus-linux-amd64" download="nimbus" data-testid="cli-download">
+              <a href={CLI_DOWNLOAD} download="nimbus" data-testid="cli-download">
                 nimbus CLI
               </a>{' '}
               (<code>curl -fsSLo nimbus {server}/downloads/nimbus-linux-amd64 &amp;&amp; chmod +x nimbus</code>). Downloads resume where a cut connection left them; check the sha256 before

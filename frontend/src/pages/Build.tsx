@@ -6,6 +6,7 @@ import { isFinal, type Build as BuildT } from '../lib/types'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { PipelineCard } from '../components/PipelineGraph'
 import { Provenance } from '../components/Provenance'
+import { Diagnostics } from '../components/Diagnostics'
 import { Empty, FormError, QueryView, StatusBadge } from '../components/ui'
 import { branchOf, dateTime, shortSha, span } from '../lib/format'
 
@@ -161,15 +162,19 @@ export default function Build() {
               {r.data && r.data.permission !== 'read' && <Controls b={b} org={org} repo={repo} />}
             </div>
             <BuildSummary b={b} />
-            {b.error && (
-              <div className="error" role="alert">
-                <strong>.cnb.yml did not parse</strong>
-                <pre className="code">
-                  {b.error.file}
-                  {b.error.line > 0 && `:${b.error.line}`}
-                  {b.error.column > 0 && `:${b.error.column}`}: {b.error.message}
-                </pre>
-              </div>
+            {b.diagnostics && b.diagnostics.length > 0 ? (
+              <Diagnostics ds={b.diagnostics} failed={!!b.error} />
+            ) : (
+              b.error && (
+                <div className="error" role="alert">
+                  <strong>.cnb.yml did not parse</strong>
+                  <pre className="code">
+                    {b.error.file}
+                    {b.error.line > 0 && `:${b.error.line}`}
+                    {b.error.column > 0 && `:${b.error.column}`}: {b.error.message}
+                  </pre>
+                </div>
+              )
             )}
             <h2>Pipelines</h2>
             {b.pipelines.length === 0 ? (

@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent"
+	"github.com/nimbus-build/nimbus/backend/admin"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
@@ -275,7 +276,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			a.Tunnel,
 			workspace.NewHandler(a.Workspaces, log),
 			logHandler,
-			billing.NewHandler(a.Billing, a.Orgs, a.Stripe, billing.HandlerConfig{AllowPrivateWebhooks: cfg.AlertWebhookPrivate}, log),
+			billing.NewHandler(a.Billing, a.Orgs, a.Stripe, billing.HandlerConfig{AllowPrivateWebhooks: cfg.AlertWebhookPrivate,
+				Classes: spec.DefaultRunnerClasses(), ZoneName: cfg.Timezone, Admins: a.Auth.AdminUsernames}, log),
+			admin.New(a.Orgs, a.Billing, installSettings(cfg, opt.Version), log),
 			artifacts.NewHandler(artifacts.HandlerConfig{Service: a.Files, Blobs: a.Blobs, Repos: a.Repos, Orgs: a.Orgs,
 				PublicURL: cfg.PublicURL, Presign: cfg.S3Presign, Log: log}),
 			downloads.New(cfg.CLIPath, log),

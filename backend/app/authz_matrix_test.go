@@ -450,6 +450,10 @@ var mxMatrix = []mxRow{
 	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "POST", "/api/v1/admin/orgs/"+mxOrgA+"/credits").
 		note("platform admins only").body(map[string]string{"amount": "10.00", "note": "matrix"}),
 	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/admin/agents").note("platform admins only"),
+	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/admin/orgs").note("platform admins only"),
+	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/admin/settings").note("platform admins only"),
+	// The installation's prices: no secret, for anyone signed in or holding a token.
+	mx("401 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/api/v1/pricing"),
 
 	// ---- team runners: members list the team's runners; admins and owners (org:write) pause,
 	// resume and revoke them and manage the runner tokens (listed with repo:read, as

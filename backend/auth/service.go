@@ -357,6 +357,14 @@ func (s *Service) UserByID(ctx context.Context, id int64) (*User, error) {
 	return &u, err
 }
 
+// AdminUsernames lists the platform admins' usernames, oldest account first: who a team asks
+// for credit when the installation takes no payments.
+func (s *Service) AdminUsernames(ctx context.Context) ([]string, error) {
+	out := []string{}
+	err := s.db.WithContext(ctx).Model(&User{}).Where("is_admin = ?", true).Order("id").Limit(20).Pluck("username", &out).Error
+	return out, err
+}
+
 // Usernames maps user ids to usernames, in one query; ids of deleted users are absent.
 func (s *Service) Usernames(ctx context.Context, ids []int64) (map[int64]string, error) {
 	var rows []struct {

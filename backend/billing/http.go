@@ -17,6 +17,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/webhook"
 )
 
@@ -36,6 +37,12 @@ type HandlerConfig struct {
 	// AllowPrivateWebhooks accepts alert webhook URLs on loopback and private addresses
 	// (AlertSenderConfig.AllowPrivate: the same setting).
 	AllowPrivateWebhooks bool
+	// Classes are the server's runner classes, for the pricing (spec.DefaultRunnerClasses).
+	Classes []spec.RunnerClass
+	// ZoneName is the billing time zone as configured (NIMBUS_TIMEZONE), for people.
+	ZoneName string
+	// Admins lists the platform admins' usernames: who to ask for credit.
+	Admins func(context.Context) ([]string, error)
 }
 
 // NewHandler returns the billing HTTP handler.
@@ -56,6 +63,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/orgs/:org/billing/topups", h.topup)
 	rs.POST("/admin/orgs/:org/credits", h.grant)
 	rs.POST("/billing/stripe/webhook", h.webhook)
+	rs.GET("/pricing", h.pricing)
 }
 
 // load authorizes the caller for the billing account of the route's :org.
@@ -105,6 +113,11 @@ type SummaryJSON struct {
 	LowBalanceThreshold *string          `json:"low_balance_threshold"`
 	AlertWebhookURL     string           `json:"alert_webhook_url"`
 	Topups              TopupsJSON       `json:"topups"`
+	// TimeZone is the billing time zone that decides days and months ("Asia/Shanghai,
+	// UTC+08:00"); usage dates and the month are in it.
+	TimeZone string `json:"time_zone"`
+	// CreditFrom names who can grant credit when top-ups are off: the platform admins.
+	CreditFrom []string `json:"credit_from"`
 }
 
 // MonthBucketsJSON is the month's spending of each bucket.
@@ -178,12 +191,19 @@ func (h *Handler) summarize(c *gin.Context, a *Account) (*SummaryJSON, error) {
 	}
 	buckets := MonthBucketsJSON{Build: spendingJSON(byBucket[BucketBuild]), Workspace: spendingJSON(byBucket[BucketWorkspace])}
 	lo, hi := h.stripe.Bounds()
+	admins := []string{}
+	if h.cfg.Admins != nil && !h.stripe.Enabled() {
+		if admins, err = h.cfg.Admins(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return &SummaryJSON{
 		Currency: a.Currency, Balance: a.Balance.Display(), Frozen: a.Frozen.Display(),
 		FreeQuota: builds, WorkspaceFreeQuota: workspaces,
 		Month: month, MonthSpent: spent.Paid.Display(), MonthWrittenOff: spent.WrittenOff.Display(), MonthByBucket: buckets,
 		SpendingCap: display(a.SpendingCap), LowBalanceThreshold: display(a.LowBalanceThreshold), AlertWebhookURL: a.AlertWebhookURL,
-		Topups: TopupsJSON{Enabled: h.stripe.Enabled(), Min: lo.Display(), Max: hi.Display()},
+		Topups:   TopupsJSON{Enabled: h.stripe.Enabled(), Min: lo.Display(), Max: hi.Display()},
+		TimeZone: ZoneLabel(h.svc.cfg.Location, h.cfg.ZoneName, h.svc.clock.Now()), CreditFrom: admins,
 	}, nil
 }
 

@@ -3,7 +3,6 @@ package org
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -11,18 +10,10 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/internal/human"
 	nmail "github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
-
-// days writes a whole number of days for people: "14 days".
-func days(d time.Duration) string {
-	n := int(d / (24 * time.Hour))
-	if n == 1 {
-		return "1 day"
-	}
-	return strconv.Itoa(n) + " days"
-}
 
 // InvitationTTL is how long an invitation stays open.
 const InvitationTTL = 14 * 24 * time.Hour
@@ -112,7 +103,7 @@ func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRol
 		msg.Body = intro + "Sign in and accept it at " + s.baseURL + "/invitations\n"
 	} else {
 		msg.To = email
-		msg.Body = intro + "Sign in (or sign up) and open this link within " + days(InvitationTTL) + " to accept:\n" +
+		msg.Body = intro + "Sign in (or sign up) and open this link within " + human.Duration(InvitationTTL) + " to accept:\n" +
 			s.baseURL + "/invitations/accept?token=" + secret + "\n\nThe link is the invitation: do not forward it.\n"
 	}
 	mailed := nmail.Delivers(s.mail)

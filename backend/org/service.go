@@ -176,6 +176,21 @@ func (s *Service) ListForUser(ctx context.Context, userID int64) ([]Membership, 
 	return out, err
 }
 
+// OrgCount is an org with its number of members.
+type OrgCount struct {
+	Org
+	Members int
+}
+
+// Page lists every org with an id above after, by id, at most limit: the platform admins' list.
+func (s *Service) Page(ctx context.Context, after int64, limit int) ([]OrgCount, error) {
+	var rows []OrgCount
+	err := s.db.WithContext(ctx).Table("orgs").
+		Select("orgs.*, (SELECT COUNT(*) FROM org_members WHERE org_members.org_id = orgs.id) AS members").
+		Where("orgs.id > ?", after).Order("orgs.id").Limit(limit).Scan(&rows).Error
+	return rows, err
+}
+
 // Rename changes the org's name.
 func (s *Service) Rename(ctx context.Context, o *Org, name string) error {
 	if err := ValidateName(name); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/internal/human"
 )
 
 // Explain says, for each queued pipeline, everything it waits for at once — the question
@@ -80,7 +81,7 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64][]
 		case !platform && ci == nil:
 			msg := noTeamRunner(p.RunnerTag)
 			if s.cfg.TeamRunnerWait > 0 {
-				msg += fmt.Sprintf(" (it fails after %s in the queue)", humanDuration(s.cfg.TeamRunnerWait))
+				msg += fmt.Sprintf(" (it fails after %s in the queue)", human.Duration(s.cfg.TeamRunnerWait))
 			}
 			add(build.BlockerNoAgent, build.RemedyTeamAgents, "%s", msg)
 		case !platform && ci.maxCPUs < p.CPUs:

@@ -14,6 +14,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/internal/human"
 )
 
 // Team runners: a team's own hosts (bring your own machines).
@@ -265,7 +266,7 @@ func (s *Service) FailUnserved(ctx context.Context) (int, error) {
 		if served[s.in.queueClass(p.OrgID, p.RunnerTag)] {
 			continue
 		}
-		reason := fmt.Sprintf("%s (gave up after %s in the queue)", noTeamRunner(p.RunnerTag), humanDuration(s.cfg.TeamRunnerWait))
+		reason := fmt.Sprintf("%s (gave up after %s in the queue)", noTeamRunner(p.RunnerTag), human.Duration(s.cfg.TeamRunnerWait))
 		dropped, err := s.builds.Drop(ctx, p.ID, build.StatusFailed, reason)
 		if err != nil {
 			return n, err
@@ -303,7 +304,7 @@ func (s *Service) FailStale(ctx context.Context) (int, error) {
 	why := s.Explain(ctx, due)
 	n := 0
 	for _, p := range due {
-		reason := fmt.Sprintf("gave up after %s in the queue", humanDuration(s.cfg.QueueTimeout))
+		reason := fmt.Sprintf("gave up after %s in the queue", human.Duration(s.cfg.QueueTimeout))
 		if r := build.ReasonOf(why[p.ID]); r != "" {
 			reason += ": " + r
 		}
@@ -317,21 +318,4 @@ func (s *Service) FailStale(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// humanDuration writes a wait for people: "24 hours", "90 minutes", "45 seconds".
-func humanDuration(d time.Duration) string {
-	plural := func(n int64, unit string) string {
-		if n == 1 {
-			return "1 " + unit
-		}
-		return strconv.FormatInt(n, 10) + " " + unit + "s"
-	}
-	switch {
-	case d >= time.Hour && d%time.Hour == 0:
-		return plural(int64(d/time.Hour), "hour")
-	case d >= time.Minute && d%time.Minute == 0:
-		return plural(int64(d/time.Minute), "minute")
-	}
-	return plural(int64(d.Round(time.Second)/time.Second), "second")
 }

@@ -1909,6 +1909,36 @@ export interface paths {
      */
     get: operations["listAgents"];
   };
+  "/admin/orgs": {
+    /**
+     * Every team with its balance (platform admins)
+     * @description The install's teams by id (the cursor is a position in that order); paginated. Each has
+     * its member count, its balance, what is frozen for running pipelines and what it spent
+     * this month, in the billing currency. Credit is granted with
+     * `POST /admin/orgs/{org}/credits`. Platform admins only (a token also needs the `admin`
+     * scope): anyone else gets 403.
+     */
+    get: operations["adminListOrgs"];
+  };
+  "/admin/settings": {
+    /**
+     * The settings the server runs with (platform admins)
+     * @description Each setting as in effect, with its environment variable and what it means for users.
+     * Credentials are never shown: a service URL only by its host, a key only as set or not.
+     * Platform admins only (a token also needs the `admin` scope): anyone else gets 403.
+     */
+    get: operations["adminSettings"];
+  };
+  "/pricing": {
+    /**
+     * What running costs on this installation
+     * @description Every runner class with its cores, memory and GPU, its price per core-hour and per hour,
+     * and whether the monthly free CPU quota pays for it; the free quotas, the pre-freeze
+     * rule in one sentence, and the billing time zone that decides days and months. For
+     * anyone signed in or holding a token.
+     */
+    get: operations["getPricing"];
+  };
   "/billing/stripe/webhook": {
     /**
      * Stripe's webhook endpoint
@@ -3325,7 +3355,9 @@ export interface components {
      *     "enabled": true,
      *     "min": "10.0000",
      *     "max": "100000.0000"
-     *   }
+     *   },
+     *   "time_zone": "Asia/Shanghai, UTC+08:00",
+     *   "credit_from": []
      * }
      */
     BillingAccount: {
@@ -3374,6 +3406,13 @@ export interface components {
         min: components["schemas"]["Money"];
         max: components["schemas"]["Money"];
       };
+      /**
+       * @description The billing time zone; `month` and usage dates are in it.
+       * @example Asia/Shanghai, UTC+08:00
+       */
+      time_zone: string;
+      /** @description Who can grant credit (the platform admins' usernames) while top-ups are off; empty when they are on. */
+      credit_from: string[];
     };
     /** @description Fields left out keep their value; null clears. */
     BillingSettings: {
@@ -3549,6 +3588,85 @@ export interface components {
           /** Format: date-time */
           started_at: string | null;
         })[];
+    };
+    AdminOrgList: {
+      items: components["schemas"]["AdminOrg"][];
+      next_cursor?: components["schemas"]["NextCursor"];
+    };
+    AdminOrg: {
+      /** Format: int64 */
+      id: number;
+      name: string;
+      members: number;
+      /** Format: date-time */
+      created_at: string;
+      /** @example CNY */
+      currency: string;
+      balance: components["schemas"]["Money"];
+      frozen: components["schemas"]["Money"];
+      month_spent: components["schemas"]["Money"];
+    };
+    InstallSettings: {
+      settings: {
+          name: string;
+          /** @description The environment variable that sets it; "" for facts such as the version. */
+          env: string;
+          value: string;
+          /** @description What the value means for users. */
+          note?: string;
+        }[];
+    };
+    Pricing: {
+      /** @example CNY */
+      currency: string;
+      /**
+       * @description The billing time zone
+       * @example Asia/Shanghai, UTC+08:00
+       */
+      time_zone: string;
+      /**
+       * @description Free build CPU core-hours per team and calendar month.
+       * @example 160
+       */
+      free_core_hours: string;
+      /**
+       * @description Free workspace CPU core-hours per team and calendar month.
+       * @example 1600
+       */
+      free_workspace_core_hours: string;
+      /**
+       * Format: int64
+       * @example 300
+       */
+      freeze_interval_seconds: number;
+      /** @description The pre-freeze rule in one sentence. */
+      freeze_rule: string;
+      classes: components["schemas"]["PricedClass"][];
+      team_runners: {
+        free: boolean;
+        note: string;
+      };
+    };
+    PricedClass: {
+      /** @example cnb:arch:amd64:gpu */
+      class: string;
+      tags: string[];
+      /** @description > 0 for a fixed-size class (GPU nodes). */
+      fixed_cores: number;
+      min_cores: number;
+      max_cores: number;
+      /** @description Cores when `runner.cpus` is not set. */
+      default_cores: number;
+      memory_gib_per_core: number;
+      /** @description The GPU model, "any", or "" for none. */
+      gpu: string;
+      gpu_memory_gb: number;
+      price_per_core_hour: components["schemas"]["Money"];
+      /** @description An hour of the class at `hour_cores` cores. */
+      price_per_hour: components["schemas"]["Money"];
+      hour_cores: number;
+      /** @description The monthly free CPU core-hours pay for this class first. */
+      free_quota: boolean;
     };
     AgentList: {
       items: components["schemas"]["AgentInfo"][];
@@ -8181,6 +8299,72 @@ export interface operations {
       400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Every team with its balance (platform admins)
+   * @description The install's teams by id (the cursor is a position in that order); paginated. Each has
+   * its member count, its balance, what is frozen for running pipelines and what it spent
+   * this month, in the billing currency. Credit is granted with
+   * `POST /admin/orgs/{org}/credits`. Platform admins only (a token also needs the `admin`
+   * scope): anyone else gets 403.
+   */
+  adminListOrgs: {
+    parameters: {
+      query?: {
+        limit?: components["parameters"]["Limit"];
+        cursor?: components["parameters"]["Cursor"];
+      };
+    };
+    responses: {
+      /** @description A page of teams. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AdminOrgList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The settings the server runs with (platform admins)
+   * @description Each setting as in effect, with its environment variable and what it means for users.
+   * Credentials are never shown: a service URL only by its host, a key only as set or not.
+   * Platform admins only (a token also needs the `admin` scope): anyone else gets 403.
+   */
+  adminSettings: {
+    responses: {
+      /** @description The settings. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["InstallSettings"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * What running costs on this installation
+   * @description Every runner class with its cores, memory and GPU, its price per core-hour and per hour,
+   * and whether the monthly free CPU quota pays for it; the free quotas, the pre-freeze
+   * rule in one sentence, and the billing time zone that decides days and months. For
+   * anyone signed in or holding a token.
+   */
+  getPricing: {
+    responses: {
+      /** @description The prices. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Pricing"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
       default: components["responses"]["Error"];
     };
   };

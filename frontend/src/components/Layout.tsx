@@ -91,7 +91,7 @@ export function Layout() {
             </>
           )}
           <NavLink to="/settings/tokens">Tokens</NavLink>
-          {user.data.is_admin && <NavLink to="/admin/agents">All agents</NavLink>}
+          {user.data.is_admin && <NavLink to="/admin">Admin</NavLink>}
         </nav>
         <div className="me">
           <span className="muted" data-testid="username">

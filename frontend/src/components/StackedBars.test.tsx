@@ -17,7 +17,7 @@ describe('StackedBars', () => {
     const { container, getByText } = render(<StackedBars data={data} title="By class" />)
     expect(container.querySelectorAll('rect')).toHaveLength(3)
     expect(container.querySelectorAll('.legend li')).toHaveLength(2)
-    expect(getByText('3.00 core-h')).toBeTruthy()
+    expect(getByText('3.00 core-hours')).toBeTruthy()
     const cells = [...container.querySelectorAll('tbody tr')].map((tr) => [...tr.children].map((c) => c.textContent))
     expect(cells).toEqual([
       ['2026-06-01', '2.00', '0.00'],

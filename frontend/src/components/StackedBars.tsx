@@ -42,7 +42,7 @@ export function StackedBars({ data, title }: { data: ChartData; title: string })
                     acc += v
                     return (
                       <rect key={s.key} x={pad.l + i * bw + bw * 0.12} width={bw * 0.76} y={y1} height={Math.max(h, 0.5)} fill={COLORS[si % COLORS.length]}>
-                        <title>{`${d} · ${s.key}: ${v.toFixed(2)} core-h`}</title>
+                        <title>{`${d} · ${s.key}: ${v.toFixed(2)} core-hours`}</title>
                       </rect>
                     )
                   })}

@@ -227,8 +227,16 @@ export const endpoints = {
     statementUrl: (org: string, month: string) => href('/orgs/{org}/billing/statements/{month}', { org, month }),
   },
 
+  /** The installation's prices, quotas, pre-freeze rule and billing time zone. */
+  pricing: () => call('get', '/pricing', {}),
+
   admin: {
     agents: () => all('/admin/agents', {}),
+    orgs: () => all('/admin/orgs', {}),
+    settings: () => call('get', '/admin/settings', {}),
+    /** A credit grant; the same key grants once however often it is sent (a double click). */
+    grant: (org: string, body: RequestBody<'/admin/orgs/{org}/credits', 'post'>, idempotencyKey: string) =>
+      api.post<Ok<Op<'/admin/orgs/{org}/credits', 'post'>>>(fill('/admin/orgs/{org}/credits', { org }), body, { 'Idempotency-Key': idempotencyKey }),
   },
 
   jobs: {

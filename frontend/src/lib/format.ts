@@ -26,11 +26,37 @@ export function ago(ts: string | null, now = Date.now()): string {
   if (s < 60) return `${s}s ago`
   if (s < 3600) return `${Math.floor(s / 60)}m ago`
   if (s < 86400) return `${Math.floor(s / 3600)}h ago`
-  return new Date(ts).toLocaleDateString()
+  return day(ts)
 }
 
-export function dateTime(ts: string | null): string {
-  return ts ? new Date(ts).toLocaleString() : '—'
+// The one date format of every page: the locale's medium date.
+const DATE: Intl.DateTimeFormatOptions = { year: 'numeric', month: 'short', day: 'numeric' }
+
+/** Where and in which zone times are shown; the defaults are the browser's. Tests pin both. */
+export type Zone = { locale?: string; timeZone?: string }
+
+/**
+ * A moment with its time zone, in the locale's one date format: "Dec 3, 2026, 12:52 PM UTC" in
+ * en-US, "3. Dez. 2026, 12:52 UTC" in de-DE.
+ */
+export function dateTime(ts: string | null, z: Zone = {}): string {
+  if (!ts) return '—'
+  return new Intl.DateTimeFormat(z.locale, { ...DATE, hour: 'numeric', minute: '2-digit', timeZone: z.timeZone, timeZoneName: 'short' }).format(new Date(ts))
+}
+
+/** The date of a moment in the locale's date format ("Dec 3, 2026"). */
+export function day(ts: string, z: Zone = {}): string {
+  return new Intl.DateTimeFormat(z.locale, { ...DATE, timeZone: z.timeZone }).format(new Date(ts))
+}
+
+/**
+ * A calendar date the server already placed in its billing time zone (YYYY-MM-DD), in the
+ * locale's date format: formatted as that date, never shifted into the browser's zone.
+ */
+export function calendarDay(date: string, locale?: string): string {
+  const [y, m, d] = date.split('-').map(Number)
+  if (!y || !m || !d) return date
+  return new Intl.DateTimeFormat(locale, { ...DATE, timeZone: 'UTC' }).format(new Date(Date.UTC(y, m - 1, d)))
 }
 
 export function bytes(n: number): string {
@@ -44,10 +70,18 @@ export function bytes(n: number): string {
   return `${i === 0 ? n : n.toFixed(1)} ${u[i]}`
 }
 
+/**
+ * Usage is shown in one unit everywhere: core-hours with two decimals. The exact core-seconds
+ * go in a tooltip (coreSeconds).
+ */
 export function coreHours(coreSeconds: number): string {
-  if (coreSeconds > 0 && coreSeconds < 36) return `${coreSeconds} core-s`
-  const h = coreSeconds / 3600
-  return `${h < 10 ? h.toFixed(2) : h.toFixed(1)} core-h`
+  if (!Number.isFinite(coreSeconds)) return '—'
+  return `${(coreSeconds / 3600).toFixed(2)} core-hours`
+}
+
+/** The exact figure behind coreHours, for a title attribute. */
+export function coreSeconds(n: number): string {
+  return `${Math.round(n)} core-seconds`
 }
 
 /** A money string (already a decimal) with its currency, trailing zeros beyond 2 places trimmed. */

@@ -3,24 +3,16 @@ import { useQuery } from '@tanstack/react-query'
 import { seg } from '../lib/api'
 import { endpoints } from '../lib/endpoints'
 import { useUser } from '../session'
+import { AdminPage } from '../components/AdminNav'
+import { PricingPanel } from '../components/Pricing'
 import { Empty, QueryView } from '../components/ui'
 import { ago, bytes } from '../lib/format'
 
 export default function Agents() {
   const user = useUser()
   const q = useQuery({ queryKey: ['agents'], queryFn: () => endpoints.admin.agents(), refetchInterval: 5000, enabled: !!user.data?.is_admin })
-  if (!user.data?.is_admin)
-    return (
-      <section>
-        <h1>All agents</h1>
-        <p className="error" role="alert">
-          Only platform admins see the agents.
-        </p>
-      </section>
-    )
   return (
-    <section>
-      <h1>All agents</h1>
+    <AdminPage title="Agents">
       <QueryView q={q} what="Loading agents">
         {(list) =>
           list.length === 0 ? (
@@ -90,6 +82,7 @@ export default function Agents() {
           )
         }
       </QueryView>
-    </section>
+      <PricingPanel />
+    </AdminPage>
   )
 }

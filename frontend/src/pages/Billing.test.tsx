@@ -2,7 +2,7 @@ import { render, screen, waitFor } from '@testing-library/react'
 import { MemoryRouter, Route, Routes } from 'react-router'
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query'
 import Billing from './Billing'
-import type { BillingAccount, Usage } from '../lib/types'
+import type { BillingAccount, Pricing, Usage } from '../lib/types'
 
 const account: BillingAccount = {
   currency: 'CNY',
@@ -18,6 +18,24 @@ const account: BillingAccount = {
   low_balance_threshold: null,
   alert_webhook_url: '',
   topups: { enabled: false, min: '10.0000', max: '100000.0000' },
+  time_zone: 'Asia/Shanghai, UTC+08:00',
+  credit_from: ['root'],
+}
+
+const cls = { tags: [], min_cores: 1, max_cores: 64, default_cores: 8, fixed_cores: 0, memory_gib_per_core: 2, gpu: '', gpu_memory_gb: 0, free_quota: true }
+const pricing: Pricing = {
+  currency: 'CNY',
+  time_zone: 'Asia/Shanghai, UTC+08:00',
+  free_core_hours: '160',
+  free_workspace_core_hours: '1600',
+  freeze_interval_seconds: 300,
+  freeze_rule: 'While a pipeline runs, its next 5 minutes are reserved (frozen) from the free quota or the balance, every 5 minutes.',
+  team_runners: { free: true, note: 'Time on your team’s own runners is free.' },
+  classes: [
+    { ...cls, class: 'cnb:arch:amd64', price_per_core_hour: '0.1250', price_per_hour: '1.0000', hour_cores: 8 },
+    { ...cls, class: 'cnb:arch:amd64:gpu', fixed_cores: 16, min_cores: 16, max_cores: 16, default_cores: 16, gpu: 'any', gpu_memory_gb: 48, free_quota: false,
+      price_per_core_hour: '0.5000', price_per_hour: '8.0000', hour_cores: 16 },
+  ],
 }
 
 const row = (bucket: Usage['bucket'], runner_class: string, core_seconds: number, quota_core_seconds: number): Usage => ({
@@ -43,6 +61,8 @@ function show() {
       const answer =
         path === '/api/v1/orgs/ml/billing'
           ? account
+          : path === '/api/v1/pricing'
+            ? pricing
           : path === '/api/v1/orgs/ml/billing/usage'
             ? { items: usage }
             : path === '/api/v1/orgs/ml/billing/ledger' || path === '/api/v1/orgs/ml/billing/notifications'
@@ -69,8 +89,8 @@ describe('Billing', () => {
   it('shows the builds’ and the workspaces’ free quotas apart', async () => {
     show()
     await waitFor(() => expect(screen.getByTestId('quota-left')).toBeTruthy())
-    expect(screen.getByTestId('quota-left').textContent).toBe('159.0 core-h left')
-    expect(screen.getByTestId('workspace-quota-left').textContent).toBe('1589.3 core-h left')
+    expect(screen.getByTestId('quota-left').textContent).toBe('159.00 core-hours left')
+    expect(screen.getByTestId('workspace-quota-left').textContent).toBe('1589.33 core-hours left')
     expect(screen.getByText('Free build CPU quota, 2026-06')).toBeTruthy()
     expect(screen.getByText('Free workspace CPU quota, 2026-06')).toBeTruthy()
     expect(screen.getByTestId('month-by-bucket').textContent).toBe('builds 1.20 CNY · workspaces 2.00 CNY')
@@ -79,9 +99,9 @@ describe('Billing', () => {
   it('charts build and workspace usage in sections of their own', async () => {
     const { container } = show()
     await waitFor(() => expect(screen.getByTestId('usage-total')).toBeTruthy())
-    expect(screen.getByTestId('usage-total').textContent).toBe('3 pipelines, 13.0 core-h settled in this period.')
-    expect(screen.getByTestId('usage-build').textContent).toBe('1 pipeline, 1.00 core-h, 1.00 core-h of them from the free build quota')
-    expect(screen.getByTestId('usage-workspace').textContent).toBe('2 pipelines, 12.0 core-h, 10.0 core-h of them from the free workspace quota')
+    expect(screen.getByTestId('usage-total').textContent).toBe('3 pipelines, 13.00 core-hours settled in this period.')
+    expect(screen.getByTestId('usage-build').textContent).toBe('1 pipeline, 1.00 core-hours, 1.00 core-hours of them from the free build quota')
+    expect(screen.getByTestId('usage-workspace').textContent).toBe('2 pipelines, 12.00 core-hours, 10.00 core-hours of them from the free workspace quota')
     const legend = (bucket: string) => [...container.querySelectorAll(`[data-bucket="${bucket}"] figure`)][0].querySelectorAll('.legend li').length
     expect(legend('build')).toBe(1)
     expect(legend('workspace')).toBe(2)
@@ -91,5 +111,35 @@ describe('Billing', () => {
       'Workspaces: core-hours per day by runner class',
       'Workspaces: core-hours per day by repo',
     ])
+  })
+
+  it('uses one unit on the page and names the billing time zone by every date range and chart', async () => {
+    const { container } = show()
+    await waitFor(() => expect(screen.getByTestId('usage-total')).toBeTruthy())
+    const text = container.textContent ?? ''
+    expect(text).not.toMatch(/core-s\b|core-h\b|core-seconds/)
+    expect(screen.getByTestId('usage-zone').textContent).toBe('Days run from midnight to midnight in the billing time zone, Asia/Shanghai, UTC+08:00.')
+    expect([...container.querySelectorAll('[data-bucket] .zone')].map((z) => z.textContent)).toEqual(['Days in Asia/Shanghai, UTC+08:00', 'Days in Asia/Shanghai, UTC+08:00'])
+    // The exact core-seconds are in the tooltip only.
+    expect(container.querySelector('[data-quota="build"] [title]')?.getAttribute('title')).toBe('3600 core-seconds used of 576000 core-seconds')
+  })
+
+  it('shows the prices with their currency, the quotas and the pre-freeze rule', async () => {
+    const { container } = show()
+    await waitFor(() => expect(container.querySelector('[data-class="cnb:arch:amd64:gpu"]')).toBeTruthy())
+    const gpu = container.querySelector('[data-class="cnb:arch:amd64:gpu"]')!.textContent
+    expect(gpu).toContain('16, fixed')
+    expect(gpu).toContain('any model, 48 GB')
+    expect(gpu).toContain('0.50 CNY')
+    expect(gpu).toContain('8.00 CNY at 16 cores')
+    expect(container.querySelector('[data-class="cnb:arch:amd64"]')!.textContent).toContain('1–64 (8 by default)')
+    expect(screen.getByTestId('freeze-rule').textContent).toContain('next 5 minutes are reserved')
+    expect(screen.getByTestId('free-quota-rule').textContent).toContain('160 free CPU core-hours for builds and 1600 for workspaces')
+  })
+
+  it('names who grants credit when the installation takes no payments', async () => {
+    show()
+    await waitFor(() => expect(screen.getByTestId('no-topups')).toBeTruthy())
+    expect(screen.getByTestId('no-topups').textContent).toContain('Ask root (the installation’s platform admin) to grant credit to ml.')
   })
 })

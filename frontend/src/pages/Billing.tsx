@@ -1,12 +1,14 @@
 import { useEffect, useMemo, useState, type FormEvent } from 'react'
-import { useParams, useSearchParams } from 'react-router'
+import { Link, useParams, useSearchParams } from 'react-router'
 import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
 import type { BillingAccount } from '../lib/types'
 import { BUCKETS, bucketTotals, shapeUsage, type Bucket } from '../lib/charts'
 import { StackedBars } from '../components/StackedBars'
 import { Empty, ErrorBox, Field, FormError, Loading, Notice, QueryView } from '../components/ui'
-import { coreHours, dateTime, money } from '../lib/format'
+import { coreHours, coreSeconds, dateTime, money } from '../lib/format'
+import { PricingPanel } from '../components/Pricing'
+import { useUser } from '../session'
 
 const today = () => {
   const d = new Date()
@@ -27,7 +29,7 @@ function QuotaGauge({ q, bucket, month }: { q: BillingAccount['free_quota']; buc
         <div className="gauge-used" style={{ width: `${(q.used_core_seconds / Math.max(1, q.total_core_seconds)) * 100}%` }} />
         <div className="gauge-frozen" style={{ width: `${(q.frozen_core_seconds / Math.max(1, q.total_core_seconds)) * 100}%` }} />
       </div>
-      <span className="muted">
+      <span className="muted" title={`${coreSeconds(q.used_core_seconds)} used of ${coreSeconds(q.total_core_seconds)}`}>
         {coreHours(q.used_core_seconds)} used{q.frozen_core_seconds ? `, ${coreHours(q.frozen_core_seconds)} held` : ''} of {coreHours(q.total_core_seconds)} ·{' '}
         <span data-testid={bucket === 'workspace' ? 'workspace-quota-left' : 'quota-left'}>{coreHours(q.left_core_seconds)} left</span>
       </span>
@@ -49,7 +51,7 @@ function Summary({ a }: { a: BillingAccount }) {
         <strong className="big">{money(a.frozen, a.currency)}</strong>
       </div>
       <div className="stat">
-        <span className="label">Spent in {a.month}</span>
+        <span className="label" title={`Calendar month in ${a.time_zone}`}>Spent in {a.month}</span>
         <strong className="big" data-testid="month-spent">
           {money(a.month_spent, a.currency)}
         </strong>
@@ -83,7 +85,7 @@ function TopUp({ org, a }: { org: string; a: BillingAccount }) {
     <form onSubmit={submit} className="card" aria-labelledby="topup-h">
       <h2 id="topup-h">Top up</h2>
       {!a.topups.enabled ? (
-        <p className="muted">Top-ups are not enabled on this installation (no Stripe key). A platform admin can grant credit.</p>
+        <NoTopups org={org} a={a} />
       ) : (
         <>
           <Field label={`Amount (${a.currency})`} hint={`From ${money(a.topups.min)} to ${money(a.topups.max)}. You pay on Stripe's page and come back here.`}>
@@ -98,6 +100,25 @@ function TopUp({ org, a }: { org: string; a: BillingAccount }) {
         </>
       )}
     </form>
+  )
+}
+
+/** Where money comes from when the installation takes no payments: who to ask, by name. */
+function NoTopups({ org, a }: { org: string; a: BillingAccount }) {
+  const me = useUser().data
+  const who = a.credit_from.length === 0 ? 'a platform admin of this installation' : a.credit_from.length === 1 ? a.credit_from[0] : a.credit_from.join(', ')
+  return (
+    <div data-testid="no-topups">
+      <p>
+        This installation takes no payments, so the balance grows only when a platform admin grants credit. Ask{' '}
+        <strong>{who}</strong> (the installation’s platform {a.credit_from.length > 1 ? 'admins' : 'admin'}) to grant credit to <strong>{org}</strong>.
+      </p>
+      {me?.is_admin && (
+        <p>
+          You are a platform admin: <Link to={`/admin/teams?grant=${encodeURIComponent(org)}`}>grant credit to {org}</Link>.
+        </p>
+      )}
+    </div>
   )
 }
 
@@ -142,7 +163,7 @@ function Settings({ org, a }: { org: string; a: BillingAccount }) {
   )
 }
 
-function UsageCharts({ org, month }: { org: string; month: string }) {
+function UsageCharts({ org, month, zone }: { org: string; month: string; zone: string }) {
   const [from, setFrom] = useState(`${month}-01`)
   // Empty: up to today in the billing time zone, which the server knows (it may be tomorrow here).
   const [to, setTo] = useState('')
@@ -181,6 +202,9 @@ function UsageCharts({ org, month }: { org: string; month: string }) {
           {(id, d) => <input id={id} type="date" value={to} min={from} onChange={(e) => setTo(e.target.value)} aria-describedby={d} />}
         </Field>
       </div>
+      <p className="muted" data-testid="usage-zone">
+        Days run from midnight to midnight in the billing time zone, {zone}.
+      </p>
       {q.isPending && <Loading what="Loading usage" />}
       {q.isError && <ErrorBox error={q.error} retry={() => q.refetch()} />}
       {q.data && charts && (
@@ -193,6 +217,7 @@ function UsageCharts({ org, month }: { org: string; month: string }) {
             return (
               <section key={c.bucket} data-bucket={c.bucket} aria-labelledby={`usage-${c.bucket}-h`}>
                 <h3 id={`usage-${c.bucket}-h`}>{c.label}</h3>
+                <p className="muted zone">Days in {zone}</p>
                 <p className="muted" data-testid={`usage-${c.bucket}`}>
                   {t.pipelines} {t.pipelines === 1 ? 'pipeline' : 'pipelines'}, {coreHours(t.core_seconds)}
                   {t.quota_core_seconds > 0 ? `, ${coreHours(t.quota_core_seconds)} of them from the free ${c.bucket} quota` : ''}
@@ -347,11 +372,12 @@ export default function Billing() {
         {(a) => (
           <>
             <Summary a={a} />
-            <UsageCharts org={org} month={a.month} />
+            <UsageCharts org={org} month={a.month} zone={a.time_zone} />
             <div className="grid2 top">
               <TopUp org={org} a={a} />
               <Statements org={org} month={a.month} />
             </div>
+            <PricingPanel />
             <Settings org={org} a={a} />
             <Ledger org={org} currency={a.currency} />
             <Notifications org={org} />

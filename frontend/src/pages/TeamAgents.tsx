@@ -1,3 +1,4 @@
+import { PricingPanel } from '../components/Pricing'
 import { useState, type FormEvent } from 'react'
 import { Link, useParams } from 'react-router'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
@@ -166,6 +167,7 @@ export default function TeamAgents() {
           </QueryView>
         </>
       )}
+      <PricingPanel />
     </section>
   )
 }

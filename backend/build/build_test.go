@@ -462,3 +462,44 @@ func TestWorkspaceState(t *testing.T) {
 		}
 	}
 }
+
+// "Run a build" offers what the branch's file declares, and says why when it cannot.
+func TestEventsForBranch(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		if ev, err := f.builds.EventsFor(ctx, f.access, ""); err != nil || ev.Problem == "" || len(ev.Branches) != 0 {
+			t.Fatalf("empty repo: %+v %v", ev, err)
+		}
+		first := f.commit("ci", map[string]string{".cnb.yml": `
+main:
+  push: [ { name: build, stages: [ { name: a, script: x } ] } ]
+  web_trigger_train: [ { name: train, stages: [ { name: a, script: x } ] } ]
+$:
+  api_trigger: [ { stages: [ { name: a, script: x } ] } ]
+`})
+		f.push("refs/heads/main", git.ZeroSHA, "main")
+		ev, err := f.builds.EventsFor(ctx, f.access, "")
+		if err != nil || ev.Branch != "main" || ev.Problem != "" || len(ev.Branches) != 1 || len(ev.Events) != 3 {
+			t.Fatalf("main: %+v %v", ev, err)
+		}
+		if e := ev.Events[0]; e.Event != "push" || e.Manual || e.Pipelines != 1 {
+			t.Errorf("push %+v", e)
+		}
+		if e := ev.Events[1]; e.Event != "web_trigger_train" || !e.Manual || e.Names[0] != "train" {
+			t.Errorf("web_trigger_train %+v", e)
+		}
+		if e := ev.Events[2]; e.Event != "api_trigger" || !e.Manual {
+			t.Errorf("api_trigger %+v", e)
+		}
+		if _, err := f.builds.EventsFor(ctx, f.access, "nope"); err == nil {
+			t.Error("an unknown branch is an error")
+		}
+		f.git("checkout", "-q", "-b", "broken")
+		f.commit("broken", map[string]string{".cnb.yml": "main: [oops\n"})
+		f.push("refs/heads/broken", first, "broken")
+		if ev, err := f.builds.EventsFor(ctx, f.access, "broken"); err != nil || !strings.Contains(ev.Problem, "does not parse: .cnb.yml:1") || len(ev.Events) != 0 || len(ev.Branches) != 2 {
+			t.Fatalf("broken: %+v %v", ev, err)
+		}
+	})
+}

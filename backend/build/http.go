@@ -122,6 +122,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.GET("/repos/:org/:repo/schedules", h.schedules)
 	rs.GET("/repos/:org/:repo/metrics", h.metrics)
 	rs.GET("/repos/:org/:repo/buttons", h.buttons)
+	rs.GET("/repos/:org/:repo/events", h.events)
 	rs.POST("/repos/:org/:repo/buttons/press", h.press)
 }
 
@@ -140,6 +141,19 @@ func (h *Handler) buttons(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusOK, gin.H{"branch": branch, "buttons": bs})
+}
+
+// events is GET …/events?branch=: what "Run a build" offers for a branch (events.go).
+func (h *Handler) events(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Read)
+	if err != nil {
+		return err
+	}
+	out, err := h.svc.EventsFor(c.Request.Context(), a, c.Query("branch"))
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, out)
 }
 
 // press is POST …/buttons/press {branch, button, inputs}: the button's build (201).

@@ -81,3 +81,61 @@ func eventMatches(e *eventDecl, t Trigger) bool {
 }
 
 func normCron(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// BranchEvent is one event a branch's pipelines are declared for, as EventsFor lists them.
+type BranchEvent struct {
+	Event string
+	// Pipelines counts the pipelines the event runs on the branch (every matching key).
+	Pipelines int
+	// Names are the pipelines' names as written (unsubstituted; "" for an unnamed one).
+	Names []string
+}
+
+// EventsFor lists the events a build of branch could be fired with, and how many pipelines each
+// runs, as planning selects them: the keys whose glob matches the branch, and for each event
+// none of them declares, the "$" fallback's. Events are in file order.
+func (c *Config) EventsFor(branch string) []BranchEvent {
+	t := Trigger{Branch: branch}
+	ref := t.refName()
+	var out []BranchEvent
+	index := map[string]int{}
+	add := func(b *branchDecl) {
+		for _, e := range b.events {
+			i, ok := index[e.key]
+			if !ok {
+				i = len(out)
+				index[e.key] = i
+				out = append(out, BranchEvent{Event: e.key})
+			}
+			out[i].Pipelines += len(e.pipelines)
+			for _, pl := range e.pipelines {
+				name := ""
+				if pl.name != nil {
+					name = pl.name.v
+				}
+				out[i].Names = append(out[i].Names, name)
+			}
+		}
+	}
+	for _, b := range c.branches {
+		if !b.fallback && b.glob.Match(ref) {
+			add(b)
+		}
+	}
+	declared := map[string]bool{}
+	for k := range index {
+		declared[k] = true
+	}
+	for _, b := range c.branches {
+		if !b.fallback {
+			continue
+		}
+		for _, e := range b.events {
+			if declared[e.key] {
+				continue
+			}
+			add(&branchDecl{events: []*eventDecl{e}})
+		}
+	}
+	return out
+}

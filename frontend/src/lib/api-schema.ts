@@ -998,6 +998,25 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/events": {
+    /**
+     * The events a branch's .cnb.yml declares
+     * @description What "Run a build" offers: the repo's branches (at most 200), and for `branch` (the
+     * default branch when absent) every event its `.cnb.yml` declares, as planning selects
+     * them (the keys whose glob matches the branch, and `$` for events none of them
+     * declares), with the pipelines each runs. `manual` events (`web_trigger*`,
+     * `api_trigger*`) can be run with `POST …/builds`. A branch without a file, or whose
+     * file does not parse, has no events and a `problem` saying so. Read access; token
+     * scope `repo:read`.
+     */
+    get: operations["listBranchEvents"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/buttons/press": {
     /**
      * Press a custom button
@@ -6253,6 +6272,53 @@ export interface operations {
           "application/json": {
             branch: string;
             buttons: components["schemas"]["Button"][];
+          };
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The events a branch's .cnb.yml declares
+   * @description What "Run a build" offers: the repo's branches (at most 200), and for `branch` (the
+   * default branch when absent) every event its `.cnb.yml` declares, as planning selects
+   * them (the keys whose glob matches the branch, and `$` for events none of them
+   * declares), with the pipelines each runs. `manual` events (`web_trigger*`,
+   * `api_trigger*`) can be run with `POST …/builds`. A branch without a file, or whose
+   * file does not parse, has no events and a `problem` saying so. Read access; token
+   * scope `repo:read`.
+   */
+  listBranchEvents: {
+    parameters: {
+      query?: {
+        branch?: string;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description The branch's events. */
+      200: {
+        content: {
+          "application/json": {
+            branch: string;
+            branches: string[];
+            events: {
+                event: string;
+                pipelines: number;
+                /** @description The pipelines' names as written ("" for an unnamed one). */
+                names: string[];
+                /** @description A `web_trigger*` or `api_trigger*` event, which can be run from the dashboard. */
+                manual: boolean;
+              }[];
+            /** @description Why there are no events: no `.cnb.yml`, or its first error. */
+            problem?: string;
           };
         };
       };

@@ -200,6 +200,8 @@ export const endpoints = {
       fileUrl: (org: string, repo: string, pkg: string, version: string, file: string) =>
         href('/repos/{org}/{repo}/artifacts/{package}/{version}/{file}', { org, repo, package: pkg, version, file }),
     },
+    /** The branches, and the events a branch's .cnb.yml declares ("Run a build"). */
+    events: (org: string, repo: string, branch: string) => call('get', '/repos/{org}/{repo}/events', { org, repo }, undefined, { branch }),
     buttons: {
       /** The .cnb/web_trigger.yml buttons of a branch. */
       list: (org: string, repo: string, branch: string) => call('get', '/repos/{org}/{repo}/buttons', { org, repo }, undefined, { branch }),

@@ -46,11 +46,16 @@ git push -u origin ${branch}`
 function TriggerForm({ org, repo, branch }: { org: string; repo: string; branch: string }) {
   const navigate = useNavigate()
   const [open, setOpen] = useState(false)
-  const [form, setForm] = useState({ branch, event: 'web_trigger' })
+  const [form, setForm] = useState({ branch, event: '' })
   const [env, setEnv] = useState<{ k: string; v: string }[]>([{ k: '', v: '' }])
+  // What the branch's file declares: the form offers only events that can run.
+  const ev = useQuery({ queryKey: ['events', org, repo, form.branch], queryFn: () => endpoints.repos.events(org, repo, form.branch), enabled: open && form.branch !== '', retry: false })
+  const manual = (ev.data?.events ?? []).filter((e) => e.manual)
+  const others = (ev.data?.events ?? []).filter((e) => !e.manual)
+  const event = manual.some((e) => e.event === form.event) ? form.event : (manual[0]?.event ?? '')
   const { submit, busy, error } = useSubmit(async () => {
     const vars = Object.fromEntries(env.filter((x) => x.k.trim()).map((x) => [x.k.trim(), x.v]))
-    const b = await endpoints.repos.builds.trigger(org, repo, { branch: form.branch, event: form.event, env: vars })
+    const b = await endpoints.repos.builds.trigger(org, repo, { branch: form.branch, event, env: vars })
     navigate(`${repoPath(org, repo)}/builds/${b.number}`)
   })
   if (!open)
@@ -62,12 +67,49 @@ function TriggerForm({ org, repo, branch }: { org: string; repo: string; branch:
   return (
     <form onSubmit={submit} className="card" aria-labelledby="trigger-h">
       <h2 id="trigger-h">Run a build</h2>
-      <div className="grid2">
-        <Field label="Branch">{(id) => <input id={id} required value={form.branch} onChange={(e) => setForm({ ...form, branch: e.target.value })} />}</Field>
-        <Field label="Event" hint="web_trigger, api_trigger, or web_trigger_… as your .cnb.yml declares.">
-          {(id, d) => <input id={id} required pattern="(web_trigger|api_trigger)(_.+)?" value={form.event} onChange={(e) => setForm({ ...form, event: e.target.value })} aria-describedby={d} />}
-        </Field>
-      </div>
+      <Field label="Branch">
+        {(id) => (
+          <select id={id} name="branch" value={form.branch} onChange={(e) => setForm({ branch: e.target.value, event: '' })}>
+            {(ev.data?.branches.length ? ev.data.branches : [form.branch]).map((b) => (
+              <option key={b} value={b}>
+                {b}
+              </option>
+            ))}
+          </select>
+        )}
+      </Field>
+      {ev.isPending ? (
+        <p className="muted">Reading the branch’s .cnb.yml…</p>
+      ) : ev.isError ? (
+        <FormError error={ev.error} />
+      ) : ev.data.problem ? (
+        <p className="notice warn" data-testid="events-problem">
+          Nothing to run on {form.branch}: {ev.data.problem}.
+        </p>
+      ) : manual.length === 0 ? (
+        <p className="notice warn" data-testid="events-problem">
+          The .cnb.yml on {form.branch} declares no event that runs by hand. Add a <code>web_trigger</code> (or <code>web_trigger_…</code>, <code>api_trigger…</code>) event under its branch key to run
+          one from here.
+        </p>
+      ) : (
+        <fieldset data-testid="events">
+          <legend>Event, as {form.branch}’s .cnb.yml declares</legend>
+          {manual.map((e) => (
+            <label key={e.event} className="radio" data-event={e.event}>
+              <input type="radio" name="event" value={e.event} checked={event === e.event} onChange={() => setForm({ ...form, event: e.event })} /> <code>{e.event}</code>{' '}
+              <span className="muted">
+                runs {e.pipelines === 1 ? '1 pipeline' : `${e.pipelines} pipelines`}
+                {e.names.some((n) => n) && `: ${e.names.map((n) => n || '(unnamed)').join(', ')}`}
+              </span>
+            </label>
+          ))}
+        </fieldset>
+      )}
+      {others.length > 0 && (
+        <p className="muted" data-testid="other-events">
+          Also declared, fired by git or the clock rather than from here: {others.map((e) => e.event).join(', ')}.
+        </p>
+      )}
       <fieldset>
         <legend>Environment variables</legend>
         {env.map((row, i) => (
@@ -91,8 +133,8 @@ function TriggerForm({ org, repo, branch }: { org: string; repo: string; branch:
       </fieldset>
       <FormError error={error} />
       <div className="actions">
-        <button type="submit" disabled={busy}>
-          {busy ? 'Starting…' : 'Run'}
+        <button type="submit" disabled={busy || !event}>
+          {busy ? 'Starting…' : event ? `Run ${event}` : 'Run'}
         </button>
         <button type="button" className="secondary" onClick={() => setOpen(false)}>
           Cancel

@@ -2,7 +2,7 @@ import { Link } from 'react-router'
 import { seg } from '../lib/api'
 import { layoutPipeline } from '../lib/pipeline'
 import type { Pipeline } from '../lib/types'
-import { coreHours, duration, money, span } from '../lib/format'
+import { coreHours, coreSeconds, duration, money, span } from '../lib/format'
 import { StatusBadge } from './ui'
 
 /** What each blocker's remedy links to, on the team's pages. */
@@ -82,7 +82,7 @@ export function PipelineCard({
               awaited {duration(p.awaited_ms)}
             </span>
           )}
-          <span title="core-hours">{coreHours(p.core_seconds)}</span>
+          <span title={coreSeconds(p.core_seconds)}>{coreHours(p.core_seconds)}</span>
           <span title="cost">{money(p.cost, currency)}</span>
         </div>
         {p.status === 'queued' && (p.blockers ?? []).length > 0 ? (

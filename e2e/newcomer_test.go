@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// newcomerCI: on push, a CPU pipeline downloads the nimbus CLI from the server itself and lints
+// the repo's file with it, then stays busy a while; by hand (web_trigger_train), a GPU pipeline
+// that no agent of this installation can run.
+const newcomerCI = `main:
+  push:
+    - name: cli
+      runner: { tags: cnb:arch:amd64, cpus: 1 }
+      docker: { image: IMAGE }
+      stages:
+        - name: lint
+          jobs:
+            - name: nimbus-lint
+              script: |
+                wget -q -O /tmp/nimbus "$CNB_WEB_ENDPOINT/downloads/nimbus-linux-amd64"
+                chmod +x /tmp/nimbus
+                /tmp/nimbus lint .cnb.yml && echo "the downloaded nimbus lint passed"
+                sleep 45
+  web_trigger_train:
+    - name: train-gpu
+      runner: { tags: cnb:arch:amd64:gpu }
+      docker: { image: IMAGE }
+      stages:
+        - name: fit
+          script: echo training
+`
+
+// newcomerBroken has an error (a GPU model this installation does not have) and a warning (a
+// key in snake case) for the build page to show as the linter prints them.
+const newcomerBroken = `broken:
+  push:
+    - runner:
+        tags: cnb:arch:amd64:gpu:A100
+      stages:
+        - name: fit
+          script: python train.py
+          allow_failure: true
+`
+
+// Issue 19's newcomer path in a real headless Chromium against the real server (PostgreSQL,
+// Redis, a real Docker agent for CPU pipelines and none for GPU, no mail server, no Stripe): the
+// CLI downloaded from the server runs in a job; "Run a build" offers the file's declared
+// events; the GPU pipeline it starts waits with both of its reasons and their links; the
+// billing page says who grants credit and shows the prices; the platform admin grants credit
+// in the admin area and the balance moves; the GPU pipeline fails after the queue timeout with
+// what it waited for; a broken file shows its lines with a caret and the linter's hint; an
+// invitation without mail shows its link. A screenshot at each step goes to e2e/screenshots/.
+func TestNewcomerPathInChromium(t *testing.T) {
+	w := newWorld(t, "NIMBUS_QUEUE_TIMEOUT=60s")
+	b := startBrowser(t, w.base, 80)
+	w.agent("", "NIMBUS_AGENT_NETWORK=host")
+	n := w.pushFiles(map[string]string{".cnb.yml": strings.ReplaceAll(newcomerCI, "IMAGE", w.image)})
+
+	// newWorld signed alice up first: she is the installation's platform admin.
+	b.do("open the login page", 20*time.Second, chromedp.Navigate(w.base+"/login?next=%2Fml%2Ftrainer"), chromedp.WaitVisible(chromedp.CSS("input[name=login]")))
+	b.do("sign in", 10*time.Second, typeInto("input[name=login]", "alice"), typeInto("input[name=password]", "a long enough passphrase"),
+		clickOn("button[type=submit]"))
+	b.waitJS("the build in the repo's list", fmt.Sprintf(`location.pathname === '/ml/trainer' && !!document.querySelector('tr[data-build="%d"]')`, n), 15*time.Second)
+
+	// The CLI, downloaded from the server inside the job, runs there.
+	cli := w.waitFor(n, 60*time.Second, "the cli pipeline running", func(b buildJSON) bool { return len(b.Pipelines) > 0 && b.Pipelines[0].Status == "running" })
+	job := cli.Pipelines[0].Stages[0].Jobs[0].ID
+	b.do("open the lint job", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d/jobs/%d", w.base, n, job)))
+	b.waitJS("the downloaded CLI's lint passing in the log", `(document.querySelector('.logview') || {}).innerText?.includes('the downloaded nimbus lint passed')`, 60*time.Second)
+	b.shot("newcomer-cli-in-job")
+
+	// Run a build: the branch's declared events, with the pipelines each runs.
+	b.do("open the repo", 10*time.Second, chromedp.Navigate(w.base+"/ml/trainer"))
+	b.waitJS("open Run a build", `(() => { if (document.querySelector('[data-testid=events]')) return true
+		const open = [...document.querySelectorAll('button')].find(x => x.textContent === 'Run a build…'); if (open) open.click(); return false })()`, 15*time.Second)
+	events := b.text("[data-testid=events]")
+	if !strings.Contains(events, "web_trigger_train") || !strings.Contains(events, "runs 1 pipeline: train-gpu") {
+		t.Errorf("Run a build offers %q", events)
+	}
+	if got := b.text("[data-testid=other-events]"); !strings.Contains(got, "push") {
+		t.Errorf("the other declared events: %q", got)
+	}
+	b.shot("newcomer-run-a-build")
+	b.do("run web_trigger_train", 10*time.Second, clickOn(`form[aria-labelledby=trigger-h] button[type=submit]`))
+	gpuBuild := n + 1
+	b.waitJS("the GPU build's page", fmt.Sprintf(`location.pathname === '/ml/trainer/builds/%d'`, gpuBuild), 15*time.Second)
+
+	// It waits, and says why: no agent for the tag and no money, each with its remedy.
+	const gpu = `article[aria-label="Pipeline train-gpu"]`
+	b.waitJS("both blockers with their links", `(() => {
+		const p = document.querySelector('`+gpu+`'); if (!p) return false
+		const na = p.querySelector('[data-blocker=no_agent]'), bal = p.querySelector('[data-blocker=balance]')
+		return !!na && na.textContent.includes('no online agent serves cnb:arch:amd64:gpu') && !!na.querySelector('a[data-remedy=agents]') &&
+			!!bal && bal.textContent.includes('balance insufficient') && !!bal.querySelector('a[data-remedy=topup]')
+	})()`, 20*time.Second)
+	if got := b.text("h1 .badge"); !strings.Contains(strings.ToLower(got), "waiting") {
+		t.Errorf("the build's badge says %q, want waiting", got)
+	}
+	b.shot("newcomer-gpu-waiting")
+
+	// Top up → Billing: no payments here, so it names who grants credit; the prices are there.
+	b.do("follow the top-up link", 10*time.Second, clickOn(gpu+" a[data-remedy=topup]"))
+	b.waitJS("billing names who grants credit", `(document.querySelector('[data-testid=no-topups]') || {}).textContent?.includes('Ask alice')`, 15*time.Second)
+	b.waitJS("the pricing panel", `(document.querySelector('[data-class="cnb:arch:amd64:gpu"]') || {}).textContent?.includes('8.00 CNY at 16 cores')`, 15*time.Second)
+	for sel, want := range map[string]string{
+		"[data-testid=freeze-rule]":                       "next 5 minutes are reserved",
+		"[data-testid=free-quota-rule]":                   "160 free CPU core-hours",
+		`[data-class="cnb:arch:amd64"]`:                   "0.125 CNY",
+		"[data-testid=usage-zone]":                        "Asia/Shanghai, UTC+08:00",
+		"[data-testid=pricing-zone]":                      "Asia/Shanghai, UTC+08:00",
+		`[data-class="cnb:arch:amd64:gpu"] td:last-child`: "no",
+	} {
+		if got := b.text(sel); !strings.Contains(got, want) {
+			t.Errorf("%s says %q, want %q in it", sel, got, want)
+		}
+	}
+	if got := b.text("[data-testid=balance]"); got != "0.00 CNY" {
+		t.Errorf("balance before the grant %q", got)
+	}
+	b.shot("newcomer-billing-pricing")
+
+	// The platform admin grants credit in the admin area; the balance moves.
+	b.do("go grant credit", 10*time.Second, clickOn(`[data-testid=no-topups] a`))
+	b.waitJS("the admin's teams page", `location.pathname === '/admin/teams' && !!document.querySelector('form[aria-labelledby=grant-h] select[name=team]')`, 15*time.Second)
+	if team, _ := chromedp.Run(b.ctx, chromedp.Value(chromedp.CSS("select[name=team]"))); team != "ml" {
+		t.Errorf("the grant form is for %q, want ml", team)
+	}
+	b.do("fill the grant", 10*time.Second, typeInto("input[name=amount]", "20"), typeInto("input[name=note]", "first credit"))
+	b.do("grant", 10*time.Second, clickOn(`form[aria-labelledby=grant-h] button[type=submit]`))
+	b.waitJS("the grant and the team's new balance", `(document.querySelector('[data-testid=granted]') || {}).textContent === 'Granted 20.00 CNY to ml.' &&
+		(document.querySelector('tr[data-team=ml] [data-testid=team-balance]') || {}).textContent === '20.00 CNY'`, 15*time.Second)
+	b.shot("newcomer-admin-grant")
+	b.do("back to billing", 10*time.Second, chromedp.Navigate(w.base+"/orgs/ml/billing"))
+	b.waitJS("the balance moved", `(document.querySelector('[data-testid=balance]') || {}).textContent === '20.00 CNY'`, 15*time.Second)
+
+	// Money is no longer the reason; the agent still is, until the queue timeout fails it.
+	b.do("back to the GPU build", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d", w.base, gpuBuild)))
+	b.waitJS("only the agent blocker left", `(() => { const p = document.querySelector('`+gpu+`'); return !!p && !!p.querySelector('[data-blocker=no_agent]') && !p.querySelector('[data-blocker=balance]') })()`, 20*time.Second)
+
+	// Meanwhile: a broken file shows its lines with a caret, the hint, and the CLI to check it.
+	gitRun(t, w.work, "checkout", "-q", "-b", "broken")
+	if err := os.WriteFile(filepath.Join(w.work, ".cnb.yml"), []byte(newcomerBroken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitRun(t, w.work, "commit", "-q", "-am", "try an A100")
+	u, _ := url.Parse(w.base + "/ml/trainer.git")
+	u.User = url.UserPassword("alice", w.token)
+	gitRun(t, w.work, "push", "-q", u.String(), "broken")
+	broken := gpuBuild + 1
+	w.waitFor(broken, 15*time.Second, "the broken build failed", func(b buildJSON) bool { return b.Status == "failed" })
+	b.do("open the broken build", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d", w.base, broken)))
+	b.waitJS("the error with its lines and caret", `!!document.querySelector('.diagnostics [data-severity=error] pre.excerpt')`, 15*time.Second)
+	errText := b.text(".diagnostics [data-severity=error]")
+	for _, want := range []string{".cnb.yml:4:15", `unknown runner tag "cnb:arch:amd64:gpu:A100"`, " 4 |         tags: cnb:arch:amd64:gpu:A100\n   |               ^", "Hint: known tags:"} {
+		if !strings.Contains(errText, want) {
+			t.Errorf("the error lacks %q:\n%s", want, errText)
+		}
+	}
+	if warn := b.text(".diagnostics [data-severity=warning]"); !strings.Contains(warn, `Did you mean "allowFailure"?`) || !strings.Contains(warn, "^") {
+		t.Errorf("the warning: %q", warn)
+	}
+	if href, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(document.querySelector('.diagnostics [data-testid=cli-download]') || {}).getAttribute?.('href') || ''`)); href != "/downloads/nimbus-linux-amd64" {
+		t.Errorf("the lint pointer links %q", href)
+	}
+	b.shot("newcomer-broken-file")
+
+	// An invitation without a mail server: said so, with the link to pass on.
+	b.do("open members", 10*time.Second, chromedp.Navigate(w.base+"/orgs/ml/members"))
+	b.do("invite bob", 15*time.Second, chromedp.WaitVisible(chromedp.CSS("form.card input")), typeInto("form.card input", "bob@example.com"),
+		clickOn("form.card button[type=submit]"))
+	b.waitJS("the unsent invitation and its link", `(document.querySelector('[data-testid=invitation-unsent]') || {}).textContent?.includes('No email was sent to bob@example.com') &&
+		[...document.querySelectorAll('.notice .copyfield input')].some(i => i.value.includes('/invitations/accept'))`, 15*time.Second)
+	b.shot("newcomer-invitation-link")
+
+	// The runner classes' page prices them too.
+	b.do("open the team's agents", 10*time.Second, chromedp.Navigate(w.base+"/orgs/ml/agents"))
+	b.waitJS("the pricing on the agents page", `(document.querySelector('[data-testid=pricing] [data-class="cnb:arch:amd64:gpu"]') || {}).textContent?.includes('0.50 CNY')`, 15*time.Second)
+
+	// The queue timeout fails the GPU pipeline with what it waited for.
+	w.waitFor(gpuBuild, 90*time.Second, "the GPU build failed", func(b buildJSON) bool { return b.Status == "failed" })
+	b.do("back to the failed GPU build", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d", w.base, gpuBuild)))
+	b.waitJS("the failure's reason", `(document.querySelector('`+gpu+` .reason') || {}).textContent?.includes('gave up after 1 minute in the queue: no online agent serves cnb:arch:amd64:gpu')`, 15*time.Second)
+	b.shot("newcomer-gpu-timed-out")
+}

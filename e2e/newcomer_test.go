@@ -179,6 +179,14 @@ func TestNewcomerPathInChromium(t *testing.T) {
 	b.waitJS("the unsent invitation and its link", `(document.querySelector('[data-testid=invitation-unsent]') || {}).textContent?.includes('No email was sent to bob@example.com') &&
 		[...document.querySelectorAll('.notice .copyfield input')].some(i => i.value.includes('/invitations/accept'))`, 15*time.Second)
 	b.shot("newcomer-invitation-link")
+	// The link's page names the team, the role and who invited, before anyone accepts.
+	link, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('.notice .copyfield input')].map(i => i.value).find(v => v.includes('/invitations/accept')) || ''`))
+	if err != nil || !strings.HasPrefix(link, w.base+"/invitations/accept?token=") {
+		t.Fatalf("invitation link %q: %v", link, err)
+	}
+	b.do("open the invitation link", 10*time.Second, chromedp.Navigate(link))
+	b.waitJS("the accept page naming team and role", `/^alice invited you to join ml as (reporter|billing|developer|admin|owner)\.$/.test((document.querySelector('[data-testid=invitation-offer]') || {}).textContent || '')`, 15*time.Second)
+	b.shot("newcomer-accept-page")
 
 	// The runner classes' page prices them too.
 	b.do("open the team's agents", 10*time.Second, chromedp.Navigate(w.base+"/orgs/ml/agents"))

@@ -174,6 +174,8 @@ var mxMatrix = []mxRow{
 		note("own invitation").prep(mxOwnInvitation),
 	mx("401 | 404 404 404 404 404 | 404 | 403 403 | 401 403", "POST", "/api/v1/invitations/accept").
 		note("a link token nobody was sent").body(map[string]string{"token": "not-a-real-invitation-token"}),
+	mx("401 | 404 404 404 404 404 | 404 | 404 404 | 401 403", "POST", "/api/v1/invitations/preview").
+		note("a link token nobody was sent").body(map[string]string{"token": "not-a-real-invitation-token"}),
 	mx("401 | 404 404 404 404 404 | 404 | 403 403 | 401 403", "POST", "/api/v1/user/invitations/{id}/accept").
 		note("someone else's invitation").prep(mxVictimsInvitation),
 	mx("401 | 404 404 404 404 404 | 404 | 403 403 | 401 403", "POST", "/api/v1/user/invitations/{id}/decline").

@@ -311,6 +311,13 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "expired", Path: "/api/v1/user/invitations/{expired}/accept", Want: 404, As: "victim"},
 			{Name: "addressed to someone else", Path: "/api/v1/user/invitations/{victims}/accept", Want: 404},
 		}},
+	{Method: "POST", Path: "/api/v1/invitations/preview", JSON: true,
+		Valid: map[string]any{"token": "a-token-from-an-invitation-email"},
+		Cases: []mxBad{
+			{Name: "empty token", Body: map[string]any{"token": ""}, Want: 422},
+			{Name: "no such invitation", Body: map[string]any{"token": "nope"}, Want: 404},
+			{Name: "token as a number", Body: map[string]any{"token": 5}, Want: 400},
+		}},
 	{Method: "POST", Path: "/api/v1/invitations/accept", JSON: true,
 		Valid: map[string]any{"token": "a-token-from-an-invitation-email"},
 		Cases: []mxBad{

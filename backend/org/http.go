@@ -39,6 +39,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/user/invitations/:id/accept", h.respond(true))
 	rs.POST("/user/invitations/:id/decline", h.respond(false))
 	rs.POST("/invitations/accept", h.acceptToken)
+	rs.POST("/invitations/preview", h.previewToken)
 }
 
 // OrgJSON is an org as the API shows it to a member.
@@ -293,6 +294,25 @@ func (h *Handler) respond(accept bool) api.HandlerFunc {
 }
 
 // acceptToken claims an email invitation with the secret from its email.
+// previewToken names what an emailed invitation's link offers (team, role, who invited, until
+// when) to whoever signed in holds the link. POST, so the secret stays out of URLs and logs.
+func (h *Handler) previewToken(c *gin.Context) error {
+	if _, err := auth.RequireUser(c); err != nil {
+		return err
+	}
+	var req struct {
+		Token string `json:"token"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	inv, err := h.svc.InvitationByToken(c.Request.Context(), req.Token)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, inv)
+}
+
 func (h *Handler) acceptToken(c *gin.Context) error {
 	p, err := auth.RequireUser(c)
 	if err != nil {

@@ -147,6 +147,24 @@ func (s *Service) ListInvitations(ctx context.Context, orgID int64) ([]Invitatio
 	return out, err
 }
 
+// InvitationByToken is the open invitation an emailed link's token claims, for the accept page
+// to name the team and the role before anyone accepts.
+func (s *Service) InvitationByToken(ctx context.Context, token string) (*InvitationInfo, error) {
+	if token == "" {
+		return nil, api.Invalid("token", "token is required: the one in the invitation link")
+	}
+	var out []InvitationInfo
+	err := s.invitationQuery(ctx).Where("i.token_hash = ? AND i.token_hash <> '' AND i.expires_at > ?", auth.HashToken(token), s.clock.Now().UTC()).
+		Limit(1).Scan(&out).Error
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, api.NotFound("invitation not found or expired")
+	}
+	return &out[0], nil
+}
+
 // CancelInvitation withdraws an open invitation of the org.
 func (s *Service) CancelInvitation(ctx context.Context, orgID, id int64) error {
 	res := s.db.WithContext(ctx).Where("id = ? AND org_id = ?", id, orgID).Delete(&Invitation{})

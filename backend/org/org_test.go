@@ -199,6 +199,13 @@ func TestInvitations(t *testing.T) {
 		if link.To != "carol@example.com" || token == "" {
 			t.Fatalf("invitation mail %+v", link)
 		}
+		// The accept page names the team and the role before anyone accepts; nothing changes.
+		if inv, err := f.orgs.InvitationByToken(ctx, token); err != nil || inv.Org != o.Name || inv.Role != org.Developer || inv.InvitedBy != owner.Username {
+			t.Fatalf("preview %+v: %v", inv, err)
+		}
+		if _, err := f.orgs.InvitationByToken(ctx, "wrong"); code(err) != api.CodeNotFound {
+			t.Fatalf("preview of a wrong token: %v", err)
+		}
 		if err := f.orgs.AcceptInvitationToken(ctx, carol, "wrong"); code(err) != api.CodeNotFound {
 			t.Fatalf("wrong token: %v", err)
 		}
@@ -210,6 +217,9 @@ func TestInvitations(t *testing.T) {
 		}
 		if err := f.orgs.AcceptInvitationToken(ctx, bob, token); code(err) != api.CodeNotFound {
 			t.Fatalf("a used link accepted again: %v", err)
+		}
+		if _, err := f.orgs.InvitationByToken(ctx, token); code(err) != api.CodeNotFound {
+			t.Fatalf("preview of a used link: %v", err)
 		}
 		// Invitations expire.
 		dan := f.user(t, "dan")

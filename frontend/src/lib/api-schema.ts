@@ -141,6 +141,17 @@ export interface paths {
      */
     post: operations["acceptInvitationLink"];
   };
+  "/invitations/preview": {
+    /**
+     * What an email invitation's link offers
+     * @description The team, the role, who invited and until when, for the token of an invitation link,
+     * so the accept page names them before anyone accepts. Nothing changes. POST, so the
+     * secret stays out of URLs and access logs. An empty token is a 422 on `token`; an
+     * unknown, used, withdrawn or expired token is a 404. Any signed-in user (a session or a
+     * personal token; a pipeline's job token is 403).
+     */
+    post: operations["previewInvitationLink"];
+  };
   "/user/invitations/{id}/accept": {
     /**
      * Accept an invitation and join the organization
@@ -4294,6 +4305,38 @@ export interface operations {
       /** @description Joined. */
       204: {
         content: never;
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * What an email invitation's link offers
+   * @description The team, the role, who invited and until when, for the token of an invitation link,
+   * so the accept page names them before anyone accepts. Nothing changes. POST, so the
+   * secret stays out of URLs and access logs. An empty token is a 422 on `token`; an
+   * unknown, used, withdrawn or expired token is a 404. Any signed-in user (a session or a
+   * personal token; a pipeline's job token is 403).
+   */
+  previewInvitationLink: {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description The token from the invitation link. */
+          token: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The invitation. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Invitation"];
+        };
       };
       400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];

@@ -113,6 +113,8 @@ export const endpoints = {
       decline: (id: number) => call('post', '/user/invitations/{id}/decline', { id }),
       /** Claims an emailed invitation by its token. */
       acceptLink: (body: RequestBody<'/invitations/accept', 'post'>) => call('post', '/invitations/accept', {}, body),
+      /** What a link's invitation offers (team, role, inviter), before accepting it. */
+      previewLink: (body: RequestBody<'/invitations/preview', 'post'>) => call('post', '/invitations/preview', {}, body),
     },
   },
 

@@ -1,8 +1,10 @@
 import { useState } from 'react'
 import { Link, useSearchParams } from 'react-router'
-import { useQueryClient } from '@tanstack/react-query'
+import { useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
-import { FormError, Notice } from '../components/ui'
+import { ErrorBox, FormError, Loading, Notice } from '../components/ui'
+import { ROLE_HELP } from '../lib/types'
+import { dateTime } from '../lib/format'
 
 export default function AcceptInvitation() {
   const [params] = useSearchParams()
@@ -10,6 +12,7 @@ export default function AcceptInvitation() {
   const qc = useQueryClient()
   const [state, setState] = useState<'idle' | 'busy' | 'done'>('idle')
   const [error, setError] = useState<unknown>(null)
+  const preview = useQuery({ queryKey: ['invitation-preview', token], queryFn: () => endpoints.user.invitations.previewLink({ token }), enabled: token !== '', retry: false })
   const accept = async () => {
     setState('busy')
     setError(null)
@@ -29,16 +32,25 @@ export default function AcceptInvitation() {
         <p className="error" role="alert">
           This invitation link has no token. Ask whoever invited you for a new one.
         </p>
-      ) : state === 'done' ? (
+      ) : state === 'done' && preview.data ? (
         <Notice kind="success">
-          You joined the team. <Link to="/">See your teams</Link>.
+          You joined {preview.data.org} as {preview.data.role}. <Link to={`/orgs/${encodeURIComponent(preview.data.org)}`}>Open {preview.data.org}</Link>.
         </Notice>
+      ) : preview.isPending ? (
+        <Loading what="Reading the invitation" />
+      ) : preview.isError ? (
+        <ErrorBox error={preview.error} />
       ) : (
         <>
-          <p>You were invited to a team by email. Accepting adds you to it with the role the invitation names; the link works once.</p>
+          <p data-testid="invitation-offer">
+            <strong>{preview.data.invited_by}</strong> invited you to join <strong>{preview.data.org}</strong> as <strong>{preview.data.role}</strong>.
+          </p>
+          <p className="muted">
+            {ROLE_HELP[preview.data.role]} The link works once, until {dateTime(preview.data.expires_at)}.
+          </p>
           <FormError error={error} />
           <button type="button" onClick={accept} disabled={state === 'busy'}>
-            {state === 'busy' ? 'Joining…' : 'Accept the invitation'}
+            {state === 'busy' ? 'Joining…' : `Join ${preview.data.org}`}
           </button>
         </>
       )}

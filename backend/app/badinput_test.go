@@ -517,7 +517,7 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 	{Method: "POST", Path: mxAPriv + "/builds/{n}/cancel", Setup: func(w *mxWorld, v map[string]string) { v["verb"] = "cancel" },
 		Cases: mxBuildNumbers},
 	{Method: "POST", Path: mxAPriv + "/builds/{n}/rerun", Setup: func(w *mxWorld, v map[string]string) { v["verb"] = "rerun" },
-		Cases: mxBuildNumbers},
+		Cases: append([]mxBad{{Name: "failed is not a boolean", Path: mxAPriv + "/builds/1/rerun?failed=maybe", Want: 422}}, mxBuildNumbers...)},
 	{Method: "POST", Path: mxAPriv + "/builds/{n}/rerun-exact", Setup: func(w *mxWorld, v map[string]string) { v["verb"] = "rerun-exact" },
 		Cases: mxBuildNumbers},
 	{Method: "POST", Path: "/api/v1/agent/register", JSON: true, As: "registration",

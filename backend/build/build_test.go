@@ -3,6 +3,7 @@ package build_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -500,6 +501,59 @@ $:
 		f.push("refs/heads/broken", first, "broken")
 		if ev, err := f.builds.EventsFor(ctx, f.access, "broken"); err != nil || !strings.Contains(ev.Problem, "does not parse: .cnb.yml:1") || len(ev.Events) != 0 || len(ev.Branches) != 2 {
 			t.Fatalf("broken: %+v %v", ev, err)
+		}
+	})
+}
+
+// Re-run failed jobs runs again only what did not succeed, once the build has ended; every
+// re-run names its original.
+func TestRerunFailed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		f.commit("ci", map[string]string{".cnb.yml": `
+main:
+  push:
+    - name: ok
+      stages: [ { name: a, script: x } ]
+    - name: broke
+      stages: [ { name: a, script: x } ]
+    - name: stopped
+      stages: [ { name: a, script: x } ]
+`})
+		bs := f.push("refs/heads/main", git.ZeroSHA, "main")
+		if len(bs) != 1 {
+			t.Fatalf("builds %+v", bs)
+		}
+		orig := bs[0]
+		isConflict := func(err error) bool {
+			var ae *api.Error
+			return errors.As(err, &ae) && ae.Code == api.CodeConflict
+		}
+		if _, err := f.builds.RerunFailed(ctx, f.access, f.user, orig); !isConflict(err) {
+			t.Fatalf("a queued build's failed jobs re-run: %v", err)
+		}
+		for name, status := range map[string]string{"ok": build.StatusSuccess, "broke": build.StatusFailed, "stopped": build.StatusCancelled} {
+			db.Model(&build.Pipeline{}).Where("build_id = ? AND name = ?", orig.ID, name).Update("status", status)
+		}
+		db.Model(&build.Build{}).Where("id = ?", orig.ID).Update("status", build.StatusFailed)
+		orig.Status = build.StatusFailed
+		nb, err := f.builds.RerunFailed(ctx, f.access, f.user, orig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		db.Model(&build.Pipeline{}).Where("build_id = ?", nb.ID).Order("position").Pluck("name", &names)
+		if strings.Join(names, ",") != "broke,stopped" || nb.RerunOf == nil || *nb.RerunOf != orig.ID {
+			t.Fatalf("re-run of the failed: pipelines %v, rerun_of %v", names, nb.RerunOf)
+		}
+		all, err := f.builds.Rerun(ctx, f.access, f.user, orig)
+		if err != nil || all.RerunOf == nil || *all.RerunOf != orig.ID {
+			t.Fatalf("re-run all: %+v %v", all, err)
+		}
+		db.Model(&build.Pipeline{}).Where("build_id = ?", orig.ID).Update("status", build.StatusSuccess)
+		if _, err := f.builds.RerunFailed(ctx, f.access, f.user, orig); !isConflict(err) {
+			t.Fatalf("nothing failed, yet: %v", err)
 		}
 	})
 }

@@ -270,7 +270,9 @@ type JSON struct {
 	Error      *ErrorJSON     `json:"error,omitempty"`
 	// Parent is the build whose pipeline started this one (cnb:apply, cnb:trigger); Children
 	// the builds this one's pipelines started. Only in a build's own answer.
-	Parent   *BuildLinkJSON  `json:"parent,omitempty"`
+	Parent *BuildLinkJSON `json:"parent,omitempty"`
+	// RerunOf is the build this one re-runs. Only in a build's own answer.
+	RerunOf  *BuildLinkJSON  `json:"rerun_of,omitempty"`
 	Children []BuildLinkJSON `json:"children,omitempty"`
 	// Diagnostics are the errors and warnings of the build's .cnb.yml, each with the lines it
 	// points at. Only in a build's own answer.
@@ -451,7 +453,15 @@ func (h *Handler) rerun(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	nb, err := h.svc.Rerun(c.Request.Context(), a, auth.From(c).User, b)
+	var nb *Build
+	switch c.Query("failed") {
+	case "", "false":
+		nb, err = h.svc.Rerun(c.Request.Context(), a, auth.From(c).User, b)
+	case "true":
+		nb, err = h.svc.RerunFailed(c.Request.Context(), a, auth.From(c).User, b)
+	default:
+		return api.Invalid("failed", "failed must be true or false")
+	}
 	if err != nil {
 		return err
 	}

@@ -72,6 +72,8 @@ type Build struct {
 	// A build a pipeline started (cnb:apply, cnb:trigger) names that build and pipeline.
 	ParentBuildID    *int64
 	ParentPipelineID *int64
+	// RerunOf is the build this one re-runs (Re-run, Re-run failed jobs, Re-run exactly).
+	RerunOf *int64
 }
 
 // Pipeline is the unit that is queued and leased: one agent runs all its stages on one node.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -478,12 +479,42 @@ func (s *Service) Rerun(ctx context.Context, a *repo.Access, user *auth.User, or
 	return s.rerun(ctx, user, orig, a.Org.ID, nil)
 }
 
+// RerunFailed re-runs, in a new build, only the original's pipelines that did not succeed
+// (failed, cancelled or terminated). A pipeline's jobs share one node and workspace, so a
+// pipeline with a failed job runs again whole, as GitLab retries a job with its needs. The
+// original must have ended, with something that did not succeed.
+func (s *Service) RerunFailed(ctx context.Context, a *repo.Access, user *auth.User, orig *Build) (*Build, error) {
+	if orig.Status == StatusFailed && orig.ErrorMessage != "" {
+		return nil, api.Conflict("build #%d never planned a pipeline (%s); push a fixed .cnb.yml instead", orig.Number, orig.ErrorMessage)
+	}
+	if !Terminal(orig.Status) {
+		return nil, api.Conflict("build #%d is still %s: re-run its failed jobs once it has ended", orig.Number, orig.Status)
+	}
+	if a.Repo.Archived {
+		return nil, api.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
+	}
+	return s.rerunWhere(ctx, user, orig, a.Org.ID, nil, func(p Pipeline) bool {
+		return p.Status == StatusFailed || p.Status == StatusCancelled || p.Status == StatusTerminated
+	})
+}
+
 // rerun stores the new build of a rerun; edit, when set, changes the plan of the pipeline at
 // each position first.
 func (s *Service) rerun(ctx context.Context, user *auth.User, orig *Build, orgID int64, edit func(pos int, plan *protocol.Plan)) (*Build, error) {
+	return s.rerunWhere(ctx, user, orig, orgID, edit, nil)
+}
+
+// rerunWhere is rerun of the pipelines keep accepts (all when nil).
+func (s *Service) rerunWhere(ctx context.Context, user *auth.User, orig *Build, orgID int64, edit func(pos int, plan *protocol.Plan), keep func(Pipeline) bool) (*Build, error) {
 	var ps []Pipeline
 	if err := s.db.WithContext(ctx).Where("build_id = ?", orig.ID).Order("position").Find(&ps).Error; err != nil {
 		return nil, err
+	}
+	if keep != nil {
+		ps = slices.DeleteFunc(ps, func(p Pipeline) bool { return !keep(p) })
+		if len(ps) == 0 {
+			return nil, api.Conflict("build #%d has no failed, cancelled or terminated pipeline to re-run", orig.Number)
+		}
 	}
 	plans := make([]protocol.Plan, len(ps))
 	for i, p := range ps {
@@ -501,8 +532,9 @@ func (s *Service) rerun(ctx context.Context, user *auth.User, orig *Build, orgID
 			edit(p.Position, &plans[i])
 		}
 	}
+	origID := orig.ID
 	b := &Build{RepoID: orig.RepoID, Event: orig.Event, Branch: orig.Branch, Tag: orig.Tag, CommitSHA: orig.CommitSHA,
-		CommitMessage: orig.CommitMessage, Status: StatusQueued}
+		CommitMessage: orig.CommitMessage, Status: StatusQueued, RerunOf: &origID}
 	if user != nil {
 		id := user.ID
 		b.TriggeredBy = &id
@@ -523,6 +555,17 @@ func (s *Service) links(ctx context.Context, b *Build, j *JSON, visible func(slu
 			return BuildLinkJSON{}, false, nil
 		}
 		return BuildLinkJSON{Repo: slug, Number: x.Number, Status: x.Status, Pipeline: pipeline}, true, nil
+	}
+	if b.RerunOf != nil {
+		var orig Build
+		if err := s.db.WithContext(ctx).Take(&orig, *b.RerunOf).Error; err == nil {
+			// The same repo as b: always visible.
+			if l, ok, err := link(orig, 0); err != nil {
+				return err
+			} else if ok {
+				j.RerunOf = &l
+			}
+		}
 	}
 	if b.ParentBuildID != nil {
 		var parent Build

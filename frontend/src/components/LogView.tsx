@@ -260,8 +260,11 @@ export function LogLines({ buffer, version, follow, onFollowChange, query, match
 }
 
 /** The log with its toolbar: search, follow mode, raw download. */
-export function LogView({ jobId, title }: { jobId: number; title?: string }) {
+export function LogView({ jobId, title, onProgress }: { jobId: number; title?: string; onProgress?: (state: LogState, lines: number) => void }) {
   const { buffer, version, state, error } = useJobLog(jobId)
+  const lines = buffer.count
+  // The page's job state follows the log (it cannot say "queued" while lines stream in).
+  useEffect(() => onProgress?.(state, lines), [state, lines, onProgress])
   const [follow, setFollow] = useState(() => !/^#L\d+$/.test(location.hash))
   const [query, setQuery] = useState('')
   const [matches, setMatches] = useState<number[]>([])

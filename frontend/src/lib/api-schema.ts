@@ -741,7 +741,10 @@ export interface paths {
      * and so is a build of an archived repo (unarchive it first). No request body. Write
      * access (role `developer` or stronger); token scope `repo:write`. Anonymous callers get
      * 401 on a public repo. A number that is not a build of the repo (or not a number) is a
-     * 404.
+     * 404. With `failed=true` ("Re-run failed jobs") only the pipelines that did not succeed
+     * (failed, cancelled, terminated) run again, each whole (a pipeline's jobs share one node
+     * and workspace); the original must have ended (else 409), and one where everything
+     * succeeded is a 409. The new build's `rerun_of` names the original.
      */
     post: operations["rerunBuild"];
     parameters: {
@@ -2409,6 +2412,8 @@ export interface components {
       error?: components["schemas"]["BuildError"];
       /** @description The build whose pipeline started this one (cnb:apply, cnb:trigger); a single build only. */
       parent?: components["schemas"]["BuildLink"];
+      /** @description The build this one re-runs (its `pipeline_id` is 0); a single build only. */
+      rerun_of?: components["schemas"]["BuildLink"];
       /** @description The builds this one's pipelines started; a single build only. */
       children?: components["schemas"]["BuildLink"][];
       /**
@@ -5736,10 +5741,17 @@ export interface operations {
    * and so is a build of an archived repo (unarchive it first). No request body. Write
    * access (role `developer` or stronger); token scope `repo:write`. Anonymous callers get
    * 401 on a public repo. A number that is not a build of the repo (or not a number) is a
-   * 404.
+   * 404. With `failed=true` ("Re-run failed jobs") only the pipelines that did not succeed
+   * (failed, cancelled, terminated) run again, each whole (a pipeline's jobs share one node
+   * and workspace); the original must have ended (else 409), and one where everything
+   * succeeded is a 409. The new build's `rerun_of` names the original.
    */
   rerunBuild: {
     parameters: {
+      query?: {
+        /** @description `true`: re-run only the pipelines that did not succeed. */
+        failed?: "true" | "false";
+      };
       path: {
         org: components["parameters"]["Org"];
         repo: components["parameters"]["Repo"];

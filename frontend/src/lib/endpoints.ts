@@ -174,6 +174,8 @@ export const endpoints = {
       get: (org: string, repo: string, number: number | string) => call('get', '/repos/{org}/{repo}/builds/{number}', { org, repo, number }),
       cancel: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/cancel', { org, repo, number }),
       rerun: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/rerun', { org, repo, number }),
+      /** Re-runs only the pipelines that did not succeed ("Re-run failed jobs"). */
+      rerunFailed: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/rerun', { org, repo, number }, undefined, { failed: 'true' }),
       /** A new build from the pipelines' records: same commit and plans, images pinned by digest. */
       rerunExact: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/rerun-exact', { org, repo, number }),
     },

@@ -35,11 +35,12 @@ function Controls({ b, org, repo }: { b: BuildT; org: string; repo: string }) {
       setBusy('')
     }
   }
-  const rerun = async (exact: boolean) => {
-    setBusy(exact ? 'exact' : 'rerun')
+  const rerun = async (how: 'all' | 'failed' | 'exact') => {
+    setBusy(how)
     setError(null)
+    const call = { all: endpoints.repos.builds.rerun, failed: endpoints.repos.builds.rerunFailed, exact: endpoints.repos.builds.rerunExact }[how]
     try {
-      const nb = await (exact ? endpoints.repos.builds.rerunExact : endpoints.repos.builds.rerun)(org, repo, b.number)
+      const nb = await call(org, repo, b.number)
       qc.invalidateQueries({ queryKey: ['builds', org, repo] })
       navigate(`${repoPath(org, repo)}/builds/${nb.number}`)
     } catch (e) {
@@ -56,15 +57,26 @@ function Controls({ b, org, repo }: { b: BuildT; org: string; repo: string }) {
         </button>
       )}
       {b.pipelines.length > 0 && (
-        <button type="button" className="secondary" onClick={() => rerun(false)} disabled={!!busy}>
-          {busy === 'rerun' ? 'Starting…' : 'Re-run'}
+        <button type="button" className="secondary" onClick={() => rerun('all')} disabled={!!busy}>
+          {busy === 'all' ? 'Starting…' : 'Re-run all'}
+        </button>
+      )}
+      {isFinal(b.status) && b.pipelines.some((p) => p.status === 'failed' || p.status === 'cancelled' || p.status === 'terminated') && (
+        <button
+          type="button"
+          className="secondary"
+          onClick={() => rerun('failed')}
+          disabled={!!busy}
+          title="A new build of only the pipelines that did not succeed; each runs whole, since a pipeline's jobs share one node and workspace"
+        >
+          {busy === 'failed' ? 'Starting…' : 'Re-run failed jobs'}
         </button>
       )}
       {b.pipelines.length > 0 && isFinal(b.status) && (
         <button
           type="button"
           className="secondary"
-          onClick={() => rerun(true)}
+          onClick={() => rerun('exact')}
           disabled={!!busy}
           title="Same commit and plans, every image pinned to the digest its record names, the same non-secret env"
         >
@@ -111,6 +123,14 @@ export function BuildSummary({ b }: { b: BuildT }) {
         <dt>Duration</dt>
         <dd>{span(b.started_at, b.finished_at)}</dd>
       </div>
+      {b.rerun_of && (
+        <div data-testid="rerun-of">
+          <dt>Re-run of</dt>
+          <dd>
+            <Link to={`/${b.rerun_of.repo}/builds/${b.rerun_of.number}`}>Build #{b.rerun_of.number}</Link> <StatusBadge status={b.rerun_of.status} />
+          </dd>
+        </div>
+      )}
       {b.parent && (
         <div data-testid="parent-build">
           <dt>Started by</dt>

@@ -21,6 +21,8 @@ const newcomerCI = `main:
       runner: { tags: cnb:arch:amd64, cpus: 1 }
       docker: { image: IMAGE }
       stages:
+        - name: hello
+          script: echo "hello from the first job"
         - name: lint
           jobs:
             - name: nimbus-lint
@@ -72,9 +74,20 @@ func TestNewcomerPathInChromium(t *testing.T) {
 
 	// The CLI, downloaded from the server inside the job, runs there.
 	cli := w.waitFor(n, 60*time.Second, "the cli pipeline running", func(b buildJSON) bool { return len(b.Pipelines) > 0 && b.Pipelines[0].Status == "running" })
-	job := cli.Pipelines[0].Stages[0].Jobs[0].ID
+	job := cli.Pipelines[0].Stages[1].Jobs[0].ID
 	b.do("open the lint job", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d/jobs/%d", w.base, n, job)))
 	b.waitJS("the downloaded CLI's lint passing in the log", `(document.querySelector('.logview') || {}).innerText?.includes('the downloaded nimbus lint passed')`, 60*time.Second)
+	// The job page: the build's jobs beside the log with their states, the job's own state in
+	// step with its streaming log, and a time on every line on request.
+	b.waitJS("the side list of jobs", `(() => { const l = document.querySelector('nav.joblist'); if (!l) return false
+		const hello = l.querySelector('li:first-child .badge'), lint = l.querySelector('a[aria-current=page] .badge')
+		return l.innerText.includes('hello') && !!hello && hello.dataset.status === 'success' && !!lint && lint.dataset.status === 'running' })()`, 15*time.Second)
+	if got, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('h1 .badge').dataset.status`)); got != "running" {
+		t.Errorf("the job streams its log but says %q", got)
+	}
+	b.do("turn timestamps on", 10*time.Second, clickOn("input[name=timestamps]"))
+	b.waitJS("a time on every line", `(() => { const ts = [...document.querySelectorAll('.logview .ln .ts')]
+		return ts.length > 0 && ts.every(t => /^\d\d:\d\d:\d\d$/.test(t.textContent)) })()`, 15*time.Second)
 	b.shot("newcomer-cli-in-job")
 
 	// Run a build: the branch's declared events, with the pipelines each runs.
@@ -197,4 +210,11 @@ func TestNewcomerPathInChromium(t *testing.T) {
 	b.do("back to the failed GPU build", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d", w.base, gpuBuild)))
 	b.waitJS("the failure's reason", `(document.querySelector('`+gpu+` .reason') || {}).textContent?.includes('gave up after 1 minute in the queue: no online agent serves cnb:arch:amd64:gpu')`, 15*time.Second)
 	b.shot("newcomer-gpu-timed-out")
+
+	// Re-run failed jobs, beside Re-run all; the new build links its original.
+	b.waitJS("re-run the failed jobs", `(() => { if (location.pathname !== '/ml/trainer/builds/`+itoa(gpuBuild)+`') return true
+		const btn = [...document.querySelectorAll('.actions button')].find(x => x.textContent === 'Re-run failed jobs')
+		if (btn && [...document.querySelectorAll('.actions button')].some(x => x.textContent === 'Re-run all')) btn.click(); return false })()`, 15*time.Second)
+	b.waitJS("the re-run links its original", `(document.querySelector('[data-testid=rerun-of] a') || {}).textContent === 'Build #`+itoa(gpuBuild)+`'`, 15*time.Second)
+	b.shot("newcomer-rerun-failed")
 }

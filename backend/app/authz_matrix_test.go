@@ -356,6 +356,11 @@ var mxMatrix = []mxRow{
 	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log/stream").
 		note("a job of A's public repo").prep(mxJobLog(mxPubA), mxCompleteLog),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/jobs/"+mxGhostJob+"/log/stream"),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log/times").
+		note("a job of A's private repo").prep(mxJobLog(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", "/api/v1/jobs/{job}/log/times").
+		note("a job of A's public repo").prep(mxJobLog(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/jobs/"+mxGhostJob+"/log/times"),
 
 	// ---- the model files a pipeline moved ({pipeline} is build #1's of the repo): read access
 	// to the repo, as for its builds; a pipeline of another repo is a 404 under this one.

@@ -72,6 +72,47 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs := api.NewRoutes(v1, h.cfg.Log)
 	rs.GET("/jobs/:id/log", h.get)
 	rs.GET("/jobs/:id/log/stream", h.stream)
+	rs.GET("/jobs/:id/log/times", h.times)
+}
+
+// TimesJSON is GET /jobs/{id}/log/times: where each stored piece of the log starts (a byte
+// offset) and when the server received it. A line's time is that of the piece it starts in.
+type TimesJSON struct {
+	Marks []MarkJSON `json:"marks"`
+	// Next is the after= of the next page; absent on the last.
+	Next *int64 `json:"next,omitempty"`
+}
+
+// MarkJSON is one piece's offset and time.
+type MarkJSON struct {
+	Offset     int64     `json:"offset"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+func (h *Handler) times(c *gin.Context) error {
+	jobID, err := h.job(c)
+	if err != nil {
+		return err
+	}
+	after := int64(-1)
+	if v := c.Query("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < -1 {
+			return api.Invalid("after", "after must be a byte offset (an integer of -1 or more)")
+		}
+	}
+	marks, err := h.svc.Times(c.Request.Context(), jobID, after)
+	if err != nil {
+		return err
+	}
+	out := TimesJSON{Marks: make([]MarkJSON, 0, len(marks))}
+	for _, m := range marks {
+		out.Marks = append(out.Marks, MarkJSON{Offset: m.Offset, ReceivedAt: m.ReceivedAt})
+	}
+	if len(marks) == maxMarks {
+		next := marks[len(marks)-1].Offset
+		out.Next = &next
+	}
+	return api.JSON(c, http.StatusOK, out)
 }
 
 // job parses the job id and authorizes the caller.

@@ -72,6 +72,9 @@ type LogChunk struct {
 	JobID      int64  `gorm:"primaryKey;autoIncrement:false"`
 	ByteOffset int64  `gorm:"primaryKey;autoIncrement:false"`
 	Data       []byte `gorm:"not null"`
+	// ReceivedAt is when the server stored the piece, in Unix milliseconds (0: before times
+	// were kept): the time of the lines that start in it.
+	ReceivedAt int64 `gorm:"not null"`
 }
 
 // Service appends and reads job logs. It is safe for concurrent use, also from several replicas.
@@ -218,10 +221,11 @@ func (s *Service) setState(tx *gorm.DB, jobID, size int64, truncated bool, now t
 
 // insertChunks stores data from offset at on, in rows of at most ChunkSize bytes.
 func (s *Service) insertChunks(tx *gorm.DB, jobID, at int64, data []byte) error {
+	now := s.clock.Now().UnixMilli()
 	chunks := make([]LogChunk, 0, len(data)/s.cfg.ChunkSize+1)
 	for len(data) > 0 {
 		n := min(len(data), s.cfg.ChunkSize)
-		chunks = append(chunks, LogChunk{JobID: jobID, ByteOffset: at, Data: data[:n]})
+		chunks = append(chunks, LogChunk{JobID: jobID, ByteOffset: at, Data: data[:n], ReceivedAt: now})
 		at += int64(n)
 		data = data[n:]
 	}
@@ -229,6 +233,32 @@ func (s *Service) insertChunks(tx *gorm.DB, jobID, at int64, data []byte) error 
 		return fmt.Errorf("logs: store chunks of job %d: %w", jobID, err)
 	}
 	return nil
+}
+
+// Mark is where a piece of the log starts and when the server received it.
+type Mark struct {
+	Offset     int64
+	ReceivedAt time.Time
+}
+
+// maxMarks bounds one answer of Times; a longer log pages with after.
+const maxMarks = 5000
+
+// Times lists where each stored piece of the job's log starts and when it was received, from
+// byte offset after on (exclusive; -1 for all), at most maxMarks, oldest first. Pieces stored
+// before times were kept are left out.
+func (s *Service) Times(ctx context.Context, jobID, after int64) ([]Mark, error) {
+	var rows []LogChunk
+	err := s.db.WithContext(ctx).Model(&LogChunk{}).Select("byte_offset, received_at").
+		Where("job_id = ? AND byte_offset > ? AND received_at > 0", jobID, after).Order("byte_offset").Limit(maxMarks).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("logs: times of job %d: %w", jobID, err)
+	}
+	out := make([]Mark, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Mark{Offset: r.ByteOffset, ReceivedAt: time.UnixMilli(r.ReceivedAt).UTC()})
+	}
+	return out, nil
 }
 
 // lastByte returns the last stored byte of a non-empty log (only for the truncation line).

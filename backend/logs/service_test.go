@@ -9,10 +9,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
@@ -333,6 +335,41 @@ func TestDeletingTheJobDeletesItsLog(t *testing.T) {
 		}
 		if st, err := svc.State(ctx, job); err != nil || st.Size != 0 {
 			t.Fatalf("state = %+v, %v", st, err)
+		}
+	})
+}
+
+// Every stored piece keeps when it arrived; a line's time is its piece's.
+func TestTimes(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		clk := clock.NewFake(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+		svc := logs.NewService(db, newRedis(t), clk, discard, logs.Config{ChunkSize: 4})
+		job := newJob(t, db)
+		for _, part := range []string{"ab\n", "cdefgh\n"} {
+			size, _ := svc.Size(ctx, job)
+			if _, err := svc.Append(ctx, job, size, []byte(part)); err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(1500 * time.Millisecond)
+		}
+		marks, err := svc.Times(ctx, job, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// "ab\n" is one piece; "cdefgh\n" two (ChunkSize 4), received at the same moment.
+		t0 := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+		want := []logs.Mark{{Offset: 0, ReceivedAt: t0}, {Offset: 3, ReceivedAt: t0.Add(1500 * time.Millisecond)}, {Offset: 7, ReceivedAt: t0.Add(1500 * time.Millisecond)}}
+		if len(marks) != len(want) {
+			t.Fatalf("marks %+v", marks)
+		}
+		for i := range want {
+			if marks[i].Offset != want[i].Offset || !marks[i].ReceivedAt.Equal(want[i].ReceivedAt) {
+				t.Errorf("mark %d = %+v, want %+v", i, marks[i], want[i])
+			}
+		}
+		if rest, _ := svc.Times(ctx, job, 3); len(rest) != 1 || rest[0].Offset != 7 {
+			t.Errorf("after 3: %+v", rest)
 		}
 	})
 }

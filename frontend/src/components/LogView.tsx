@@ -1,7 +1,8 @@
 import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react'
 import { markMatches, parseAnsi, plainText, spanProps } from '../lib/ansi'
 import { endpoints } from '../lib/endpoints'
-import { LogBuffer } from '../lib/logbuffer'
+import { LogBuffer, timeAt, type Mark } from '../lib/logbuffer'
+import { clockTime, zoneName } from '../lib/format'
 import { atBottom, rowTop, scrollTopFor, totalHeight, visibleRange, type Viewport } from '../lib/virtual'
 
 export const ROW_HEIGHT = 20
@@ -107,7 +108,41 @@ export function useJobLog(jobId: number) {
   return { buffer: buf.current, version, state, error }
 }
 
-const Line = memo(function Line({ text, n, top, query, selected, match }: { text: string; n: number; top: number; query: string; selected: boolean; match: boolean }) {
+/**
+ * The arrival times of the log's pieces while timestamps are on: every page once, then, while
+ * the job runs, what arrived since, every 2 seconds.
+ */
+function useLogTimes(jobId: number, on: boolean, state: LogState): Mark[] {
+  const [marks, setMarks] = useState<Mark[]>([])
+  useEffect(() => {
+    if (!on) return
+    let stopped = false
+    let timer = 0
+    const got: Mark[] = []
+    const load = async () => {
+      try {
+        for (;;) {
+          const after = got.length ? got[got.length - 1].offset : -1
+          const page = await endpoints.jobs.logTimes(jobId, after)
+          for (const m of page.marks) got.push({ offset: m.offset, at: Date.parse(m.received_at) })
+          if (page.next === undefined) break
+        }
+        if (!stopped) setMarks([...got])
+      } catch {
+        /* times are an extra: the log shows without them */
+      }
+      if (!stopped && state === 'live') timer = window.setTimeout(load, 2000)
+    }
+    load()
+    return () => {
+      stopped = true
+      clearTimeout(timer)
+    }
+  }, [jobId, on, state])
+  return marks
+}
+
+const Line = memo(function Line({ text, n, top, query, selected, match, time }: { text: string; n: number; top: number; query: string; selected: boolean; match: boolean; time?: string }) {
   const spans = parseAnsi(text)
   const parts = query && match ? markMatches(spans, query) : null
   return (
@@ -115,6 +150,7 @@ const Line = memo(function Line({ text, n, top, query, selected, match }: { text
       <a className="num" href={`#L${n}`} id={`L${n}`} aria-label={`Line ${n}`} tabIndex={-1}>
         {n}
       </a>
+      {time !== undefined && <span className="ts">{time}</span>}
       <span className="txt">
         {parts
           ? parts.map((p, i) => {
@@ -153,10 +189,12 @@ export interface LogLinesProps {
   matches: number[]
   current: number // index into matches, -1 none
   height?: number // viewport height when it cannot be measured (tests)
+  /** When set, each line shows this time (timestamps on). */
+  timeOf?: (line: number) => string
 }
 
 /** The virtualized lines: only those in view (and a few around) are in the DOM. */
-export function LogLines({ buffer, version, follow, onFollowChange, query, matches, current, height = 600 }: LogLinesProps) {
+export function LogLines({ buffer, version, follow, onFollowChange, query, matches, current, height = 600, timeOf }: LogLinesProps) {
   const ref = useRef<HTMLDivElement>(null)
   const [scrollTop, setScrollTop] = useState(0)
   const [vh, setVh] = useState(height)
@@ -236,6 +274,7 @@ export function LogLines({ buffer, version, follow, onFollowChange, query, match
         query={query}
         selected={selected === i + 1 || currentLine === i}
         match={matchSet.has(i)}
+        time={timeOf?.(i)}
       />,
     )
   }
@@ -243,7 +282,7 @@ export function LogLines({ buffer, version, follow, onFollowChange, query, match
   return (
     <div
       ref={ref}
-      className="logview"
+      className={timeOf ? 'logview timed' : 'logview'}
       role="region"
       aria-label="Job log"
       tabIndex={0}
@@ -267,6 +306,20 @@ export function LogView({ jobId, title, onProgress }: { jobId: number; title?: s
   useEffect(() => onProgress?.(state, lines), [state, lines, onProgress])
   const [follow, setFollow] = useState(() => !/^#L\d+$/.test(location.hash))
   const [query, setQuery] = useState('')
+  const [timestamps, setTimestamps] = useState(false)
+  const marks = useLogTimes(jobId, timestamps, state)
+  const timeOf = useMemo(
+    () =>
+      timestamps
+        ? (i: number) => {
+            const at = timeAt(marks, buffer.starts[i] ?? 0)
+            return at === undefined ? '' : clockTime(at)
+          }
+        : undefined,
+    // version: new lines need their times
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+    [timestamps, marks, buffer, version],
+  )
   const [matches, setMatches] = useState<number[]>([])
   const [current, setCurrent] = useState(-1)
   useEffect(() => {
@@ -317,6 +370,9 @@ export function LogView({ jobId, title, onProgress }: { jobId: number; title?: s
         <label className="check">
           <input type="checkbox" checked={follow} onChange={(e) => setFollow(e.target.checked)} /> Follow
         </label>
+        <label className="check" title="When the server received each line">
+          <input type="checkbox" name="timestamps" checked={timestamps} onChange={(e) => setTimestamps(e.target.checked)} /> Timestamps{timestamps ? ` (${zoneName()})` : ''}
+        </label>
         <a className="button secondary small" href={endpoints.jobs.logUrl(jobId)} download={`job-${jobId}.log`}>
           Raw log
         </a>
@@ -332,7 +388,7 @@ export function LogView({ jobId, title, onProgress }: { jobId: number; title?: s
       {state !== 'loading' && buffer.count === 0 ? (
         <div className="empty">{state === 'live' ? 'Waiting for output…' : 'This job wrote nothing.'}</div>
       ) : (
-        <LogLines buffer={buffer} version={version} follow={follow} onFollowChange={setFollow} query={query} matches={matches} current={current} />
+        <LogLines buffer={buffer} version={version} follow={follow} onFollowChange={setFollow} query={query} matches={matches} current={current} timeOf={timeOf} />
       )}
     </section>
   )

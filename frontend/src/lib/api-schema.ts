@@ -1279,6 +1279,23 @@ export interface paths {
       };
     };
   };
+  "/jobs/{id}/log/times": {
+    /**
+     * When each piece of a job's log arrived
+     * @description Where each stored piece of the log starts (a byte offset into `GET /jobs/{id}/log`)
+     * and when the server received it: a line's time is that of the piece it starts in, so
+     * the dashboard can show a time beside every line. At most 5 000 marks an answer, oldest
+     * first; `next` is the `after` of the next page. Pieces stored before times were kept
+     * have none. Access as for the log itself; an `after` that is not an integer of -1 or
+     * more is a 422.
+     */
+    get: operations["getJobLogTimes"];
+    parameters: {
+      path: {
+        id: components["parameters"]["JobID"];
+      };
+    };
+  };
   "/jobs/{id}/log/stream": {
     /**
      * Follow a job's log live (Server-Sent Events)
@@ -7085,6 +7102,48 @@ export interface operations {
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       416: components["responses"]["LogRangeNotSatisfiable"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * When each piece of a job's log arrived
+   * @description Where each stored piece of the log starts (a byte offset into `GET /jobs/{id}/log`)
+   * and when the server received it: a line's time is that of the piece it starts in, so
+   * the dashboard can show a time beside every line. At most 5 000 marks an answer, oldest
+   * first; `next` is the `after` of the next page. Pieces stored before times were kept
+   * have none. Access as for the log itself; an `after` that is not an integer of -1 or
+   * more is a 422.
+   */
+  getJobLogTimes: {
+    parameters: {
+      query?: {
+        /** @description Only pieces that start after this byte offset (default -1, all). */
+        after?: number;
+      };
+      path: {
+        id: components["parameters"]["JobID"];
+      };
+    };
+    responses: {
+      /** @description The marks. */
+      200: {
+        content: {
+          "application/json": {
+            marks: {
+                /** Format: int64 */
+                offset: number;
+                /** Format: date-time */
+                received_at: string;
+              }[];
+            /** Format: int64 */
+            next?: number;
+          };
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
   };

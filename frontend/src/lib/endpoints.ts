@@ -250,5 +250,7 @@ export const endpoints = {
     logUrl: (id: number) => href('/jobs/{id}/log', { id }),
     /** The server-sent events of the log from a byte offset on. */
     logStreamUrl: (id: number, offset: number) => href('/jobs/{id}/log/stream', { id }, { offset }),
+    /** When each piece of the log arrived, from byte offset after on (-1: all). */
+    logTimes: (id: number, after: number) => call('get', '/jobs/{id}/log/times', { id }, undefined, { after }),
   },
 }

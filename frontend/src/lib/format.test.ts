@@ -1,4 +1,4 @@
-import { ago, calendarDay, coreHours, coreSeconds, dateTime, day, duration, money } from './format'
+import { ago, calendarDay, clockTime, coreHours, coreSeconds, dateTime, day, duration, money, zoneName } from './format'
 
 describe('format', () => {
   it('shows a moment with its time zone, in the one format of the locale', () => {
@@ -8,6 +8,13 @@ describe('format', () => {
     expect(dateTime(ts, { locale: 'en-US', timeZone: 'Asia/Shanghai' })).toBe('Dec 4, 2026, 12:30 AM GMT+8')
     expect(dateTime(ts, { locale: 'de-DE', timeZone: 'UTC' })).toBe('3. Dez. 2026, 16:30 UTC')
     expect(dateTime(null)).toBe('—')
+  })
+  it('shows log line times to the second with the zone named once', () => {
+    const ms = Date.parse('2026-12-03T16:30:05.250Z')
+    expect(clockTime(ms, { timeZone: 'UTC' })).toBe('16:30:05')
+    expect(clockTime(ms, { timeZone: 'Asia/Shanghai' })).toBe('00:30:05')
+    expect(zoneName({ timeZone: 'UTC' }, ms)).toBe('UTC')
+    expect(zoneName({ timeZone: 'Asia/Shanghai' }, ms)).toBe('GMT+8')
   })
   it('writes dates in the locale format, and billing days as the server placed them', () => {
     expect(day('2026-12-03T16:30:00Z', { locale: 'en-US', timeZone: 'UTC' })).toBe('Dec 3, 2026')

@@ -44,6 +44,17 @@ export function dateTime(ts: string | null, z: Zone = {}): string {
   return new Intl.DateTimeFormat(z.locale, { ...DATE, hour: 'numeric', minute: '2-digit', timeZone: z.timeZone, timeZoneName: 'short' }).format(new Date(ts))
 }
 
+/** The time of day of a moment, to the second, 24-hour ("16:30:05"): the log's line times. */
+export function clockTime(ms: number, z: Zone = {}): string {
+  return new Intl.DateTimeFormat(z.locale ?? 'en-GB', { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23', timeZone: z.timeZone }).format(new Date(ms))
+}
+
+/** The short name of the zone times are shown in ("UTC", "GMT+8"). */
+export function zoneName(z: Zone = {}, at = Date.now()): string {
+  const part = new Intl.DateTimeFormat(z.locale ?? 'en-US', { timeZone: z.timeZone, timeZoneName: 'short' }).formatToParts(new Date(at)).find((p) => p.type === 'timeZoneName')
+  return part?.value ?? ''
+}
+
 /** The date of a moment in the locale's date format ("Dec 3, 2026"). */
 export function day(ts: string, z: Zone = {}): string {
   return new Intl.DateTimeFormat(z.locale, { ...DATE, timeZone: z.timeZone }).format(new Date(ts))

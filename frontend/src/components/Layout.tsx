@@ -113,7 +113,7 @@ function TeamSwitcher({ current }: { current?: string }) {
             {o.name}
           </option>
         ))}
-        <option value="+new">＋ Create a team</option>
+        <option value="+new">+ Create a team</option>
       </select>
     </div>
   )

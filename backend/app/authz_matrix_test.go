@@ -11,6 +11,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/artifacts"
+	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -80,6 +81,24 @@ func mxOwnToken(w *mxWorld, c *mxCall) {
 func mxRootsToken(w *mxWorld, c *mxCall) {
 	_, t, _ := w.tokenRow(w.token(w.users["root"], "repo:read"))
 	c.Vars["id"] = fmt.Sprint(t.ID)
+}
+
+// mxOwnSession starts another session of the caller (victim for callers without a person) and
+// names it in {id} by its public id.
+func mxOwnSession(w *mxWorld, c *mxCall) {
+	_, s, err := w.app.Auth.CreateSession(w.ctx, mxUserOf(w, c).ID)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c.Vars["id"] = auth.PublicSessionID(s.ID)
+}
+
+func mxRootsSession(w *mxWorld, c *mxCall) {
+	_, s, err := w.app.Auth.CreateSession(w.ctx, w.users["root"].ID)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c.Vars["id"] = auth.PublicSessionID(s.ID)
 }
 
 func mxOwnInvitation(w *mxWorld, c *mxCall) {
@@ -166,6 +185,11 @@ var mxMatrix = []mxRow{
 		note("own token").prep(mxOwnToken),
 	mx("401 | 404 404 404 404 404 | 404 | 403 403 | 401 403", "DELETE", "/api/v1/user/tokens/{id}").sessionOnly().
 		note("someone else's token").prep(mxRootsToken),
+	mx("401 | 200 200 200 200 200 | 200 | 403 403 | 401 403", "GET", "/api/v1/user/sessions").sessionOnly(),
+	mx("401 | 204 204 204 204 204 | 204 | 403 403 | 401 403", "DELETE", "/api/v1/user/sessions/{id}").sessionOnly().
+		note("own session").prep(mxOwnSession),
+	mx("401 | 404 404 404 404 404 | 404 | 403 403 | 401 403", "DELETE", "/api/v1/user/sessions/{id}").sessionOnly().
+		note("someone else's session").prep(mxRootsSession),
 	mx("401 | 200 200 200 200 200 | 200 | 403 200 | 401 403", "GET", "/api/v1/user/orgs"),
 	mx("401 | 200 200 200 200 200 | 200 | 403 200 | 401 403", "GET", "/api/v1/user/invitations"),
 	mx("401 | 204 204 204 204 204 | 204 | 403 403 | 401 403", "POST", "/api/v1/user/invitations/{id}/accept").

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/org"
 )
 
@@ -192,6 +193,22 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "beyond int64", Path: "/api/v1/user/tokens/99999999999999999999", Want: 404},
 			{Name: "no such token", Path: "/api/v1/user/tokens/987654", Want: 404},
 			{Name: "already revoked: a no-op", Path: "/api/v1/user/tokens/{id}", Want: 204},
+		}},
+	{Method: "DELETE", Path: "/api/v1/user/sessions/{id}",
+		Setup: func(w *mxWorld, v map[string]string) {
+			_, s, err := w.app.Auth.CreateSession(w.ctx, w.users["root"].ID)
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			v["lookup"] = s.ID
+			v["roots"] = auth.PublicSessionID(s.ID)
+		},
+		Cases: []mxBad{
+			{Name: "no such session", Path: "/api/v1/user/sessions/0123456789abcdef", Want: 404},
+			{Name: "not hex", Path: "/api/v1/user/sessions/zzz", Want: 404},
+			{Name: "the lookup key, not the public id", Path: "/api/v1/user/sessions/{lookup}", Want: 404},
+			{Name: "someone else's session", Path: "/api/v1/user/sessions/{roots}", Want: 404},
+			{Name: "an id of 300 characters", Path: "/api/v1/user/sessions/" + mxLong(300), Want: 404},
 		}},
 
 	{Method: "POST", Path: "/api/v1/orgs", JSON: true,

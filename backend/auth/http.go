@@ -67,6 +67,8 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.GET("/user/tokens", h.listTokens)
 	rs.POST("/user/tokens", h.createToken)
 	rs.DELETE("/user/tokens/:id", h.revokeToken)
+	rs.GET("/user/sessions", h.listSessions)
+	rs.DELETE("/user/sessions/:id", h.revokeSession)
 }
 
 // UserJSON is a user as the API shows it to the user themself.
@@ -174,9 +176,14 @@ func (h *Handler) logout(c *gin.Context) error {
 			return err
 		}
 	}
+	h.clearCookie(c)
+	return api.NoContent(c)
+}
+
+// clearCookie tells the browser to drop the session cookie.
+func (h *Handler) clearCookie(c *gin.Context) {
 	http.SetCookie(c.Writer, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, Secure: h.secure,
 		SameSite: http.SameSiteLaxMode, MaxAge: -1})
-	return api.NoContent(c)
 }
 
 func (h *Handler) requestReset(c *gin.Context) error {
@@ -314,6 +321,51 @@ func (h *Handler) revokeToken(c *gin.Context) error {
 	}
 	if err := h.svc.RevokeToken(c.Request.Context(), p.User.ID, id); err != nil {
 		return err
+	}
+	return api.NoContent(c)
+}
+
+// SessionJSON is one of the user's browser sessions, named by its public id (never the cookie).
+type SessionJSON struct {
+	ID         string    `json:"id"`
+	CreatedAt  time.Time `json:"created_at"`
+	LastSeenAt time.Time `json:"last_seen_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+	Current    bool      `json:"current"`
+}
+
+// listSessions lists the caller's unexpired browser sessions, most recently seen first. They
+// are few (each ends within the session TTL), so the list is one page.
+func (h *Handler) listSessions(c *gin.Context) error {
+	p, err := h.requireSession(c)
+	if err != nil {
+		return err
+	}
+	ss, err := h.svc.ListSessions(c.Request.Context(), p.User.ID)
+	if err != nil {
+		return err
+	}
+	out := make([]SessionJSON, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, SessionJSON{ID: PublicSessionID(s.ID), CreatedAt: s.CreatedAt, LastSeenAt: s.LastSeenAt,
+			ExpiresAt: s.ExpiresAt, Current: s.ID == p.SessionID})
+	}
+	return api.JSON(c, http.StatusOK, api.List[SessionJSON]{Items: out})
+}
+
+// revokeSession signs one of the caller's sessions out. Ending the calling session itself is
+// allowed: it is signing out here, and the cookie is cleared as logout does.
+func (h *Handler) revokeSession(c *gin.Context) error {
+	p, err := h.requireSession(c)
+	if err != nil {
+		return err
+	}
+	id := c.Param("id")
+	if err := h.svc.RevokeSession(c.Request.Context(), p.User.ID, id); err != nil {
+		return err
+	}
+	if id == PublicSessionID(p.SessionID) {
+		h.clearCookie(c)
 	}
 	return api.NoContent(c)
 }

@@ -57,6 +57,7 @@ var reserved = map[string]bool{
 	"static": true, "login": true, "logout": true, "signup": true, "admin": true, "settings": true,
 	"new": true, "user": true, "users": true, "orgs": true, "repos": true, "explore": true,
 	"reset-password": true, "favicon.ico": true, "robots.txt": true, "nimbus": true, "help": true,
+	"account": true,
 }
 
 // ValidateName checks an org name.

@@ -30,6 +30,7 @@ export const routes: RouteObject[] = [
       { path: '/', element: page(() => import('./pages/Home')) },
       { path: '/new', element: page(() => import('./pages/NewTeam')) },
       { path: '/invitations/accept', element: page(() => import('./pages/AcceptInvitation')) },
+      { path: '/account', element: page(() => import('./pages/Account')) },
       { path: '/settings/tokens', element: page(() => import('./pages/Tokens')) },
       { path: '/admin', element: <Navigate to="/admin/teams" replace /> },
       { path: '/admin/teams', element: page(() => import('./pages/AdminTeams')) },

@@ -1,4 +1,4 @@
-import { Suspense } from 'react'
+import { Suspense, useEffect, useRef, useState } from 'react'
 import { Link, NavLink, Navigate, Outlet, useLocation, useNavigate, useParams } from 'react-router'
 import { useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
@@ -16,10 +16,65 @@ export function useRole(org: string | undefined) {
   return orgs.data?.find((o) => o.name.toLowerCase() === org?.toLowerCase())?.role
 }
 
+/** Where the last team the user was on is kept, for the pages whose URL names none. */
+export const TEAM_KEY = 'nimbus.team'
+
+function readTeam(): string | undefined {
+  try {
+    return localStorage.getItem(TEAM_KEY) ?? undefined
+  } catch {
+    return undefined // storage disabled: nothing is remembered
+  }
+}
+
+function writeTeam(name: string) {
+  try {
+    localStorage.setItem(TEAM_KEY, name)
+  } catch {
+    // storage disabled or full: the switcher just forgets
+  }
+}
+
+/**
+ * The team the header stands for: the route's team when its URL names one, else the last team
+ * of the user's list the user was on (remembered in localStorage whenever a route names one of
+ * their teams). Undefined while the list loads or when there is none.
+ */
+export function useCurrentTeam(org: string | undefined): string | undefined {
+  const orgs = useOrgs()
+  const find = (name: string | undefined) => (name ? orgs.data?.find((o) => o.name.toLowerCase() === name.toLowerCase())?.name : undefined)
+  const mine = find(org)
+  useEffect(() => {
+    if (mine) writeTeam(mine)
+  }, [mine])
+  if (org) return mine ?? org
+  return find(readTeam())
+}
+
+// Keys that move a closed select's choice. Browsers fire change on each of them, so a switcher
+// that navigated on change would leave the page at every arrow press; with Alt, ArrowDown opens
+// the list instead.
+const BROWSE_KEYS = new Set(['ArrowUp', 'ArrowDown', 'ArrowLeft', 'ArrowRight', 'Home', 'End', 'PageUp', 'PageDown'])
+
+/**
+ * The team select. A choice made with the pointer navigates at once; one browsed to with the
+ * keyboard (arrows, Home/End, typing a name) only moves the selection, and navigates on Enter or
+ * when focus leaves the select; Escape puts the current team back.
+ */
 function TeamSwitcher({ current }: { current?: string }) {
   const orgs = useOrgs()
   const navigate = useNavigate()
   const list = orgs.data ?? []
+  const [pending, setPending] = useState<string | null>(null)
+  const keyboard = useRef(false)
+  const currentValue = current ? list.find((o) => o.name.toLowerCase() === current.toLowerCase())?.name ?? '' : ''
+  const go = (v: string) => {
+    setPending(null)
+    keyboard.current = false
+    if (v === currentValue) return
+    if (v === '+new') navigate('/new')
+    else if (v) navigate(`/orgs/${encodeURIComponent(v)}`)
+  }
   return (
     <div className="switcher">
       <label htmlFor="team-switcher" className="visually-hidden">
@@ -27,11 +82,28 @@ function TeamSwitcher({ current }: { current?: string }) {
       </label>
       <select
         id="team-switcher"
-        value={current ? list.find((o) => o.name.toLowerCase() === current.toLowerCase())?.name ?? '' : ''}
+        value={pending ?? currentValue}
+        onPointerDown={() => (keyboard.current = false)}
+        onKeyDown={(e) => {
+          if (e.key === 'Enter') {
+            if (pending !== null) {
+              e.preventDefault()
+              go(pending)
+            }
+          } else if (e.key === 'Escape') {
+            setPending(null)
+            keyboard.current = false
+          } else if ((BROWSE_KEYS.has(e.key) && !e.altKey) || (e.key.length === 1 && e.key !== ' ' && !e.ctrlKey && !e.metaKey && !e.altKey)) {
+            keyboard.current = true
+          }
+        }}
         onChange={(e) => {
           const v = e.target.value
-          if (v === '+new') navigate('/new')
-          else if (v) navigate(`/orgs/${encodeURIComponent(v)}`)
+          if (keyboard.current) setPending(v)
+          else go(v)
+        }}
+        onBlur={() => {
+          if (pending !== null) go(pending)
         }}
         disabled={orgs.isPending}
       >
@@ -41,7 +113,7 @@ function TeamSwitcher({ current }: { current?: string }) {
             {o.name}
           </option>
         ))}
-        <option value="+new">＋ Create a team</option>
+        <option value="+new">+ Create a team</option>
       </select>
     </div>
   )
@@ -53,7 +125,7 @@ export function Layout() {
   const params = useParams()
   const qc = useQueryClient()
   const navigate = useNavigate()
-  const org = params.org
+  const org = useCurrentTeam(params.org)
   const role = useRole(org)
   if (user.isPending) return <Loading what="Loading your session" />
   if (user.isError) return <ErrorBox error={user.error} retry={() => user.refetch()} />
@@ -94,9 +166,9 @@ export function Layout() {
           {user.data.is_admin && <NavLink to="/admin">Admin</NavLink>}
         </nav>
         <div className="me">
-          <span className="muted" data-testid="username">
+          <NavLink to="/account" className="muted" data-testid="username" title="Your account">
             {user.data.username}
-          </span>
+          </NavLink>
           <button type="button" className="secondary small" onClick={logout}>
             Sign out
           </button>

@@ -52,7 +52,7 @@ export function TerminalPane({ workspaceId, active, ended, onState, WebSocket, b
     const el = host.current!
     const t = new Terminal({
       cursorBlink: true,
-      fontFamily: 'ui-monospace, SFMono-Regular, Menlo, Consolas, monospace',
+      fontFamily: "ui-monospace, SFMono-Regular, Menlo, Consolas, 'Nimbus Symbols', monospace",
       fontSize: 13,
       scrollback: 5000,
       theme: { background: '#0f1419', foreground: '#d6dde6', cursor: '#d6dde6' },

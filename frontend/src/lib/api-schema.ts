@@ -110,6 +110,26 @@ export interface paths {
      */
     delete: operations["revokeToken"];
   };
+  "/user/sessions": {
+    /**
+     * The user's browser sessions
+     * @description Every unexpired browser session of the caller, most recently seen first, in one page (a
+     * session ends within the session lifetime, 14 days by default). A session is named by a
+     * public id derived from it, never by its cookie; `current` marks the calling session.
+     * Needs a browser session (tokens get 403).
+     */
+    get: operations["listSessions"];
+  };
+  "/user/sessions/{id}": {
+    /**
+     * Sign a browser session out
+     * @description Ends one of the caller's sessions: that browser is signed out at its next request. The
+     * calling session may end itself (its cookie is then cleared, as by `POST /auth/logout`).
+     * Needs a browser session (tokens get 403). Another user's session, an expired one and an
+     * unknown id are a 404.
+     */
+    delete: operations["revokeSession"];
+  };
   "/user/orgs": {
     /**
      * The organizations the user belongs to
@@ -2203,6 +2223,28 @@ export interface components {
       items: components["schemas"]["Token"][];
       next_cursor?: components["schemas"]["NextCursor"];
     };
+    /** @description One of the user's browser sessions. */
+    BrowserSession: {
+      /** @description A public id derived from the session (16 hex digits); not a credential. */
+      id: string;
+      /**
+       * Format: date-time
+       * @description When the user signed in.
+       */
+      created_at: string;
+      /**
+       * Format: date-time
+       * @description The session's latest request (updated at most once a minute).
+       */
+      last_seen_at: string;
+      /** Format: date-time */
+      expires_at: string;
+      /** @description Whether this is the session making the request. */
+      current: boolean;
+    };
+    BrowserSessionList: {
+      items: components["schemas"]["BrowserSession"][];
+    };
     /** @description An organization (team) as a member sees it. */
     Org: {
       /** Format: int64 */
@@ -4243,6 +4285,51 @@ export interface operations {
     };
     responses: {
       /** @description Revoked (or it already was). */
+      204: {
+        content: never;
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The user's browser sessions
+   * @description Every unexpired browser session of the caller, most recently seen first, in one page (a
+   * session ends within the session lifetime, 14 days by default). A session is named by a
+   * public id derived from it, never by its cookie; `current` marks the calling session.
+   * Needs a browser session (tokens get 403).
+   */
+  listSessions: {
+    responses: {
+      /** @description The user's sessions. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["BrowserSessionList"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Sign a browser session out
+   * @description Ends one of the caller's sessions: that browser is signed out at its next request. The
+   * calling session may end itself (its cookie is then cleared, as by `POST /auth/logout`).
+   * Needs a browser session (tokens get 403). Another user's session, an expired one and an
+   * unknown id are a 404.
+   */
+  revokeSession: {
+    parameters: {
+      path: {
+        /** @description The session's public id (`id` in `GET /user/sessions`). */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description Signed out. */
       204: {
         content: never;
       };

@@ -107,6 +107,12 @@ export const endpoints = {
       create: (body: RequestBody<'/user/tokens', 'post'>) => call('post', '/user/tokens', {}, body),
       revoke: (id: number) => call('delete', '/user/tokens/{id}', { id }),
     },
+    password: (body: RequestBody<'/user/password', 'put'>) => call('put', '/user/password', {}, body),
+    sessions: {
+      /** The user's browser sessions (one page; `current` marks this one). */
+      list: () => call('get', '/user/sessions', {}),
+      revoke: (id: string) => call('delete', '/user/sessions/{id}', { id }),
+    },
     invitations: {
       list: () => all('/user/invitations', {}),
       accept: (id: number) => call('post', '/user/invitations/{id}/accept', { id }),

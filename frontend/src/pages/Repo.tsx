@@ -128,7 +128,7 @@ function TriggerForm({ org, repo, branch }: { org: string; repo: string; branch:
           </div>
         ))}
         <button type="button" className="link" onClick={() => setEnv([...env, { k: '', v: '' }])}>
-          ＋ Add a variable
+          + Add a variable
         </button>
       </fieldset>
       <FormError error={error} />

@@ -205,6 +205,20 @@ func TestNewcomerPathInChromium(t *testing.T) {
 	b.do("open the team's agents", 10*time.Second, chromedp.Navigate(w.base+"/orgs/ml/agents"))
 	b.waitJS("the pricing on the agents page", `(document.querySelector('[data-testid=pricing] [data-class="cnb:arch:amd64:gpu"]') || {}).textContent?.includes('0.50 CNY')`, 15*time.Second)
 
+	// The account page (from the username): email, sessions (this one marked), tokens; the team
+	// switcher still names the team on a page whose address names none.
+	b.do("open the account page", 10*time.Second, clickOn(".me a"))
+	b.waitJS("the account page", `location.pathname === '/account' && (document.querySelector('[data-testid=account-email]') || {}).textContent === 'alice@example.com' &&
+		[...document.querySelectorAll('[data-testid=session]')].some(r => r.textContent.includes('this browser'))`, 15*time.Second)
+	if team, _ := chromedp.Run(b.ctx, chromedp.Value(chromedp.CSS("#team-switcher"))); team != "ml" {
+		t.Errorf("the team switcher on /account says %q, want ml", team)
+	}
+	// The status symbols come from the bundled font, not whatever the machine has.
+	if n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.fonts.load('16px "Nimbus Symbols"', '✓⏸').then(f => f.length)`, chromedp.EvalAwaitPromise)); err != nil || n < 2 {
+		t.Errorf("the bundled symbol font: %d faces loaded (%v)", n, err)
+	}
+	b.shot("newcomer-account")
+
 	// The queue timeout fails the GPU pipeline with what it waited for.
 	w.waitFor(gpuBuild, 90*time.Second, "the GPU build failed", func(b buildJSON) bool { return b.Status == "failed" })
 	b.do("back to the failed GPU build", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d", w.base, gpuBuild)))

@@ -1,7 +1,19 @@
 import { render, screen } from '@testing-library/react'
 import { MemoryRouter } from 'react-router'
+import { QueryClient, QueryClientProvider } from '@tanstack/react-query'
+import type { ReactNode } from 'react'
 import { PipelineCard } from './PipelineGraph'
 import type { Pipeline } from '../lib/types'
+
+// PipelineCard reads the currency from the (cached) pricing; here nothing answers it.
+function Wrap({ children }: { children: ReactNode }) {
+  const qc = new QueryClient({ defaultOptions: { queries: { retry: false, enabled: false } } })
+  return (
+    <QueryClientProvider client={qc}>
+      <MemoryRouter>{children}</MemoryRouter>
+    </QueryClientProvider>
+  )
+}
 
 const p: Pipeline = {
   id: 7,
@@ -40,9 +52,9 @@ describe('PipelineCard', () => {
       ],
     }
     const { container } = render(
-      <MemoryRouter>
+      <Wrap>
         <PipelineCard p={waiting} org="ml team" jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
-      </MemoryRouter>,
+      </Wrap>,
     )
     expect(container.querySelector('[data-status]')!.getAttribute('data-status')).toBe('waiting')
     expect(screen.getByText(/no online agent serves/)).toBeTruthy()
@@ -53,9 +65,9 @@ describe('PipelineCard', () => {
 
   it('shows the runner, cores, reason and the jobs placed parallel or serial', () => {
     const { container } = render(
-      <MemoryRouter>
+      <Wrap>
         <PipelineCard p={p} jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
-      </MemoryRouter>,
+      </Wrap>,
     )
     expect(screen.getByText('cnb:arch:amd64:gpu')).toBeTruthy()
     expect(screen.getByText('8 cores')).toBeTruthy()
@@ -83,9 +95,9 @@ describe('PipelineCard', () => {
       host: { agentId: 'agt_1', name: 'gpu-7', version: '1.2.3', executor: 'docker', host: { gpuDriver: '550.54.15', cudaVersion: '12.4', cpuModel: 'Xeon' } },
     }
     render(
-      <MemoryRouter>
+      <Wrap>
         <PipelineCard p={running} jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
-      </MemoryRouter>,
+      </Wrap>,
     )
     expect(screen.getByTestId('awaited').textContent).toBe('awaited 2m 5s')
     expect(screen.getByTitle('duration').textContent).toBe('5m 0s')

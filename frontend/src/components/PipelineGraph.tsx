@@ -2,6 +2,7 @@ import { Link } from 'react-router'
 import { seg } from '../lib/api'
 import { layoutPipeline } from '../lib/pipeline'
 import type { Pipeline } from '../lib/types'
+import { useCurrency } from './Pricing'
 import { coreHours, coreSeconds, duration, money, span } from '../lib/format'
 import { StatusBadge } from './ui'
 
@@ -55,6 +56,7 @@ export function PipelineCard({
   org?: string
 }) {
   const layout = layoutPipeline(p.stages ?? [])
+  const shownCurrency = useCurrency()
   return (
     <article className="pipeline" aria-label={`Pipeline ${p.name}`} data-pipeline={p.key}>
       <header>
@@ -83,7 +85,7 @@ export function PipelineCard({
             </span>
           )}
           <span title={coreSeconds(p.core_seconds)}>{coreHours(p.core_seconds)}</span>
-          <span title="cost">{money(p.cost, currency)}</span>
+          <span title="cost">{money(p.cost, currency ?? shownCurrency)}</span>
         </div>
         {p.status === 'queued' && (p.blockers ?? []).length > 0 ? (
           <Blockers p={p} org={org} />

@@ -4,6 +4,16 @@ import type { PricedClass, Pricing } from '../lib/types'
 import { money } from '../lib/format'
 import { QueryView } from './ui'
 
+/** The installation's prices, fetched once and shared by every page that shows money. */
+export function usePricing() {
+  return useQuery({ queryKey: ['pricing'], queryFn: endpoints.pricing, staleTime: 5 * 60_000 })
+}
+
+/** The billing currency, for money whose answer does not carry it (costs of pipelines). */
+export function useCurrency(): string {
+  return usePricing().data?.currency ?? ''
+}
+
 /** A class's size in words: "1–64 (8 by default)" or "16, fixed". */
 export function coresText(c: PricedClass): string {
   if (c.fixed_cores > 0) return `${c.fixed_cores}, fixed`
@@ -71,7 +81,7 @@ export function PricingTable({ p }: { p: Pricing }) {
 
 /** The pricing panel of the Billing and runner pages. */
 export function PricingPanel() {
-  const q = useQuery({ queryKey: ['pricing'], queryFn: endpoints.pricing, staleTime: 5 * 60_000 })
+  const q = usePricing()
   return (
     <section className="card" aria-labelledby="pricing-h" data-testid="pricing">
       <h2 id="pricing-h">Pricing</h2>

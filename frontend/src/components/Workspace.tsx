@@ -4,6 +4,7 @@ import { Link } from 'react-router'
 import { useMutation, useQueryClient } from '@tanstack/react-query'
 import { repoPath } from './RepoHeader'
 import { FormError, Notice } from './ui'
+import { useCurrency } from './Pricing'
 import { coreHours, dateTime, money } from '../lib/format'
 import { idleText, isEnded, lifetimeText, workspacePath, workspaces, type RestoreResult, type Workspace } from '../lib/workspaces'
 
@@ -40,6 +41,7 @@ function Lifetime({ w, now }: { w: Workspace; now: number }) {
 }
 
 export function WorkspaceFacts({ w }: { w: Workspace }) {
+  const currency = useCurrency()
   const now = useNow()
   return (
     <dl className="summary wsfacts">
@@ -70,7 +72,7 @@ export function WorkspaceFacts({ w }: { w: Workspace }) {
       <div>
         <dt>Cost so far</dt>
         <dd>
-          <span data-testid="cost">{money(w.cost)}</span> <span className="muted">({coreHours(w.core_seconds)})</span>
+          <span data-testid="cost">{money(w.cost, currency)}</span> <span className="muted">({coreHours(w.core_seconds)})</span>
         </dd>
       </div>
       <div>

@@ -37,3 +37,18 @@ export function registryCommands(cloneUrl: string, org: string, repo: string) {
     oras: `oras pull${plain} -u deploy -p "$NIMBUS_DEPLOY_TOKEN" ${name}/NAME:TAG`,
   }
 }
+
+/**
+ * What a new deploy token is for, shown where it is made: the token kept in an environment
+ * variable, then a model downloaded with the CLI and an image pulled from the registry.
+ */
+export function deployTokenUsage(server: string, cloneUrl: string, org: string, repo: string, token: string): string {
+  const reg = registryCommands(cloneUrl, org, repo)
+  return [
+    `export NIMBUS_DEPLOY_TOKEN=${token}`,
+    `# the nimbus CLI: curl -fsSLo nimbus ${server}/downloads/nimbus-linux-amd64 && chmod +x nimbus`,
+    `${versionCommand(server, `${org}/${repo}`, 'PACKAGE', 'latest')}`,
+    reg.login,
+    reg.docker,
+  ].join('\n')
+}

@@ -88,7 +88,7 @@ function TopUp({ org, a }: { org: string; a: BillingAccount }) {
         <NoTopups org={org} a={a} />
       ) : (
         <>
-          <Field label={`Amount (${a.currency})`} hint={`From ${money(a.topups.min)} to ${money(a.topups.max)}. You pay on Stripe's page and come back here.`}>
+          <Field label={`Amount (${a.currency})`} hint={`From ${money(a.topups.min, a.currency)} to ${money(a.topups.max, a.currency)}. You pay on Stripe's page and come back here.`}>
             {(id, d) => (
               <input id={id} type="number" required min={Number(a.topups.min)} max={Number(a.topups.max)} step="0.01" value={amount} onChange={(e) => setAmount(e.target.value)} aria-describedby={d} />
             )}
@@ -280,17 +280,16 @@ function Ledger({ org, currency }: { org: string; currency: string }) {
                 <tr key={e.id}>
                   <td>{dateTime(e.created_at)}</td>
                   <td>{e.kind}</td>
-                  <td className="num">{money(e.amount)}</td>
-                  <td className="num">{Number(e.written_off) > 0 ? money(e.written_off) : '—'}</td>
-                  <td className="num">{money(e.balance_change)}</td>
-                  <td className="num">{money(e.frozen_change)}</td>
+                  <td className="num">{money(e.amount, currency)}</td>
+                  <td className="num">{Number(e.written_off) > 0 ? money(e.written_off, currency) : '—'}</td>
+                  <td className="num">{money(e.balance_change, currency)}</td>
+                  <td className="num">{money(e.frozen_change, currency)}</td>
                   <td>{e.pipeline_id ?? '—'}</td>
                   <td>{e.note}</td>
                 </tr>
               ))}
             </tbody>
           </table>
-          <p className="muted">Amounts in {currency}.</p>
         </div>
       )}
       {q.hasNextPage && (

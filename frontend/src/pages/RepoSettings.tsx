@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { ApiError, seg } from '../lib/api'
 import { endpoints } from '../lib/endpoints'
 import type { DeployToken, Repo, RepoPatch } from '../lib/types'
+import { deployTokenUsage } from '../lib/artifacts'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, Field, FormError, Notice, QueryView, RevokeButton } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
@@ -149,6 +150,10 @@ function DeployTokens({ r }: { r: Repo }) {
             <strong>Deploy token “{created.name}” created.</strong> Copy it now: it is shown only once.
           </p>
           <CopyField value={created.token} label="New deploy token" />
+          <p>Use it like this (a read-only token: it downloads models and pulls images, and pushes nothing):</p>
+          <pre className="code" data-testid="deploy-token-usage" tabIndex={0}>
+            {deployTokenUsage(location.origin, r.clone_url, r.org, r.name, created.token)}
+          </pre>
         </Notice>
       )}
       <FormError error={revoke.error} />

@@ -175,8 +175,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		Log: log, PublicURL: cfg.PublicURL, Spec: spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage, DefaultDevImage: cfg.DefaultDevImage}})
 	a.Scheduler = scheduler.NewService(a.DB, intake, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
-		TeamRunnerCNBTags: splitList(cfg.TeamRunnerCNBTags), TeamRunnerWait: teamRunnerWait(cfg.TeamRunnerWait),
-		QueueTimeout: teamRunnerWait(cfg.QueueTimeout),
+		TeamRunnerCNBTags: splitList(cfg.TeamRunnerCNBTags), TeamRunnerWait: waitLimit(cfg.TeamRunnerWait),
+		QueueTimeout: waitLimit(cfg.QueueTimeout),
 		WorkspaceEnv: workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}.Env,
 		ResolveToken: a.Auth.PrincipalForToken,
 	})
@@ -463,9 +463,9 @@ func splitList(s string) []string {
 	return out
 }
 
-// teamRunnerWait maps NIMBUS_TEAM_RUNNER_WAIT and NIMBUS_QUEUE_TIMEOUT (0 = forever) to the
+// waitLimit maps NIMBUS_TEAM_RUNNER_WAIT and NIMBUS_QUEUE_TIMEOUT (0 = forever) to the
 // scheduler's settings, where 0 takes the default and a negative value waits forever.
-func teamRunnerWait(d time.Duration) time.Duration {
+func waitLimit(d time.Duration) time.Duration {
 	if d <= 0 {
 		return -1
 	}

@@ -61,7 +61,7 @@ func (in *Intake) queueClass(orgID int64, runnerTag string) string {
 // isTeam says whether the agent is a team runner.
 func (a *Agent) isTeam() bool { return a.OrgID != nil }
 
-// servedClasses are the queue classes the agent takes work from.
+// agentClasses are the queue classes the agent takes work from.
 func (s *Service) agentClasses(a *Agent) []string {
 	if !a.isTeam() {
 		return s.in.classes.servedBy(a.tags())

@@ -301,13 +301,15 @@ function Ledger({ org, currency }: { org: string; currency: string }) {
   )
 }
 
-function Statements({ org, month }: { org: string; month: string }) {
+function Statements({ org, month, zone }: { org: string; month: string; zone: string }) {
   const [m, setM] = useState(month)
   return (
     <section className="card" aria-labelledby="stmt-h">
       <h2 id="stmt-h">Statements</h2>
       <div className="inline">
-        <Field label="Month">{(id) => <input id={id} type="month" value={m} onChange={(e) => setM(e.target.value)} />}</Field>
+        <Field label="Month" hint={`A calendar month in ${zone}.`}>
+          {(id, d) => <input id={id} type="month" value={m} onChange={(e) => setM(e.target.value)} aria-describedby={d} />}
+        </Field>
         <a className="button secondary" href={endpoints.billing.statementUrl(org, m)} download={`${org}-${m}.csv`}>
           Download CSV
         </a>
@@ -374,7 +376,7 @@ export default function Billing() {
             <UsageCharts org={org} month={a.month} zone={a.time_zone} />
             <div className="grid2 top">
               <TopUp org={org} a={a} />
-              <Statements org={org} month={a.month} />
+              <Statements org={org} month={a.month} zone={a.time_zone} />
             </div>
             <PricingPanel />
             <Settings org={org} a={a} />

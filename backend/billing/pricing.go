@@ -3,6 +3,7 @@ package billing
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -62,11 +63,12 @@ func (s *Service) Pricing(classes []spec.RunnerClass, zone string) PricingJSON {
 		FreeCoreHours: coreHoursText(cfg.FreeCoreSeconds), FreeWorkspaceCoreHour: coreHoursText(cfg.FreeWorkspaceCoreSeconds),
 		FreezeIntervalSeconds: int64(cfg.FreezeInterval / time.Second), Classes: []PricedClassJSON{},
 		TeamRunners: TeamRunnerPriceJSON{Free: true, Note: "Time on your team's own runners is free and does not use the free quota."}}
-	out.FreezeRule = fmt.Sprintf("While a pipeline runs, its next %s are reserved (frozen) from the free quota or the balance, "+
-		"every %s; a pipeline the balance can no longer cover is stopped, and each is settled by the time it really ran.",
-		human.Duration(cfg.FreezeInterval), human.Duration(cfg.FreezeInterval))
+	out.FreezeRule = fmt.Sprintf("While a pipeline runs, its next %[1]s are reserved (frozen) from the free quota or the balance, "+
+		"every %[1]s; a pipeline the balance can no longer cover is stopped, and each is settled by the time it really ran.",
+		human.Duration(cfg.FreezeInterval))
 	for class, p := range cfg.Prices {
-		if IsTeamClass(class) && p > 0 {
+		// The scheduler bills time on a team's runners as class "team:<tag>".
+		if strings.HasPrefix(class, "team:") && p > 0 {
 			out.TeamRunners = TeamRunnerPriceJSON{Note: "Some of your team's own runners are priced on this installation; their time never uses the free quota."}
 		}
 	}
@@ -89,9 +91,6 @@ func (s *Service) Pricing(classes []spec.RunnerClass, zone string) PricingJSON {
 	return out
 }
 
-// IsTeamClass says whether a billing class is time on a team runner ("team:<class>").
-func IsTeamClass(class string) bool { return len(class) > 5 && class[:5] == "team:" }
-
 // ZoneLabel names a time zone for people: the configured name and the offset now
 // ("Asia/Shanghai, UTC+08:00"; just "UTC" for UTC).
 func ZoneLabel(loc *time.Location, name string, now time.Time) string {
@@ -107,10 +106,11 @@ func ZoneLabel(loc *time.Location, name string, now time.Time) string {
 	if name == "" {
 		name = loc.String()
 	}
-	if name == "UTC" && off == 0 {
-		return "UTC"
-	}
-	if name == offset || name == "UTC+8" && offset == "UTC+08:00" {
+	// A name that is an offset itself ("UTC", "UTC+8") says nothing the offset does not.
+	if strings.HasPrefix(name, "UTC") {
+		if off == 0 {
+			return "UTC"
+		}
 		return offset
 	}
 	return name + ", " + offset

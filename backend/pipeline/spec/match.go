@@ -95,46 +95,42 @@ type BranchEvent struct {
 // runs, as planning selects them: the keys whose glob matches the branch, and for each event
 // none of them declares, the "$" fallback's. Events are in file order.
 func (c *Config) EventsFor(branch string) []BranchEvent {
-	t := Trigger{Branch: branch}
-	ref := t.refName()
+	ref := Trigger{Branch: branch}.refName()
 	var out []BranchEvent
 	index := map[string]int{}
-	add := func(b *branchDecl) {
-		for _, e := range b.events {
-			i, ok := index[e.key]
-			if !ok {
-				i = len(out)
-				index[e.key] = i
-				out = append(out, BranchEvent{Event: e.key})
+	add := func(e *eventDecl) {
+		i, ok := index[e.key]
+		if !ok {
+			i = len(out)
+			index[e.key] = i
+			out = append(out, BranchEvent{Event: e.key})
+		}
+		out[i].Pipelines += len(e.pipelines)
+		for _, pl := range e.pipelines {
+			name := ""
+			if pl.name != nil {
+				name = pl.name.v
 			}
-			out[i].Pipelines += len(e.pipelines)
-			for _, pl := range e.pipelines {
-				name := ""
-				if pl.name != nil {
-					name = pl.name.v
-				}
-				out[i].Names = append(out[i].Names, name)
-			}
+			out[i].Names = append(out[i].Names, name)
 		}
 	}
 	for _, b := range c.branches {
 		if !b.fallback && b.glob.Match(ref) {
-			add(b)
+			for _, e := range b.events {
+				add(e)
+			}
 		}
 	}
-	declared := map[string]bool{}
-	for k := range index {
-		declared[k] = true
-	}
+	// The fallback's events, for those no matching key declares (selectPipelines' rule).
+	matched := len(out)
 	for _, b := range c.branches {
 		if !b.fallback {
 			continue
 		}
 		for _, e := range b.events {
-			if declared[e.key] {
-				continue
+			if i, ok := index[e.key]; !ok || i >= matched {
+				add(e)
 			}
-			add(&branchDecl{events: []*eventDecl{e}})
 		}
 	}
 	return out

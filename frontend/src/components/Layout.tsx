@@ -10,10 +10,16 @@ export function useOrgs() {
   return useQuery({ queryKey: ['orgs'], queryFn: () => endpoints.user.orgs() })
 }
 
+type OrgList = ReturnType<typeof useOrgs>['data']
+
+/** The user's team of that name (team names compare without case). */
+function teamNamed(list: OrgList, name: string | undefined) {
+  return name ? list?.find((o) => o.name.toLowerCase() === name.toLowerCase()) : undefined
+}
+
 /** The current team's role, from the user's team list. */
 export function useRole(org: string | undefined) {
-  const orgs = useOrgs()
-  return orgs.data?.find((o) => o.name.toLowerCase() === org?.toLowerCase())?.role
+  return teamNamed(useOrgs().data, org)?.role
 }
 
 /** Where the last team the user was on is kept, for the pages whose URL names none. */
@@ -42,13 +48,12 @@ function writeTeam(name: string) {
  */
 export function useCurrentTeam(org: string | undefined): string | undefined {
   const orgs = useOrgs()
-  const find = (name: string | undefined) => (name ? orgs.data?.find((o) => o.name.toLowerCase() === name.toLowerCase())?.name : undefined)
-  const mine = find(org)
+  const mine = teamNamed(orgs.data, org)?.name
   useEffect(() => {
     if (mine) writeTeam(mine)
   }, [mine])
   if (org) return mine ?? org
-  return find(readTeam())
+  return teamNamed(orgs.data, readTeam())?.name
 }
 
 // Keys that move a closed select's choice. Browsers fire change on each of them, so a switcher
@@ -67,7 +72,7 @@ function TeamSwitcher({ current }: { current?: string }) {
   const list = orgs.data ?? []
   const [pending, setPending] = useState<string | null>(null)
   const keyboard = useRef(false)
-  const currentValue = current ? list.find((o) => o.name.toLowerCase() === current.toLowerCase())?.name ?? '' : ''
+  const currentValue = teamNamed(list, current)?.name ?? ''
   const go = (v: string) => {
     setPending(null)
     keyboard.current = false

@@ -114,16 +114,21 @@ export function useJobLog(jobId: number) {
  */
 function useLogTimes(jobId: number, on: boolean, state: LogState): Mark[] {
   const [marks, setMarks] = useState<Mark[]>([])
+  // What is known already, so a new effect (the log going from live to done, timestamps off and
+  // on) asks only for what came after it.
+  const known = useRef<{ job: number; marks: Mark[] }>({ job: jobId, marks: [] })
   useEffect(() => {
     if (!on) return
+    if (known.current.job !== jobId) known.current = { job: jobId, marks: [] }
+    const got = known.current.marks
     let stopped = false
     let timer = 0
-    const got: Mark[] = []
     const load = async () => {
       try {
         for (;;) {
           const after = got.length ? got[got.length - 1].offset : -1
           const page = await endpoints.jobs.logTimes(jobId, after)
+          if (stopped) return
           for (const m of page.marks) got.push({ offset: m.offset, at: Date.parse(m.received_at) })
           if (page.next === undefined) break
         }

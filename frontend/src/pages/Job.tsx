@@ -15,7 +15,7 @@ export default function Job() {
   const onProgress = useCallback((state: LogState, lines: number) => setLog({ state, lines }), [])
   const jobs = jobsOf(b.data)
   const found = jobs.find((j) => j.id === id)
-  const pipeline = b.data?.pipelines.find((p) => p.name === found?.pipeline && (p.stages ?? []).some((st) => st.jobs.some((j) => j.id === id)))
+  const pipeline = b.data?.pipelines.find((p) => (p.stages ?? []).some((st) => st.jobs.some((j) => j.id === id)))
   const base = repoPath(org, repo)
   const status = found ? shownStatus(found.status, log.state, log.lines) : undefined
   return (

@@ -5,6 +5,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -63,11 +64,29 @@ func Conflict(format string, args ...any) *Error {
 	return Errorf(http.StatusConflict, CodeConflict, format, args...)
 }
 
+// StatusClientClosed is the status a request is recorded with when its client went away before
+// the answer (nginx's 499). Nobody reads that answer, and it is no server error: the access log
+// files it at INFO.
+const StatusClientClosed = 499
+
+// ClientGone says whether the client of a request went away, given the request's context. The
+// server cancels that context only then (its base context is never cancelled and no middleware
+// sets a deadline), so whatever a handler meets afterwards, typically context.Canceled from the
+// database or Redis, is the client's doing: an agent restarting its long-poll, a closed tab.
+func ClientGone(ctx context.Context) bool { return ctx.Err() != nil }
+
 // Fail writes err as the error envelope and aborts the request. A non-*Error is logged with the
-// request's context and answered as a 500 that says nothing about its cause.
+// request's context and answered as a 500 that says nothing about its cause, unless the client
+// went away: that is logged at DEBUG and recorded as StatusClientClosed, so that an ERROR line
+// always means something is wrong.
 func Fail(c *gin.Context, log *slog.Logger, err error) {
 	var ae *Error
 	if !errors.As(err, &ae) {
+		if ctx := c.Request.Context(); ClientGone(ctx) {
+			log.DebugContext(ctx, "request abandoned by its client", "err", err, "path", c.FullPath())
+			c.AbortWithStatus(StatusClientClosed)
+			return
+		}
 		log.ErrorContext(c.Request.Context(), "request failed", "err", err, "path", c.FullPath())
 		ae = Errorf(http.StatusInternalServerError, CodeInternal, "internal error")
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -43,6 +45,50 @@ func TestFailWritesEnvelope(t *testing.T) {
 			}
 			if env.Error.Code != tt.code || env.Error.Message != tt.msg {
 				t.Fatalf("envelope %+v", env.Error)
+			}
+		})
+	}
+}
+
+// A request whose client went away is no server error. The defect: an agent restarting its
+// control long-poll (by design, whenever its running set changes) made the handler fail with
+// context.Canceled, which Fail logged at ERROR as "request failed" and answered 500; a healthy
+// fleet logged about 10 such lines per 200 pipelines. A real failure while the client is still
+// there stays an ERROR.
+func TestFailQuietWhenClientGone(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	for _, tt := range []struct {
+		name      string
+		gone      bool
+		err       error
+		status    int
+		errorLine bool
+	}{
+		{"client gone, context error", true, fmt.Errorf("poll: %w", context.Canceled), StatusClientClosed, false},
+		{"client gone, the database's own words", true, errors.New("sql: interrupted (9)"), StatusClientClosed, false},
+		{"client there, context error of the server's own", false, fmt.Errorf("lookup: %w", context.DeadlineExceeded), 500, true},
+		{"client there, plain error", false, errors.New("pq: connection refused"), 500, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var logged strings.Builder
+			log := slog.New(slog.NewJSONHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tt.gone {
+				cancel()
+			}
+			w := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(w)
+			c.Request = httptest.NewRequest(http.MethodPost, "/api/v1/agent/control", nil).WithContext(ctx)
+			Fail(c, log, tt.err)
+			if c.Writer.Status() != tt.status {
+				t.Fatalf("status %d, want %d", c.Writer.Status(), tt.status)
+			}
+			if got := strings.Contains(logged.String(), `"level":"ERROR"`); got != tt.errorLine {
+				t.Fatalf("ERROR line logged: %v, want %v:\n%s", got, tt.errorLine, logged.String())
+			}
+			if !tt.errorLine && !strings.Contains(logged.String(), "abandoned by its client") {
+				t.Fatalf("the abandoned request left no DEBUG line:\n%s", logged.String())
 			}
 		})
 	}

@@ -277,6 +277,11 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, req request, err 
 		http.Error(w, "repository not found", http.StatusNotFound)
 	case errors.Is(err, ErrForbidden):
 		http.Error(w, "forbidden", http.StatusForbidden)
+	case r.Context().Err() != nil:
+		// A fetch or push the git client gave up on: the request's context ends only when the
+		// client goes away. No server error; recorded as nginx's 499 (api.StatusClientClosed).
+		h.log.DebugContext(r.Context(), "git request abandoned by its client", "org", req.org, "repo", req.repo, "err", err)
+		w.WriteHeader(499)
 	default:
 		h.log.ErrorContext(r.Context(), "git request failed", "org", req.org, "repo", req.repo,
 			"service", req.service, "err", err)

@@ -173,8 +173,11 @@ func (h *Handler) get(c *gin.Context) error {
 		}
 		if err != nil {
 			// The status line is gone; cutting the body short is all that is left to say, so
-			// the error is logged here rather than returned for an envelope.
-			h.cfg.Log.ErrorContext(ctx, "serving a log failed", "job_id", jobID, "err", err)
+			// the error is logged here rather than returned for an envelope. A reader that
+			// hung up mid-download is no server error.
+			if !api.ClientGone(ctx) {
+				h.cfg.Log.ErrorContext(ctx, "serving a log failed", "job_id", jobID, "err", err)
+			}
 			return nil
 		}
 		if _, err := c.Writer.Write(b); err != nil {

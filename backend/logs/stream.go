@@ -50,6 +50,9 @@ func (h *Handler) stream(c *gin.Context) error {
 	// committed before is in what the first read sees.
 	var notes <-chan *redis.Message
 	if sub, err := h.svc.watch(ctx, jobID); err != nil {
+		if api.ClientGone(ctx) {
+			return nil
+		}
 		h.cfg.Log.WarnContext(ctx, "log stream without live notifications; polling", "job_id", jobID, "err", err)
 	} else {
 		defer sub.Close()

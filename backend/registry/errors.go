@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/nimbus-build/nimbus/backend/api"
 )
 
 // OCI error codes (distribution-spec "Error Codes"). The registry speaks this format, not
@@ -82,6 +84,12 @@ type errorEntry struct {
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	if !errors.As(err, &e) {
+		if api.ClientGone(r.Context()) {
+			// An upload or pull the client gave up on (docker and oras cancel on ^C and retry).
+			h.log.DebugContext(r.Context(), "registry request abandoned by its client", "method", r.Method, "path", r.URL.Path, "err", err)
+			w.WriteHeader(api.StatusClientClosed)
+			return
+		}
 		h.log.ErrorContext(r.Context(), "registry request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		e = ociError(http.StatusInternalServerError, "INTERNAL", "internal error")
 	}

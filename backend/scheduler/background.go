@@ -145,29 +145,27 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 	lead := redisconn.NewLeader(s.in.rdb, "nimbus:leader:scheduler", 3*tick)
 	t := time.NewTicker(tick)
 	defer t.Stop()
+	// A step cut short by the server's own shutdown is no failure.
+	failed := func(what string, err error) {
+		if err != nil && ctx.Err() == nil {
+			s.log.ErrorContext(ctx, what, "err", err)
+		}
+	}
 	for {
 		if lead.Hold(ctx) {
-			if _, err := s.Reap(ctx); err != nil {
-				s.log.ErrorContext(ctx, "reaper", "err", err)
-			}
-			if _, err := s.Reconcile(ctx); err != nil {
-				s.log.ErrorContext(ctx, "reconciler", "err", err)
-			}
-			if _, err := s.FireSchedules(ctx); err != nil {
-				s.log.ErrorContext(ctx, "cron", "err", err)
-			}
-			if err := s.BillingTick(ctx); err != nil {
-				s.log.ErrorContext(ctx, "billing tick", "err", err)
-			}
-			if _, err := s.RefuseUnaffordable(ctx); err != nil {
-				s.log.ErrorContext(ctx, "refuse unaffordable pipelines", "err", err)
-			}
-			if _, err := s.FailUnserved(ctx); err != nil {
-				s.log.ErrorContext(ctx, "fail pipelines no team runner serves", "err", err)
-			}
-			if _, err := s.FailStale(ctx); err != nil {
-				s.log.ErrorContext(ctx, "fail pipelines past the queue timeout", "err", err)
-			}
+			_, err := s.Reap(ctx)
+			failed("reaper", err)
+			_, err = s.Reconcile(ctx)
+			failed("reconciler", err)
+			_, err = s.FireSchedules(ctx)
+			failed("cron", err)
+			failed("billing tick", s.BillingTick(ctx))
+			_, err = s.RefuseUnaffordable(ctx)
+			failed("refuse unaffordable pipelines", err)
+			_, err = s.FailUnserved(ctx)
+			failed("fail pipelines no team runner serves", err)
+			_, err = s.FailStale(ctx)
+			failed("fail pipelines past the queue timeout", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -402,8 +402,11 @@ func (s *Service) Finish(ctx context.Context, a *Agent, leaseID string, req prot
 }
 
 // ended releases the team's concurrency slot and the locks of a pipeline that just ended and
-// settles its bill.
+// settles its bill. The end is committed, so these follow whether or not the agent that reported
+// it is still waiting for the answer: an agent that hung up must not leave the slot taken, the
+// locks held or the bill to the next tick.
 func (s *Service) ended(ctx context.Context, p *build.Pipeline) {
+	ctx = context.WithoutCancel(ctx)
 	s.queue.Released(ctx, s.in.queueClass(p.OrgID, p.RunnerTag), p.OrgID)
 	s.releaseLocks(ctx, p)
 	if err := s.builds.EndAwait(ctx, p); err != nil {

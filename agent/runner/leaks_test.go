@@ -1,0 +1,81 @@
+package runner
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
+	"github.com/nimbus-build/nimbus/agent/protocol"
+)
+
+// leakedIn lists where any of the values shows in what the server recorded of a lease: its job
+// logs, its events and its finish, as JSON (so a map key counts as much as a value).
+func leakedIn(t *testing.T, rec fakeserver.Lease, values ...string) []string {
+	t.Helper()
+	var where []string
+	for id, log := range rec.Logs {
+		for _, v := range values {
+			if strings.Contains(string(log), v) {
+				where = append(where, "log of job "+strconv.FormatInt(id, 10)+": "+v)
+			}
+		}
+	}
+	for _, ev := range rec.Events {
+		raw, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range values {
+			if strings.Contains(string(raw), v) {
+				where = append(where, "event "+string(raw)+": "+v)
+			}
+		}
+	}
+	raw, _ := json.Marshal(rec.Finish)
+	for _, v := range values {
+		if strings.Contains(string(raw), v) {
+			where = append(where, "finish "+string(raw)+": "+v)
+		}
+	}
+	return where
+}
+
+// runWithout runs a lease of one job, which must succeed with none of values in what the
+// server recorded, and returns the job's log.
+func runWithout(t *testing.T, h *harness, l protocol.Lease, values ...string) string {
+	t.Helper()
+	res, rec := h.run(t, l)
+	log := logOf(rec, jobID(0, 0))
+	if res.Status != StatusSuccess {
+		t.Fatalf("result %+v: %q", res, log)
+	}
+	if where := leakedIn(t, rec, values...); len(where) > 0 {
+		t.Fatalf("a secret, or a piece of one, shows: %q\nlog:\n%s", where, log)
+	}
+	return log
+}
+
+// A multi-line secret, and a multi-line value of a secret repository's file (a certificate),
+// used to be masked only when printed whole: `echo "$MULTI" | tail -n1` showed its last line,
+// and so did every tool that prints a value line by line. Every line of 4 bytes or more is now
+// masked on its own; shorter lines are not, or every "ab" of the log would go.
+func TestMultiLineSecretIsMaskedLineByLine(t *testing.T) {
+	eachExecutor(t, func(t *testing.T, h *harness) {
+		const certURL = "https://nimbus.test/ml/keys/-/blob/main/tls.yml"
+		h.srv.SetImport(certURL, protocol.ImportFile{Name: "tls.yml", Secret: true,
+			Content: "CERT: \"-----BEGIN TEST CERT-----\\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldY\\nWVphYmNkZWZnaGlqa2xtbm9w\\n-----END TEST CERT-----\\n\"\n"})
+		j := script("print", `echo "$MULTI" | tail -n1
+echo "$MULTI" | head -n1
+env | sort | grep -v '^CERT='
+echo "$CERT" | sed -n 2p
+echo "$CERT" | sed -n 3p
+echo "short lines stay: ab cd"`)
+		j.Imports = []string{certURL}
+		l := lease("multi-line-secret", plan(serial("s", j)))
+		l.Secrets = map[string]string{"MULTI": "line1-AAAA1111\nline2-BBBB2222\nab\n  cd  "}
+		log := runWithout(t, h, l, "line1-AAAA1111", "line2-BBBB2222", "QUJDREVGR0hJSktMTU5PUFFSU1RVVldY", "WVphYmNkZWZnaGlqa2xtbm9w")
+		mustContain(t, "the job's log", log, "***\n***\n", "short lines stay: ab cd\n")
+	})
+}

@@ -79,3 +79,21 @@ echo "short lines stay: ab cd"`)
 		mustContain(t, "the job's log", log, "***\n***\n", "short lines stay: ab cd\n")
 	})
 }
+
+// A secret printed in two pieces with a write to stderr between them
+// (`printf 'imported-A-'; echo noise >&2; printf 'secret-5678\n'`) used to show as its two
+// halves: both streams went through one masker, so the stderr write ended the held-back first
+// half. Each stream is now masked on its own before the two are merged.
+func TestSecretSplitByStderrIsMasked(t *testing.T) {
+	eachExecutor(t, func(t *testing.T, h *harness) {
+		j := script("split", `printf 'imported-A-'; sleep 0.2; echo noise >&2; sleep 0.2; printf 'secret-5678\n'
+printf 'err-half-' >&2; sleep 0.2; echo out-noise; sleep 0.2; printf 'other-9876\n' >&2`)
+		l := lease("stderr-split", plan(serial("s", j)))
+		l.Secrets = map[string]string{"A": "imported-A-secret-5678", "B": "err-half-other-9876"}
+		log := runWithout(t, h, l, "imported-A-", "secret-5678", "err-half-", "other-9876")
+		// The other stream's line still shows, and the secrets are one mask each.
+		if strings.Count(log, "***") != 2 || !strings.Contains(log, "noise\n") || !strings.Contains(log, "out-noise\n") {
+			t.Fatalf("log %q", log)
+		}
+	})
+}

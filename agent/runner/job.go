@@ -61,13 +61,11 @@ func (x *run) reportFinished(id int64, res jobResult, log *logStream) {
 	if id == 0 {
 		return // the server did not number this job: nothing to report it under
 	}
+	// Exports, metrics and all are masked on their way out (deliverEvents).
 	ev := protocol.Event{Kind: protocol.EventJobFinished, JobID: id, Status: res.status, ExitCode: res.code, Image: res.image,
 		Metrics: res.metrics}
 	if len(res.exports) > 0 {
-		ev.Exports = make(map[string]string, len(res.exports))
-		for k, v := range res.exports {
-			ev.Exports[k] = maskString(v, x.secretList())
-		}
+		ev.Exports = res.exports
 	}
 	x.eventAfter(ev, log)
 }
@@ -186,7 +184,7 @@ func (x *run) attempt(ctx context.Context, job protocol.Job, step executor.Step,
 		}
 	}
 	exports := exportValues(job, values)
-	metrics := metricValues(values, jl.note)
+	metrics := metricValues(values, jl.note, newReportMasker(x.secretList()).holds)
 	switch code {
 	case exitSuccess:
 		return jobResult{status: StatusSuccess, code: &code, exports: exports, metrics: metrics}

@@ -97,3 +97,49 @@ printf 'err-half-' >&2; sleep 0.2; echo out-noise; sleep 0.2; printf 'other-9876
 		}
 	})
 }
+
+// What a job reports besides its log used to keep secrets: a metric named after a secret
+// (`##[set-output metric.${MYSECRET}=1]`) was masked in the log line but listed by name in
+// job_finished, and a secret that is a number was reported as a metric's value. Every report now
+// goes through the masker on its way out; a metric whose name or value holds a secret is left
+// out with a note (masked, it would no longer be a valid name).
+func TestEveryReportedFieldIsMasked(t *testing.T) {
+	h := newHarness(t, "shell")
+	const tok, pin = "tok-Qz81xLm", "73914682"
+	report := script("report", `echo "##[set-output metric.acc-$TOK=1]"
+echo "##[set-output metric.pin=$PIN]"
+echo "##[set-output metric.ok=2]"
+echo "##[set-output out=v-$TOK]"
+echo "out-$TOK"
+echo "err-$PIN" >&2`)
+	report.Exports = map[string]string{"out": "OUT", "stdout": "SO", "stderr": "SE", "info": "INFO", "metric.pin": "PINV"}
+	// A failure whose message names a secret: the import path is expanded at run time.
+	fail := script("fail", "true")
+	fail.Imports = []string{"./cfg-${TOK}.yml"}
+	fail.RuntimeVars = []string{"TOK"}
+	l := lease("reported-fields", plan(serial("s", report, fail)))
+	l.Secrets = map[string]string{"TOK": tok, "PIN": pin}
+	res, rec := h.run(t, l)
+	if res.Status != StatusFailed || !strings.Contains(rec.Finish.Reason, "cfg-***.yml") {
+		t.Fatalf("result %+v, finish %+v", res, rec.Finish)
+	}
+	if where := leakedIn(t, rec, tok, pin); len(where) > 0 {
+		t.Fatalf("a secret was reported: %q", where)
+	}
+	ev := rec.JobFinished(t, jobID(0, 0))
+	if len(ev.Metrics) != 1 || ev.Metrics["ok"] != 2 {
+		t.Errorf("metrics %v, want only ok=2", ev.Metrics)
+	}
+	want := map[string]string{"OUT": "v-***", "SE": "err-***", "PINV": "***"}
+	for k, v := range want {
+		if ev.Exports[k] != v {
+			t.Errorf("export %s = %q, want %q (all: %v)", k, ev.Exports[k], v, ev.Exports)
+		}
+	}
+	if !strings.HasSuffix(ev.Exports["SO"], "\nout-***") || !strings.Contains(ev.Exports["INFO"], "out-***") ||
+		!strings.Contains(ev.Exports["INFO"], "err-***") {
+		t.Errorf("exports SO %q, INFO %q", ev.Exports["SO"], ev.Exports["INFO"])
+	}
+	mustContain(t, "the job's log", logOf(rec, jobID(0, 0)), `metric "acc-***": its name holds a secret; left out`,
+		"metric pin: its value holds a secret; left out")
+}

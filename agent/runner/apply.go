@@ -84,6 +84,11 @@ func (x *run) startBuild(ctx context.Context, job protocol.Job, env map[string]s
 	if err != nil {
 		return fail(fmt.Errorf("option continueOnBuildError: %w", err))
 	}
+	// Masked on its way out (reports.go), but for the token: the server checks it, and never
+	// stores it.
+	token := req.Token
+	req = maskReport(req, x.secretList())
+	req.Token = token
 	child, err := st.StartBuild(ctx, x.lease.ID, req)
 	if err != nil {
 		return fail(err)

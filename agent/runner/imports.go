@@ -133,9 +133,7 @@ func (x *run) addSecrets(vals []string, jl *jobLog) {
 	x.mu.Lock()
 	x.secrets = append(slices.Clip(x.secrets), vals...)
 	x.mu.Unlock()
-	jl.mu.Lock()
-	jl.mask.add(vals)
-	jl.mu.Unlock()
+	jl.addSecrets(vals)
 }
 
 // secretList is the values masked so far.

@@ -61,13 +61,11 @@ func (x *run) reportFinished(id int64, res jobResult, log *logStream) {
 	if id == 0 {
 		return // the server did not number this job: nothing to report it under
 	}
+	// Exports, metrics and all are masked on their way out (deliverEvents).
 	ev := protocol.Event{Kind: protocol.EventJobFinished, JobID: id, Status: res.status, ExitCode: res.code, Image: res.image,
 		Metrics: res.metrics}
 	if len(res.exports) > 0 {
-		ev.Exports = make(map[string]string, len(res.exports))
-		for k, v := range res.exports {
-			ev.Exports[k] = maskString(v, x.secretList())
-		}
+		ev.Exports = res.exports
 	}
 	x.eventAfter(ev, log)
 }
@@ -160,7 +158,7 @@ func (x *run) execJob(ctx context.Context, id int64, st protocol.Stage, job prot
 func (x *run) attempt(ctx context.Context, job protocol.Job, step executor.Step, jl *jobLog) jobResult {
 	res := newResults(job.Exports)
 	step.Output = io.MultiWriter(jl, res.writer(false))
-	step.Stderr = io.MultiWriter(jl, res.writer(true))
+	step.Stderr = io.MultiWriter(jl.Stderr(), res.writer(true))
 	code, err := x.runStep(ctx, job, step, jl)
 	switch {
 	case err == nil:
@@ -186,7 +184,7 @@ func (x *run) attempt(ctx context.Context, job protocol.Job, step executor.Step,
 		}
 	}
 	exports := exportValues(job, values)
-	metrics := metricValues(values, jl.note)
+	metrics := metricValues(values, jl.note, newReportMasker(x.secretList()).holds)
 	switch code {
 	case exitSuccess:
 		return jobResult{status: StatusSuccess, code: &code, exports: exports, metrics: metrics}
@@ -469,13 +467,17 @@ func expandImage(img *protocol.Image, names []string, env map[string]string) (st
 	return expand(img.Name), auth
 }
 
-// jobLog is one job's log: masked, then shipped. Its writers may be concurrent.
+// jobLog is one job's log: masked, then shipped. A step's stdout (Write) and stderr (Stderr)
+// are masked each on its own and merged after: a secret printed in pieces to one stream stays
+// one secret to its masker whatever the other stream writes in between. The agent's own lines
+// (note) go between them. Its writers may be concurrent.
 type jobLog struct {
-	mu      sync.Mutex
-	mask    *masker
-	stream  *logStream // nil when the job has no server id
-	last    atomic.Int64
-	midLine bool // the output so far does not end with a newline
+	mu     sync.Mutex
+	out    *masker    // stdout, and whatever else writes the log as an io.Writer
+	errOut *masker    // stderr
+	sink   lineSink   // where both maskers write, in the order they pass bytes on
+	stream *logStream // nil when the job has no server id
+	last   atomic.Int64
 }
 
 func (x *run) openLog(id int64) *jobLog {
@@ -486,50 +488,85 @@ func (x *run) openLog(id int64) *jobLog {
 
 func (x *run) openLogLocked(id int64) *jobLog {
 	jl := &jobLog{}
-	var w io.Writer = io.Discard
+	jl.sink.w = io.Discard
 	if id != 0 {
 		jl.stream = newLogStream(x.reports, x.cfg.API, x.lease.ID, id, x.cfg.LogFlushInterval, x.leaseLost, x.log)
-		w = jl.stream
+		jl.sink.w = jl.stream
 		x.streams = append(x.streams, jl.stream)
 	}
-	jl.mask = newMasker(w, x.secrets)
+	jl.out, jl.errOut = newMasker(&jl.sink, x.secrets), newMasker(&jl.sink, x.secrets)
 	jl.last.Store(time.Now().UnixNano())
 	return jl
 }
 
-// Write implements io.Writer.
+// Write implements io.Writer: a step's stdout.
 func (jl *jobLog) Write(p []byte) (int, error) {
 	jl.last.Store(time.Now().UnixNano())
 	jl.mu.Lock()
 	defer jl.mu.Unlock()
-	if len(p) > 0 {
-		jl.midLine = p[len(p)-1] != '\n'
-	}
-	return jl.mask.Write(p)
+	return jl.out.Write(p)
+}
+
+// Stderr is the writer of a step's stderr.
+func (jl *jobLog) Stderr() io.Writer { return stderrLog{jl} }
+
+type stderrLog struct{ jl *jobLog }
+
+func (e stderrLog) Write(p []byte) (int, error) {
+	e.jl.last.Store(time.Now().UnixNano())
+	e.jl.mu.Lock()
+	defer e.jl.mu.Unlock()
+	return e.jl.errOut.Write(p)
+}
+
+// addSecrets masks more values in both streams from now on.
+func (jl *jobLog) addSecrets(vals []string) {
+	jl.mu.Lock()
+	defer jl.mu.Unlock()
+	jl.out.add(vals)
+	jl.errOut.add(vals)
 }
 
 // note adds a line of the agent's own to the log, marked so it cannot pass for the job's output.
+// The agent speaks between steps, so what the streams hold back is passed on first: nothing of
+// a step can follow to complete it.
 func (jl *jobLog) note(format string, args ...any) {
 	jl.mu.Lock()
 	defer jl.mu.Unlock()
+	jl.out.Flush()
+	jl.errOut.Flush()
 	var line []byte
-	if jl.midLine {
+	if jl.sink.midLine {
 		line = append(line, '\n')
 	}
 	line = fmt.Appendf(line, "[nimbus] "+format+"\n", args...)
-	jl.mask.Write(line)
-	jl.midLine = false
+	jl.out.Write(line)
+	jl.out.Flush()
 }
 
-// close flushes the masker and marks the log complete: the stream sends the rest at once, and
+// close flushes the maskers and marks the log complete: the stream sends the rest at once, and
 // the job's job_finished waits in the outbox until the server has it (waitShipped).
 func (jl *jobLog) close() {
 	jl.mu.Lock()
-	jl.mask.Flush()
+	jl.out.Flush()
+	jl.errOut.Flush()
 	jl.mu.Unlock()
 	if jl.stream != nil {
 		jl.stream.finish()
 	}
+}
+
+// lineSink passes masked bytes on and remembers whether they stop in the middle of a line.
+type lineSink struct {
+	w       io.Writer
+	midLine bool
+}
+
+func (s *lineSink) Write(p []byte) (int, error) {
+	if len(p) > 0 {
+		s.midLine = p[len(p)-1] != '\n'
+	}
+	return s.w.Write(p)
 }
 
 // watch calls fire once when nothing was written for d; the returned func stops watching.

@@ -29,7 +29,7 @@ func (x *run) cnbResolve(ctx context.Context, job protocol.Job, env map[string]s
 	if v, ok := opts["data"]; ok && data == nil && v != nil {
 		return x.keyFailure(ctx, job, jl, "cnb:resolve", errors.New("option data must be a map"))
 	}
-	if err := kr.Resolve(ctx, x.lease.ID, protocol.KeyRequest{Key: key, Data: data}); err != nil {
+	if err := kr.Resolve(ctx, x.lease.ID, maskReport(protocol.KeyRequest{Key: key, Data: data}, x.secretList())); err != nil {
 		return x.keyFailure(ctx, job, jl, "cnb:resolve", err)
 	}
 	jl.note("cnb:resolve: %q resolved", key)
@@ -53,7 +53,8 @@ func (x *run) cnbAwait(ctx context.Context, job protocol.Job, env map[string]str
 	}
 	noted := false
 	for {
-		ans, err := kr.Await(jctx, x.lease.ID, protocol.KeyRequest{Key: key})
+		// Masked as cnb:resolve masks its key (reports.go), so the two still meet.
+		ans, err := kr.Await(jctx, x.lease.ID, maskReport(protocol.KeyRequest{Key: key}, x.secretList()))
 		switch {
 		case ctx.Err() != nil:
 			return x.interrupted(ctx)

@@ -26,7 +26,8 @@ func (x *run) holdLock(ctx context.Context, lk *protocol.Lock, scope string, not
 	if !ok {
 		return nil, fmt.Errorf("lock %q: this agent cannot take locks", lk.Key)
 	}
-	req := protocol.LockRequest{Key: lk.Key, Scope: scope, Expires: lk.Expires}
+	// Masked once (reports.go), so the release names the lock the take named.
+	req := maskReport(protocol.LockRequest{Key: lk.Key, Scope: scope, Expires: lk.Expires}, x.secretList())
 	timeout := lk.Timeout.Std()
 	if timeout <= 0 {
 		timeout = time.Hour

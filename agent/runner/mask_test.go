@@ -2,6 +2,8 @@ package runner
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -47,6 +49,38 @@ func TestMaskerSplits(t *testing.T) {
 				t.Fatalf("got %q, want %q", out.String(), tt.want)
 			}
 		})
+	}
+}
+
+// A multi-line secret used to be masked only whole, so a tool printing it line by line showed
+// it. Every line of MinSecretLine bytes or more (blanks trimmed) is now a secret of its own, in
+// any stream split; shorter lines are not, or every "ab" of a log would go.
+func TestMaskerLinesOfMultiLineSecrets(t *testing.T) {
+	secrets := []string{"line1-AAAA1111\nline2-BBBB2222\r\nab\n   cd  \n\tindented-CCCC\t\n", "x", "one-line"}
+	tests := []struct{ in, want string }{
+		{"line1-AAAA1111\nline2-BBBB2222\r\nab\n   cd  \n\tindented-CCCC\t\n", "***"},
+		{"last: line2-BBBB2222\n", "last: ***\n"},
+		{"MULTI=line1-AAAA1111\nline2-BBBB2222\r\n", "MULTI=***\n***\r\n"},
+		{"indented-CCCC", "***"},
+		{"ab cd abcd", "ab cd abcd"},
+		{"a one-byte secret: x", "a one-byte secret: ***"},
+		{"one-line\n", "***\n"},
+	}
+	for _, tt := range tests {
+		whole := maskString(tt.in, secrets)
+		if whole != tt.want {
+			t.Errorf("%q: %q, want %q", tt.in, whole, tt.want)
+		}
+		for cut := 1; cut < len(tt.in); cut++ {
+			var out bytes.Buffer
+			m := newMasker(&out, secrets)
+			m.Write([]byte(tt.in[:cut]))
+			m.Write([]byte(tt.in[cut:]))
+			m.Flush()
+			if out.String() != tt.want {
+				t.Errorf("%q cut at %d: %q, want %q", tt.in, cut, out.String(), tt.want)
+			}
+		}
 	}
 }
 
@@ -102,5 +136,55 @@ func TestMaskerRandomSplits(t *testing.T) {
 		if out.String() != whole {
 			t.Fatalf("trial %d: split output differs from whole-stream masking", trial)
 		}
+	}
+}
+
+// BenchmarkMaskLog is the masker's share of a job's log: 1 MiB of build output per op, in the
+// writes of a few KiB an executor makes, through a masker holding ten tokens and a 2048-bit
+// certificate's PEM (a multi-line secret: each of its lines is masked too).
+//
+//	go test -run '^$' -bench MaskLog -benchmem ./agent/runner
+func BenchmarkMaskLog(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	word := func(n int, alphabet string) string {
+		var s strings.Builder
+		for range n {
+			s.WriteByte(alphabet[rng.IntN(len(alphabet))])
+		}
+		return s.String()
+	}
+	var secrets []string
+	for i := range 10 {
+		secrets = append(secrets, fmt.Sprintf("tok-%d-%s", i, word(24, b64)))
+	}
+	cert := "-----BEGIN CERTIFICATE-----\n"
+	for range 20 {
+		cert += word(64, b64) + "\n"
+	}
+	secrets = append(secrets, cert+"-----END CERTIFICATE-----\n")
+	var in strings.Builder
+	words := []string{"Collecting", "torch==2.3.1", "Downloading", "https://files.example/pkg.whl", "(2.1 MB)", "----",
+		"Successfully", "installed", "numpy-1.26.4", "Step", "3/12", ":", "RUN", "make", "-j8", "ok", "PASS", "--- PASS:", "Test", "0.01s"}
+	for in.Len() < 1<<20 {
+		in.WriteString(words[rng.IntN(len(words))])
+		if rng.IntN(8) == 0 {
+			in.WriteByte('\n')
+		} else {
+			in.WriteByte(' ')
+		}
+	}
+	data := []byte(in.String())
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		m := newMasker(io.Discard, secrets)
+		for p := data; len(p) > 0; {
+			n := min(len(p), 4096)
+			m.Write(p[:n])
+			p = p[n:]
+		}
+		m.Flush()
 	}
 }

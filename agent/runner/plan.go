@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"strings"
 	"sync"
@@ -34,7 +33,7 @@ func (x *run) runPlan(ctx context.Context) Result {
 
 	env := x.jobEnv(protocol.Stage{}, x.planJob(), nil, nil)
 	image, auth := x.envImage(env)
-	reason, err := x.skipReason(ctx, p.Conditions, "pipeline-if", image, auth, env, io.Discard)
+	reason, err := x.skipReason(ctx, p.Conditions, "pipeline-if", image, auth, env, nil)
 	if err != nil {
 		if res, stopped := x.stopped(ctx); stopped {
 			return res
@@ -129,7 +128,7 @@ func (x *run) runGroup(ctx context.Context, stages []protocol.Stage, base int, e
 		}
 		env := x.jobEnv(st, x.planJob(), x.snapshotExports(), extra)
 		image, auth := x.envImage(env)
-		reason, err := x.skipReason(ctx, st.Conditions, "stage-if", image, auth, env, io.Discard)
+		reason, err := x.skipReason(ctx, st.Conditions, "stage-if", image, auth, env, nil)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return out
@@ -244,9 +243,9 @@ func (x *run) skipJobs(si int, st protocol.Stage, from int, reason string, condi
 }
 
 // skipReason evaluates conditions: the reason to skip, or "" to run. An If script runs as a step
-// of its own in image with env; its output goes to w.
+// of its own in image with env; its output goes to jl (nowhere when nil).
 func (x *run) skipReason(ctx context.Context, c protocol.Conditions, name, image string, auth *executor.ImageAuth,
-	env map[string]string, w io.Writer) (string, error) {
+	env map[string]string, jl *jobLog) (string, error) {
 	if c.Skip != "" {
 		return c.Skip, nil
 	}
@@ -254,7 +253,10 @@ func (x *run) skipReason(ctx context.Context, c protocol.Conditions, name, image
 		return "", nil
 	}
 	step := x.step(name, image, auth, env)
-	step.Script, step.Output = c.If, w
+	step.Script = c.If
+	if jl != nil {
+		step.Output, step.Stderr = jl, jl.Stderr()
+	}
 	code, err := x.cfg.Executor.Run(ctx, step)
 	if err != nil {
 		return "", fmt.Errorf("if: %w", err)

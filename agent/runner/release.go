@@ -96,12 +96,23 @@ func (x *run) releaseTask(ctx context.Context, job protocol.Job, raw map[string]
 	if err != nil {
 		return fail(err)
 	}
+	// The tag and the files' names are what the release and its files are stored under: one
+	// holding a secret is refused, not masked (reports.go).
+	secrets := newReportMasker(x.secretList())
+	if secrets.holds(tag) {
+		return fail(fmt.Errorf("the tag %q holds a secret: a release's tag is shown to everyone who may read the repo", tag))
+	}
+	for name := range files {
+		if secrets.holds(name) {
+			return fail(fmt.Errorf("the file name %q holds a secret: a release's file names are shown to everyone who may read the repo", name))
+		}
+	}
 	if create {
 		req, err := x.releaseRequest(opts, str, tag)
 		if err != nil {
 			return fail(err)
 		}
-		rel, err := rl.PutRelease(ctx, x.lease.JobToken, slug, tag, req)
+		rel, err := rl.PutRelease(ctx, x.lease.JobToken, slug, tag, maskReport(req, x.secretList()))
 		if err != nil {
 			return fail(err)
 		}

@@ -157,9 +157,11 @@ func (r *results) finish(code *int) map[string]string {
 const metricPrefix = "metric."
 
 // metricValues are the metrics among a job's result values: keys metric.<name> whose name is
-// valid and whose value is a finite number. Others are left out with a note; past
-// MaxMetricsPerJob, the names first in order are kept.
-func metricValues(values map[string]string, note func(format string, args ...any)) map[string]float64 {
+// valid and whose value is a finite number, neither holding a secret. Others are left out with a
+// note; past MaxMetricsPerJob, the names first in order are kept. A name or value that holds a
+// secret is left out rather than masked: masked, a name is no longer a valid one (the server
+// would refuse the whole job_finished), and a masked number is no number.
+func metricValues(values map[string]string, note func(format string, args ...any), secret func(string) bool) map[string]float64 {
 	var names []string
 	for key := range values {
 		if name, ok := strings.CutPrefix(key, metricPrefix); ok {
@@ -175,6 +177,10 @@ func metricValues(values map[string]string, note func(format string, args ...any
 		raw := strings.TrimSpace(values[metricPrefix+name])
 		v, err := strconv.ParseFloat(raw, 64)
 		switch {
+		case secret(name):
+			note("metric %q: its name holds a secret; left out", name)
+		case secret(raw):
+			note("metric %s: its value holds a secret; left out", name)
 		case !protocol.ValidMetricName(name):
 			note("metric %q: a name is 1 to %d letters, digits and _.-/; left out", name, protocol.MaxMetricName)
 		case err != nil || math.IsInf(v, 0) || math.IsNaN(v):

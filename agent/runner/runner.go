@@ -294,7 +294,7 @@ func (r *Runner) Run(ctx, reports context.Context, lease *protocol.Lease) (Resul
 	if ctx.Err() != nil && res.Status != StatusSuccess {
 		res = Result{Status: StatusFailed, Reason: "agent_stopped: the agent shut down while the pipeline ran"}
 	}
-	req := protocol.FinishRequest{Status: res.Status, Reason: maskString(res.Reason, x.secretList()), FinishedAt: ended}
+	req := maskReport(protocol.FinishRequest{Status: res.Status, Reason: res.Reason, FinishedAt: ended}, x.secretList())
 	err := x.keepTrying("finish", func(ctx context.Context) error { return r.cfg.API.Finish(ctx, lease.ID, req) })
 	if err != nil {
 		if errors.Is(err, client.ErrLeaseLost) {
@@ -302,7 +302,7 @@ func (r *Runner) Run(ctx, reports context.Context, lease *protocol.Lease) (Resul
 		}
 		return res, fmt.Errorf("runner: report the end of lease %s: %w", lease.ID, err)
 	}
-	x.log.Info("pipeline finished", "status", res.Status, "reason", res.Reason)
+	x.log.Info("pipeline finished", "status", req.Status, "reason", req.Reason)
 	return res, nil
 }
 
@@ -325,9 +325,10 @@ func (x *run) deliverEvents() {
 		if x.lost.Load() || x.reports.Err() != nil {
 			continue // drain: nothing more can be sent
 		}
-		err := x.keepTrying("event "+rep.ev.Kind, func(ctx context.Context) error { return x.cfg.API.Event(ctx, x.lease.ID, rep.ev) })
+		ev := maskReport(rep.ev, x.secretList()) // reports.go
+		err := x.keepTrying("event "+ev.Kind, func(ctx context.Context) error { return x.cfg.API.Event(ctx, x.lease.ID, ev) })
 		if err != nil && !errors.Is(err, client.ErrLeaseLost) && x.reports.Err() == nil {
-			x.log.Warn("the server refused an event", "kind", rep.ev.Kind, "job_id", rep.ev.JobID, "err", err)
+			x.log.Warn("the server refused an event", "kind", ev.Kind, "job_id", ev.JobID, "err", err)
 		}
 	}
 }

@@ -2,13 +2,20 @@ package build_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 
+	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -167,4 +174,86 @@ func TestOversizedPlanFailsItsBuild(t *testing.T) {
 		}
 		t.Logf("a push of 256 pipelines: %s", took.Round(time.Millisecond))
 	})
+}
+
+// The build's answer of a build with 256 pipelines used to carry all of them with their stages
+// and jobs (a build of 10,000 pipelines answered 5.7 MB). It now carries the first 100, the
+// count and the cursor of GET …/builds/{n}/pipelines, whose pages hold the rest in order.
+func TestBuildAnswerPagesItsPipelines(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		f.commit("many", map[string]string{".cnb.yml": pipelinesYAML(256, 1)})
+		b := f.push("refs/heads/main", git.ZeroSHA, "main")[0]
+		h := build.NewHandler(build.HandlerConfig{Service: f.builds, Repos: f.repos, Log: f.log})
+		j, err := h.Describe(context.Background(), b.RepoID, b.Number)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(j)
+		if len(j.Pipelines) != build.PipelinesPage || j.PipelineCount != 256 || j.PipelinesNextCursor == "" ||
+			j.Pipelines[0].Name != "p0" || j.Pipelines[99].Name != "p99" || len(j.Pipelines[99].Stages) != 1 {
+			t.Fatalf("%d pipelines, count %d, cursor %q", len(j.Pipelines), j.PipelineCount, j.PipelinesNextCursor)
+		}
+		t.Logf("the build's answer: %d bytes", len(raw))
+		got := pagesOf(t, f, b, j.PipelinesNextCursor)
+		if len(got) != 156 || got[0] != "p100" || got[155] != "p255" {
+			t.Fatalf("the rest: %d pipelines, %v … %v", len(got), got[:1], got[len(got)-1:])
+		}
+	})
+}
+
+// pagesOf reads GET …/builds/{n}/pipelines through the routes, from cursor to the last page
+// (pages of 60, so the cursor is followed), as alice with a token, and returns the pipelines'
+// names in order. A bad cursor or limit is refused with the envelope.
+func pagesOf(t *testing.T, f *fixture, b *build.Build, cursor string) []string {
+	t.Helper()
+	token, _, err := f.users.CreateToken(context.Background(), f.user, "read", []string{auth.ScopeRepoRead}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gin.SetMode(gin.TestMode)
+	engine := gin.New()
+	engine.Use(auth.NewHandler(f.users, f.log).Middleware)
+	build.NewHandler(build.HandlerConfig{Service: f.builds, Repos: f.repos, Log: f.log}).Routes(engine, engine.Group("/api/v1"))
+	srv := httptest.NewServer(engine)
+	defer srv.Close()
+	get := func(query string) (int, []byte) {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("%s/api/v1/repos/team/trainer/builds/%d/pipelines?%s", srv.URL, b.Number, query), nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, body
+	}
+	for _, q := range []string{"cursor=%21%21", "cursor=LTE" /* -1 */, "limit=0", "limit=101"} {
+		code, body := get(q)
+		var env struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		if json.Unmarshal(body, &env); code != http.StatusBadRequest || env.Error.Code != "bad_request" {
+			t.Errorf("?%s: %d %.200s", q, code, body)
+		}
+	}
+	var names []string
+	for pages := 0; cursor != ""; pages++ {
+		code, body := get("limit=60&cursor=" + url.QueryEscape(cursor))
+		var page struct {
+			Items      []build.PipelineJSON `json:"items"`
+			NextCursor string               `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(body, &page); code != http.StatusOK || err != nil || pages > 5 {
+			t.Fatalf("page %d: %d %.200s", pages, code, body)
+		}
+		for _, p := range page.Items {
+			if len(p.Stages) != 1 || len(p.Stages[0].Jobs) != 1 {
+				t.Fatalf("pipeline %s without its stage and job: %+v", p.Name, p.Stages)
+			}
+			names = append(names, p.Name)
+		}
+		cursor = page.NextCursor
+	}
+	return names
 }

@@ -108,7 +108,7 @@ type pushWorld struct {
 	seen         int    // "push triggered" lines already read
 }
 
-func newPushWorld(b *testing.B, countGit bool) *pushWorld {
+func newPushWorld(b testing.TB, countGit bool) *pushWorld {
 	b.Helper()
 	dir := b.TempDir()
 	w := &pushWorld{work: b.TempDir()}
@@ -150,7 +150,7 @@ func newPushWorld(b *testing.B, countGit bool) *pushWorld {
 
 // countingGit writes a git that logs each call's arguments to log, then runs the real one; it
 // returns the folder to put first on the server's PATH.
-func countingGit(b *testing.B, log string) string {
+func countingGit(b testing.TB, log string) string {
 	b.Helper()
 	real, err := exec.LookPath("git")
 	if err != nil {

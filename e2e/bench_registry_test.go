@@ -201,7 +201,7 @@ func median(ds []time.Duration) time.Duration {
 }
 
 // vmHWM reads a process's peak resident set size in bytes.
-func vmHWM(b *testing.B, pid int) int64 {
+func vmHWM(b testing.TB, pid int) int64 {
 	b.Helper()
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {

@@ -172,7 +172,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	// and the scheduler, which drives builds through build.Lifecycle, dispatches from it.
 	intake := scheduler.NewIntake(a.Redis.Client, nil)
 	a.Builds = build.NewService(build.Config{DB: a.DB, Repos: a.Repos, Users: a.Auth, Queue: intake, Agents: intake, Logs: a.Logs, Clock: clk,
-		Log: log, PublicURL: cfg.PublicURL, Spec: spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage, DefaultDevImage: cfg.DefaultDevImage}})
+		Log: log, PublicURL: cfg.PublicURL, Spec: spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage, DefaultDevImage: cfg.DefaultDevImage,
+			Limits: cfg.Limits}})
 	a.Scheduler = scheduler.NewService(a.DB, intake, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
 		TeamRunnerCNBTags: splitList(cfg.TeamRunnerCNBTags), TeamRunnerWait: waitLimit(cfg.TeamRunnerWait),

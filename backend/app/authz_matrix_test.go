@@ -294,6 +294,9 @@ var mxMatrix = []mxRow{
 	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/builds"),
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/builds/1"),
 	mx("404 | 404 404 404 404 404 | 404 | 403 404 | 404 404", "GET", mxAPriv+"/builds/999"),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/builds/1/pipelines"),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/builds/1/pipelines"),
+	mx("404 | 404 404 404 404 404 | 404 | 403 404 | 404 404", "GET", mxAPriv+"/builds/999/pipelines"),
 	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/builds").
 		body(map[string]any{"branch": "main", "event": "web_trigger", "env": map[string]string{"FOO": "bar"}}),
 	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/builds").

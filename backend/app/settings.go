@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,11 +64,18 @@ func installSettings(cfg *config.Config, version string) []admin.Setting {
 		{Name: "Queue timeout", Env: "NIMBUS_QUEUE_TIMEOUT", Value: forever(cfg.QueueTimeout), Note: "a pipeline that waits longer fails with the reasons it waited for"},
 		{Name: "Team runner wait", Env: "NIMBUS_TEAM_RUNNER_WAIT", Value: forever(cfg.TeamRunnerWait)},
 		{Name: "Team concurrency caps", Env: "NIMBUS_TEAM_CONCURRENCY", Value: orNone(cfg.TeamCaps)},
+		{Name: "Pipelines a build", Env: "NIMBUS_BUILD_MAX_PIPELINES", Value: strconv.Itoa(cfg.Limits.Pipelines), Note: limitNote},
+		{Name: "Jobs a build", Env: "NIMBUS_BUILD_MAX_JOBS", Value: strconv.Itoa(cfg.Limits.BuildJobs), Note: limitNote},
+		{Name: "Stages a pipeline", Env: "NIMBUS_PIPELINE_MAX_STAGES", Value: strconv.Itoa(cfg.Limits.Stages), Note: limitNote},
+		{Name: "Jobs a pipeline", Env: "NIMBUS_PIPELINE_MAX_JOBS", Value: strconv.Itoa(cfg.Limits.Jobs), Note: limitNote},
 		{Name: "Agent registration token", Env: "NIMBUS_AGENT_REGISTRATION_TOKEN", Value: set(cfg.RegistrationToken),
 			Note: "when not set, the token is generated once and kept in the data directory"},
 		{Name: "Built-in agent", Env: "NIMBUS_BUILTIN_AGENT", Value: fmt.Sprint(cfg.BuiltinAgent)},
 	}
 }
+
+// limitNote says what a build limit does to a file over it.
+const limitNote = "a .cnb.yml over it fails its build, naming the count; nimbus lint reports it"
 
 func orNone(s string) string {
 	if strings.TrimSpace(s) == "" {

@@ -1,10 +1,10 @@
 package build_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -36,11 +36,13 @@ type fixture struct {
 	builds *build.Service
 	repos  *repo.Service
 	user   *auth.User
+	users  *auth.Service
 	access *repo.Access
 	work   string // a working clone
 	bare   string
 	clock  *clock.Fake
 	log    *slog.Logger
+	logs   *bytes.Buffer // what log wrote (its handler serializes the writes)
 }
 
 func newFixture(t *testing.T, db *gorm.DB) *fixture {
@@ -51,13 +53,14 @@ func newFixture(t *testing.T, db *gorm.DB) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rc.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &bytes.Buffer{}
+	log := slog.New(slog.NewTextHandler(logs, nil))
 	clk := clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
 	users := auth.NewService(db, rc.Client, clk, mail.Log{Logger: log}, log, auth.Config{})
 	orgs := org.NewService(db, users, clk, mail.Log{Logger: log}, "http://nimbus.test", log)
 	box, _ := secrets.NewBox(make([]byte, 32))
 	repos := repo.NewService(db, orgs, box, clk, t.TempDir(), log)
-	f := &fixture{t: t, db: db, repos: repos, clock: clk, log: log,
+	f := &fixture{t: t, db: db, repos: repos, users: users, clock: clk, log: log, logs: logs,
 		builds: build.NewService(build.Config{DB: db, Repos: repos, Users: users, Clock: clk, Log: log, PublicURL: "http://nimbus.test", Spec: spec.Options{}})}
 	if f.user, err = users.Signup(ctx, "alice", "alice@example.com", "a long enough passphrase"); err != nil {
 		t.Fatal(err)

@@ -117,6 +117,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/repos/:org/:repo/builds", h.trigger)
 	rs.POST("/repos/:org/:repo/workspaces", h.openWorkspace)
 	rs.GET("/repos/:org/:repo/builds/:number", h.get)
+	rs.GET("/repos/:org/:repo/builds/:number/pipelines", h.pipelines)
 	rs.POST("/repos/:org/:repo/builds/:number/cancel", h.cancel)
 	rs.POST("/repos/:org/:repo/builds/:number/rerun", h.rerun)
 	rs.GET("/repos/:org/:repo/schedules", h.schedules)
@@ -262,12 +263,18 @@ type JSON struct {
 	Status        string `json:"status"`
 	// Waiting says nothing of the build runs and a pipeline is held back by blockers (its
 	// blockers say what): the dashboard shows "waiting" rather than "queued" or "running".
-	Waiting    bool           `json:"waiting"`
-	CreatedAt  time.Time      `json:"created_at"`
-	StartedAt  *time.Time     `json:"started_at"`
-	FinishedAt *time.Time     `json:"finished_at"`
-	Pipelines  []PipelineJSON `json:"pipelines"`
-	Error      *ErrorJSON     `json:"error,omitempty"`
+	Waiting    bool       `json:"waiting"`
+	CreatedAt  time.Time  `json:"created_at"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	// Pipelines are the first PipelinesPage of the build's pipelines, in order; PipelineCount
+	// counts them all. PipelinesNextCursor, set when there are more, is the cursor of
+	// GET …/builds/{number}/pipelines for the rest. Waiting looks at the blockers of the
+	// pipelines here, and at whether any pipeline of the build runs.
+	Pipelines           []PipelineJSON `json:"pipelines"`
+	PipelineCount       int64          `json:"pipeline_count"`
+	PipelinesNextCursor string         `json:"pipelines_next_cursor,omitempty"`
+	Error               *ErrorJSON     `json:"error,omitempty"`
 	// Parent is the build whose pipeline started this one (cnb:apply, cnb:trigger); Children
 	// the builds this one's pipelines started. Only in a build's own answer.
 	Parent *BuildLinkJSON `json:"parent,omitempty"`
@@ -301,24 +308,30 @@ func (h *Handler) list(c *gin.Context) error {
 	}, func(j JSON) int64 { return j.Number })
 }
 
-func (h *Handler) get(c *gin.Context) error {
+// readBuild authorizes reading the route's build and loads it.
+func (h *Handler) readBuild(c *gin.Context) (*Build, error) {
 	a, err := repo.Load(c, h.repos, repo.Read)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	n, err := strconv.ParseInt(c.Param("number"), 10, 64)
 	if err != nil {
-		return api.NotFound("build not found")
+		return nil, api.NotFound("build not found")
 	}
-	out, err := h.Describe(c.Request.Context(), a.Repo.ID, n)
+	return h.svc.Get(c.Request.Context(), a.Repo.ID, n)
+}
+
+func (h *Handler) get(c *gin.Context) error {
+	b, err := h.readBuild(c)
 	if err != nil {
 		return err
 	}
+	described, err := h.describe(c.Request.Context(), []Build{*b}, true)
+	if err != nil {
+		return err
+	}
+	out := described[0]
 	// Its parent and children, those of them the caller may see.
-	b, err := h.svc.Get(c.Request.Context(), a.Repo.ID, n)
-	if err != nil {
-		return err
-	}
 	visible := func(slug string) bool {
 		orgName, repoName, _ := strings.Cut(slug, "/")
 		_, err := h.repos.Resolve(c.Request.Context(), auth.From(c), orgName, repoName, repo.Read)
@@ -328,6 +341,29 @@ func (h *Handler) get(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusOK, out)
+}
+
+// pipelines is GET …/builds/{number}/pipelines: a page of the build's pipelines in order, with
+// their stages and jobs, as the build's own answer shows its first page.
+func (h *Handler) pipelines(c *gin.Context) error {
+	b, err := h.readBuild(c)
+	if err != nil {
+		return err
+	}
+	page, err := api.ParsePage(c)
+	if err != nil {
+		return err
+	}
+	ps, err := h.svc.Pipelines(c.Request.Context(), b.ID, page)
+	if err != nil {
+		return err
+	}
+	l := api.NewList(page, ps, pipelineKey)
+	items, err := h.describePipelines(c.Request.Context(), l.Items, true)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, api.List[PipelineJSON]{Items: items, NextCursor: l.NextCursor})
 }
 
 func (h *Handler) trigger(c *gin.Context) error {
@@ -496,14 +532,53 @@ func (h *Handler) schedules(c *gin.Context) error {
 	}, func(s ScheduleJSON) int64 { return s.ID })
 }
 
-// describe turns builds into their JSON, with a constant number of queries whatever the count;
-// deep adds stages and jobs.
+// describe turns builds into their JSON, each with the first page of its pipelines, with a
+// constant number of queries whatever the count; deep adds stages, jobs and diagnostics.
 func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, error) {
-	t, err := h.svc.tree(ctx, bs, deep)
+	t, err := h.svc.tree(ctx, bs)
 	if err != nil {
 		return nil, err
 	}
-	ps := t.pipelines
+	pjs, err := h.describePipelines(ctx, t.pipelines, deep)
+	if err != nil {
+		return nil, err
+	}
+	pipesOf := map[int64][]PipelineJSON{}
+	for i, p := range t.pipelines {
+		pipesOf[p.BuildID] = append(pipesOf[p.BuildID], pjs[i])
+	}
+	out := make([]JSON, 0, len(bs))
+	for _, b := range bs {
+		j := JSON{ID: b.ID, Number: b.Number, Event: b.Event, Branch: b.Branch, Tag: b.Tag, Commit: b.CommitSHA,
+			CommitMessage: b.CommitMessage, Status: b.Status, CreatedAt: b.CreatedAt, StartedAt: b.StartedAt,
+			FinishedAt: b.FinishedAt, Pipelines: pipesOf[b.ID], PipelineCount: t.count[b.ID],
+			Waiting: !t.running[b.ID] && buildWaiting(pipesOf[b.ID])}
+		if j.PipelineCount > int64(len(j.Pipelines)) {
+			j.PipelinesNextCursor = api.Cursor(PipelinesPage)
+		}
+		if b.Tag != "" && j.Branch == "" {
+			j.Branch = b.Tag // CNB_BRANCH is the tag name for tag events
+		}
+		if b.TriggeredBy != nil {
+			j.TriggeredBy = t.usernames[*b.TriggeredBy]
+		}
+		if j.Pipelines == nil {
+			j.Pipelines = []PipelineJSON{}
+		}
+		if b.ErrorMessage != "" {
+			j.Error = &ErrorJSON{Message: b.ErrorMessage, File: b.ErrorFile, Line: b.ErrorLine, Column: b.ErrorColumn}
+		}
+		if deep {
+			j.Diagnostics = parseDiagnostics(b.Diagnostics)
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// describePipelines turns pipelines into their JSON, in the same order, with what they cost
+// and what the queued ones wait for; deep adds their stages, jobs, awaited time and host.
+func (h *Handler) describePipelines(ctx context.Context, ps []Pipeline, deep bool) ([]PipelineJSON, error) {
 	now := h.svc.clock.Now().UTC()
 	usage := map[int64]billing.PipelineUsage{}
 	if h.meter != nil && len(ps) > 0 {
@@ -514,6 +589,7 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 				until[p.ID] = *p.FinishedAt // ended, settlement pending: it ran until then
 			}
 		}
+		var err error
 		if usage, err = h.meter.PipelineUsage(ctx, until); err != nil {
 			return nil, err
 		}
@@ -521,13 +597,17 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 	stagesOf := map[int64][]StageJSON{}
 	var awaited map[int64]time.Duration
 	if deep {
+		stages, jobs, err := h.svc.stagesAndJobs(ctx, ps)
+		if err != nil {
+			return nil, err
+		}
 		jobsOf := map[int64][]JobJSON{}
-		for _, j := range t.jobs {
+		for _, j := range jobs {
 			jobsOf[j.StageID] = append(jobsOf[j.StageID], JobJSON{ID: j.ID, Name: j.Name, Status: j.Status, ExitCode: j.ExitCode, Type: j.Type,
 				Image: j.Image, ImageDigest: j.ImageDigest})
 		}
-		awaited = awaitedTime(t.jobs, now)
-		for _, st := range t.stages {
+		awaited = awaitedTime(jobs, now)
+		for _, st := range stages {
 			js := jobsOf[st.ID]
 			if js == nil {
 				js = []JobJSON{}
@@ -552,7 +632,7 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 			}
 		}
 	}
-	pipesOf := map[int64][]PipelineJSON{}
+	out := make([]PipelineJSON, 0, len(ps))
 	for _, p := range ps {
 		pj := PipelineJSON{ID: p.ID, Key: p.Key, Name: p.Name, Status: p.Status, Reason: p.Reason, RunnerTag: p.RunnerTag,
 			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt, Cost: billing.Amount(0).Display(),
@@ -582,29 +662,7 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 				pj.Host = json.RawMessage(p.Host)
 			}
 		}
-		pipesOf[p.BuildID] = append(pipesOf[p.BuildID], pj)
-	}
-	out := make([]JSON, 0, len(bs))
-	for _, b := range bs {
-		j := JSON{ID: b.ID, Number: b.Number, Event: b.Event, Branch: b.Branch, Tag: b.Tag, Commit: b.CommitSHA,
-			CommitMessage: b.CommitMessage, Status: b.Status, CreatedAt: b.CreatedAt, StartedAt: b.StartedAt,
-			FinishedAt: b.FinishedAt, Pipelines: pipesOf[b.ID], Waiting: buildWaiting(pipesOf[b.ID])}
-		if b.Tag != "" && j.Branch == "" {
-			j.Branch = b.Tag // CNB_BRANCH is the tag name for tag events
-		}
-		if b.TriggeredBy != nil {
-			j.TriggeredBy = t.usernames[*b.TriggeredBy]
-		}
-		if j.Pipelines == nil {
-			j.Pipelines = []PipelineJSON{}
-		}
-		if b.ErrorMessage != "" {
-			j.Error = &ErrorJSON{Message: b.ErrorMessage, File: b.ErrorFile, Line: b.ErrorLine, Column: b.ErrorColumn}
-		}
-		if deep {
-			j.Diagnostics = parseDiagnostics(b.Diagnostics)
-		}
-		out = append(out, j)
+		out = append(out, pj)
 	}
 	return out, nil
 }

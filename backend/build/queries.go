@@ -225,18 +225,25 @@ func (s *Service) JobRepo(ctx context.Context, jobID int64) (orgName, repoName s
 	return row.OrgName, row.RepoName, err
 }
 
-// tree is the pipelines of some builds with their stages and jobs (deep) and the names of who
-// triggered them: what the API shows of builds, read in a constant number of queries.
+// PipelinesPage is how many pipelines a build's JSON carries: the API's largest page. A build
+// with more also carries the cursor of GET …/builds/{number}/pipelines for the rest, so one
+// build of hundreds of pipelines never makes one answer megabytes long.
+const PipelinesPage = 100
+
+// tree is the first page of the pipelines of some builds and the names of who triggered them:
+// what the API shows of builds, read in a constant number of queries.
 type tree struct {
 	pipelines []Pipeline
-	stages    []Stage
-	jobs      []Job
 	usernames map[int64]string
+	// count is how many pipelines each build has, and running which builds have a pipeline
+	// running beyond the first page: asked only of builds that fill the page.
+	count   map[int64]int64
+	running map[int64]bool
 }
 
-func (s *Service) tree(ctx context.Context, bs []Build, deep bool) (*tree, error) {
+func (s *Service) tree(ctx context.Context, bs []Build) (*tree, error) {
 	db := s.db.WithContext(ctx)
-	t := &tree{usernames: map[int64]string{}}
+	t := &tree{usernames: map[int64]string{}, count: map[int64]int64{}, running: map[int64]bool{}}
 	ids := make([]int64, 0, len(bs))
 	userIDs := []int64{}
 	for _, b := range bs {
@@ -252,23 +259,67 @@ func (s *Service) tree(ctx context.Context, bs []Build, deep bool) (*tree, error
 		}
 		t.usernames = names
 	}
-	if len(ids) > 0 {
-		if err := db.Omit("plan").Where("build_id IN ?", ids).Order("build_id, position").Find(&t.pipelines).Error; err != nil {
-			return nil, err
-		}
-	}
-	if !deep || len(t.pipelines) == 0 {
+	if len(ids) == 0 {
 		return t, nil
 	}
-	pids := make([]int64, 0, len(t.pipelines))
+	if err := db.Omit("plan").Where("build_id IN ? AND position < ?", ids, PipelinesPage).Order("build_id, position").
+		Find(&t.pipelines).Error; err != nil {
+		return nil, err
+	}
+	var full []int64
 	for _, p := range t.pipelines {
-		pids = append(pids, p.ID)
+		if t.count[p.BuildID]++; t.count[p.BuildID] == PipelinesPage {
+			full = append(full, p.BuildID)
+		}
 	}
-	if err := db.Where("pipeline_id IN ?", pids).Order("pipeline_id, position").Find(&t.stages).Error; err != nil {
+	if len(full) == 0 {
+		return t, nil
+	}
+	var rows []struct {
+		BuildID int64
+		N       int64
+		Running int64
+	}
+	if err := db.Model(&Pipeline{}).Select("build_id, COUNT(*) AS n, SUM(CASE WHEN status = ? THEN 1 ELSE 0 END) AS running", StatusRunning).
+		Where("build_id IN ?", full).Group("build_id").Scan(&rows).Error; err != nil {
 		return nil, err
 	}
-	if err := db.Where("pipeline_id IN ?", pids).Order("stage_id, position").Find(&t.jobs).Error; err != nil {
-		return nil, err
+	for _, r := range rows {
+		t.count[r.BuildID] = r.N
+		t.running[r.BuildID] = r.Running > 0
 	}
 	return t, nil
+}
+
+// Pipelines returns a page of a build's pipelines in order, up to Limit+1 of them (api.NewList
+// wants the extra one): those after the page's cursor, pipelineKey of the last one seen.
+func (s *Service) Pipelines(ctx context.Context, buildID int64, page api.Page) ([]Pipeline, error) {
+	var out []Pipeline
+	err := s.db.WithContext(ctx).Omit("plan").Where("build_id = ? AND position >= ?", buildID, page.After).
+		Order("position").Limit(page.Limit + 1).Find(&out).Error
+	return out, err
+}
+
+// pipelineKey is a pipeline's sort key in the pages of its build: its position, from 1.
+func pipelineKey(p Pipeline) int64 { return int64(p.Position) + 1 }
+
+// stagesAndJobs reads the stages and jobs of pipelines, in order.
+func (s *Service) stagesAndJobs(ctx context.Context, ps []Pipeline) ([]Stage, []Job, error) {
+	if len(ps) == 0 {
+		return nil, nil, nil
+	}
+	db := s.db.WithContext(ctx)
+	pids := make([]int64, 0, len(ps))
+	for _, p := range ps {
+		pids = append(pids, p.ID)
+	}
+	var stages []Stage
+	var jobs []Job
+	if err := db.Where("pipeline_id IN ?", pids).Order("pipeline_id, position").Find(&stages).Error; err != nil {
+		return nil, nil, err
+	}
+	if err := db.Where("pipeline_id IN ?", pids).Order("stage_id, position").Find(&jobs).Error; err != nil {
+		return nil, nil, err
+	}
+	return stages, jobs, nil
 }

@@ -110,8 +110,25 @@ func (g *gitFiles) ReadFile(name string) ([]byte, error) {
 		return r.data, r.err
 	}
 	data, err := g.rd.ReadFile(g.commit, name)
+	err = fileError(err)
 	g.read[name] = fileRead{data, err}
 	return data, err
+}
+
+// unusable reports whether the reader refused a file that is there but cannot be a pipeline
+// file: over the size limit, or a directory. Such a file fails its build with the reason, as a
+// file that does not parse does; it is the author's to fix, not the server's.
+func unusable(err error) bool {
+	return errors.Is(err, git.ErrTooLarge) || errors.Is(err, git.ErrNotFile)
+}
+
+// fileError puts the reader's refusal of a file in the words a diagnostic shows. A refusal for
+// size keeps its TooLarge method, from which the engine writes the size and the limit.
+func fileError(err error) error {
+	if errors.Is(err, git.ErrNotFile) {
+		return errors.New("it is a directory or a submodule, not a file")
+	}
+	return err
 }
 
 // compiled is one commit's .cnb.yml, parsed once for every event a ref update fires and for
@@ -126,13 +143,21 @@ type compiled struct {
 
 // compile reads .cnb.yml and its includes at commit, and the commit, through rd, and parses the
 // file. A broken file is not an error here: its diagnostics are in cfg, and each event turns
-// them into a failed build.
+// them into a failed build. So is a file that cannot be used (over the size limit, a
+// directory): its one diagnostic says why.
 func (s *Service) compile(rd *git.Reader, commit string) (*compiled, error) {
 	src, err := rd.ReadFile(commit, ConfigFile)
-	if errors.Is(err, git.ErrNotExist) {
+	switch {
+	case errors.Is(err, git.ErrNotExist):
 		return &compiled{commit: commit}, nil
-	}
-	if err != nil {
+	case unusable(err):
+		c, opts, cerr := s.compiling(rd, commit)
+		if cerr != nil {
+			return nil, cerr
+		}
+		c.cfg = spec.Unreadable(opts, fileError(err))
+		return c, nil
+	case err != nil:
 		return nil, fmt.Errorf("read %s at %s: %w", ConfigFile, commit, err)
 	}
 	return s.compileSource(rd, commit, src)
@@ -140,16 +165,27 @@ func (s *Service) compile(rd *git.Reader, commit string) (*compiled, error) {
 
 // compileSource parses src as the commit's .cnb.yml (its includes still come from the commit).
 func (s *Service) compileSource(rd *git.Reader, commit string, src []byte) (*compiled, error) {
-	info, err := rd.Commit(commit)
+	c, opts, err := s.compiling(rd, commit)
 	if err != nil {
 		return nil, err
+	}
+	c.src = src
+	c.cfg, _ = spec.Parse(src, opts)
+	return c, nil
+}
+
+// compiling starts the compile of commit: the commit read, and the engine's options with the
+// commit's files.
+func (s *Service) compiling(rd *git.Reader, commit string) (*compiled, spec.Options, error) {
+	info, err := rd.Commit(commit)
+	if err != nil {
+		return nil, spec.Options{}, err
 	}
 	opts := s.opts
 	opts.File = ConfigFile
 	files := &gitFiles{rd: rd, commit: commit, read: map[string]fileRead{}}
 	opts.Files = files
-	cfg, _ := spec.Parse(src, opts)
-	return &compiled{commit: commit, info: info, cfg: cfg, src: src, files: files}, nil
+	return &compiled{commit: commit, info: info, files: files}, opts, nil
 }
 
 // broken reports whether the file is there and does not parse.

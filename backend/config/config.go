@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/envflag"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 )
 
 // Executor modes of the built-in agent.
@@ -107,6 +108,9 @@ type Config struct {
 	// BuildArtifactRetention is how long the artifact versions a build's pipelines hand each
 	// other ($CNB_BUILD_ID) are kept after the build ended.
 	BuildArtifactRetention time.Duration
+	// Limits bound the pipelines, stages and jobs one build may ask for; a .cnb.yml over them
+	// fails its build (package pipeline/spec).
+	Limits spec.Limits
 }
 
 // Embedded reports whether the database and Redis are the embedded defaults (the all-in-one mode).
@@ -178,10 +182,35 @@ Usage: `+name+` [serve] [flags]     run the server (default)
 	s.Duration(&c.QueueTimeout, "queue-timeout", "NIMBUS_QUEUE_TIMEOUT", 24*time.Hour, "how long a pipeline may wait in the queue before it fails with the reasons it waited for (0 = forever; lock waiters keep their lock.timeout)")
 	s.String(&c.TeamRunnerCNBTags, "team-runner-cnb-tags", "NIMBUS_TEAM_RUNNER_CNB_TAGS", "", "cnb: tags a team's own runners may serve, for that team only (comma-separated, e.g. cnb:arch:amd64:gpu); empty = team runners serve only their own tags outside cnb:")
 	s.Duration(&c.TeamRunnerWait, "team-runner-wait", "NIMBUS_TEAM_RUNNER_WAIT", 24*time.Hour, "how long a pipeline of a team runner's tag waits while no runner of its team serves the tag, before it fails (0 = forever)")
+	LimitFlags(s, &c.Limits)
 	s.String(&c.Timezone, "timezone", "NIMBUS_TIMEZONE", "Asia/Shanghai", "time zone of cron schedules (IANA name, or UTC+8 style fixed offsets)")
 	s.String(&c.TrustedProxies, "trusted-proxies", "NIMBUS_TRUSTED_PROXIES", "", "comma-separated IPs or CIDRs of reverse proxies whose X-Forwarded-For is believed; empty = none")
 	s.Duration(&c.ReadyTimeout, "ready-timeout", "NIMBUS_READY_TIMEOUT", 2*time.Second, "how long /readyz waits for the database and Redis")
 	return s, c, builtin
+}
+
+// LimitFlags registers the limits of one build on s, with spec's defaults. The server and
+// `nimbus lint` share them, names and variables included, so a file lints as it builds.
+func LimitFlags(s *envflag.Set, l *spec.Limits) {
+	def := spec.DefaultLimits()
+	s.Int(&l.Pipelines, "build-max-pipelines", "NIMBUS_BUILD_MAX_PIPELINES", def.Pipelines, "most pipelines one build runs (one event on one ref, every matching branch key); a .cnb.yml over it fails its build with the count")
+	s.Int(&l.BuildJobs, "build-max-jobs", "NIMBUS_BUILD_MAX_JOBS", def.BuildJobs, "most jobs one build runs, over all its pipelines")
+	s.Int(&l.Stages, "pipeline-max-stages", "NIMBUS_PIPELINE_MAX_STAGES", def.Stages, "most stages of one pipeline, failStages and endStages counted")
+	s.Int(&l.Jobs, "pipeline-max-jobs", "NIMBUS_PIPELINE_MAX_JOBS", def.Jobs, "most jobs of one pipeline, over all its stages")
+}
+
+// CheckLimits refuses a limit below 1: a limit of 0 would fail every build, and no limit at
+// all is what the limits are there to prevent.
+func CheckLimits(l spec.Limits) error {
+	for _, f := range []struct {
+		env string
+		v   int
+	}{{"NIMBUS_BUILD_MAX_PIPELINES", l.Pipelines}, {"NIMBUS_BUILD_MAX_JOBS", l.BuildJobs}, {"NIMBUS_PIPELINE_MAX_STAGES", l.Stages}, {"NIMBUS_PIPELINE_MAX_JOBS", l.Jobs}} {
+		if f.v < 1 {
+			return fmt.Errorf("invalid %s %d: at least 1", f.env, f.v)
+		}
+	}
+	return nil
 }
 
 // Load parses args (flags only, no subcommand) with getenv and resolves the result.
@@ -273,6 +302,9 @@ func (c *Config) Resolve(builtinAgent string) error {
 	}
 	if c.BuildArtifactRetention <= 0 {
 		return fmt.Errorf("invalid NIMBUS_BUILD_ARTIFACT_RETENTION %s: more than 0", c.BuildArtifactRetention)
+	}
+	if err := CheckLimits(c.Limits); err != nil {
+		return err
 	}
 	if c.GCInterval < 0 {
 		return fmt.Errorf("invalid NIMBUS_GC_INTERVAL %s: 0 (never) or more", c.GCInterval)

@@ -3,11 +3,14 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 )
 
 func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -72,6 +75,18 @@ func TestLoadPrecedenceAndDerived(t *testing.T) {
 				}
 				return ""
 			}},
+		{"build limits default to spec's and are set one by one", []string{"--pipeline-max-stages", "7"},
+			map[string]string{"NIMBUS_BUILD_MAX_PIPELINES": "10", "NIMBUS_BUILD_MAX_JOBS": "50", "NIMBUS_PIPELINE_MAX_JOBS": "20"},
+			func(c *Config) string {
+				def := spec.DefaultLimits()
+				if c.Limits != (spec.Limits{Pipelines: 10, BuildJobs: 50, Stages: 7, Jobs: 20}) || def.Stages == 7 {
+					return fmt.Sprintf("%+v", c.Limits)
+				}
+				if d, _, _ := Load("nimbus-server", nil, envOf(nil), io.Discard); d.Limits != def {
+					return fmt.Sprintf("defaults %+v", d.Limits)
+				}
+				return ""
+			}},
 		{"duration from env", nil, map[string]string{"NIMBUS_SHUTDOWN_TIMEOUT": "5s"},
 			func(c *Config) string {
 				if c.ShutdownTimeout != 5*time.Second {
@@ -106,6 +121,8 @@ func TestLoadRejectsBadValues(t *testing.T) {
 		{map[string]string{"NIMBUS_PUBLIC_URL": "ftp://x"}, "NIMBUS_PUBLIC_URL"},
 		{map[string]string{"NIMBUS_SHUTDOWN_TIMEOUT": "soon"}, "NIMBUS_SHUTDOWN_TIMEOUT"},
 		{map[string]string{"NIMBUS_LOG_LEVEL": "loud"}, "NIMBUS_LOG_LEVEL"},
+		{map[string]string{"NIMBUS_BUILD_MAX_PIPELINES": "0"}, "NIMBUS_BUILD_MAX_PIPELINES"},
+		{map[string]string{"NIMBUS_PIPELINE_MAX_JOBS": "-1"}, "NIMBUS_PIPELINE_MAX_JOBS"},
 	}
 	for _, tt := range tests {
 		_, _, err := Load("nimbus-server", nil, envOf(tt.env), io.Discard)
@@ -122,7 +139,8 @@ func TestHelpListsEveryFlagWithItsVariable(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	for _, v := range []string{"NIMBUS_LISTEN", "NIMBUS_PUBLIC_URL", "NIMBUS_DATA_DIR", "NIMBUS_DATABASE_URL",
-		"NIMBUS_REDIS_URL", "NIMBUS_SECRET_KEY", "NIMBUS_BUILTIN_AGENT", "NIMBUS_AGENT_EXECUTOR", "--listen", "migrate"} {
+		"NIMBUS_REDIS_URL", "NIMBUS_SECRET_KEY", "NIMBUS_BUILTIN_AGENT", "NIMBUS_AGENT_EXECUTOR", "--listen", "migrate",
+		"NIMBUS_BUILD_MAX_PIPELINES", "NIMBUS_BUILD_MAX_JOBS", "NIMBUS_PIPELINE_MAX_STAGES", "NIMBUS_PIPELINE_MAX_JOBS"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("--help lacks %s:\n%s", v, out.String())
 		}

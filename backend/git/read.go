@@ -45,8 +45,8 @@ func checkPath(file string) error {
 
 // ReadFile returns the content of file (a path from the repository root, like ".cnb.yml" or
 // "ci/build.yml") at commit (a SHA or any revision). A file absent from that commit is
-// ErrNotExist; an unknown commit is ErrUnknownRevision; a directory is an error of its own; a
-// file over MaxFileSize is ErrTooLarge and is never read. A symbolic link is returned as its
+// ErrNotExist; an unknown commit is ErrUnknownRevision; a directory or submodule is ErrNotFile;
+// a file over MaxFileSize is a *TooLargeError (ErrTooLarge) and is never read. A symbolic link is returned as its
 // target text, not followed.
 func ReadFile(ctx context.Context, repoPath, commit, file string) ([]byte, error) {
 	return withReader(ctx, repoPath, func(r *Reader) ([]byte, error) { return r.ReadFile(commit, file) })

@@ -116,7 +116,7 @@ func TestStorageHelpers(t *testing.T) {
 			t.Fatalf("a missing file is not fs.ErrNotExist: %v", err)
 		}
 		_, err = ReadFile(ctx, h.bare, h.c1, "dir")
-		if err == nil || errors.Is(err, ErrNotExist) || !strings.Contains(err.Error(), "not a file") {
+		if !errors.Is(err, ErrNotFile) || errors.Is(err, ErrNotExist) || !strings.Contains(err.Error(), "dir at "+h.c1+" is a tree") {
 			t.Fatalf("a directory: %v", err)
 		}
 	})

@@ -180,9 +180,9 @@ func (r *Reader) ReadFile(commit, file string) ([]byte, error) {
 	case blob.typ == "":
 		return nil, fmt.Errorf("%w: %s at %s", ErrNotExist, file, sha)
 	case blob.typ != "blob":
-		return nil, fmt.Errorf("git: %s at %s is a %s, not a file", file, sha, blob.typ)
+		return nil, fmt.Errorf("%w: %s at %s is a %s", ErrNotFile, file, sha, blob.typ)
 	case blob.size > MaxFileSize:
-		return nil, fmt.Errorf("%w: %s at %s is %d bytes, the limit is %d", ErrTooLarge, file, sha, blob.size, MaxFileSize)
+		return nil, &TooLargeError{File: file, Commit: sha, Size: blob.size, Limit: MaxFileSize}
 	}
 	data, err := r.contents(blob)
 	if err != nil {

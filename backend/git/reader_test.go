@@ -25,7 +25,9 @@ func TestReaderAnswersManyQuestionsOnOneProcess(t *testing.T) {
 	if _, err := r.ReadFile(h.c1, "nope.yml"); !errors.Is(err, ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
 	}
-	if _, err := r.ReadFile(h.c1, "big.bin"); !errors.Is(err, ErrTooLarge) {
+	_, err = r.ReadFile(h.c1, "big.bin")
+	var tl *TooLargeError
+	if !errors.Is(err, ErrTooLarge) || !errors.As(err, &tl) || tl.Size <= MaxFileSize || tl.Limit != MaxFileSize || tl.File != "big.bin" {
 		t.Fatalf("large file: %v", err)
 	}
 	if _, err := r.ReadFile(h.c1, "dir"); err == nil || !strings.Contains(err.Error(), "is a tree") {

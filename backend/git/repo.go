@@ -23,9 +23,29 @@ var (
 	// ErrInvalid: an argument (path, revision, branch name, limit) that is refused before git
 	// runs, because it is malformed or could escape where it is meant to point.
 	ErrInvalid = errors.New("git: invalid argument")
-	// ErrTooLarge: a file bigger than MaxFileSize.
+	// ErrTooLarge: a file bigger than MaxFileSize (the error is a *TooLargeError).
 	ErrTooLarge = errors.New("git: file too large")
+	// ErrNotFile: the path names a directory (tree) or a submodule (commit), not a file.
+	ErrNotFile = errors.New("git: not a file")
 )
+
+// TooLargeError is ReadFile's error for a file over MaxFileSize; it matches ErrTooLarge. Its
+// TooLarge method gives the sizes, for messages meant for people (the .cnb.yml engine's
+// diagnostics read it).
+type TooLargeError struct {
+	File, Commit string
+	Size, Limit  int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%v: %s at %s is %d bytes, the limit is %d", ErrTooLarge, e.File, e.Commit, e.Size, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrTooLarge) hold.
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
+
+// TooLarge returns the file's size and the limit it is over.
+func (e *TooLargeError) TooLarge() (size, limit int64) { return e.Size, e.Limit }
 
 // ZeroSHA is the "no object" id git uses in ref updates for a created (old) or deleted (new) ref.
 const ZeroSHA = "0000000000000000000000000000000000000000"

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/envflag"
+	"github.com/nimbus-build/nimbus/backend/config"
+	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 )
 
@@ -25,24 +27,48 @@ func (d repoDir) ReadFile(p string) ([]byte, error) {
 	if clean == ".." || strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
 		return nil, fmt.Errorf("%s is outside the repository", p)
 	}
-	return os.ReadFile(filepath.Join(string(d), filepath.FromSlash(clean)))
+	return readLimited(filepath.Join(string(d), filepath.FromSlash(clean)))
 }
 
-// readSpec reads FILE (default .cnb.yml) and returns its bytes and the engine options for it.
-func readSpec(args []string) ([]byte, spec.Options, error) {
+// readLimited reads a pipeline file, refusing one larger than the server reads from git (a
+// *spec.FileTooLargeError), so a file lints as it builds.
+func readLimited(name string) ([]byte, error) {
+	info, err := os.Stat(name)
+	if err != nil {
+		return nil, err
+	}
+	if info.Mode().IsRegular() && info.Size() > git.MaxFileSize {
+		return nil, &spec.FileTooLargeError{Size: info.Size(), Limit: git.MaxFileSize}
+	}
+	return os.ReadFile(name)
+}
+
+// loadSpec reads FILE (default .cnb.yml) and parses it with the limits; it returns the file's
+// bytes, the engine options for it and the Config. A file over the server's size limit is not
+// read: its Config says so, as a build of it would.
+func loadSpec(args []string, limits spec.Limits) ([]byte, spec.Options, *spec.Config, error) {
 	file := ".cnb.yml"
 	switch len(args) {
 	case 0:
 	case 1:
 		file = args[0]
 	default:
-		return nil, spec.Options{}, fmt.Errorf("expected at most one FILE, got %d arguments", len(args))
+		return nil, spec.Options{}, nil, fmt.Errorf("expected at most one FILE, got %d arguments", len(args))
 	}
-	src, err := os.ReadFile(file)
+	if err := config.CheckLimits(limits); err != nil {
+		return nil, spec.Options{}, nil, err
+	}
+	opts := spec.Options{File: file, Files: repoDir(filepath.Dir(file)), Limits: limits}
+	src, err := readLimited(file)
+	var tl *spec.FileTooLargeError
+	if errors.As(err, &tl) {
+		return nil, opts, spec.Unreadable(opts, err), nil
+	}
 	if err != nil {
-		return nil, spec.Options{}, err
+		return nil, spec.Options{}, nil, err
 	}
-	return src, spec.Options{File: file, Files: repoDir(filepath.Dir(file))}, nil
+	cfg, _ := spec.Parse(src, opts)
+	return src, opts, cfg, nil
 }
 
 // displayPath shows an included file's path beside the main file, so it can be opened as printed.
@@ -114,9 +140,12 @@ func runLint(_ context.Context, e env, args []string) int {
 		"repository root. Prints FILE:LINE:COL: error|warning|info: message lines, each followed by\n"+
 		"the lines it points at with a caret under the column, and exits 1 when\n"+
 		"there are errors. Info is advice (beyond CNB) on a file that is fine as it is. Remote\n"+
-		"includes are not fetched.")
+		"includes are not fetched. The limits are the server's defaults unless set here: a file\n"+
+		"over a limit, or over 1 MiB (the largest file the server reads), is an error.")
 	fs.Bool(&strict, "strict", "NIMBUS_LINT_STRICT", false, "treat warnings as errors (info stays advice)")
 	fs.Bool(&asJSON, "json", "", false, `print {"errors":[…],"warnings":[…],"info":[…]} instead of lines`)
+	var limits spec.Limits
+	config.LimitFlags(fs, &limits)
 	if err := fs.Parse(args, e.getenv, e.stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -124,12 +153,12 @@ func runLint(_ context.Context, e env, args []string) int {
 		fmt.Fprintln(e.stderr, "nimbus:", err)
 		return 2
 	}
-	src, opts, err := readSpec(fs.Args())
+	src, opts, cfg, err := loadSpec(fs.Args(), limits)
 	if err != nil {
 		fmt.Fprintln(e.stderr, "nimbus lint:", err)
 		return 2
 	}
-	ds := spec.Lint(src, opts)
+	ds := cfg.Diagnostics()
 	if strict {
 		ds = ds.Strict()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 )
 
@@ -69,6 +70,8 @@ func runPlan(_ context.Context, e env, args []string) int {
 	fs.Var(vars, "env", "", "a built-in variable K=V the build would have (CNB_REPO_SLUG=…); repeatable")
 	var explain bool
 	fs.Bool(&explain, "explain", "", false, "add to each pipeline whether this version's agent runs all of it (runs) and what it does not run (blockers)")
+	var limits spec.Limits
+	config.LimitFlags(fs, &limits)
 	if err := fs.Parse(args, e.getenv, e.stdout); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -88,12 +91,12 @@ func runPlan(_ context.Context, e env, args []string) int {
 		t.Changed = append([]string{}, changed.paths...)
 	}
 	t.Vars = vars
-	src, opts, err := readSpec(fs.Args())
+	src, opts, cfg, err := loadSpec(fs.Args(), limits)
 	if err != nil {
 		fmt.Fprintln(e.stderr, "nimbus plan:", err)
 		return 2
 	}
-	cfg, ds := spec.Parse(src, opts)
+	ds := cfg.Diagnostics()
 	writeDiagnostics(e.stderr, src, opts, ds)
 	if ds.HasErrors() {
 		return 1

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nimbus-build/nimbus/backend/git"
 )
 
 // writeRepo lays files out in a temporary repository and returns its root.
@@ -293,5 +296,64 @@ func TestPlanExplain(t *testing.T) {
 	}
 	if p := out.Pipelines[1]; p.Runs || strings.Join(p.Blockers, ",") != "builtin:git:auto-merge" {
 		t.Fatalf("the workspace pipeline: %+v", p)
+	}
+}
+
+// nimbus lint used to accept any number of pipelines, stages and jobs, and read a file of any
+// size, so a file the server could not build linted clean. It now reports each limit with the
+// place and the counts, at the server's defaults unless its flags or NIMBUS_* variables set
+// others, and a file (or include) over the 1 MiB the server reads as too large.
+func TestLintLimits(t *testing.T) {
+	var many strings.Builder
+	many.WriteString("main:\n  push:\n")
+	for i := range 257 {
+		fmt.Fprintf(&many, "    - name: p%d\n      stages: [make]\n", i)
+	}
+	var wide strings.Builder
+	wide.WriteString("main:\n  push:\n    - name: wide\n      stages:\n        - name: all\n          jobs:\n")
+	for i := range 10000 {
+		fmt.Fprintf(&wide, "            j%d: make %d\n", i, i)
+	}
+	big := "main:\n  push:\n    - stages: [make]\n# " + strings.Repeat("x", git.MaxFileSize) + "\n"
+	root := writeRepo(t, map[string]string{
+		"many.yml":   many.String(),
+		"wide.yml":   wide.String(),
+		"big.yml":    big,
+		"inc.yml":    "include: [ci/big.yml]\nmain:\n  push: [{stages: [make]}]\n",
+		"ci/big.yml": big,
+	})
+	file := func(name string) string { return filepath.Join(root, name) }
+	tests := []struct {
+		name    string
+		args    []string
+		environ map[string]string
+		code    int
+		stdout  string
+	}{
+		{"257 pipelines", []string{"lint", file("many.yml")}, nil, 1,
+			file("many.yml") + `:515:7: error: event "push" runs 257 pipelines; a build may run at most 256 (this is pipeline 257)`},
+		{"the limit from a flag", []string{"lint", "--build-max-pipelines", "300", file("many.yml")}, nil, 0, ""},
+		{"the limit from the environment", []string{"lint", file("many.yml")}, map[string]string{"NIMBUS_BUILD_MAX_PIPELINES": "100"}, 1,
+			`runs 257 pipelines; a build may run at most 100 (this is pipeline 101)`},
+		{"10,000 jobs in a stage", []string{"lint", file("wide.yml")}, nil, 1,
+			file("wide.yml") + `:3:7: error: pipeline "wide" has 10000 jobs; a pipeline may have at most 256`},
+		{"a file over 1 MiB", []string{"lint", file("big.yml")}, nil, 1,
+			file("big.yml") + ": error: cannot read " + file("big.yml") + ": it is 1048614 bytes, over the 1 MiB (1048576 bytes) limit of a pipeline file"},
+		{"an include over 1 MiB", []string{"lint", file("inc.yml")}, nil, 1,
+			file("inc.yml") + ":1:11: error: cannot include ci/big.yml: it is 1048614 bytes, over the 1 MiB (1048576 bytes) limit of a pipeline file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCLI(tt.args, tt.environ)
+			if code != tt.code || !strings.Contains(stdout, tt.stdout) || (tt.stdout == "") == strings.Contains(stdout, ": error: ") {
+				t.Errorf("exit %d, want %d\nstdout: %s\nwant: %s\nstderr: %s", code, tt.code, stdout, tt.stdout, stderr)
+			}
+		})
+	}
+	if code, _, stderr := runCLI([]string{"lint", "--pipeline-max-jobs", "0", file("wide.yml")}, nil); code != 2 || !strings.Contains(stderr, "NIMBUS_PIPELINE_MAX_JOBS 0: at least 1") {
+		t.Errorf("a limit of 0: exit %d %s", code, stderr)
+	}
+	if code, stdout, _ := runCLI([]string{"lint", "--help"}, nil); code != 0 || !strings.Contains(stdout, "NIMBUS_BUILD_MAX_PIPELINES") || !strings.Contains(stdout, "--pipeline-max-stages") {
+		t.Errorf("help: %s", stdout)
 	}
 }

@@ -84,6 +84,7 @@ func (dc *decoder) event(p pair) *eventDecl {
 	}
 	e.pipelines = dc.pipelines(v, key == EventSchedule)
 	dc.checkDuplicateNames(e)
+	dc.checkLimits(e)
 	dc.checkVarRefs(e)
 	return e
 }

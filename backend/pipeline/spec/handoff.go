@@ -36,13 +36,18 @@ func separateWorkspaces(branches []*branchDecl, d *diags) {
 			if len(groups) < 2 {
 				continue
 			}
-			names := make([]string, len(groups))
-			for i, g := range groups {
+			// A generated file of hundreds of pipelines would make one advice of every name.
+			const named = 10
+			names := make([]string, min(len(groups), named))
+			for i, g := range groups[:len(names)] {
 				ns := make([]string, len(g))
 				for j, p := range g {
 					ns[j] = pipelineLabel(p, e)
 				}
 				names[i] = strings.Join(ns, " + ")
+			}
+			if more := len(groups) - len(names); more > 0 {
+				names = append(names, fmt.Sprintf("%d more", more))
 			}
 			d.infoHint(staged[1].pos, "order them with a cnb:resolve in one and a cnb:await of the same key in the other, and hand files over with nimbus artifact push --build / pull --build",
 				"the pipelines %s of %s run in parallel on different nodes, each with its own workspace: files one writes are not in the other's", joinAnd(names), e.key)

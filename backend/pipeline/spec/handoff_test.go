@@ -24,6 +24,8 @@ func TestSeparateWorkspacesAdvice(t *testing.T) {
 		{"no stages", "main:\n  vscode:\n    - services: [vscode]\n    - services: [vscode]\n", ""},
 		{"schedule entries have their own times", "main:\n  schedule:\n    - cron: \"0 1 * * *\"\n      stages: [make]\n    - cron: \"0 2 * * *\"\n      stages: [make]\n", ""},
 		{"events apart", "main:\n  push:\n" + a + "  tag_push:\n" + b, ""},
+		// The advice on a file of 256 pipelines named all 256 of them.
+		{"many apart: ten named", genPipelines("main", "push", 256, 1, 1), "the pipelines p0, p1, p2, p3, p4, p5, p6, p7, p8, p9 and 246 more of push run in parallel"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

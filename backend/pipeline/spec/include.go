@@ -9,7 +9,9 @@ import (
 
 // FileSource reads files of the repository at the commit being built. Paths are relative to the
 // repository root, slash-separated and cleaned. Remote includes use a second FileSource that
-// receives the URL.
+// receives the URL. A missing file is an error matching fs.ErrNotExist (the only failure
+// ignoreError skips); a file refused for its size is an error with a TooLarge method, like
+// *FileTooLargeError.
 type FileSource interface {
 	ReadFile(path string) ([]byte, error)
 }
@@ -160,8 +162,8 @@ func (l *loader) includeFile(p string, pos Pos, ignoreError bool) *node {
 		data, err = src.ReadFile(p)
 	}
 	if err != nil {
-		if !ignoreError {
-			l.d.errorf(pos, "cannot include %s: %v", p, err)
+		if !ignoreError || !ignorable(err) {
+			readFailure(l.d, pos, "cannot include "+p, err)
 		}
 		return nil
 	}

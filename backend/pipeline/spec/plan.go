@@ -29,10 +29,16 @@ func (c *Config) Plan(t Trigger) (*protocol.PlanSet, Diagnostics, error) {
 	if eventFamily(t.Event) != "" && !fired(t.Event, c.opts.FiredEvents) {
 		d.warnf(Pos{File: c.opts.File}, "event %q is not supported by this installation", t.Event)
 	}
+	sel := c.selectPipelines(t)
+	if !c.withinLimits(sel, t, d) {
+		// Nothing is planned: a build over the limits is not made, not even in memory.
+		ds := d.sorted(c.opts.File)
+		return nil, ds, ds.Err()
+	}
 	pn := newPlanner(c, t, d)
 	set := &protocol.PlanSet{Pipelines: []protocol.Plan{}}
 	names := map[string]Pos{}
-	for i, s := range c.selectPipelines(t) {
+	for i, s := range sel {
 		p := pn.pipeline(i, s)
 		if first, dup := names[p.Name]; dup {
 			d.errorHint(s.pipeline.pos, "pipelines that run together are told apart by name",

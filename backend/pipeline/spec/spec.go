@@ -51,6 +51,8 @@ type Options struct {
 	DefaultBuildImage, DefaultDevImage string
 	// Workspace is CNB_BUILD_WORKSPACE, where every job container mounts the workspace.
 	Workspace string
+	// Limits bound the pipelines, stages and jobs of one build; DefaultLimits() for zero fields.
+	Limits Limits
 
 	classes runnerClasses
 }
@@ -77,6 +79,7 @@ func (o Options) withDefaults() Options {
 	if o.Workspace == "" {
 		o.Workspace = "/workspace"
 	}
+	o.Limits = o.Limits.withDefaults()
 	o.classes = newRunnerClasses(o.Classes)
 	return o
 }

@@ -696,10 +696,31 @@ export interface paths {
   "/repos/{org}/{repo}/builds/{number}": {
     /**
      * A build with its pipelines, stages and jobs
-     * @description Read access (any member, or anyone for a public repo); token scope `repo:read`. A
-     * number that is not a build of the repo (or not a number) is a 404.
+     * @description The build with its first 100 pipelines (in order, with their stages and jobs),
+     * `pipeline_count`, and, when it has more, `pipelines_next_cursor`: pass it to
+     * `GET …/builds/{number}/pipelines?cursor=` for the rest. Read access (any member, or
+     * anyone for a public repo); token scope `repo:read`. A number that is not a build of the
+     * repo (or not a number) is a 404.
      */
     get: operations["getBuild"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["BuildNumber"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/builds/{number}/pipelines": {
+    /**
+     * A build's pipelines, with their stages and jobs
+     * @description In order (the cursor is a position in the build); paginated, each pipeline as a build's
+     * own answer shows it. A build's answer carries the first 100 and, when there are more,
+     * the cursor of the next page here (`pipelines_next_cursor`). Read access (any member, or
+     * anyone for a public repo); token scope `repo:read`. A number that is not a build of the
+     * repo (or not a number) is a 404.
+     */
+    get: operations["listBuildPipelines"];
     parameters: {
       path: {
         org: components["parameters"]["Org"];
@@ -2436,8 +2457,8 @@ export interface components {
       next_cursor?: components["schemas"]["NextCursor"];
     };
     /**
-     * @description One trigger of a repo at one commit, with its pipelines. In lists the pipelines carry no
-     * `stages`; a single build (and a triggered one) carries them.
+     * @description One trigger of a repo at one commit, with its first 100 pipelines. In lists the
+     * pipelines carry no `stages`; a single build (and a triggered one) carries them.
      */
     Build: {
       /** Format: int64 */
@@ -2467,7 +2488,18 @@ export interface components {
       started_at: string | null;
       /** Format: date-time */
       finished_at: string | null;
+      /** @description The first 100 pipelines, in order. */
       pipelines: components["schemas"]["Pipeline"][];
+      /**
+       * Format: int64
+       * @description How many pipelines the build has.
+       */
+      pipeline_count: number;
+      /**
+       * @description Present only when the build has more than the pipelines here: the cursor of
+       * `GET /repos/{org}/{repo}/builds/{number}/pipelines` for the rest.
+       */
+      pipelines_next_cursor?: string;
       error?: components["schemas"]["BuildError"];
       /** @description The build whose pipeline started this one (cnb:apply, cnb:trigger); a single build only. */
       parent?: components["schemas"]["BuildLink"];
@@ -3131,6 +3163,10 @@ export interface components {
     };
     BuildList: {
       items: components["schemas"]["Build"][];
+      next_cursor?: components["schemas"]["NextCursor"];
+    };
+    PipelineList: {
+      items: components["schemas"]["Pipeline"][];
       next_cursor?: components["schemas"]["NextCursor"];
     };
     Schedule: {
@@ -5741,8 +5777,11 @@ export interface operations {
   };
   /**
    * A build with its pipelines, stages and jobs
-   * @description Read access (any member, or anyone for a public repo); token scope `repo:read`. A
-   * number that is not a build of the repo (or not a number) is a 404.
+   * @description The build with its first 100 pipelines (in order, with their stages and jobs),
+   * `pipeline_count`, and, when it has more, `pipelines_next_cursor`: pass it to
+   * `GET …/builds/{number}/pipelines?cursor=` for the rest. Read access (any member, or
+   * anyone for a public repo); token scope `repo:read`. A number that is not a build of the
+   * repo (or not a number) is a 404.
    */
   getBuild: {
     parameters: {
@@ -5759,6 +5798,40 @@ export interface operations {
           "application/json": components["schemas"]["Build"];
         };
       };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A build's pipelines, with their stages and jobs
+   * @description In order (the cursor is a position in the build); paginated, each pipeline as a build's
+   * own answer shows it. A build's answer carries the first 100 and, when there are more,
+   * the cursor of the next page here (`pipelines_next_cursor`). Read access (any member, or
+   * anyone for a public repo); token scope `repo:read`. A number that is not a build of the
+   * repo (or not a number) is a 404.
+   */
+  listBuildPipelines: {
+    parameters: {
+      query?: {
+        limit?: components["parameters"]["Limit"];
+        cursor?: components["parameters"]["Cursor"];
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["BuildNumber"];
+      };
+    };
+    responses: {
+      /** @description A page of pipelines. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PipelineList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];

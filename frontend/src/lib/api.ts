@@ -61,10 +61,13 @@ export const api = {
   del: <T>(path: string) => request<T>('DELETE', path),
 }
 
-/** Every item of a paginated list, following next_cursor (at most maxPages pages of 100). */
-export async function listAll<T>(path: string, maxPages = 20): Promise<T[]> {
+/**
+ * Every item of a paginated list, following next_cursor (at most maxPages pages of 100), from the
+ * start or from the cursor `from` (a list whose first page came in another answer).
+ */
+export async function listAll<T>(path: string, maxPages = 20, from?: string): Promise<T[]> {
   const out: T[] = []
-  let cursor: string | undefined
+  let cursor = from
   for (let i = 0; i < maxPages; i++) {
     const sep = path.includes('?') ? '&' : '?'
     const page = await api.get<Page<T>>(`${path}${sep}limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`)

@@ -101,6 +101,28 @@ describe('endpoints', () => {
     ])
   })
 
+  // A build of more pipelines than one answer carries: the build page used to show only what
+  // the build's answer held. get follows pipelines_next_cursor through the pipelines list.
+  it('reads every pipeline of a build, page by page after the first', async () => {
+    const ps = (from: number, n: number) => Array.from({ length: n }, (_, i) => ({ id: from + i, name: `p${from + i}` }))
+    const answers: Record<string, unknown> = {
+      '/api/v1/repos/ml/trainer/builds/12': { number: 12, pipelines: ps(1, 100), pipeline_count: 250, pipelines_next_cursor: 'c100' },
+      '/api/v1/repos/ml/trainer/builds/12/pipelines?limit=100&cursor=c100': { items: ps(101, 100), next_cursor: 'c200' },
+      '/api/v1/repos/ml/trainer/builds/12/pipelines?limit=100&cursor=c200': { items: ps(201, 50) },
+    }
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (url: string) => {
+        calls.push({ method: 'GET', url })
+        return new Response(JSON.stringify(answers[url]), { status: url in answers ? 200 : 404 })
+      }),
+    )
+    const b = await e.repos.builds.get('ml', 'trainer', 12)
+    expect(calls.map((c) => c.url)).toEqual(Object.keys(answers))
+    expect(b.pipelines.map((x) => x.id)).toEqual(ps(1, 250).map((x) => x.id))
+    expect(b.pipelines_next_cursor).toBeUndefined()
+  })
+
   it('gives the URLs the browser fetches itself', () => {
     expect(e.jobs.logUrl(9)).toBe('/api/v1/jobs/9/log')
     expect(e.jobs.logStreamUrl(9, 1234)).toBe('/api/v1/jobs/9/log/stream?offset=1234')

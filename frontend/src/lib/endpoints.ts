@@ -177,7 +177,21 @@ export const endpoints = {
       /** The latest 50 builds (one page). */
       list: (org: string, repo: string) => call('get', '/repos/{org}/{repo}/builds', { org, repo }, undefined, { limit: 50 }),
       trigger: (org: string, repo: string, body: RequestBody<'/repos/{org}/{repo}/builds', 'post'>) => call('post', '/repos/{org}/{repo}/builds', { org, repo }, body),
-      get: (org: string, repo: string, number: number | string) => call('get', '/repos/{org}/{repo}/builds/{number}', { org, repo, number }),
+      /**
+       * The build with every pipeline: its answer carries the first 100 and, when it has more,
+       * the cursor of the rest, which are read here page by page.
+       */
+      get: async (org: string, repo: string, number: number | string) => {
+        const b = await call('get', '/repos/{org}/{repo}/builds/{number}', { org, repo, number })
+        if (!b.pipelines_next_cursor) return b
+        const pages = Math.ceil((b.pipeline_count - b.pipelines.length) / 100)
+        const rest = await listAll<Item<Ok<GetOp<'/repos/{org}/{repo}/builds/{number}/pipelines'>>>>(
+          fill('/repos/{org}/{repo}/builds/{number}/pipelines', { org, repo, number }),
+          pages,
+          b.pipelines_next_cursor,
+        )
+        return { ...b, pipelines: [...b.pipelines, ...rest], pipelines_next_cursor: undefined }
+      },
       cancel: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/cancel', { org, repo, number }),
       rerun: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/rerun', { org, repo, number }),
       /** Re-runs only the pipelines that did not succeed ("Re-run failed jobs"). */

@@ -28,7 +28,9 @@ function Controls({ b, org, repo }: { b: BuildT; org: string; repo: string }) {
     setError(null)
     try {
       const nb = await endpoints.repos.builds.cancel(org, repo, b.number)
-      qc.setQueryData(['build', org, repo, String(b.number)], nb)
+      // The answer carries the first page of pipelines: the page keeps them all.
+      if (nb.pipelines_next_cursor) qc.invalidateQueries({ queryKey: ['build', org, repo, String(b.number)] })
+      else qc.setQueryData(['build', org, repo, String(b.number)], nb)
     } catch (e) {
       setError(e)
     } finally {

@@ -502,7 +502,7 @@ $:
 		f.git("checkout", "-q", "-b", "broken")
 		f.commit("broken", map[string]string{".cnb.yml": "main: [oops\n"})
 		f.push("refs/heads/broken", first, "broken")
-		if ev, err := f.builds.EventsFor(ctx, f.access, "broken"); err != nil || !strings.Contains(ev.Problem, "does not parse: .cnb.yml:1") || len(ev.Events) != 0 || len(ev.Branches) != 2 {
+		if ev, err := f.builds.EventsFor(ctx, f.access, "broken"); err != nil || !strings.Contains(ev.Problem, "cannot run: .cnb.yml:1") || len(ev.Events) != 0 || len(ev.Branches) != 2 {
 			t.Fatalf("broken: %+v %v", ev, err)
 		}
 	})

@@ -96,6 +96,10 @@ func (s *Service) Buttons(ctx context.Context, a *repo.Access, user *auth.User, 
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, git.ErrNotExist) {
 		return []Button{}, nil
 	}
+	if unusable(err) {
+		// Over the size limit, or a directory: the author's to fix, said like a broken file.
+		return nil, api.Invalid("file", "%s: %v", ButtonsFile, fileError(err))
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,8 @@ func (s *Service) EventsFor(ctx context.Context, a *repo.Access, branch string) 
 		return out, nil
 	}
 	if errs := c.cfg.Diagnostics().Filter(spec.SeverityError); len(errs) > 0 {
-		out.Problem = ConfigFile + " does not parse: " + errs[0].String()
+		// Broken, too large or over a limit: the first error says which.
+		out.Problem = ConfigFile + " cannot run: " + errs[0].String()
 		return out, nil
 	}
 	for _, e := range c.cfg.EventsFor(branch) {

@@ -125,6 +125,30 @@ func TestUnusableFileFailsItsBuild(t *testing.T) {
 	})
 }
 
+// The other readers of a branch's files said the same of a file over the size limit in their own
+// wrong ways: "Run a build" said a too-large .cnb.yml "does not parse", and the buttons route
+// answered a too-large .cnb/web_trigger.yml with a 500 (logged at ERROR). Both now name the
+// size and the limit, the buttons as the 422 of any broken file.
+func TestUnusableFileReaders(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		f.commit("too large", map[string]string{".cnb.yml": bigYAML(git.MaxFileSize + 1), ".cnb/web_trigger.yml": bigYAML(git.MaxFileSize + 1)})
+		f.push("refs/heads/main", git.ZeroSHA, "main")
+
+		ev, err := f.builds.EventsFor(ctx, f.access, "main")
+		if err != nil || !strings.Contains(ev.Problem, "cannot run: .cnb.yml") || !strings.Contains(ev.Problem, "limit") ||
+			strings.Contains(ev.Problem, "parse") || len(ev.Events) != 0 {
+			t.Fatalf("events of a too-large file: %+v %v", ev, err)
+		}
+		_, err = f.builds.Buttons(ctx, f.access, f.user, "main")
+		if errStatus(err) != 422 || !strings.Contains(err.Error(), ".cnb/web_trigger.yml") || !strings.Contains(err.Error(), "the limit is 1048576") {
+			t.Fatalf("buttons of a too-large file: %v, want a 422 naming the file and the limit", err)
+		}
+		f.noErrorLogged()
+	})
+}
+
 // pipelinesYAML is a .cnb.yml whose main push runs n pipelines of jobs jobs each.
 func pipelinesYAML(n, jobs int) string {
 	var b strings.Builder

@@ -104,7 +104,13 @@ func (s *Service) onRef(ctx context.Context, r *repo.Repo, o *org.Org, pusher *a
 			events = append(events, spec.EventBranchNew)
 		}
 		if !isNew {
-			if n, err := rd.NewCommits(u.Old, u.New, 99); err == nil && n > 0 {
+			n, err := rd.NewCommits(u.Old, u.New, 99)
+			if err != nil {
+				// The push's own builds still come; only commit.add cannot be judged.
+				s.log.ErrorContext(ctx, "push trigger: commit.add not fired: counting the new commits failed",
+					"repo", o.Name+"/"+r.Name, "ref", u.Ref, "err", err)
+			}
+			if n > 0 {
 				events = append(events, spec.EventCommitAdd)
 			}
 		}

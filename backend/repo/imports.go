@@ -100,6 +100,10 @@ func (s *Service) ReadImport(ctx context.Context, rd Reader, raw, kind, image st
 			if errors.Is(err, git.ErrNotExist) || errors.Is(err, git.ErrUnknownRevision) {
 				return protocol.ImportFile{}, notFound
 			}
+			if errors.Is(err, git.ErrTooLarge) || errors.Is(err, git.ErrNotFile) {
+				// The pipeline's author's to fix: the job fails saying so, as for a bad format.
+				return protocol.ImportFile{}, api.Invalid("url", "%s: %v", raw, err)
+			}
 			return protocol.ImportFile{}, fmt.Errorf("import %s: %w", raw, err)
 		}
 		return protocol.ImportFile{Name: name, Content: string(b)}, nil

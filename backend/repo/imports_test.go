@@ -14,6 +14,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
@@ -126,6 +127,10 @@ func TestReadImportRules(t *testing.T) {
 		commitFile(t, f.repos.Path(theirs), "env.yml", "THEIRS: yes\n")
 		public, _ := f.repos.Create(ctx, f.other, "shared", repo.Public, "", "")
 		commitFile(t, f.repos.Path(public), "env.yml", "SHARED: yes\n")
+		// A file over the size limit was an internal error (a 500, logged at ERROR) for the job
+		// importing it; it is the pipeline author's to fix, and the refusal says why.
+		big, _ := f.repos.Create(ctx, f.team, "big", repo.Private, "", "")
+		commitFile(t, f.repos.Path(big), "env.yml", "K: "+strings.Repeat("x", git.MaxFileSize)+"\n")
 
 		reader := func(slug, event, branch, user string) repo.Reader {
 			var uid int64
@@ -161,6 +166,7 @@ func TestReadImportRules(t *testing.T) {
 			{"own team's repo, unknown ref", reader("team/app", "push", "main", ""), host + "team/model/-/blob/nope/env.yml", "", 404, ""},
 			{"another team's private repo", reader("team/app", "push", "main", "owner"), host + "other/private/-/blob/main/env.yml", "", 404, ""},
 			{"another team's public repo", reader("team/app", "push", "main", ""), host + "other/shared/-/blob/main/env.yml", "", 200, ""},
+			{"a file over the size limit", reader("team/app", "push", "main", ""), host + "team/big/-/blob/main/env.yml", "", 422, "the limit is 1048576"},
 			{"not a file URL", reader("team/app", "push", "main", ""), "team/keys/env.yml", "", 400, ""},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

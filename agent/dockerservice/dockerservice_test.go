@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
 	"github.com/nimbus-build/nimbus/e2e/testenv"
 )
 
@@ -377,17 +378,8 @@ func engineEndsWithItsAgent(t *testing.T, mode string) {
 	os.MkdirAll(ws, 0o755)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	child := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestEngineEndsWithItsAgent$", "-test.v")
-	child.Env = append(os.Environ(), engineAgentEnv+"="+strings.Join([]string{mode, r.m.cfg.Dir, r.m.cfg.RunDir, ws}, ":"))
-	out, err := child.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer child.Process.Kill()
+	child, out := lifelinetest.Agent(t, "TestEngineEndsWithItsAgent",
+		engineAgentEnv+"="+strings.Join([]string{mode, r.m.cfg.Dir, r.m.cfg.RunDir, ws}, ":"))
 	// The child says "engine <name> <socket>" once its engine answers.
 	var name, sock string
 	buf := make([]byte, 4096)

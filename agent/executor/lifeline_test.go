@@ -129,6 +129,7 @@ func TestStepsEndWithTheAgent(t *testing.T) {
 	noShell := noShellImage(t, d, img)
 	mark := strconv.Itoa(600_000 + int(time.Now().UnixNano()%300_000)) // seconds no other process sleeps
 	lines := filepath.Join(t.TempDir(), "lifelines")
+	sleeping := func() []string { return lifelinetest.Processes("sleep " + mark) }
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	child, out := lifelinetest.Agent(t, "TestStepsEndWithTheAgent",
@@ -136,7 +137,7 @@ func TestStepsEndWithTheAgent(t *testing.T) {
 	// Whatever happens, nothing of the child's stays on the shared engine and host.
 	t.Cleanup(func() {
 		d.Cleanup(context.Background())
-		for _, p := range sleeping(mark) {
+		for _, p := range lifelinetest.Processes("sleep " + mark) {
 			pid, _, _ := strings.Cut(p, ":")
 			if n, err := strconv.Atoi(pid); err == nil {
 				syscall.Kill(n, syscall.SIGKILL)
@@ -153,17 +154,17 @@ func TestStepsEndWithTheAgent(t *testing.T) {
 		}
 		return len(list)
 	}
-	for deadline := time.Now().Add(30 * time.Second); running() < 4 || len(sleeping(mark)) < 4; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); running() < 4 || len(sleeping()) < 4; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d containers and these processes run, want 4 containers and 4 sleeps:\n%s", running(), strings.Join(sleeping(mark), "\n"))
+			t.Fatalf("%d containers and these processes run, want 4 containers and 4 sleeps:\n%s", running(), strings.Join(sleeping(), "\n"))
 		}
 	}
 	child.Process.Kill()
 	child.Wait()
 	killed := time.Now()
-	for running() > 0 || len(sleeping(mark)) > 0 {
+	for running() > 0 || len(sleeping()) > 0 {
 		if time.Since(killed) > 10*time.Second {
-			t.Fatalf("10 s after kill -9 of the agent, %d of its containers run, and these processes:\n%s", running(), strings.Join(sleeping(mark), "\n"))
+			t.Fatalf("10 s after kill -9 of the agent, %d of its containers run, and these processes:\n%s", running(), strings.Join(sleeping(), "\n"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -198,21 +199,4 @@ func actAsAgent(t *testing.T, args string) {
 	go sh.Run(ctx, Step{Name: "host", Workspace: ws, Script: "sleep " + mark + " & sleep " + mark, Output: io.Discard})
 	fmt.Println("steps started")
 	select {}
-}
-
-// sleeping lists the host's processes that sleep secs, as "pid: command line": the engine's
-// containers are processes of this host too.
-func sleeping(secs string) []string {
-	var out []string
-	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range cmdlines {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		if cmd := strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " "); strings.HasSuffix(cmd, "sleep "+secs) {
-			out = append(out, strings.Split(p, "/")[2]+": "+cmd)
-		}
-	}
-	return out
 }

@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -66,4 +68,25 @@ func Agent(t testing.TB, test, env string) (*exec.Cmd, io.Reader) {
 		cmd.Wait()
 	})
 	return cmd, out
+}
+
+// Processes lists this host's processes whose command line contains one of subs, as "pid:
+// command line", this one excepted: what a killed agent may have left. A Docker engine's
+// containers are processes of its host too.
+func Processes(subs ...string) []string {
+	var out []string
+	self := strconv.Itoa(os.Getpid())
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range cmdlines {
+		pid := filepath.Base(filepath.Dir(p))
+		b, err := os.ReadFile(p)
+		if err != nil || pid == self {
+			continue // gone meanwhile
+		}
+		cmd := strings.ReplaceAll(strings.TrimRight(string(b), "\x00"), "\x00", " ")
+		if slices.ContainsFunc(subs, func(s string) bool { return strings.Contains(cmd, s) }) {
+			out = append(out, pid+": "+cmd)
+		}
+	}
+	return out
 }

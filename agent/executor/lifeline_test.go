@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -199,4 +200,42 @@ func actAsAgent(t *testing.T, args string) {
 	go sh.Run(ctx, Step{Name: "host", Workspace: ws, Script: "sleep " + mark + " & sleep " + mark, Output: io.Discard})
 	fmt.Println("steps started")
 	select {}
+}
+
+// BenchmarkLifelineStart is what a lifeline adds to a step: the same `true` step run straight
+// through the Docker executor without and with lifelines, in turns, so that an engine busy with
+// other work weighs on both alike. It reports the median of each.
+//
+//	e2e/testenv.sh go test -run '^$' -bench LifelineStart -benchtime 20x ./agent/executor
+func BenchmarkLifelineStart(b *testing.B) {
+	bare, img := newDocker(b)
+	lined := *bare
+	lined.Lifelines = newLines(b)
+	ctx := context.Background()
+	step := func(d *Docker) time.Duration {
+		start := time.Now()
+		if code, err := d.Run(ctx, Step{Name: "true", Image: img, Script: "true"}); err != nil || code != 0 {
+			b.Fatalf("step: %d %v", code, err)
+		}
+		return time.Since(start)
+	}
+	step(bare)
+	step(&lined)
+	var without, with []time.Duration
+	for i := 0; b.Loop(); i++ {
+		if i%2 == 0 { // each goes first half of the time
+			without = append(without, step(bare))
+			with = append(with, step(&lined))
+		} else {
+			with = append(with, step(&lined))
+			without = append(without, step(bare))
+		}
+	}
+	median := func(ds []time.Duration) time.Duration {
+		slices.Sort(ds)
+		return ds[len(ds)/2]
+	}
+	b.ReportMetric(float64(median(without).Milliseconds()), "bare-p50-ms")
+	b.ReportMetric(float64(median(with).Milliseconds()), "lifeline-p50-ms")
+	b.Logf("a `true` step over %d runs: p50 %v bare, %v under its lifeline", len(with), median(without).Round(time.Millisecond), median(with).Round(time.Millisecond))
 }

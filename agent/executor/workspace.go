@@ -102,11 +102,13 @@ func (d *Docker) StartContainer(ctx context.Context, s Step) (*Container, error)
 	}
 	// The container holds its lifeline until Stop.
 	c := &Container{d: d, ID: id, name: s.Name, line: line}
-	// Until it is handed to the caller, a failure must not leave the container behind.
+	// Until it is handed to the caller, a failure must not leave the container behind, nor its
+	// lifeline held.
 	started := false
 	defer func() {
 		if !started {
 			c.remove()
+			line.Release()
 		}
 	}()
 	if keepingAlive {
@@ -171,6 +173,8 @@ func (c *Container) Stop(ctx context.Context) error {
 		return ErrNeedsDocker
 	}
 	err := c.d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	// Whatever the engine answered, the lifeline goes: what may still run in the container ends.
+	c.line.Release()
 	if err != nil && !isGone(err) {
 		return fmt.Errorf("executor: stop %q: %w", c.name, err)
 	}
@@ -179,7 +183,6 @@ func (c *Container) Stop(ctx context.Context) error {
 			c.att.Close()
 			<-c.copied
 		}
-		c.line.Release()
 	})
 	return nil
 }

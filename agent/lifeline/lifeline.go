@@ -51,6 +51,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -135,19 +136,23 @@ func (ls *Lines) Hold() (*Line, error) {
 
 // Line is one held lifeline.
 type Line struct {
-	path string
-	f    *os.File
+	path    string
+	f       *os.File
+	release sync.Once
+	err     error
 }
 
 // Path is the FIFO on the agent's host.
 func (l *Line) Path() string { return l.path }
 
-// Release lets the lifeline go: what still runs under it is killed. A nil Line is none.
+// Release lets the lifeline go: what still runs under it is killed. Releasing again does
+// nothing; a nil Line is none.
 func (l *Line) Release() error {
 	if l == nil {
 		return nil
 	}
-	return errors.Join(l.f.Close(), os.Remove(l.path))
+	l.release.Do(func() { l.err = errors.Join(l.f.Close(), os.Remove(l.path)) })
+	return l.err
 }
 
 // Command is the command line that runs argv under init with the lifeline at line, both as the

@@ -30,6 +30,14 @@
 // all; what the server has not taken by then is given up (a server that is away must not hold
 // the shutdown), and such pipelines end agent_lost on the server one lease TTL later. Then the
 // agent deregisters, so the server shows it offline at once.
+//
+// Dying (kill -9, the OOM killer, a crash, its cgroup killed) skips all that, so what the agent
+// started ends by itself: every step runs under a lifeline the agent holds (agent/lifeline,
+// with the nimbus CLI as the init; newLifelines), and each docker service engine gets SIGKILL
+// from the kernel (agent/dockerservice). Containers stop within about a second of the death,
+// with nobody restarting the agent; the server fails the pipelines agent_lost one lease TTL
+// later, billed to the last renewal, and the agent's next start removes the stopped containers,
+// volumes, engines' state and workspaces (cleanup).
 package agent
 
 import (
@@ -51,6 +59,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/dockerservice"
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/gpu"
+	"github.com/nimbus-build/nimbus/agent/lifeline"
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/agent/runner"
 	"github.com/nimbus-build/nimbus/agent/tunnel"
@@ -194,12 +203,16 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a.host = hostFacts(ctx, ex, len(gpus), cfg.SimulatedGPUs)
-	var problem string
-	if a.cli, problem = findCLI(cfg.NimbusCLI); problem != "" {
-		log.Warn("jobs get no nimbus CLI; nimbus artifact works only in images that bring it", "why", problem)
+	var lines *lifeline.Lines
+	a.cli, lines = setUpCLI(ctx, cfg.WorkDir, cfg.NimbusCLI, log)
+	switch ex := ex.(type) {
+	case *executor.Docker:
+		ex.Lifelines = lines
+	case *executor.Shell:
+		ex.Lifelines = lines
 	}
 	log.Info("agent ready", "executor", ex.Name(), "tags", strings.Join(a.tags, ","), "cpus", cfg.CPUs,
-		"gpus", len(gpus), "work_dir", cfg.WorkDir, "nimbus_cli", a.cli)
+		"gpus", len(gpus), "work_dir", cfg.WorkDir, "nimbus_cli", a.cli, "lifelines", lines != nil)
 	return a, nil
 }
 

@@ -1,13 +1,18 @@
 package agent
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/agent/lifeline"
 )
 
 // Every job step gets the nimbus CLI (nimbus artifact push|pull, with the job's CNB_TOKEN), the
@@ -61,4 +66,72 @@ func findCLI(configured string) (string, string) {
 		return "", "no nimbus executable beside the agent or on PATH"
 	}
 	return "", strings.Join(problems, "; ")
+}
+
+// setUpCLI finds the nimbus CLI, places a copy of it in the work dir and makes the lifelines
+// (agent/lifeline) that run every step under it, so that the steps end when the agent dies. It
+// returns the CLI the jobs get ("" when configured off or when there is none) and the lifelines
+// (nil without a CLI that can run steps), and logs why either is missing.
+//
+// The copy is what containers mount: the engine sees the work dir at the agent's path (the
+// workspaces are bind-mounted from it), while an agent in a container of its own (the deploy
+// image, Kubernetes) has its executable where the engine's host has nothing. With
+// NIMBUS_AGENT_NIMBUS_CLI=off the jobs get no CLI on their PATH, but the one beside the agent or
+// on PATH still runs them, at its own path: it is the agent's machinery, as docker-init is the
+// engine's.
+func setUpCLI(ctx context.Context, workDir, configured string, log *slog.Logger) (string, *lifeline.Lines) {
+	found, problem := findCLI(configured)
+	if problem != "" && configured != CLIOff {
+		log.Warn("jobs get no nimbus CLI; nimbus artifact works only in images that bring it", "why", problem)
+	}
+	init := found
+	if configured == CLIOff {
+		init, problem = findCLI("")
+	}
+	var lines *lifeline.Lines
+	if init != "" {
+		placed, err := placeCLI(workDir, init)
+		if err == nil {
+			if found != "" {
+				found = placed
+			}
+			lines, err = lifeline.New(ctx, filepath.Join(workDir, "lifelines"), placed)
+		}
+		if err != nil {
+			problem = err.Error()
+		}
+	}
+	if lines == nil {
+		log.Warn("if this agent dies without stopping (kill -9, a crash), its jobs run on until it is started again", "why", problem)
+	}
+	return found, lines
+}
+
+// placeCLI copies the CLI at path to workDir/bin/nimbus and returns the copy's path. A job still
+// running from an earlier copy keeps it: the new one replaces it by a rename.
+func placeCLI(workDir, path string) (string, error) {
+	dir := filepath.Join(workDir, "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("place the nimbus CLI: %w", err)
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("place the nimbus CLI: %w", err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".nimbus-")
+	if err != nil {
+		return "", fmt.Errorf("place the nimbus CLI: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = io.Copy(tmp, src)
+	err = errors.Join(err, tmp.Chmod(0o755), tmp.Close())
+	dst := filepath.Join(dir, "nimbus")
+	if err == nil {
+		err = os.Rename(tmp.Name(), dst)
+	}
+	if err != nil {
+		return "", fmt.Errorf("place the nimbus CLI: %w", err)
+	}
+	return dst, nil
 }

@@ -2,21 +2,14 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"io"
-	"io/fs"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	docker "github.com/docker/docker/client"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -120,28 +113,9 @@ func running(b buildJSON) bool {
 	return len(b.Pipelines) > 0 && b.Pipelines[0].Status == "running"
 }
 
-// containers counts the containers the agent with work dir dir started on the test engine. Other
-// packages' tests share the engine, so counting every Nimbus container would see theirs.
-func (w *world) containers(dir string) int {
-	raw, err := os.ReadFile(filepath.Join(dir, "agent-id"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0 // not started yet: nothing of it can run
-	}
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	cli, err := docker.NewClientWithOpts(docker.WithHost(w.docker), docker.WithAPIVersionNegotiation())
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer cli.Close()
-	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true,
-		Filters: filters.NewArgs(filters.Arg("label", "nimbus.agent="+strings.TrimSpace(string(raw))))})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return len(list)
-}
+// containers counts the containers, running or stopped, that the agent with work dir dir
+// started on the test engine.
+func (w *world) containers(dir string) int { return w.agentContainers(dir, true) }
 
 // waitContainer waits until the agent with work dir dir has a job container: "running" is set
 // when the lease is handed out, before the clone and the container create.
@@ -159,7 +133,8 @@ func (w *world) waitContainer(dir string) {
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // kill -9 of the agent mid-job: the pipeline fails with agent_lost within 45 s (default lease
-// TTL 30 s, renewals every 10 s), and the restarted agent removes the orphaned container.
+// TTL 30 s, renewals every 10 s), and the restarted agent removes the container, which stopped
+// when the agent died (TestAgentKilledEndsItsContainers).
 func TestAgentKilledMidJob(t *testing.T) {
 	w := newWorld(t)
 	ag, dir := w.agent("")
@@ -178,7 +153,7 @@ func TestAgentKilledMidJob(t *testing.T) {
 	}
 	t.Logf("agent_lost %v after kill -9", time.Since(killed).Round(time.Second))
 	if w.containers(dir) == 0 {
-		t.Fatal("the orphaned container vanished before the restart: the cleanup was not tested")
+		t.Fatal("the stopped container vanished before the restart: the cleanup was not tested")
 	}
 	w.agent(dir) // same work dir: same agent id
 	deadline := time.Now().Add(20 * time.Second)

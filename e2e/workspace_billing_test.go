@@ -58,8 +58,9 @@ func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
 	t.Logf("GPU workspace: %d core-seconds, paid %s, ended %q", settled.CoreSeconds, settled.Cost, ended.Reason)
 }
 
-// kill -9 of the agent under an open workspace: it ends as agent_lost, billed to the agent's
-// last heartbeat, not to when the lease ran out.
+// kill -9 of the agent under an open workspace: its container stops within 10 s (it used to run
+// on until the agent was started again), and it ends as agent_lost, billed to the agent's last
+// heartbeat, not to when the lease ran out.
 func TestWorkspaceAgentKilledIsLostAndBilledToTheLastHeartbeat(t *testing.T) {
 	w := newWorld(t, "NIMBUS_LEASE_TTL=6s", "NIMBUS_DEFAULT_DEV_IMAGE="+testenv.Image(t))
 	ag, dir := w.agent("")
@@ -77,6 +78,7 @@ func TestWorkspaceAgentKilledIsLostAndBilledToTheLastHeartbeat(t *testing.T) {
 	<-ag.done
 	ag.done <- nil
 	killed := time.Now().UTC()
+	w.waitUntil(10*time.Second, "the workspace's container stopping after kill -9 of its agent", func() bool { return w.runningContainers(dir) == 0 })
 	ended := w.waitWorkspace(id, 45*time.Second, "lost", func(v workspaceJSON) bool { return v.Status != "running" })
 	if ended.Status != "failed" || ended.Reason != "agent_lost" || ended.State != "failed" {
 		t.Fatalf("after kill -9: %s/%s (%q)", ended.Status, ended.State, ended.Reason)

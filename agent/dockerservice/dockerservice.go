@@ -43,6 +43,9 @@
 // Disk: the engine's data root is measured every DiskCheckInterval; above DiskLimit the
 // pipeline fails with a message naming the limit.
 //
+// An engine dies with the agent, however the agent dies (startAndWait); what it leaves on disk
+// the agent's next start removes (Cleanup).
+//
 // This package needs root (the agent runs as root where it offers the service): it switches to
 // the engine's user, makes idmapped mounts and cgroups.
 package dockerservice
@@ -63,6 +66,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -381,13 +385,9 @@ func (e *Engine) start(ctx context.Context) error {
 	} else {
 		e.cmd.Env = append(e.cmd.Env, "NIMBUS_CGROUP_PROCS="+strings.Join(cg.procsFiles(), " "))
 	}
-	if err := e.cmd.Start(); err != nil {
-		return fmt.Errorf("docker service: start the engine: %w", err)
+	if err := e.startAndWait(); err != nil {
+		return err
 	}
-	go func() {
-		e.cmd.Wait()
-		close(e.exited)
-	}()
 	if err := e.waitReady(ctx); err != nil {
 		return err
 	}
@@ -398,6 +398,33 @@ func (e *Engine) start(ctx context.Context) error {
 		return fmt.Errorf("docker service: %w", err)
 	}
 	return nil
+}
+
+// startAndWait starts the engine's first process so that the kernel kills it when the agent
+// dies (PR_SET_PDEATHSIG), however the agent dies: a crashed agent's engines used to run on,
+// with all their containers, until it was started again. The signal goes down the tree on its
+// own: rootlesskit and `unshare --kill-child` give their child the same, and that child is
+// dockerd's namespace's first process, whose end kills everything in the namespace.
+//
+// The kernel sends the signal when the thread that started the process ends, not the process:
+// the goroutine that starts it keeps its thread to itself until the engine exits, so that no
+// other goroutine can end that thread (one that exits while locked to it does) and kill the
+// engine of a live agent. e.exited is closed when the engine has exited.
+func (e *Engine) startAndWait() error {
+	e.cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := e.cmd.Start(); err != nil {
+			started <- fmt.Errorf("docker service: start the engine: %w", err)
+			return
+		}
+		started <- nil
+		e.cmd.Wait()
+		close(e.exited)
+	}()
+	return <-started
 }
 
 // joinCgroup is run by the engine's first process (as the engine's user) before anything

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
 	"github.com/nimbus-build/nimbus/e2e/testenv"
 )
 
@@ -352,4 +353,85 @@ func TestGPUsThePipelineDidNotReserveAreHidden(t *testing.T) {
 	if !strings.Contains(out, "other=0 mine=4") {
 		t.Fatalf("a container of the pipeline given both devices sees %q; want the reserved GPU only (other=0 mine=4)", out)
 	}
+}
+
+// engineAgentEnv, in a child process of TestEngineEndsWithItsAgent, makes it the agent: it
+// starts an engine in the directories the variable names and waits to be killed.
+const engineAgentEnv = "NIMBUS_TEST_ENGINE_AGENT"
+
+// kill -9 of the agent used to leave its pipelines' engines running (dockerd, containerd and
+// every container a job had started in them), unbilled, until the agent was started again.
+// Now the engine and all it started are gone within seconds, with no restart, in both modes.
+func TestEngineEndsWithItsAgent(t *testing.T) {
+	if args := os.Getenv(engineAgentEnv); args != "" {
+		actAsAgent(t, args)
+		return
+	}
+	for _, mode := range []string{ModeRootless, ModePrivileged} {
+		t.Run(mode, func(t *testing.T) { engineEndsWithItsAgent(t, mode) })
+	}
+}
+
+func engineEndsWithItsAgent(t *testing.T, mode string) {
+	r := newRig(t, Config{Mode: mode})
+	ws := filepath.Join(r.dir, "ws")
+	os.MkdirAll(ws, 0o755)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	child, out := lifelinetest.Agent(t, "TestEngineEndsWithItsAgent",
+		engineAgentEnv+"="+strings.Join([]string{mode, r.m.cfg.Dir, r.m.cfg.RunDir, ws}, ":"))
+	// The child says "engine <name> <socket>" once its engine answers.
+	var name, sock string
+	buf := make([]byte, 4096)
+	var seen string
+	for name == "" {
+		n, err := out.Read(buf)
+		seen += string(buf[:n])
+		for _, line := range strings.Split(seen, "\n") {
+			if f := strings.Fields(line); len(f) == 3 && f[0] == "engine" {
+				name, sock = f[1], f[2]
+			}
+		}
+		if err != nil && name == "" {
+			t.Fatalf("the agent's child ended before its engine answered: %v\n%s", err, seen)
+		}
+	}
+	// A container in the engine, as a job's `docker run -d` leaves one.
+	e := &Engine{m: r.m, dir: filepath.Join(r.m.cfg.Dir, name), run: filepath.Dir(sock)}
+	imp := exec.CommandContext(ctx, "sh", "-c", `tar -C "$1" -c . | "$2" -H "unix://$3" import --change 'ENV PATH=/bin' - bb:1`, "sh", r.rootfs, r.m.cli, sock)
+	if b, err := imp.CombinedOutput(); err != nil {
+		t.Fatalf("import busybox: %v: %s", err, b)
+	}
+	if b, err := docker(ctx, e, "run", "-d", "--network", "none", "bb:1", "sleep", "300"); err != nil {
+		t.Fatalf("docker run: %v: %s", err, b)
+	}
+	cg := existingCgroup(name)
+	if cg == nil || len(cg.pids()) == 0 {
+		t.Fatal("the engine's cgroup holds no processes")
+	}
+	before := len(cg.pids())
+	child.Process.Kill()
+	child.Wait()
+	killed := time.Now()
+	for len(cg.pids()) > 0 {
+		if time.Since(killed) > 10*time.Second {
+			ps, _ := exec.Command("ps", "-o", "pid,user,args", "-p", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(cg.pids())), ","), "[]")).CombinedOutput()
+			t.Fatalf("10 s after kill -9 of the agent, %d of its engine's %d processes still run:\n%s", len(cg.pids()), before, ps)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the engine's %d processes were gone %v after kill -9 of the agent", before, time.Since(killed).Round(time.Millisecond))
+}
+
+// actAsAgent starts an engine as args (mode:state dir:run dir:workspace) say and waits to be
+// killed.
+func actAsAgent(t *testing.T, args string) {
+	a := strings.Split(args, ":")
+	m := New(Config{Mode: a[0], Dir: a[1], RunDir: a[2], User: testenv.DindUser(t)})
+	e, err := m.Start(context.Background(), Spec{ID: "lease-agent-killed", Workspace: a[3], Mount: "/workspace"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("engine %s %s\n", e.name, e.Socket())
+	select {}
 }

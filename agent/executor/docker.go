@@ -21,6 +21,8 @@ import (
 	"github.com/docker/docker/api/types/volume"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
+
+	"github.com/nimbus-build/nimbus/agent/lifeline"
 )
 
 // Docker runs each step in its own container.
@@ -34,7 +36,17 @@ type Docker struct {
 	SimulateGPUs bool
 	// NetworkMode for step containers ("none", "host", "bridge", …); "" = the engine's default.
 	NetworkMode string
+	// Lifelines, when set, end every container within a second of the agent's death
+	// (agent/lifeline): its main process runs under the init, which watches a lifeline the
+	// agent holds. Without them a crashed agent's containers run until it is started again.
+	Lifelines *lifeline.Lines
 }
+
+// Where a container sees its lifeline and the init that watches it.
+const (
+	InitPath     = "/.nimbus/init"
+	LifelinePath = "/.nimbus/lifeline"
+)
 
 // NewDocker connects to the engine at host ("" = DOCKER_HOST or the default socket) and checks
 // that it answers.
@@ -66,7 +78,13 @@ func (d *Docker) Close() error { return d.cli.Close() }
 
 // Run implements Executor.
 func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
-	cfg, host, err := d.containerConfig(ctx, s)
+	line, err := d.hold(s)
+	if err != nil {
+		return -1, err
+	}
+	// Deferred first, so released last: after the container is gone.
+	defer line.Release()
+	cfg, host, err := d.containerConfig(ctx, s, stepCommand(s), line)
 	if err != nil {
 		return -1, err
 	}
@@ -131,10 +149,37 @@ func (d *Docker) Run(ctx context.Context, s Step) (int, error) {
 	}
 }
 
+// hold holds a lifeline for a step's container; nil (a Line that releases nothing) without
+// Lifelines.
+func (d *Docker) hold(s Step) (*lifeline.Line, error) {
+	if d.Lifelines == nil {
+		return nil, nil
+	}
+	l, err := d.Lifelines.Hold()
+	if err != nil {
+		return nil, fmt.Errorf("executor: %q: %w", s.Name, err)
+	}
+	return l, nil
+}
+
+// command is a container's main process as the engine takes it: an entrypoint (nil: the
+// image's) and its arguments (none: the image's command, when the entrypoint is the image's).
+type command struct {
+	entrypoint, args []string
+}
+
+// stepCommand is a step's main process: `sh -c Script`, or the image's entrypoint with Args.
+func stepCommand(s Step) command {
+	if s.Script != "" {
+		return command{entrypoint: []string{"sh", "-c"}, args: []string{s.Script}}
+	}
+	return command{args: s.Args}
+}
+
 // containerConfig builds the container of a step, for Run and StartContainer: image, env,
-// workspace and extra mounts, PATH additions, limits, GPUs, labels. The main process is
-// `sh -c Script`, or the entrypoint with Args; StartContainer may replace it.
-func (d *Docker) containerConfig(ctx context.Context, s Step) (*container.Config, *container.HostConfig, error) {
+// workspace and extra mounts, PATH additions, limits, GPUs, labels, and cmd as its main process,
+// under the init that watches line when there is one.
+func (d *Docker) containerConfig(ctx context.Context, s Step, cmd command, line *lifeline.Line) (*container.Config, *container.HostConfig, error) {
 	if s.Image == "" {
 		return nil, nil, fmt.Errorf("executor: step %q has no image", s.Name)
 	}
@@ -154,12 +199,7 @@ func (d *Docker) containerConfig(ctx context.Context, s Step) (*container.Config
 	for k, v := range s.Labels {
 		cfg.Labels[k] = v
 	}
-	if s.Script != "" {
-		cfg.Entrypoint = []string{"sh", "-c"}
-		cfg.Cmd = []string{s.Script}
-	} else {
-		cfg.Cmd = s.Args
-	}
+	cfg.Entrypoint, cfg.Cmd = cmd.entrypoint, cmd.args
 	host := &container.HostConfig{
 		NetworkMode: container.NetworkMode(d.NetworkMode),
 		Init:        boolPtr(true), // reap zombies (exec'd shells leave them) and forward signals
@@ -184,15 +224,33 @@ func (d *Docker) containerConfig(ctx context.Context, s Step) (*container.Config
 			pathAppend = append(slices.Clip(pathAppend), ToolDir)
 		}
 	}
-	if len(pathAppend) > 0 {
-		p, err := d.imagePath(ctx, s.Image, s.ImageAuth)
-		if err != nil {
+	// The image's own settings are asked for only when needed: PATH to add to, or the command
+	// to put under the init when the image's is what runs.
+	var img *imageSettings
+	if len(pathAppend) > 0 || (line != nil && cmd.entrypoint == nil) {
+		var err error
+		if img, err = d.imageSettings(ctx, s.Image, s.ImageAuth); err != nil {
 			return nil, nil, fmt.Errorf("executor: %q: %w", s.Name, err)
 		}
+	}
+	if len(pathAppend) > 0 {
+		p := img.path
 		if v, ok := s.Env["PATH"]; ok {
 			p = v // the job's own PATH wins over the image's
 		}
 		cfg.Env = setEnv(cfg.Env, "PATH", joinPath(p, pathAppend))
+	}
+	if line != nil {
+		argv := img.argv(cmd)
+		if len(argv) == 0 {
+			return nil, nil, fmt.Errorf("executor: %q: the image %s names no command to run", s.Name, s.Image)
+		}
+		// The init runs the command the engine would have run, and docker-init stays PID 1.
+		cfg.Entrypoint = lifeline.Command(InitPath, LifelinePath, nil)
+		cfg.Cmd = argv
+		host.Mounts = append(host.Mounts,
+			dmount.Mount{Type: dmount.TypeBind, Source: d.Lifelines.Init(), Target: InitPath, ReadOnly: true},
+			dmount.Mount{Type: dmount.TypeBind, Source: line.Path(), Target: LifelinePath, ReadOnly: true})
 	}
 	if s.CPUs > 0 {
 		// Capped at the engine's cores, as in Run: the engine refuses more.
@@ -259,27 +317,49 @@ func (d *Docker) imageDigest(ctx context.Context, id, ref string) (string, error
 	return img.ID, nil
 }
 
-// imagePath is the PATH an image's containers start with, pulling the image when it is missing.
-func (d *Docker) imagePath(ctx context.Context, ref string, auth *ImageAuth) (string, error) {
+// imageSettings are what of an image's configuration a step's container takes.
+type imageSettings struct {
+	path             string // PATH its containers start with
+	entrypoint, args []string
+}
+
+// argv is the command line the engine runs for cmd in the image's containers: the entrypoint
+// given or the image's, followed by the arguments given or, when neither was given, the
+// image's command.
+func (img *imageSettings) argv(cmd command) []string {
+	if cmd.entrypoint != nil {
+		return slices.Concat(cmd.entrypoint, cmd.args)
+	}
+	if len(cmd.args) > 0 {
+		return slices.Concat(img.entrypoint, cmd.args)
+	}
+	return slices.Concat(img.entrypoint, img.args)
+}
+
+// imageSettings inspects an image, pulling it when it is missing.
+func (d *Docker) imageSettings(ctx context.Context, ref string, auth *ImageAuth) (*imageSettings, error) {
 	info, err := d.cli.ImageInspect(ctx, ref)
 	if client.IsErrNotFound(err) {
 		if perr := d.pull(ctx, ref, auth); perr != nil {
-			return "", perr
+			return nil, perr
 		}
 		info, err = d.cli.ImageInspect(ctx, ref)
 	}
 	if err != nil {
-		return "", fmt.Errorf("inspect image %s: %w", ref, err)
+		return nil, fmt.Errorf("inspect image %s: %w", ref, err)
 	}
+	// The engine's default for images that set none.
+	img := &imageSettings{path: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 	if info.Config != nil {
 		for _, kv := range info.Config.Env {
 			if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-				return v, nil
+				img.path = v
+				break
 			}
 		}
+		img.entrypoint, img.args = info.Config.Entrypoint, info.Config.Cmd
 	}
-	// The engine's default for images that set none.
-	return "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", nil
+	return img, nil
 }
 
 func joinPath(path string, extra []string) string {

@@ -11,6 +11,18 @@
 // Cancellation is the context: when it ends, the step is killed (SIGKILL to the container or the
 // process group) and Run returns the context's error.
 //
+// The agent's death ends the steps too, when the executor has Lifelines (agent/lifeline, whose
+// doc says why it is built so): a step's main process runs under the nimbus CLI's `lifeline`
+// command (the container's entrypoint, docker-init still PID 1, the binary at InitPath and the
+// FIFO at LifelinePath; on the host in front of `sh -c`), which kills it and its process group
+// when the agent's end of the lifeline closes, as the kernel closes it when the agent dies in
+// any way. The container then stops, within about a second, and stays until the agent's next
+// start removes it (Cleanup); it costs no extra engine call to start (the image is inspected
+// only for a step that runs the image's own command, for which PATH was mostly looked up
+// already). Without Lifelines (no usable nimbus CLI) a crashed agent's containers run until it
+// is started again. A host process that leaves its process group (setsid, a daemon) escapes the
+// shell executor's lifeline, as it escapes a cancel; in a container nothing escapes.
+//
 // This package is for the agent only; the backend never runs user code.
 package executor
 

@@ -47,11 +47,18 @@ func newDocker(t testing.TB) (*Docker, string) {
 	return d, image
 }
 
-// executors returns both executors with the image the Docker one needs.
+// executors returns both executors, without and with lifelines (what the agent runs with when it
+// has the nimbus CLI), with the image the Docker one needs.
 func executors(t *testing.T) map[string]func(t *testing.T) (Executor, string) {
 	return map[string]func(t *testing.T) (Executor, string){
 		"docker": func(t *testing.T) (Executor, string) { return newDocker(t) },
 		"shell":  func(t *testing.T) (Executor, string) { return NewShell(), "" },
+		"docker+lifeline": func(t *testing.T) (Executor, string) {
+			d, img := newDocker(t)
+			d.Lifelines = newLines(t)
+			return d, img
+		},
+		"shell+lifeline": func(t *testing.T) (Executor, string) { return &Shell{Lifelines: newLines(t)}, "" },
 	}
 }
 
@@ -327,9 +334,10 @@ func TestToolsAreOnPath(t *testing.T) {
 	for exName, mk := range executors(t) {
 		t.Run(exName, func(t *testing.T) {
 			ex, image := mk(t)
+			kind := ex.Name()
 			var out lockedBuffer
-			script := `command -v nimbus-tool; case "$PATH" in *:` + filepath.Dir(want[exName]) + `) ;; *) echo "not last: $PATH";; esac`
-			if exName == "docker" {
+			script := `command -v nimbus-tool; case "$PATH" in *:` + filepath.Dir(want[kind]) + `) ;; *) echo "not last: $PATH";; esac`
+			if kind == "docker" {
 				script += `; echo x > ` + ToolDir + `/nimbus-tool || echo read-only`
 			}
 			code, err := ex.Run(context.Background(), Step{Name: "tools", Image: image, Script: script,
@@ -338,9 +346,9 @@ func TestToolsAreOnPath(t *testing.T) {
 				t.Fatalf("exit %d, %v: %s", code, err, out.String())
 			}
 			got := out.String()
-			if !strings.Contains(got, want[exName]+"\n") || strings.Contains(got, "not last") ||
-				(exName == "docker" && !strings.Contains(got, "read-only")) {
-				t.Fatalf("output %q, want the tool at %s, last on PATH, read-only", got, want[exName])
+			if !strings.Contains(got, want[kind]+"\n") || strings.Contains(got, "not last") ||
+				(kind == "docker" && !strings.Contains(got, "read-only")) {
+				t.Fatalf("output %q, want the tool at %s, last on PATH, read-only", got, want[kind])
 			}
 		})
 	}

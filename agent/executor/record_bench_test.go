@@ -47,11 +47,12 @@ func BenchmarkRecordOverhead(b *testing.B) {
 	}
 
 	// The lookup alone, on one created (not started) container.
-	cfg, host, err := d.containerConfig(ctx, Step{Name: "probe", Image: image, Script: "true", Workspace: ws})
+	probe := Step{Name: "probe", Image: image, Script: "true", Workspace: ws}
+	cfg, host, err := d.containerConfig(ctx, probe, stepCommand(probe), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	id, err := d.createContainer(ctx, Step{Name: "probe", Image: image, Script: "true", Workspace: ws}, cfg, host)
+	id, err := d.createContainer(ctx, probe, cfg, host)
 	if err != nil {
 		b.Fatal(err)
 	}

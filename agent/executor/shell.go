@@ -11,11 +11,21 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nimbus-build/nimbus/agent/lifeline"
 )
 
 // Shell runs steps as host processes, each in its own process group so that cancelling kills the
-// script and everything it started.
-type Shell struct{}
+// script and everything it started, and so does the step's end: what a script left running in
+// the background ends with it, as it does in a container.
+type Shell struct {
+	// Lifelines, when set, kill a step's process group when the agent dies (agent/lifeline): the
+	// step runs under the init, which watches a lifeline the agent holds. Without them a crashed
+	// agent's steps run on.
+	Lifelines *lifeline.Lines
+}
 
 // NewShell returns the host-shell executor.
 func NewShell() *Shell { return &Shell{} }
@@ -26,16 +36,26 @@ func (*Shell) Name() string { return ModeShell }
 // Close implements Executor.
 func (*Shell) Close() error { return nil }
 
-// Cleanup implements Executor. Processes die with their process group on cancel and leave no
-// containers; workspaces are the agent's to remove.
+// Cleanup implements Executor. Processes die with their process group on cancel, at the step's
+// end and, under Lifelines, with the agent, and leave no containers; workspaces are the agent's
+// to remove.
 func (*Shell) Cleanup(context.Context) error { return nil }
 
 // Run implements Executor. Plugin steps (no script) cannot run without Docker.
-func (*Shell) Run(ctx context.Context, s Step) (int, error) {
+func (sh *Shell) Run(ctx context.Context, s Step) (int, error) {
 	if s.Script == "" {
 		return -1, fmt.Errorf("executor: step %q runs image %q, which needs Docker (this agent uses the shell executor)", s.Name, s.Image)
 	}
-	cmd := exec.Command("sh", "-c", s.Script)
+	argv := []string{"sh", "-c", s.Script}
+	if sh.Lifelines != nil {
+		line, err := sh.Lifelines.Hold()
+		if err != nil {
+			return -1, fmt.Errorf("executor: %q: %w", s.Name, err)
+		}
+		defer line.Release()
+		argv = lifeline.Command(sh.Lifelines.Init(), line.Path(), argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = s.Workspace
 	cmd.Env = shellEnv(s.Env, s.GPUs, s.Tools)
 	out := s.Output
@@ -51,8 +71,18 @@ func (*Shell) Run(ctx context.Context, s Step) (int, error) {
 	if err := cmd.Start(); err != nil {
 		return -1, fmt.Errorf("executor: start %q: %w", s.Name, err)
 	}
+	pgid := cmd.Process.Pid
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		// The rest of the group is killed once the step's process has exited but before it is
+		// reaped: until then its pid, the group's id, cannot name another group. The output
+		// ends with the group too (a background process would hold it open).
+		var info unix.Siginfo
+		for unix.Waitid(unix.P_PID, pgid, &info, unix.WEXITED|unix.WNOWAIT, nil) == unix.EINTR {
+		}
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		done <- cmd.Wait()
+	}()
 	select {
 	case err := <-done:
 		var exit *exec.ExitError
@@ -68,7 +98,7 @@ func (*Shell) Run(ctx context.Context, s Step) (int, error) {
 		return 0, nil
 	case <-ctx.Done():
 		// The negative pid addresses the whole group: the shell and every child it started.
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		syscall.Kill(-pgid, syscall.SIGKILL)
 		<-done
 		return -1, ctx.Err()
 	}

@@ -37,6 +37,8 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 	"golang.org/x/sys/unix"
+
+	"github.com/nimbus-build/nimbus/agent/lifeline"
 )
 
 // ErrNeedsDocker is returned by the shell executor for what only containers can do.
@@ -60,6 +62,8 @@ type Container struct {
 	ID   string
 	name string // the step's, for errors
 
+	// line is the container's lifeline (agent/lifeline), released by Stop; nil without one.
+	line *lifeline.Line
 	// att streams the main process's output to the step's writers; nil when it has none.
 	att      *types.HijackedResponse
 	copied   chan struct{} // closed when the output copy has ended
@@ -77,25 +81,34 @@ type Container struct {
 //
 // The main process's output goes to s.Output and s.Stderr, as with Run, when they are set.
 func (d *Docker) StartContainer(ctx context.Context, s Step) (*Container, error) {
-	cfg, host, err := d.containerConfig(ctx, s)
+	line, err := d.hold(s)
 	if err != nil {
 		return nil, err
 	}
+	cmd := stepCommand(s)
 	keepingAlive := s.Script == "" && len(s.Args) == 0
 	if keepingAlive {
-		cfg.Entrypoint = []string{"sh", "-c"}
-		cfg.Cmd = []string{keepAlive}
+		cmd = command{entrypoint: []string{"sh", "-c"}, args: []string{keepAlive}}
+	}
+	cfg, host, err := d.containerConfig(ctx, s, cmd, line)
+	if err != nil {
+		line.Release()
+		return nil, err
 	}
 	id, err := d.createContainer(ctx, s, cfg, host)
 	if err != nil {
+		line.Release()
 		return nil, err
 	}
-	c := &Container{d: d, ID: id, name: s.Name}
-	// Until it is handed to the caller, a failure must not leave the container behind.
+	// The container holds its lifeline until Stop.
+	c := &Container{d: d, ID: id, name: s.Name, line: line}
+	// Until it is handed to the caller, a failure must not leave the container behind, nor its
+	// lifeline held.
 	started := false
 	defer func() {
 		if !started {
 			c.remove()
+			line.Release()
 		}
 	}()
 	if keepingAlive {
@@ -107,7 +120,9 @@ func (d *Docker) StartContainer(ctx context.Context, s Step) (*Container, error)
 			// A shell-less image starts with its own command: there is nothing else in it to
 			// run, and for such images (a server, an IDE) that command is what should stay up.
 			d.removeContainer(id)
-			cfg.Entrypoint, cfg.Cmd = nil, nil
+			if cfg, host, err = d.containerConfig(ctx, s, command{}, line); err != nil {
+				return nil, err
+			}
 			if c.ID, err = d.createContainer(ctx, s, cfg, host); err != nil {
 				return nil, err
 			}
@@ -158,6 +173,8 @@ func (c *Container) Stop(ctx context.Context) error {
 		return ErrNeedsDocker
 	}
 	err := c.d.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true})
+	// Whatever the engine answered, the lifeline goes: what may still run in the container ends.
+	c.line.Release()
 	if err != nil && !isGone(err) {
 		return fmt.Errorf("executor: stop %q: %w", c.name, err)
 	}

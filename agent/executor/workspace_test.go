@@ -318,12 +318,7 @@ func TestContainerMainProcess(t *testing.T) {
 func noShellImage(t *testing.T, d *Docker, img string) string {
 	t.Helper()
 	ctx := context.Background()
-	src, err := d.cli.ContainerCreate(ctx, &container.Config{Image: img, Cmd: []string{"true"}}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.cli.ContainerRemove(ctx, src.ID, container.RemoveOptions{Force: true})
-	rc, _, err := d.cli.CopyFromContainer(ctx, src.ID, "/bin/busybox")
+	rc, _, err := d.cli.CopyFromContainer(ctx, createdContainer(t, d, img), "/bin/busybox")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,6 +346,18 @@ func noShellImage(t *testing.T, d *Docker, img string) string {
 	out.Close()
 	t.Cleanup(func() { d.cli.ImageRemove(context.Background(), ref, image.RemoveOptions{Force: true}) })
 	return ref
+}
+
+// createdContainer creates (does not start) a container of img, to copy or commit from, and
+// removes it when the test ends.
+func createdContainer(t *testing.T, d *Docker, img string) string {
+	t.Helper()
+	src, err := d.cli.ContainerCreate(context.Background(), &container.Config{Image: img, Cmd: []string{"true"}}, &container.HostConfig{NetworkMode: "none"}, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.cli.ContainerRemove(context.Background(), src.ID, container.RemoveOptions{Force: true}) })
+	return src.ID
 }
 
 // netnsOfThreads reads the network namespace of many OS threads at once: as many goroutines as

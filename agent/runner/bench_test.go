@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/agent/lifeline"
+	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
 	"github.com/nimbus-build/nimbus/e2e/testenv"
 )
 
@@ -15,11 +18,19 @@ import (
 // running `true`, leased from the fake control plane and run to its finish (events, logs,
 // workspace and all), against three plain `docker run --rm IMAGE true` on the same engine. The
 // target ratio is at most 1.3. It also reports the same three steps run straight through the
-// executor, which is the part of the cost that is Docker's alone.
+// executor, which is the part of the cost that is Docker's alone. Steps run under lifelines, as
+// the agent runs them.
 //
 //	e2e/testenv.sh go test -run '^$' -bench AgentOverhead -benchtime 10x ./agent/runner
 func BenchmarkAgentOverhead(b *testing.B) {
 	h := newHarness(b, executor.ModeDocker)
+	// As the agent runs them: every step under its lifeline (agent/lifeline), whose cost is part
+	// of the overhead.
+	lines, err := lifeline.New(context.Background(), filepath.Join(b.TempDir(), "lifelines"), lifelinetest.Init(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	h.exec.(*executor.Docker).Lifelines = lines
 	host := testenv.DockerHost(b)
 	docker, err := exec.LookPath("docker")
 	if err != nil {

@@ -89,7 +89,7 @@ Usage: nimbus-agent [flags]`)
 	s.Size(&cfg.CacheBudget, "cache-budget", "NIMBUS_AGENT_CACHE_BUDGET", volumes.DefaultBudget,
 		"most disk the docker.volumes caches take in the work dir (20GiB, 500MB or a byte count); least recently used caches are evicted")
 	s.String(&cfg.NimbusCLI, "nimbus-cli", "NIMBUS_AGENT_NIMBUS_CLI", "",
-		"statically linked nimbus CLI mounted into every job (nimbus artifact push|pull with the job's token); empty = nimbus beside this executable or on PATH; off = none")
+		"statically linked nimbus CLI mounted into every job (nimbus artifact push|pull with the job's token), and the init every job runs under so that it ends if the agent dies; empty = nimbus beside this executable or on PATH; off = none on the jobs' PATH (the one beside this executable or on PATH is still their init)")
 	s.String(&logFormat, "log-format", "NIMBUS_LOG_FORMAT", "json", "log format: json or text")
 	s.String(&logLevel, "log-level", "NIMBUS_LOG_LEVEL", "info", "log level: debug, info, warn or error")
 	if err := s.Parse(args, getenv, stdout); err != nil {

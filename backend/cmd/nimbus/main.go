@@ -42,6 +42,7 @@ func commands() map[string]command {
 		"plan":      planCommand(),
 		"artifact":  artifactCommand(),
 		"workspace": workspaceCommand(),
+		"lifeline":  lifelineCommand(),
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/nimbus-build/nimbus/agent/userpath"
 )
 
 // Stable error codes. Clients switch on these, so they never change meaning.
@@ -63,11 +65,26 @@ func Conflict(format string, args ...any) *Error {
 	return Errorf(http.StatusConflict, CodeConflict, format, args...)
 }
 
-// Fail writes err as the error envelope and aborts the request. A non-*Error is logged with the
-// request's context and answered as a 500 that says nothing about its cause.
+// badPath is the 400 of a path that breaks the one path rule (agent/userpath): the message
+// names the path and the reason, and so do details.path and details.reason.
+func badPath(pe *userpath.Error) *Error {
+	e := BadRequest("%s", pe.Error())
+	e.Details = map[string]any{"path": pe.Path, "reason": pe.Reason}
+	return e
+}
+
+// Fail writes err as the error envelope and aborts the request. A path refused by the path
+// rule, wherever a service checked it, is a badPath: every route answers it alike without
+// converting it itself. Any other non-*Error is logged with the request's context and answered
+// as a 500 that says nothing about its cause.
 func Fail(c *gin.Context, log *slog.Logger, err error) {
 	var ae *Error
-	if !errors.As(err, &ae) {
+	var pe *userpath.Error
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &pe):
+		ae = badPath(pe)
+	default:
 		log.ErrorContext(c.Request.Context(), "request failed", "err", err, "path", c.FullPath())
 		ae = Errorf(http.StatusInternalServerError, CodeInternal, "internal error")
 	}

@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/clock"
@@ -69,10 +70,16 @@ func newFixture(t *testing.T, db *gorm.DB) *fixture {
 
 func session(u *auth.User) *auth.Principal { return &auth.Principal{Kind: auth.KindSession, User: u} }
 
+// status is the HTTP status api.Fail gives err: an *api.Error's own, 400 for a path the path
+// rule refused, 500 for anything else.
 func status(err error) int {
 	var ae *api.Error
-	if errors.As(err, &ae) {
+	var pe *userpath.Error
+	switch {
+	case errors.As(err, &ae):
 		return ae.Status
+	case errors.As(err, &pe):
+		return 400
 	}
 	if err != nil {
 		return 500

@@ -893,6 +893,9 @@ var mxBadBillingEndpoints = []mxBadEndpoint{
 			{Name: "cap not a number", Body: map[string]any{"spending_cap": "ten"}, Want: 422},
 			{Name: "cap with 9 decimals", Body: map[string]any{"spending_cap": "1.000000001"}, Want: 422},
 			{Name: "cap with an exponent", Body: map[string]any{"spending_cap": "1e9"}, Want: 422},
+			// Amounts are exact decimals with nothing around them: " 1" was a cap of 1.
+			{Name: "cap with a leading space", Body: map[string]any{"spending_cap": " 1"}, Want: 422, Field: "spending_cap"},
+			{Name: "threshold with a trailing newline", Body: map[string]any{"low_balance_threshold": "5\n"}, Want: 422, Field: "low_balance_threshold"},
 			{Name: "cap as a JSON number", Body: map[string]any{"spending_cap": 100}, Want: 400},
 			{Name: "threshold as a bool", Body: map[string]any{"low_balance_threshold": true}, Want: 400},
 			{Name: "threshold of 11 digits", Body: map[string]any{"low_balance_threshold": "12345678901"}, Want: 422},
@@ -916,6 +919,8 @@ var mxBadBillingEndpoints = []mxBadEndpoint{
 			{Name: "negative", Body: map[string]any{"amount": "-100"}, Want: 422},
 			{Name: "zero", Body: map[string]any{"amount": "0"}, Want: 422},
 			{Name: "not a number", Body: map[string]any{"amount": "lots"}, Want: 422},
+			{Name: "amount with a leading space", Body: map[string]any{"amount": " 100.00"}, Want: 422, Field: "amount"},
+			{Name: "amount with a trailing tab", Body: map[string]any{"amount": "100.00\t"}, Want: 422, Field: "amount"},
 			{Name: "no amount", Body: map[string]any{}, Want: 422},
 			{Name: "amount as a JSON number", Body: map[string]any{"amount": 100}, Want: 400},
 			{Name: "valid, but no Stripe key", Body: map[string]any{"amount": "100.00"}, Want: 409},
@@ -929,6 +934,9 @@ var mxBadBillingEndpoints = []mxBadEndpoint{
 			{Name: "negative", Body: map[string]any{"amount": "-5"}, Want: 422},
 			{Name: "not a number", Body: map[string]any{"amount": "ten"}, Want: 422},
 			{Name: "beyond 10 digits", Body: map[string]any{"amount": "99999999999"}, Want: 422},
+			// " 1" granted 1.00 of credit.
+			{Name: "amount with a leading space", Body: map[string]any{"amount": " 1"}, Want: 422, Field: "amount"},
+			{Name: "amount with a non-breaking space", Body: map[string]any{"amount": "1\u00a0"}, Want: 422, Field: "amount"},
 			{Name: "amount as a JSON number", Body: map[string]any{"amount": 10}, Want: 400},
 			{Name: "note of 501 bytes", Body: map[string]any{"amount": "1", "note": mxLong(501)}, Want: 422},
 			{Name: "note of two lines", Body: map[string]any{"amount": "1", "note": "a\nb"}, Want: 422},

@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
 // Bad input on every write endpoint: each case must answer its 4xx status with the error
@@ -374,6 +377,14 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "taken, other case", Body: map[string]any{"name": strings.ToUpper(mxPrivA)}, Want: 409},
 			{Name: "visibility as a bool", Body: map[string]any{"name": "fine-repo", "visibility": true}, Want: 400},
 			{Name: "no such org", Path: "/api/v1/orgs/" + mxGhostOrg + "/repos", Body: map[string]any{"name": "fine-repo"}, Want: 404},
+		}},
+	// A data directory out of step with the database (an older database backup restored) holds
+	// a repository where the new repo would go: that was a 500 (mkdir …: file exists) that then
+	// removed the directory. An entry of its own, so no other case takes the id first.
+	{Method: "POST", Path: mxA + "/repos", Setup: mxOrphanRepoDir,
+		Cases: []mxBad{
+			{Name: "a directory without a row at the new id", Body: `{"name": "{name}"}`, Want: 409,
+				InMsg: "out of step with its database"},
 		}},
 	{Method: "PATCH", Path: mxARepo, JSON: true, Setup: mxSetScratchRepo,
 		Valid: map[string]any{"description": "fine"},
@@ -1065,6 +1076,22 @@ func mxPlatformAgent(w *mxWorld, v map[string]string) {
 		w.t.Fatal(err)
 	}
 	v["platform"] = a.ID
+}
+
+// mxOrphanRepoDir puts a repository on disk where A's next repo would go, with no row (as a
+// restored database backup leaves it), and names a fresh repo in {name}; the directory goes
+// when the endpoint's test ends.
+func mxOrphanRepoDir(w *mxWorld, v map[string]string) {
+	last, err := w.app.Repos.Create(w.ctx, w.orgA, w.unique("before-restore-"), repo.Private, "main", "")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	dir := w.app.Repos.Path(&repo.Repo{ID: last.ID + 1})
+	if err := git.InitBare(w.ctx, dir, "main"); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { os.RemoveAll(dir) })
+	v["name"] = w.unique("after-restore-")
 }
 
 // mxSecretRepoVars makes a fresh secret repository of A with env.yml, named in {repo}.

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
@@ -262,6 +265,47 @@ func TestDeployTokens(t *testing.T) {
 		f.repos.RevokeDeployToken(ctx, r.ID, tok2.ID)
 		if _, err := f.repos.ResolveDeployToken(ctx, tok2.Token); status(err) != 401 {
 			t.Fatalf("revoked deploy token: %v", err)
+		}
+	})
+}
+
+// A data directory out of step with the database (an older database backup restored beside a
+// newer data directory) holds a repository where the next repo would go. Creating that repo
+// answered a 500 (git: init …: mkdir …: file exists), and then removed the directory, another
+// repository's history, as if it were its own leftover.
+func TestCreateNeverTakesOverADirectory(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		var logs bytes.Buffer
+		box, _ := secrets.NewBox(bytes.Repeat([]byte{1}, 32))
+		repos := repo.NewService(db, f.orgs, box, f.clock, t.TempDir(), slog.New(slog.NewTextHandler(&logs, nil)))
+		first, err := repos.Create(ctx, f.team, "first", repo.Private, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphan := repos.Path(&repo.Repo{ID: first.ID + 1})
+		if err := git.InitBare(ctx, orphan, "main"); err != nil {
+			t.Fatal(err)
+		}
+		marker := filepath.Join(orphan, "description")
+		if err := os.WriteFile(marker, []byte("a repository the database lost"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+
+		_, err = repos.Create(ctx, f.team, "second", repo.Private, "", "")
+		if status(err) != 409 || !strings.Contains(err.Error(), "out of step with its database") {
+			t.Fatalf("creating over a directory: %d %v, want a 409 that says what is wrong", status(err), err)
+		}
+		if b, err := os.ReadFile(marker); err != nil || string(b) != "a repository the database lost" {
+			t.Fatalf("the directory there was changed: %q %v", b, err)
+		}
+		var n int64
+		if err := db.Model(&repo.Repo{}).Where("name = ?", "second").Count(&n).Error; err != nil || n != 0 {
+			t.Fatalf("a refused repo left %d rows (%v)", n, err)
+		}
+		if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), orphan) {
+			t.Fatalf("the operator is not told which directory: %s", logs.String())
 		}
 	})
 }

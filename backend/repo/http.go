@@ -134,15 +134,9 @@ func (h *Handler) list(c *gin.Context) error {
 	// ListPage calls after parsing.
 	return api.ListPage(c, func(page api.Page) ([]JSON, error) {
 		p := auth.From(c)
-		o, err := h.orgs.ByName(c.Request.Context(), c.Param("org"))
+		o, role, err := h.svc.VisibleOrg(c.Request.Context(), p, c.Param("org"))
 		if err != nil {
 			return nil, err
-		}
-		var role org.Role
-		if p.User != nil && (p.Kind == auth.KindSession || p.Kind == auth.KindToken) {
-			if role, err = h.orgs.RoleOf(c.Request.Context(), o.ID, p.User.ID); err != nil {
-				return nil, err
-			}
 		}
 		if role.IsMember() && !p.Has(auth.ScopeRepoRead) {
 			return nil, api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead)

@@ -309,3 +309,46 @@ func TestCreateNeverTakesOverADirectory(t *testing.T) {
 		}
 	})
 }
+
+// Who sees a team (backend/org/README.md): its members always, anyone else only while it has a
+// public repo; otherwise the answer is byte for byte that of a name no team has. The list of a
+// team's repos answered non-members an empty list for a team without public repos, and a 404
+// for a name nobody has: it told which teams exist.
+func TestVisibleOrg(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		if _, err := f.repos.Create(ctx, f.team, "model", repo.Private, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := f.repos.Create(ctx, f.other, "theirs", repo.Private, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Callers who are no members of "team".
+		others := map[string]*auth.Principal{
+			"anonymous":                        {Kind: auth.KindAnonymous},
+			"outsider":                         session(f.by["outsider"]),
+			"job token of another team's repo": {Kind: auth.KindJob, User: f.by["outsider"], RepoID: theirs.ID},
+		}
+		_, _, ghost := f.repos.VisibleOrg(ctx, session(f.by["outsider"]), "nobody-has-this")
+		for name, p := range others {
+			_, _, err := f.repos.VisibleOrg(ctx, p, "team")
+			if status(err) != 404 || strings.ReplaceAll(err.Error(), "team", "nobody-has-this") != ghost.Error() {
+				t.Errorf("%s, a team without public repos: %v, want what a name nobody has gets (%v)", name, err, ghost)
+			}
+		}
+		if o, role, err := f.repos.VisibleOrg(ctx, session(f.by["reporter"]), "TEAM"); err != nil || o.ID != f.team.ID || role != org.Reporter {
+			t.Errorf("a member: %v %q %v", o, role, err)
+		}
+
+		if _, err := f.repos.Create(ctx, f.team, "open", repo.Public, "main", ""); err != nil {
+			t.Fatal(err)
+		}
+		for name, p := range others {
+			if o, role, err := f.repos.VisibleOrg(ctx, p, "team"); err != nil || o.ID != f.team.ID || role != "" {
+				t.Errorf("%s, a team with a public repo: %v %q %v", name, o, role, err)
+			}
+		}
+	})
+}

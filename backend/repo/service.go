@@ -264,6 +264,35 @@ func (s *Service) levelOf(ctx context.Context, p *auth.Principal, a *Access) err
 	return nil
 }
 
+// VisibleOrg loads the team name for p under the one rule of who sees a team
+// (backend/org/README.md): its members always; anyone else (anonymous callers, other teams,
+// deploy and job tokens) only while it has a public repo. A team p may not see is
+// org.NotFound, the answer for a name no team has. It returns p's role, "" for a non-member.
+func (s *Service) VisibleOrg(ctx context.Context, p *auth.Principal, name string) (*org.Org, org.Role, error) {
+	o, err := s.orgs.ByName(ctx, name)
+	if err != nil {
+		return nil, "", err
+	}
+	var role org.Role
+	if p.User != nil && (p.Kind == auth.KindSession || p.Kind == auth.KindToken) {
+		if role, err = s.orgs.RoleOf(ctx, o.ID, p.User.ID); err != nil {
+			return nil, "", err
+		}
+	}
+	if role.IsMember() {
+		return o, role, nil
+	}
+	var public []int64
+	err = s.db.WithContext(ctx).Model(&Repo{}).Where("org_id = ? AND visibility = ?", o.ID, Public).Limit(1).Pluck("id", &public).Error
+	if err != nil {
+		return nil, "", err
+	}
+	if len(public) == 0 {
+		return nil, "", org.NotFound(name)
+	}
+	return o, "", nil
+}
+
 // List returns the org's repos that the caller may see: all of them for members, the public ones
 // for everyone else.
 func (s *Service) List(ctx context.Context, orgID int64, member bool, page api.Page) ([]Repo, error) {

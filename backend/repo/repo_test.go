@@ -294,11 +294,11 @@ func TestCreateNeverTakesOverADirectory(t *testing.T) {
 		}
 
 		_, err = repos.Create(ctx, f.team, "second", repo.Private, "", "")
+		if b, err := os.ReadFile(marker); err != nil || string(b) != "a repository the database lost" {
+			t.Errorf("the directory there was changed: %q %v", b, err)
+		}
 		if status(err) != 409 || !strings.Contains(err.Error(), "out of step with its database") {
 			t.Fatalf("creating over a directory: %d %v, want a 409 that says what is wrong", status(err), err)
-		}
-		if b, err := os.ReadFile(marker); err != nil || string(b) != "a repository the database lost" {
-			t.Fatalf("the directory there was changed: %q %v", b, err)
 		}
 		var n int64
 		if err := db.Model(&repo.Repo{}).Where("name = ?", "second").Count(&n).Error; err != nil || n != 0 {

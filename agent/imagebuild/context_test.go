@@ -82,6 +82,10 @@ func TestContextRefusesPathsOutOfTheWorkspace(t *testing.T) {
 	}{
 		{"absolute", []string{"/etc/passwd"}, "stay inside"},
 		{"above", []string{"../x"}, "stay inside"},
+		// The path rule (agent/userpath) holds here too: a backslash or a newline was looked
+		// up in the workspace as it was.
+		{"backslash", []string{`docker\Dockerfile`}, "backslash"},
+		{"newline", []string{"a\nb"}, "control character"},
 		{"through a link", []string{"escape/passwd"}, "escapes"},
 		{"missing", []string{"nope"}, "no such file"},
 	}

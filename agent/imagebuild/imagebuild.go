@@ -10,9 +10,9 @@ package imagebuild
 
 import (
 	"fmt"
-	"path"
-	"path/filepath"
 	"slices"
+
+	"github.com/nimbus-build/nimbus/agent/userpath"
 )
 
 // Spec is what an image is built from. Paths are relative to the workspace, with slashes.
@@ -40,16 +40,17 @@ func (s Spec) versionBy() []string {
 }
 
 // cleanPath turns a user's path into the slash-separated path of fs.FS ("." is the workspace
-// itself). An absolute path or one that leaves the workspace is refused: the build must never
-// see the agent's own files.
+// itself), by the path rule (agent/userpath.Clean). An absolute path or one that leaves the
+// workspace is refused: the build must never see the agent's own files.
 func cleanPath(what, p string) (string, error) {
 	if p == "" {
 		return "", fmt.Errorf("%s: empty path", what)
 	}
-	if !filepath.IsLocal(filepath.FromSlash(p)) {
-		return "", fmt.Errorf("%s %q: the path must be relative to the workspace and stay inside it", what, p)
+	c, err := userpath.Clean(p)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w: the path must be relative to the workspace and stay inside it", what, err)
 	}
-	return path.Clean(filepath.ToSlash(p)), nil
+	return c, nil
 }
 
 // cleanPaths cleans a list, drops duplicates and sorts it, so neither order nor spelling

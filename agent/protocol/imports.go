@@ -8,7 +8,8 @@ package protocol
 //	     → 403 with code CodeImportRefused: a secret repository's rule refused this pipeline (the
 //	       message names the rule); the job, and so the pipeline, fails with it
 //	     → 404: no such repo, file or ref, or a private repo of another team
-//	     → 400: not a file URL ({host}/{org}/{repo}/-/blob/{ref}/{path})
+//	     → 400: not a file URL ({host}/{org}/{repo}/-/blob/{ref}/{path}), or a {path} that breaks
+//	       the path rule (agent/userpath), the message naming it and the reason
 //
 // The server checks who may read the file (backend/repo/imports.go: a secret repository's
 // allow_* rules, or its admins by default; same-team and public repos freely) and audits every

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
 
@@ -112,20 +112,18 @@ func (x *run) readImport(ctx context.Context, job protocol.Job, kind, image, p s
 		}
 		return f.Name, []byte(f.Content), f.Secret, nil
 	}
-	// A file of the workspace, relative to its root; it may not leave the workspace, by its path
-	// or by a symlink (readWorkspaceFile opens it through an os.Root).
-	rel := filepath.Clean(strings.TrimPrefix(filepath.FromSlash(p), "/"))
-	if rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return "", nil, false, fmt.Errorf("%s: %s is outside the workspace", kind, p)
-	}
-	b, err := x.readWorkspaceFile(filepath.ToSlash(rel))
+	// A file of the workspace, relative to its root ("/env.yml" too); it may not leave the
+	// workspace, by its path (the path rule, in workspaceRel) or by a symlink
+	// (readWorkspaceFile opens it through an os.Root).
+	rel := strings.TrimPrefix(p, "/")
+	b, err := x.readWorkspaceFile(rel)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil, false, fmt.Errorf("%s: %s: no such file in the workspace", kind, p)
 	}
 	if err != nil {
 		return "", nil, false, fmt.Errorf("%s: %s: %w", kind, p, err)
 	}
-	return filepath.Base(rel), b, false, nil
+	return path.Base(rel), b, false, nil
 }
 
 // addSecrets masks more values in the job's log and in every log opened later.

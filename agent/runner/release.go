@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/agent/userpath"
 )
 
 // Releases, which the agent makes itself with the pipeline's job token (protocol/releases.go):
@@ -215,19 +216,21 @@ func (x *run) releaseFiles(v any) (map[string]string, error) {
 }
 
 // workspaceRel maps a path a job names (relative to the workspace, or absolute under its mount
-// path inside containers) to a path relative to the workspace, refusing anything outside it.
+// path inside containers) to a path relative to the workspace, cleaned and checked by the path
+// rule (agent/userpath.Clean), refusing anything outside the workspace.
 func (x *run) workspaceRel(p string) (string, error) {
-	clean := path.Clean(filepath.ToSlash(p))
-	if path.IsAbs(clean) {
+	rel := p
+	if path.IsAbs(p) {
 		mount := path.Clean(x.mount)
-		rel, ok := strings.CutPrefix(clean, mount+"/")
+		r, ok := strings.CutPrefix(path.Clean(p), mount+"/")
 		if !ok {
 			return "", fmt.Errorf("%s is outside the workspace (%s): files are read from the workspace", p, x.mount)
 		}
-		clean = rel
+		rel = r
 	}
-	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("%s is outside the workspace", p)
+	clean, err := userpath.Clean(rel)
+	if err != nil {
+		return "", fmt.Errorf("%w: files are read from the workspace", err)
 	}
 	return clean, nil
 }

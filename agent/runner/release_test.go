@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/agent/userpath"
 )
 
 func TestAttachmentsImage(t *testing.T) {
@@ -37,6 +39,15 @@ func TestWorkspaceRel(t *testing.T) {
 		}
 		if err != nil || got != want {
 			t.Errorf("%q: %q %v, want %q", in, got, err, want)
+		}
+	}
+	// The path rule (agent/userpath) applies to workspace paths too, with the server's reasons:
+	// a backslash or a control character went on to the file system as it was.
+	for in, reason := range map[string]string{`dist\a.bin`: "backslash", "a\nb": "control character", "../x": "leads out"} {
+		_, err := x.workspaceRel(in)
+		var pe *userpath.Error
+		if !errors.As(err, &pe) || !strings.Contains(pe.Reason, reason) {
+			t.Errorf("%q: %v, want the path rule's refusal (%s)", in, err, reason)
 		}
 	}
 }

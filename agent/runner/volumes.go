@@ -7,12 +7,12 @@ import (
 	"hash/fnv"
 	"path"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/agent/volumes"
 )
 
@@ -155,9 +155,12 @@ func volumeTarget(p, workspace string) (key, target string, err error) {
 		}
 		return t, t, nil
 	}
-	rel := path.Clean(p)
-	if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
-		return "", "", errors.New("a relative path must name a directory inside the workspace")
+	rel, err := userpath.Clean(p)
+	if err != nil {
+		return "", "", fmt.Errorf("a relative path must name a directory inside the workspace: %w", err)
+	}
+	if rel == "." {
+		return "", "", errors.New("a relative path must name a directory inside the workspace, not the workspace itself")
 	}
 	return rel, path.Join(ws, rel), nil
 }

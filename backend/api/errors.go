@@ -12,6 +12,8 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/nimbus-build/nimbus/agent/userpath"
 )
 
 // Stable error codes. Clients switch on these, so they never change meaning.
@@ -75,18 +77,32 @@ const StatusClientClosed = 499
 // database or Redis, is the client's doing: an agent restarting its long-poll, a closed tab.
 func ClientGone(ctx context.Context) bool { return ctx.Err() != nil }
 
-// Fail writes err as the error envelope and aborts the request. A non-*Error is logged with the
-// request's context and answered as a 500 that says nothing about its cause, unless the client
-// went away: that is logged at DEBUG and recorded as StatusClientClosed, so that an ERROR line
-// always means something is wrong.
+// badPath is the 400 of a path that breaks the one path rule (agent/userpath): the message
+// names the path and the reason, and so do details.path and details.reason.
+func badPath(pe *userpath.Error) *Error {
+	e := BadRequest("%s", pe.Error())
+	e.Details = map[string]any{"path": pe.Path, "reason": pe.Reason}
+	return e
+}
+
+// Fail writes err as the error envelope and aborts the request. A path refused by the path
+// rule, wherever a service checked it, is a badPath: every route answers it alike without
+// converting it itself. Any other non-*Error is logged with the request's context and answered
+// as a 500 that says nothing about its cause, unless the client went away: that is logged at
+// DEBUG and recorded as StatusClientClosed, so that an ERROR line always means something is
+// wrong.
 func Fail(c *gin.Context, log *slog.Logger, err error) {
 	var ae *Error
-	if !errors.As(err, &ae) {
-		if ctx := c.Request.Context(); ClientGone(ctx) {
-			log.DebugContext(ctx, "request abandoned by its client", "err", err, "path", c.FullPath())
-			c.AbortWithStatus(StatusClientClosed)
-			return
-		}
+	var pe *userpath.Error
+	switch {
+	case errors.As(err, &ae):
+	case errors.As(err, &pe):
+		ae = badPath(pe)
+	case ClientGone(c.Request.Context()):
+		log.DebugContext(c.Request.Context(), "request abandoned by its client", "err", err, "path", c.FullPath())
+		c.AbortWithStatus(StatusClientClosed)
+		return
+	default:
 		log.ErrorContext(c.Request.Context(), "request failed", "err", err, "path", c.FullPath())
 		ae = Errorf(http.StatusInternalServerError, CodeInternal, "internal error")
 	}

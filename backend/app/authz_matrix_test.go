@@ -247,8 +247,11 @@ var mxMatrix = []mxRow{
 		prep(mxUnique("name", "repo-", "visibility", "private")),
 	mx("401 | 404 404 404 404 404 | 201 | 404 404 | 404 404", "POST", mxB+"/repos").
 		prep(mxUnique("name", "repo-", "visibility", "private")),
+	// A team exists for non-members only while it has a public repo (backend/org/README.md): A
+	// lists its public ones to them; B, with none, is the 404 of a name nobody has, to anonymous
+	// callers too (it answered 200 with no items, which told B exists).
 	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxA+"/repos").note("non-members: public ones"),
-	mx("200 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", mxB+"/repos").note("non-members: public ones"),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxB+"/repos").note("no public repo: invisible to non-members"),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", "/api/v1/orgs/"+mxGhostOrg+"/repos"),
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv),
 	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub),

@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
 // Bad input on every write endpoint: each case must answer its 4xx status with the error
@@ -375,6 +378,14 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "visibility as a bool", Body: map[string]any{"name": "fine-repo", "visibility": true}, Want: 400},
 			{Name: "no such org", Path: "/api/v1/orgs/" + mxGhostOrg + "/repos", Body: map[string]any{"name": "fine-repo"}, Want: 404},
 		}},
+	// A data directory out of step with the database (an older database backup restored) holds
+	// a repository where the new repo would go: that was a 500 (mkdir …: file exists) that then
+	// removed the directory. An entry of its own, so no other case takes the id first.
+	{Method: "POST", Path: mxA + "/repos", Setup: mxOrphanRepoDir,
+		Cases: []mxBad{
+			{Name: "a directory without a row at the new id", Body: `{"name": "{name}"}`, Want: 409,
+				InMsg: "out of step with its database"},
+		}},
 	{Method: "PATCH", Path: mxARepo, JSON: true, Setup: mxSetScratchRepo,
 		Valid: map[string]any{"description": "fine"},
 		Cases: []mxBad{
@@ -424,7 +435,23 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "YAML that does not parse", Body: map[string]any{"content": "a: [unclosed\n"}, Want: 422},
 			{Name: "a YAML list", Path: mxARepo + "/secret-files/list.yml", Body: map[string]any{"content": "- a\n"}, Want: 422},
 			{Name: "a KEY=VALUE line without =", Path: mxARepo + "/secret-files/env", Body: map[string]any{"content": "nothing\n"}, Want: 422},
-			{Name: "a path with ..", Path: mxARepo + "/secret-files/a/../../b.yml", Body: map[string]any{"content": "K: v\n"}, Want: 422},
+			// The path rule (agent/userpath): a 400 naming the path and the reason. The path is
+			// what follows …/secret-files/ as written: …/secret-files//etc/x.yml was stored as
+			// "/etc/x.yml" while a//b.yml was refused.
+			{Name: "a path with ..", Path: mxARepo + "/secret-files/a/../../b.yml", Body: map[string]any{"content": "K: v\n"}, Want: 400,
+				InMsg: `path "a/../../b.yml" has a ".." segment`},
+			{Name: "a path starting with /", Path: mxARepo + "/secret-files//etc/x.yml", Body: map[string]any{"content": "K: v\n"}, Want: 400,
+				InMsg: `path "/etc/x.yml" starts with "/"`},
+			{Name: "a path with an empty segment", Path: mxARepo + "/secret-files/a//b.yml", Body: map[string]any{"content": "K: v\n"}, Want: 400,
+				InMsg: "empty segment"},
+			{Name: "a path ending in /", Path: mxARepo + "/secret-files/prod/", Body: map[string]any{"content": "K: v\n"}, Want: 400,
+				InMsg: "empty segment"},
+			{Name: "a path with a . segment", Path: mxARepo + "/secret-files/./env.yml", Body: map[string]any{"content": "K: v\n"}, Want: 400,
+				InMsg: `"." segment`},
+			{Name: "a path with a backslash", Path: mxARepo + "/secret-files/prod%5Cenv.yml", Body: map[string]any{"content": "K: v\n"}, Want: 400,
+				InMsg: "backslash"},
+			{Name: "a path with a newline", Path: mxARepo + "/secret-files/a%0Ab.yml", Body: map[string]any{"content": "K: v\n"}, Want: 400,
+				InMsg: "control character"},
 			{Name: "no content", Body: map[string]any{}, Want: 422},
 			{Name: "content as an object", Body: map[string]any{"content": map[string]string{"a": "b"}}, Want: 400},
 			{Name: "over 256 KiB", Path: mxARepo + "/secret-files/big.env", Body: map[string]any{"content": mxLong(256<<10 + 1)}, Want: 413},
@@ -578,6 +605,13 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 		Cases: []mxBad{
 			{Name: "unknown kind", Body: map[string]any{"url": "https://cnb.cool/a/b/-/blob/main/env.yml", "kind": "secrets"}, Want: 422},
 			{Name: "not a file URL", Body: map[string]any{"url": "./env.yml", "kind": "imports"}, Want: 400},
+			// The file's path follows the path rule; these reached git, whose refusal was a 500.
+			{Name: "a path starting with /", Body: map[string]any{"url": "https://cnb.cool/" + mxOrgA + "/" + mxPrivA + "/-/blob/main//etc/x.yml",
+				"kind": "imports"}, Want: 400, InMsg: `path "/etc/x.yml" starts with "/"`},
+			{Name: "a path with ..", Body: map[string]any{"url": "https://cnb.cool/" + mxOrgA + "/" + mxPrivA + "/-/blob/main/../x.yml",
+				"kind": "imports"}, Want: 400, InMsg: `".." segment`},
+			{Name: "a ref git refuses", Body: map[string]any{"url": "https://cnb.cool/" + mxOrgA + "/" + mxPrivA + "/-/blob/--output=x/env.yml",
+				"kind": "imports"}, Want: 404},
 			{Name: "url as a number", Body: map[string]any{"url": 1, "kind": "imports"}, Want: 400},
 			{Name: "no such repo", Body: map[string]any{"url": "https://cnb.cool/nobody/nothing/-/blob/main/env.yml", "kind": "imports"}, Want: 404},
 			{Name: "another agent's lease", Path: "/api/v1/agent/leases/{other}/imports", Body: map[string]any{"url": "https://cnb.cool/a/b/-/blob/main/env.yml", "kind": "imports"}, Want: 409},
@@ -589,12 +623,18 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 			{Name: "title as a number", Body: map[string]any{"title": 1}, Want: 400},
 			{Name: "title too long", Body: map[string]any{"title": strings.Repeat("t", 501), "overlying": true}, Want: 422},
 			{Name: "not a tag", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v9", Body: map[string]any{"title": "x"}, Want: 422},
-			{Name: "tag that is no name", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/..", Body: map[string]any{"title": "x"}, Want: 422},
+			{Name: "tag that is no name", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/..", Body: map[string]any{"title": "x"}, Want: 400,
+				InMsg: `".." segment`},
+			{Name: "tag outside the alphabet", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/-v1", Body: map[string]any{"title": "x"}, Want: 422},
 		}},
 	{Method: "PUT", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1/files/weights.bin", As: "owner-token",
 		Cases: []mxBad{
 			{Name: "no such release", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v9/files/weights.bin", Body: mxWeights, Want: 404},
-			{Name: "file name that is no name", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1/files/.hidden", Body: mxWeights, Want: 422},
+			{Name: "hidden file", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1/files/.hidden", Body: mxWeights, Want: 422},
+			{Name: "file name ..", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1/files/..", Body: mxWeights, Want: 400,
+				InMsg: `".." segment`},
+			{Name: "file name with a backslash", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1/files/a%5Cb", Body: mxWeights, Want: 400,
+				InMsg: "backslash"},
 		}},
 	{Method: "DELETE", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1", As: "owner-token",
 		Cases: []mxBad{
@@ -864,6 +904,9 @@ var mxBadBillingEndpoints = []mxBadEndpoint{
 			{Name: "cap not a number", Body: map[string]any{"spending_cap": "ten"}, Want: 422},
 			{Name: "cap with 9 decimals", Body: map[string]any{"spending_cap": "1.000000001"}, Want: 422},
 			{Name: "cap with an exponent", Body: map[string]any{"spending_cap": "1e9"}, Want: 422},
+			// Amounts are exact decimals with nothing around them: " 1" was a cap of 1.
+			{Name: "cap with a leading space", Body: map[string]any{"spending_cap": " 1"}, Want: 422, Field: "spending_cap"},
+			{Name: "threshold with a trailing newline", Body: map[string]any{"low_balance_threshold": "5\n"}, Want: 422, Field: "low_balance_threshold"},
 			{Name: "cap as a JSON number", Body: map[string]any{"spending_cap": 100}, Want: 400},
 			{Name: "threshold as a bool", Body: map[string]any{"low_balance_threshold": true}, Want: 400},
 			{Name: "threshold of 11 digits", Body: map[string]any{"low_balance_threshold": "12345678901"}, Want: 422},
@@ -887,6 +930,8 @@ var mxBadBillingEndpoints = []mxBadEndpoint{
 			{Name: "negative", Body: map[string]any{"amount": "-100"}, Want: 422},
 			{Name: "zero", Body: map[string]any{"amount": "0"}, Want: 422},
 			{Name: "not a number", Body: map[string]any{"amount": "lots"}, Want: 422},
+			{Name: "amount with a leading space", Body: map[string]any{"amount": " 100.00"}, Want: 422, Field: "amount"},
+			{Name: "amount with a trailing tab", Body: map[string]any{"amount": "100.00\t"}, Want: 422, Field: "amount"},
 			{Name: "no amount", Body: map[string]any{}, Want: 422},
 			{Name: "amount as a JSON number", Body: map[string]any{"amount": 100}, Want: 400},
 			{Name: "valid, but no Stripe key", Body: map[string]any{"amount": "100.00"}, Want: 409},
@@ -900,6 +945,9 @@ var mxBadBillingEndpoints = []mxBadEndpoint{
 			{Name: "negative", Body: map[string]any{"amount": "-5"}, Want: 422},
 			{Name: "not a number", Body: map[string]any{"amount": "ten"}, Want: 422},
 			{Name: "beyond 10 digits", Body: map[string]any{"amount": "99999999999"}, Want: 422},
+			// " 1" granted 1.00 of credit.
+			{Name: "amount with a leading space", Body: map[string]any{"amount": " 1"}, Want: 422, Field: "amount"},
+			{Name: "amount with a non-breaking space", Body: map[string]any{"amount": "1\u00a0"}, Want: 422, Field: "amount"},
 			{Name: "amount as a JSON number", Body: map[string]any{"amount": 10}, Want: 400},
 			{Name: "note of 501 bytes", Body: map[string]any{"amount": "1", "note": mxLong(501)}, Want: 422},
 			{Name: "note of two lines", Body: map[string]any{"amount": "1", "note": "a\nb"}, Want: 422},
@@ -1028,6 +1076,22 @@ func mxPlatformAgent(w *mxWorld, v map[string]string) {
 		w.t.Fatal(err)
 	}
 	v["platform"] = a.ID
+}
+
+// mxOrphanRepoDir puts a repository on disk where A's next repo would go, with no row (as a
+// restored database backup leaves it), and names a fresh repo in {name}; the directory goes
+// when the endpoint's test ends.
+func mxOrphanRepoDir(w *mxWorld, v map[string]string) {
+	last, err := w.app.Repos.Create(w.ctx, w.orgA, w.unique("before-restore-"), repo.Private, "main", "")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	dir := w.app.Repos.Path(&repo.Repo{ID: last.ID + 1})
+	if err := git.InitBare(w.ctx, dir, "main"); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { os.RemoveAll(dir) })
+	v["name"] = w.unique("after-restore-")
 }
 
 // mxSecretRepoVars makes a fresh secret repository of A with env.yml, named in {repo}.

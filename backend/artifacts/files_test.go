@@ -182,17 +182,20 @@ func TestBadInputKeepsNothing(t *testing.T) {
 			header          []string
 			want            int
 		}{
-			{"package ..", "dave", apiBase + "/../v1/f", data, nil, 422},
-			{"version ..", "dave", apiBase + "/p/../f", data, nil, 422},
-			{"file ..", "dave", apiBase + "/p/v1/..", data, nil, 422},
-			{"encoded ..", "dave", apiBase + "/p/v1/%2e%2e", data, nil, 422},
+			// Names that break the path rule (agent/userpath) are a 400 saying why; names
+			// outside a name's alphabet a 422.
+			{"package ..", "dave", apiBase + "/../v1/f", data, nil, 400},
+			{"version ..", "dave", apiBase + "/p/../f", data, nil, 400},
+			{"file ..", "dave", apiBase + "/p/v1/..", data, nil, 400},
+			{"encoded ..", "dave", apiBase + "/p/v1/%2e%2e", data, nil, 400},
 			{"encoded slash", "dave", apiBase + "/p/v1/a%2Fb", data, nil, 404},
-			{"backslash", "dave", apiBase + "/p/v1/a%5Cb", data, nil, 422},
+			{"backslash", "dave", apiBase + "/p/v1/a%5Cb", data, nil, 400},
 			{"hidden file", "dave", apiBase + "/p/v1/.env", data, nil, 422},
-			{"NUL", "dave", apiBase + "/p/v1/a%00b", data, nil, 422},
+			{"NUL", "dave", apiBase + "/p/v1/a%00b", data, nil, 400},
 			{"option-like", "dave", apiBase + "/-rf/v1/f", data, nil, 422},
 			{"version latest", "dave", apiBase + "/p/latest/f", data, nil, 422},
-			{"long name", "dave", apiBase + "/p/v1/" + strings.Repeat("a", 256), data, nil, 422},
+			{"long name", "dave", apiBase + "/p/v1/" + strings.Repeat("a", 256), data, nil, 400},
+			{"name outside the alphabet", "dave", apiBase + "/p/v1/a%20b", data, nil, 422},
 			{"wrong checksum", "dave", apiBase + "/p/v1/f", data, []string{"X-Checksum-Sha256", sha256Hex(big)}, 400},
 			{"malformed checksum", "dave", apiBase + "/p/v1/f", data, []string{"X-Checksum-Sha256", "abc"}, 400},
 			{"wrong Digest", "dave", apiBase + "/p/v1/f", data, []string{"Digest", "sha-256=" + base64.StdEncoding.EncodeToString(make([]byte, 32))}, 400},
@@ -243,6 +246,11 @@ func TestBadInputKeepsNothing(t *testing.T) {
 			if r := w.do("alice", "GET", p, nil); r.Status != http.StatusNotFound {
 				t.Errorf("GET %s: %d", p, r.Status)
 			}
+		}
+		// Dots inside a name make no ".." segment: bert..v2.bin was refused as if it climbed
+		// out of its version.
+		if r := w.do("dave", "PUT", apiBase+"/p/v1/bert..v2.bin", data); r.Status != http.StatusCreated {
+			t.Errorf("bert..v2.bin: %d, want 201: %s", r.Status, r.Body)
 		}
 	})
 }

@@ -107,7 +107,7 @@ func (h *Handler) hfResolveModel(c *gin.Context) (*hfModel, error) {
 	if !dotted {
 		pkgName = a.Repo.Name // the default package: named like the repo, as stored
 	}
-	if !validName(packageRE, pkgName) {
+	if !packageRE.MatchString(pkgName) {
 		return nil, hfNotFound(c, api.NotFound("model %s/%s not found", owner, name), hfRepoNotFound)
 	}
 	p, err := h.svc.pkgOf(ctx, a.Repo.ID, pkgName)
@@ -132,7 +132,7 @@ func (s *Service) hfVersion(ctx context.Context, p *Package, rev string) (*Versi
 		return s.versionOf(ctx, p, Latest)
 	}
 	notFound := api.NotFound("revision %s of %s not found", rev, p.Name)
-	if validName(versionRE, rev) {
+	if versionRE.MatchString(rev) {
 		v, err := s.versionOf(ctx, p, rev)
 		var ae *api.Error
 		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound || !hfCommitRE.MatchString(rev) {

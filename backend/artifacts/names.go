@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
 )
 
@@ -12,29 +13,34 @@ import (
 const Latest = "latest"
 
 // Names are URL path segments, appear in shell commands and are the names files get on disk
-// when they are pulled, so they are strict: letters, digits and a few separators, starting with
-// a letter or digit (never "." or "-": no hidden files, no options), no "..", no slash or
-// backslash. Case is kept and matters.
+// when they are pulled. Each is one segment under the path rule (agent/userpath: checkNames
+// refuses what breaks it first, as a 400 that says why), in a smaller alphabet: letters, digits
+// and a few separators, starting with a letter or digit (never "." or "-": no hidden files, no
+// options; a file may start with "_"). The alphabets are stricter than the path rule everywhere
+// (no slash, backslash, control character or leading "."), so a name one accepts is a valid
+// segment too. Case is kept and matters. Inside a name, dots are free: "bert..v2.bin" is a
+// name, ".." is not.
 var (
 	packageRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
 	versionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$`)
 	fileRE    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._+-]{0,254}$`)
 )
 
-// validName reports whether s matches re and holds no "..".
-func validName(re *regexp.Regexp, s string) bool {
-	return re.MatchString(s) && !strings.Contains(s, "..")
-}
-
-// checkNames validates the names of a file to upload (422 naming the field).
+// checkNames validates the names of a file to upload: a 400 naming the name and the reason
+// when one breaks the path rule, else a 422 naming the field when one is outside its alphabet.
 func checkNames(pkg, version, file string) error {
+	for _, name := range []string{pkg, version, file} {
+		if err := userpath.Name(name); err != nil {
+			return err
+		}
+	}
 	switch {
-	case !validName(packageRE, pkg):
-		return api.Invalid("package", "a package name is 1–100 letters, digits, '.', '-' or '_', starts with a letter or digit and holds no '..'")
-	case !validName(versionRE, version) || strings.EqualFold(version, Latest):
-		return api.Invalid("version", "a version is 1–128 letters, digits, '.', '+', '-' or '_', starts with a letter or digit, holds no '..' and is not %q", Latest)
-	case !validName(fileRE, file):
-		return api.Invalid("file", "a file name is 1–255 letters, digits, '.', '+', '-' or '_', starts with a letter, digit or '_' and holds no '..'")
+	case !packageRE.MatchString(pkg):
+		return api.Invalid("package", "a package name is 1–100 letters, digits, '.', '-' or '_' and starts with a letter or digit")
+	case !versionRE.MatchString(version) || strings.EqualFold(version, Latest):
+		return api.Invalid("version", "a version is 1–128 letters, digits, '.', '+', '-' or '_', starts with a letter or digit and is not %q", Latest)
+	case !fileRE.MatchString(file):
+		return api.Invalid("file", "a file name is 1–255 letters, digits, '.', '+', '-' or '_' and starts with a letter, digit or '_'")
 	}
 	return nil
 }
@@ -42,6 +48,6 @@ func checkNames(pkg, version, file string) error {
 // validRef reports whether the names of a read are well-formed (version may be "latest");
 // reads of malformed names are 404s, like names that do not exist.
 func validRef(pkg, version, file string) bool {
-	return (validName(packageRE, pkg) || pkg == ReleasePackage) && (version == Latest || validName(versionRE, version)) &&
-		(file == "" || validName(fileRE, file))
+	return (packageRE.MatchString(pkg) || pkg == ReleasePackage) && (version == Latest || versionRE.MatchString(version)) &&
+		(file == "" || fileRE.MatchString(file))
 }

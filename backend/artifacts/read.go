@@ -118,7 +118,7 @@ func (s *Service) versionInfos(ctx context.Context, packageID int64, where strin
 
 // Versions returns a page of a package's versions, newest first (the cursor is the id).
 func (s *Service) Versions(ctx context.Context, repoID int64, pkg string, page api.Page) (*Package, []VersionInfo, error) {
-	if !validName(packageRE, pkg) {
+	if !packageRE.MatchString(pkg) {
 		return nil, nil, api.NotFound("package %s not found", pkg)
 	}
 	p, err := s.pkgOf(ctx, repoID, pkg)

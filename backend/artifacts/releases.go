@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/git"
@@ -64,8 +66,11 @@ const maxNotes = 1 << 20
 // PutRelease creates or updates the release of in.Tag, which must be a tag of the repo. It
 // reports whether it created it.
 func (s *Service) PutRelease(ctx context.Context, a *repo.Access, repoPath string, p *auth.Principal, in ReleaseInput) (*Release, bool, error) {
-	if err := checkNames("x", in.Tag, "x"); err != nil {
-		return nil, false, api.Invalid("tag", "a release's tag is 1–128 letters, digits, '.', '+', '-' or '_' and starts with a letter or digit")
+	if err := userpath.Name(in.Tag); err != nil {
+		return nil, false, err
+	}
+	if !versionRE.MatchString(in.Tag) || strings.EqualFold(in.Tag, Latest) {
+		return nil, false, api.Invalid("tag", "a release's tag is 1–128 letters, digits, '.', '+', '-' or '_', starts with a letter or digit and is not %q", Latest)
 	}
 	if len(in.Title) > 500 {
 		return nil, false, api.Invalid("title", "a title is at most 500 characters")

@@ -71,7 +71,7 @@ func (h *Handler) load(c *gin.Context, write bool) (*org.Org, *Account, error) {
 	p := auth.From(c)
 	if p.User == nil {
 		if p.Authenticated() {
-			return nil, nil, api.NotFound("org %q not found", c.Param("org"))
+			return nil, nil, org.NotFound(c.Param("org"))
 		}
 		return nil, nil, api.Unauthenticated("sign in or send a token")
 	}

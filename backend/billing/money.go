@@ -21,17 +21,18 @@ const Scale = 100_000_000
 // decimals is how many places ParseAmount accepts and String prints.
 const decimals = 8
 
-// ParseAmount reads a decimal string ("10", "10.5", "0.00000001"): no sign, no exponent, at most
-// 8 decimals.
+// ParseAmount reads a decimal string ("10", "10.5", "0.00000001"): ASCII digits with at most 8
+// decimals and nothing else: no sign, no exponent, no spaces or other text around it. It is the
+// one parser of amounts (top-ups, credit grants, spending caps, prices in the settings), and
+// exact on purpose: " 1" or "1\n" is a mistake somewhere, not one yuan.
 func ParseAmount(s string) (Amount, error) {
-	s = strings.TrimSpace(s)
 	whole, frac, hasFrac := strings.Cut(s, ".")
 	if whole == "" || (hasFrac && frac == "") || len(frac) > decimals || len(whole) > 10 {
-		return 0, fmt.Errorf("amount %q: want digits with at most %d decimals", s, decimals)
+		return 0, fmt.Errorf("amount %q: want only digits, with at most %d decimals (no sign, exponent or spaces)", s, decimals)
 	}
 	for _, c := range whole + frac {
 		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("amount %q: want digits with at most %d decimals", s, decimals)
+			return 0, fmt.Errorf("amount %q: want only digits, with at most %d decimals (no sign, exponent or spaces)", s, decimals)
 		}
 	}
 	frac += strings.Repeat("0", decimals-len(frac))

@@ -25,7 +25,10 @@ func TestParseAndFormat(t *testing.T) {
 			t.Errorf("%q: %d %v %q %q", tt.in, got, err, got.String(), got.Display())
 		}
 	}
-	for _, bad := range []string{"", "-1", "1e3", "1.", ".5", "1.123456789", "abc", "1,5", "12345678901"} {
+	// Text around the digits is refused: " 1" and "1\n" were read as 1 (TrimSpace), also
+	// Unicode spaces such as U+00A0.
+	for _, bad := range []string{"", "-1", "1e3", "1.", ".5", "1.123456789", "abc", "1,5", "12345678901",
+		" 1", "1 ", "\t1", "1\n", "\u00a01", "1\u00a0", " 1.50", "1. 5", "+1", "１"} {
 		if _, err := ParseAmount(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/nimbus-build/nimbus/agent/userpath"
 )
 
 // MaxFileSize is the largest file ReadFile returns. The trigger reads .cnb.yml on every push;
@@ -27,18 +29,14 @@ type CommitInfo struct {
 	CommitterTime  time.Time
 }
 
-// checkPath refuses a repository path that is not a plain relative path: empty, absolute,
-// with "." / ".." / empty segments, or holding NUL or a newline (which would break the
-// line-based lookup). Such a path cannot name a file of a tree, and some could make git
-// resolve it against something other than the commit's root.
+// checkPath refuses a repository path that breaks the path rule (agent/userpath): empty,
+// absolute, with "." / ".." / empty segments, a backslash or a control character such as NUL
+// or a newline (which would break the line-based lookup). Such a path cannot name a file of a
+// tree, and some could make git resolve it against something other than the commit's root.
+// The error wraps both ErrInvalid and the rule's *userpath.Error.
 func checkPath(file string) error {
-	if file == "" || strings.HasPrefix(file, "/") || strings.ContainsAny(file, "\x00\n") {
-		return fmt.Errorf("%w: path %q", ErrInvalid, file)
-	}
-	for _, seg := range strings.Split(file, "/") {
-		if seg == "" || seg == "." || seg == ".." {
-			return fmt.Errorf("%w: path %q", ErrInvalid, file)
-		}
+	if err := userpath.Check(file); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

@@ -91,6 +91,7 @@ func TestStorageHelpers(t *testing.T) {
 			{"absolute", h.c1, "/a.txt", "", ErrInvalid},
 			{"trailing slash", h.c1, "dir/", "", ErrInvalid},
 			{"NUL", h.c1, "a.txt\x00b", "", ErrInvalid},
+			{"backslash", h.c1, `dir\\b.txt`, "", ErrInvalid},
 			{"newline", h.c1, "a.txt\nHEAD", "", ErrInvalid},
 			{"empty path", h.c1, "", "", ErrInvalid},
 			{"option as commit", "--output=/tmp/x", "a.txt", "", ErrInvalid},

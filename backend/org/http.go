@@ -72,7 +72,7 @@ func Load(c *gin.Context, svc *Service, need Need, write bool) (*Org, Role, erro
 	p := auth.From(c)
 	if p.User == nil {
 		if p.Authenticated() {
-			return nil, "", api.NotFound("org %q not found", c.Param("org"))
+			return nil, "", NotFound(c.Param("org"))
 		}
 		return nil, "", api.Unauthenticated("sign in or send a token")
 	}

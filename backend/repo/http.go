@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -133,15 +134,9 @@ func (h *Handler) list(c *gin.Context) error {
 	// ListPage calls after parsing.
 	return api.ListPage(c, func(page api.Page) ([]JSON, error) {
 		p := auth.From(c)
-		o, err := h.orgs.ByName(c.Request.Context(), c.Param("org"))
+		o, role, err := h.svc.VisibleOrg(c.Request.Context(), p, c.Param("org"))
 		if err != nil {
 			return nil, err
-		}
-		var role org.Role
-		if p.User != nil && (p.Kind == auth.KindSession || p.Kind == auth.KindToken) {
-			if role, err = h.orgs.RoleOf(c.Request.Context(), o.ID, p.User.ID); err != nil {
-				return nil, err
-			}
 		}
 		if role.IsMember() && !p.Has(auth.ScopeRepoRead) {
 			return nil, api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead)
@@ -297,12 +292,17 @@ func (h *Handler) listSecretFiles(c *gin.Context) error {
 	return api.JSON(c, http.StatusOK, api.List[SecretFileInfo]{Items: files})
 }
 
+// secretFilePath is the file path a secret-files route names: what follows
+// …/secret-files/ in the URL, exactly. gin's catch-all keeps the "/" that separates it; only
+// that one goes, so …/secret-files//etc/x.yml names "/etc/x.yml", which the path rule refuses.
+func secretFilePath(c *gin.Context) string { return strings.TrimPrefix(c.Param("path"), "/") }
+
 func (h *Handler) getSecretFile(c *gin.Context) error {
 	a, err := Load(c, h.svc, Admin)
 	if err != nil {
 		return err
 	}
-	f, err := h.svc.SecretFileContent(c.Request.Context(), a.Repo, c.Param("path"))
+	f, err := h.svc.SecretFileContent(c.Request.Context(), a.Repo, secretFilePath(c))
 	if err != nil {
 		return err
 	}
@@ -323,7 +323,7 @@ func (h *Handler) putSecretFile(c *gin.Context) error {
 	if req.Content == nil {
 		return api.Invalid("content", "content is required (the whole file)")
 	}
-	info, err := h.svc.PutSecretFile(c.Request.Context(), a.Repo, auth.From(c).UserID(), c.Param("path"), *req.Content)
+	info, err := h.svc.PutSecretFile(c.Request.Context(), a.Repo, auth.From(c).UserID(), secretFilePath(c), *req.Content)
 	if err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func (h *Handler) deleteSecretFile(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.svc.DeleteSecretFile(c.Request.Context(), a.Repo, c.Param("path")); err != nil {
+	if err := h.svc.DeleteSecretFile(c.Request.Context(), a.Repo, secretFilePath(c)); err != nil {
 		return err
 	}
 	return api.NoContent(c)

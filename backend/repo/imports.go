@@ -13,6 +13,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/envfile"
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
@@ -37,21 +38,26 @@ type FileRef struct {
 
 // ParseFileRef reads a file URL of this install, or a CNB-style one whose path names an org and
 // repo here (the host is not checked: a file copied from cnb.cool maps to the same org/repo
-// here). The ref is one path segment: a branch with a slash is not addressable this way.
+// here). The ref is one path segment: a branch with a slash is not addressable this way. The
+// file's path is what follows the ref's "/", as it is: it must follow the path rule
+// (agent/userpath), so …/-/blob/main//etc/x.yml is refused, not read as etc/x.yml.
 func ParseFileRef(raw string) (FileRef, error) {
 	bad := api.BadRequest("%q is not a file URL ({host}/{org}/{repo}/-/blob/{ref}/{path})", raw)
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return FileRef{}, bad
 	}
-	repoPart, rest, ok := strings.Cut(strings.Trim(u.Path, "/"), "/-/blob/")
+	repoPart, rest, ok := strings.Cut(strings.TrimPrefix(u.Path, "/"), "/-/blob/")
 	if !ok {
 		return FileRef{}, bad
 	}
 	org, name, ok := strings.Cut(repoPart, "/")
 	ref, file, ok2 := strings.Cut(rest, "/")
-	if !ok || !ok2 || org == "" || name == "" || strings.Contains(name, "/") || ref == "" || file == "" {
+	if !ok || !ok2 || org == "" || name == "" || strings.Contains(name, "/") || ref == "" {
 		return FileRef{}, bad
+	}
+	if err := userpath.Check(file); err != nil {
+		return FileRef{}, err
 	}
 	return FileRef{Org: org, Repo: name, Ref: ref, Path: file}, nil
 }
@@ -97,7 +103,9 @@ func (s *Service) ReadImport(ctx context.Context, rd Reader, raw, kind, image st
 		}
 		b, err := git.ReadFile(ctx, s.Path(&r), ref.Ref, ref.Path)
 		if err != nil {
-			if errors.Is(err, git.ErrNotExist) || errors.Is(err, git.ErrUnknownRevision) {
+			// The path passed the path rule above, so ErrInvalid is about the ref: one git
+			// refuses (an option, a range) names no commit, like an unknown one.
+			if errors.Is(err, git.ErrNotExist) || errors.Is(err, git.ErrUnknownRevision) || errors.Is(err, git.ErrInvalid) {
 				return protocol.ImportFile{}, notFound
 			}
 			if errors.Is(err, git.ErrTooLarge) || errors.Is(err, git.ErrNotFile) {

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/repo"
@@ -39,6 +40,24 @@ func TestParseFileRef(t *testing.T) {
 			t.Errorf("ParseFileRef(%q) = %+v, %v; want %+v ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
+	// The file's path follows the path rule as written. …/blob/main//etc/x.yml was read as
+	// "/etc/x.yml" (a secret repository's lookup then dropped the "/"), a trailing "/" was
+	// dropped, and "../x" reached git, whose refusal came back as a 500.
+	for _, tc := range []struct{ in, reason string }{
+		{"https://nimbus.example/team/keys/-/blob/main//etc/x.yml", `starts with "/"`},
+		{"https://nimbus.example/team/keys/-/blob/main/a//b.yml", "empty segment"},
+		{"https://nimbus.example/team/keys/-/blob/main/env.yml/", "empty segment"},
+		{"https://nimbus.example/team/keys/-/blob/main/../x.yml", `".." segment`},
+		{"https://nimbus.example/team/keys/-/blob/main/%2e%2e/x.yml", `".." segment`},
+		{"https://nimbus.example/team/keys/-/blob/main/a%5Cb.yml", "backslash"},
+		{"https://nimbus.example/team/keys/-/blob/main/a%0Ab.yml", "control character"},
+	} {
+		_, err := repo.ParseFileRef(tc.in)
+		var pe *userpath.Error
+		if !errors.As(err, &pe) || !strings.Contains(pe.Reason, tc.reason) || status(err) != 400 {
+			t.Errorf("ParseFileRef(%q) = %v, want a 400 saying the path %s", tc.in, err, tc.reason)
+		}
+	}
 }
 
 func TestSecretFilesAreSealedAndChecked(t *testing.T) {
@@ -58,11 +77,20 @@ func TestSecretFilesAreSealedAndChecked(t *testing.T) {
 			t.Fatalf("stored files: %d, sealed %q", len(raw), raw[0].Sealed)
 		}
 		for _, tc := range []struct{ path, content string }{
-			{"../env.yml", "A: 1\n"}, {"a//b.yml", "A: 1\n"}, {"", "A: 1\n"},
 			{"bad.yml", "a: [unclosed\n"}, {"bad.json", "{\"a\": }"}, {"env", "no equals sign\n"},
 		} {
 			if _, err := f.repos.PutSecretFile(ctx, keys, f.by["admin"].ID, tc.path, tc.content); status(err) != 422 {
 				t.Errorf("file %q %q: %v, want 422", tc.path, tc.content, err)
+			}
+		}
+		// Paths follow the path rule as written: "/etc/x.yml" was stored as "etc/x.yml" (and
+		// through the API, …/secret-files//etc/x.yml as "/etc/x.yml"), while "a//b.yml" was
+		// refused.
+		for _, p := range []string{"/etc/x.yml", "//etc/x.yml", "../env.yml", "a//b.yml", "a/./b.yml", "", "a\\b.yml", "a\x00.yml"} {
+			_, err := f.repos.PutSecretFile(ctx, keys, f.by["admin"].ID, p, "A: 1\n")
+			var pe *userpath.Error
+			if !errors.As(err, &pe) || pe.Path != p {
+				t.Errorf("file %q: %v, want the path rule's refusal naming it", p, err)
 			}
 		}
 		if _, err := f.repos.PutSecretFile(ctx, keys, 1, "big.env", strings.Repeat("A=1\n", repo.MaxSecretFileSize)); status(err) != 413 {

@@ -7,14 +7,18 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
@@ -69,10 +73,16 @@ func newFixture(t *testing.T, db *gorm.DB) *fixture {
 
 func session(u *auth.User) *auth.Principal { return &auth.Principal{Kind: auth.KindSession, User: u} }
 
+// status is the HTTP status api.Fail gives err: an *api.Error's own, 400 for a path the path
+// rule refused, 500 for anything else.
 func status(err error) int {
 	var ae *api.Error
-	if errors.As(err, &ae) {
+	var pe *userpath.Error
+	switch {
+	case errors.As(err, &ae):
 		return ae.Status
+	case errors.As(err, &pe):
+		return 400
 	}
 	if err != nil {
 		return 500
@@ -255,6 +265,90 @@ func TestDeployTokens(t *testing.T) {
 		f.repos.RevokeDeployToken(ctx, r.ID, tok2.ID)
 		if _, err := f.repos.ResolveDeployToken(ctx, tok2.Token); status(err) != 401 {
 			t.Fatalf("revoked deploy token: %v", err)
+		}
+	})
+}
+
+// A data directory out of step with the database (an older database backup restored beside a
+// newer data directory) holds a repository where the next repo would go. Creating that repo
+// answered a 500 (git: init …: mkdir …: file exists), and then removed the directory, another
+// repository's history, as if it were its own leftover.
+func TestCreateNeverTakesOverADirectory(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		var logs bytes.Buffer
+		box, _ := secrets.NewBox(bytes.Repeat([]byte{1}, 32))
+		repos := repo.NewService(db, f.orgs, box, f.clock, t.TempDir(), slog.New(slog.NewTextHandler(&logs, nil)))
+		first, err := repos.Create(ctx, f.team, "first", repo.Private, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphan := repos.Path(&repo.Repo{ID: first.ID + 1})
+		if err := git.InitBare(ctx, orphan, "main"); err != nil {
+			t.Fatal(err)
+		}
+		marker := filepath.Join(orphan, "description")
+		if err := os.WriteFile(marker, []byte("a repository the database lost"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+
+		_, err = repos.Create(ctx, f.team, "second", repo.Private, "", "")
+		if b, err := os.ReadFile(marker); err != nil || string(b) != "a repository the database lost" {
+			t.Errorf("the directory there was changed: %q %v", b, err)
+		}
+		if status(err) != 409 || !strings.Contains(err.Error(), "out of step with its database") {
+			t.Fatalf("creating over a directory: %d %v, want a 409 that says what is wrong", status(err), err)
+		}
+		var n int64
+		if err := db.Model(&repo.Repo{}).Where("name = ?", "second").Count(&n).Error; err != nil || n != 0 {
+			t.Fatalf("a refused repo left %d rows (%v)", n, err)
+		}
+		if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), orphan) {
+			t.Fatalf("the operator is not told which directory: %s", logs.String())
+		}
+	})
+}
+
+// Who sees a team (backend/org/README.md): its members always, anyone else only while it has a
+// public repo; otherwise the answer is byte for byte that of a name no team has. The list of a
+// team's repos answered non-members an empty list for a team without public repos, and a 404
+// for a name nobody has: it told which teams exist.
+func TestVisibleOrg(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		if _, err := f.repos.Create(ctx, f.team, "model", repo.Private, "", ""); err != nil {
+			t.Fatal(err)
+		}
+		theirs, err := f.repos.Create(ctx, f.other, "theirs", repo.Private, "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Callers who are no members of "team".
+		others := map[string]*auth.Principal{
+			"anonymous":                        {Kind: auth.KindAnonymous},
+			"outsider":                         session(f.by["outsider"]),
+			"job token of another team's repo": {Kind: auth.KindJob, User: f.by["outsider"], RepoID: theirs.ID},
+		}
+		_, _, ghost := f.repos.VisibleOrg(ctx, session(f.by["outsider"]), "nobody-has-this")
+		for name, p := range others {
+			_, _, err := f.repos.VisibleOrg(ctx, p, "team")
+			if status(err) != 404 || strings.ReplaceAll(err.Error(), "team", "nobody-has-this") != ghost.Error() {
+				t.Errorf("%s, a team without public repos: %v, want what a name nobody has gets (%v)", name, err, ghost)
+			}
+		}
+		if o, role, err := f.repos.VisibleOrg(ctx, session(f.by["reporter"]), "TEAM"); err != nil || o.ID != f.team.ID || role != org.Reporter {
+			t.Errorf("a member: %v %q %v", o, role, err)
+		}
+
+		if _, err := f.repos.Create(ctx, f.team, "open", repo.Public, "main", ""); err != nil {
+			t.Fatal(err)
+		}
+		for name, p := range others {
+			if o, role, err := f.repos.VisibleOrg(ctx, p, "team"); err != nil || o.ID != f.team.ID || role != "" {
+				t.Errorf("%s, a team with a public repo: %v %q %v", name, o, role, err)
+			}
 		}
 	})
 }

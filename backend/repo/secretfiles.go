@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/envfile"
+	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
 )
 
@@ -86,16 +86,6 @@ func secretFileContext(repoID int64, p string) string {
 	return fmt.Sprintf("repo:%d:secret-file:%s", repoID, p)
 }
 
-// CleanSecretPath checks a file path of a secret repository: relative, slash-separated, no
-// empty, "." or ".." segment, at most 255 bytes.
-func CleanSecretPath(p string) (string, error) {
-	p = strings.TrimPrefix(p, "/")
-	if p == "" || len(p) > 255 || strings.ContainsAny(p, "\\\x00") || path.Clean(p) != p || strings.HasPrefix(p, "../") || p == ".." || p == "." {
-		return "", api.Invalid("path", "a file path is relative and slash-separated, without . or .. segments, at most 255 bytes")
-	}
-	return p, nil
-}
-
 func needSecretRepo(r *Repo) error {
 	if !r.Secret {
 		return api.NotFound("repo has no secret files: it is not a secret repository")
@@ -103,15 +93,15 @@ func needSecretRepo(r *Repo) error {
 	return nil
 }
 
-// PutSecretFile creates or replaces a file. Its content must parse as the env file its name
-// says (agent/envfile): a file pipelines could not import is refused here, with its line, and
-// the stored version stays as it was.
+// PutSecretFile creates or replaces the file at path p, which must follow the path rule
+// (agent/userpath) as it is: it is stored as written, never repaired. Its content must parse as
+// the env file its name says (agent/envfile): a file pipelines could not import is refused here,
+// with its line, and the stored version stays as it was.
 func (s *Service) PutSecretFile(ctx context.Context, r *Repo, userID int64, p, content string) (SecretFileInfo, error) {
 	if err := needSecretRepo(r); err != nil {
 		return SecretFileInfo{}, err
 	}
-	p, err := CleanSecretPath(p)
-	if err != nil {
+	if err := userpath.Check(p); err != nil {
 		return SecretFileInfo{}, err
 	}
 	if len(content) > MaxSecretFileSize {
@@ -148,13 +138,15 @@ func (s *Service) ListSecretFiles(ctx context.Context, r *Repo) ([]SecretFileInf
 	return out, err
 }
 
-// SecretFileContent returns one file, unsealed.
+// SecretFileContent returns the file at path p, unsealed. Reads and deletes look p up as it is,
+// without the path rule: a path the rule refuses names no file (and a file stored before the
+// rule existed stays reachable).
 func (s *Service) SecretFileContent(ctx context.Context, r *Repo, p string) (SecretFileJSON, error) {
 	if err := needSecretRepo(r); err != nil {
 		return SecretFileJSON{}, err
 	}
 	var f SecretFile
-	err := s.db.WithContext(ctx).Where("repo_id = ? AND path = ?", r.ID, strings.TrimPrefix(p, "/")).Take(&f).Error
+	err := s.db.WithContext(ctx).Where("repo_id = ? AND path = ?", r.ID, p).Take(&f).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return SecretFileJSON{}, api.NotFound("file %q not found", p)
 	}
@@ -174,7 +166,7 @@ func (s *Service) DeleteSecretFile(ctx context.Context, r *Repo, p string) error
 	if err := needSecretRepo(r); err != nil {
 		return err
 	}
-	res := s.db.WithContext(ctx).Where("repo_id = ? AND path = ?", r.ID, strings.TrimPrefix(p, "/")).Delete(&SecretFile{})
+	res := s.db.WithContext(ctx).Where("repo_id = ? AND path = ?", r.ID, p).Delete(&SecretFile{})
 	if res.Error != nil {
 		return res.Error
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -118,25 +119,46 @@ func (s *Service) CreateSecretRepo(ctx context.Context, o *org.Org, name, descri
 	return s.insert(ctx, o, r)
 }
 
+// insert stores r and makes its bare repository, together: the directory is created inside
+// the transaction, so if git fails no row remains, and if the commit fails the directory this
+// call made is removed.
+//
+// A directory already at the new repo's path belongs to no row: the data directory is out of
+// step with the database (a database restored from a backup older than the data directory,
+// which then reuses the ids of repos made since). It is never touched, the repo is not made,
+// the caller gets a 409 that says so, and the log an error naming the directory, since only
+// an operator can reconcile the two.
 func (s *Service) insert(ctx context.Context, o *org.Org, r *Repo) (*Repo, error) {
 	name, defaultBranch := r.Name, r.DefaultBranch
+	created := false
 	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		if err := tx.Create(r).Error; err != nil {
 			return err
 		}
-		// The directory is created inside the transaction: if git fails, no row remains.
-		return git.InitBare(ctx, s.Path(r), defaultBranch)
-	})
-	if store.IsUniqueViolation(err) {
-		return nil, api.Conflict("repo %s/%s already exists", o.Name, name)
-	}
-	if err != nil {
-		if r.ID != 0 {
-			os.RemoveAll(s.Path(r))
+		if err := git.InitBare(ctx, s.Path(r), defaultBranch); err != nil {
+			return err
 		}
-		return nil, err
+		created = true
+		return nil
+	})
+	switch {
+	case err == nil:
+		return r, nil
+	case store.IsUniqueViolation(err):
+		return nil, api.Conflict("repo %s/%s already exists", o.Name, name)
+	case errors.Is(err, fs.ErrExist):
+		s.log.ErrorContext(ctx, "repository storage is out of step with the database: a directory without a repo row "+
+			"is where a new repo would go; nothing was created and the directory was left as it is", "dir", s.Path(r),
+			"repo_id", r.ID, "org", o.Name, "repo", name)
+		return nil, api.Conflict("repo %s/%s was not created: the server's repository storage already holds a repository "+
+			"where this one would go (its data directory is out of step with its database, as after restoring an older "+
+			"database backup). Nothing was created or overwritten; an administrator must reconcile them (the server log "+
+			"names the directory)", o.Name, name)
 	}
-	return r, nil
+	if created {
+		os.RemoveAll(s.Path(r))
+	}
+	return nil, err
 }
 
 // Access is a resolved repo with what the caller may do to it.
@@ -240,6 +262,35 @@ func (s *Service) levelOf(ctx context.Context, p *auth.Principal, a *Access) err
 		a.Level = floor
 	}
 	return nil
+}
+
+// VisibleOrg loads the team name for p under the one rule of who sees a team
+// (backend/org/README.md): its members always; anyone else (anonymous callers, other teams,
+// deploy and job tokens) only while it has a public repo. A team p may not see is
+// org.NotFound, the answer for a name no team has. It returns p's role, "" for a non-member.
+func (s *Service) VisibleOrg(ctx context.Context, p *auth.Principal, name string) (*org.Org, org.Role, error) {
+	o, err := s.orgs.ByName(ctx, name)
+	if err != nil {
+		return nil, "", err
+	}
+	var role org.Role
+	if p.User != nil && (p.Kind == auth.KindSession || p.Kind == auth.KindToken) {
+		if role, err = s.orgs.RoleOf(ctx, o.ID, p.User.ID); err != nil {
+			return nil, "", err
+		}
+	}
+	if role.IsMember() {
+		return o, role, nil
+	}
+	var public []int64
+	err = s.db.WithContext(ctx).Model(&Repo{}).Where("org_id = ? AND visibility = ?", o.ID, Public).Limit(1).Pluck("id", &public).Error
+	if err != nil {
+		return nil, "", err
+	}
+	if len(public) == 0 {
+		return nil, "", org.NotFound(name)
+	}
+	return o, "", nil
 }
 
 // List returns the org's repos that the caller may see: all of them for members, the public ones

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/envflag"
+	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
@@ -22,12 +22,12 @@ import (
 type repoDir string
 
 func (d repoDir) ReadFile(p string) ([]byte, error) {
-	// spec cleans paths to be relative to the root; refuse anything that still climbs out.
-	clean := path.Clean(p)
-	if clean == ".." || strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
-		return nil, fmt.Errorf("%s is outside the repository", p)
+	// spec cleans paths to be relative to the root; what it hands over follows the path rule,
+	// as the server's git reader requires, so lint and the server read the same files.
+	if err := userpath.Check(p); err != nil {
+		return nil, err
 	}
-	return readLimited(filepath.Join(string(d), filepath.FromSlash(clean)))
+	return readLimited(filepath.Join(string(d), filepath.FromSlash(p)))
 }
 
 // readLimited reads a pipeline file, refusing one larger than the server reads from git (a

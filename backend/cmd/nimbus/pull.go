@@ -16,6 +16,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/nimbus-build/nimbus/agent/userpath"
 )
 
 // remoteFile is a file of a version as the server lists it.
@@ -61,9 +63,9 @@ func (c *artifactClient) pull(ctx context.Context, out io.Writer, repo, pkg, ver
 		return err
 	}
 	for _, f := range files {
-		// The names come from the server: only plain names may become paths here.
-		if f.Name == "" || f.Name != filepath.Base(f.Name) || f.Name == "." || f.Name == ".." || strings.ContainsAny(f.Name, `/\`) ||
-			!strings.HasPrefix(f.Digest, "sha256:") || len(f.Digest) != len("sha256:")+64 {
+		// The names come from the server: only plain names (one segment under the path rule)
+		// may become paths here.
+		if userpath.Name(f.Name) != nil || !strings.HasPrefix(f.Digest, "sha256:") || len(f.Digest) != len("sha256:")+64 {
 			return fmt.Errorf("the server listed a file this client will not write: %q (%s)", f.Name, f.Digest)
 		}
 		u := c.versionURL(repo, pkg, v.Version) + "/" + url.PathEscape(f.Name)

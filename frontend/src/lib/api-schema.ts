@@ -411,7 +411,8 @@ export interface paths {
      * The organization's repos
      * @description Members see every repo (token scope `repo:read`); everyone else, anonymous callers
      * included, sees the public ones. Oldest first (by creation); paginated. An unknown org is
-     * a 404.
+     * a 404, and so is, to non-members, an org without a public repo (not an empty list, which
+     * would tell that it exists).
      */
     get: operations["listRepos"];
     /**
@@ -420,6 +421,10 @@ export interface paths {
      * non-members 404. Creates an empty git repository at `{public_url}/{org}/{name}.git`.
      * Names are 1–100 letters, digits, '.', '-' or '_', start with a letter or digit, contain
      * no `..`, do not end in `.git`, and are unique in the org ignoring case (409 otherwise).
+     * A 409 also when the server's data directory already holds a repository where the new
+     * one would go (a data directory out of step with the database, as after restoring an
+     * older database backup): nothing is created or overwritten, and the server log names the
+     * directory for an administrator.
      */
     post: operations["createRepo"];
     parameters: {
@@ -495,7 +500,11 @@ export interface paths {
       path: {
         org: components["parameters"]["Org"];
         repo: components["parameters"]["Repo"];
-        /** @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`. */
+        /**
+         * @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`: everything after
+         * `secret-files/`, as written. Writes follow the path rule (see **Paths**: a 400 says
+         * why); reads and deletes look the path up as it is.
+         */
         path: string;
       };
     };
@@ -997,8 +1006,8 @@ export interface paths {
      * and records its producer: a pipeline's job token (`CNB_TOKEN`) records the pipeline, its
      * build and commit, and then only that pipeline adds files to the version; a version that
      * people published takes files from people only (409 otherwise). A version holds at most
-     * 1000 files. Names: see the parameters (malformed is a 422 naming the field); `latest` is
-     * not a version name.
+     * 1000 files. Names: see the parameters (one that breaks the path rule is a 400 saying
+     * why, one outside its alphabet a 422 naming the field); `latest` is not a version name.
      *
      * **Quota.** Registry blobs and files of a team count against `NIMBUS_STORAGE_QUOTA`
      * (each distinct blob once; see `GET /orgs/{org}/storage`); an upload past it is a 413
@@ -3989,13 +3998,13 @@ export interface components {
     /** @description The `next_cursor` of the previous page; an invalid cursor is a 400. */
     Cursor?: string;
     /**
-     * @description A package name: 1–100 letters, digits, `.`, `-` or `_`, starting with a letter or digit,
-     * without `..`; case matters.
+     * @description A package name: 1–100 letters, digits, `.`, `-` or `_`, starting with a letter or digit
+     * (so never `..`); case matters.
      */
     ArtifactPackage: string;
     /**
-     * @description A version: 1–128 letters, digits, `.`, `+`, `-` or `_`, starting with a letter or digit,
-     * without `..`; case matters. On reads, `latest` is the package's newest version (the
+     * @description A version: 1–128 letters, digits, `.`, `+`, `-` or `_`, starting with a letter or digit
+     * (so never `..`); case matters. On reads, `latest` is the package's newest version (the
      * last one published); no version may be called `latest`.
      */
     ArtifactVersion: string;
@@ -4019,7 +4028,7 @@ export interface components {
     HFRevision: string;
     /**
      * @description A file name: 1–255 letters, digits, `.`, `+`, `-` or `_`, starting with a letter, digit
-     * or `_` (no hidden files), without `..`; case matters.
+     * or `_` (no hidden files, never `..`); case matters.
      */
     ArtifactFile: string;
   };
@@ -5025,7 +5034,8 @@ export interface operations {
    * The organization's repos
    * @description Members see every repo (token scope `repo:read`); everyone else, anonymous callers
    * included, sees the public ones. Oldest first (by creation); paginated. An unknown org is
-   * a 404.
+   * a 404, and so is, to non-members, an org without a public repo (not an empty list, which
+   * would tell that it exists).
    */
   listRepos: {
     parameters: {
@@ -5057,6 +5067,10 @@ export interface operations {
    * non-members 404. Creates an empty git repository at `{public_url}/{org}/{name}.git`.
    * Names are 1–100 letters, digits, '.', '-' or '_', start with a letter or digit, contain
    * no `..`, do not end in `.git`, and are unique in the org ignoring case (409 otherwise).
+   * A 409 also when the server's data directory already holds a repository where the new
+   * one would go (a data directory out of step with the database, as after restoring an
+   * older database backup): nothing is created or overwritten, and the server log names the
+   * directory for an administrator.
    */
   createRepo: {
     parameters: {
@@ -5209,7 +5223,11 @@ export interface operations {
       path: {
         org: components["parameters"]["Org"];
         repo: components["parameters"]["Repo"];
-        /** @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`. */
+        /**
+         * @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`: everything after
+         * `secret-files/`, as written. Writes follow the path rule (see **Paths**: a 400 says
+         * why); reads and deletes look the path up as it is.
+         */
         path: string;
       };
     };
@@ -5239,7 +5257,11 @@ export interface operations {
       path: {
         org: components["parameters"]["Org"];
         repo: components["parameters"]["Repo"];
-        /** @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`. */
+        /**
+         * @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`: everything after
+         * `secret-files/`, as written. Writes follow the path rule (see **Paths**: a 400 says
+         * why); reads and deletes look the path up as it is.
+         */
         path: string;
       };
     };
@@ -5275,7 +5297,11 @@ export interface operations {
       path: {
         org: components["parameters"]["Org"];
         repo: components["parameters"]["Repo"];
-        /** @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`. */
+        /**
+         * @description The file's path (slashes allowed), e.g. `env.yml` or `prod/env.json`: everything after
+         * `secret-files/`, as written. Writes follow the path rule (see **Paths**: a 400 says
+         * why); reads and deletes look the path up as it is.
+         */
         path: string;
       };
     };
@@ -6357,8 +6383,8 @@ export interface operations {
    * and records its producer: a pipeline's job token (`CNB_TOKEN`) records the pipeline, its
    * build and commit, and then only that pipeline adds files to the version; a version that
    * people published takes files from people only (409 otherwise). A version holds at most
-   * 1000 files. Names: see the parameters (malformed is a 422 naming the field); `latest` is
-   * not a version name.
+   * 1000 files. Names: see the parameters (one that breaks the path rule is a 400 saying
+   * why, one outside its alphabet a 422 naming the field); `latest` is not a version name.
    *
    * **Quota.** Registry blobs and files of a team count against `NIMBUS_STORAGE_QUOTA`
    * (each distinct blob once; see `GET /orgs/{org}/storage`); an upload past it is a 413

@@ -424,7 +424,7 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "YAML that does not parse", Body: map[string]any{"content": "a: [unclosed\n"}, Want: 422},
 			{Name: "a YAML list", Path: mxARepo + "/secret-files/list.yml", Body: map[string]any{"content": "- a\n"}, Want: 422},
 			{Name: "a KEY=VALUE line without =", Path: mxARepo + "/secret-files/env", Body: map[string]any{"content": "nothing\n"}, Want: 422},
-			{Name: "a path with ..", Path: mxARepo + "/secret-files/a/../../b.yml", Body: map[string]any{"content": "K: v\n"}, Want: 422},
+			{Name: "a path with ..", Path: mxARepo + "/secret-files/a/../../b.yml", Body: map[string]any{"content": "K: v\n"}, Want: 400},
 			{Name: "no content", Body: map[string]any{}, Want: 422},
 			{Name: "content as an object", Body: map[string]any{"content": map[string]string{"a": "b"}}, Want: 400},
 			{Name: "over 256 KiB", Path: mxARepo + "/secret-files/big.env", Body: map[string]any{"content": mxLong(256<<10 + 1)}, Want: 413},
@@ -589,7 +589,7 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 			{Name: "title as a number", Body: map[string]any{"title": 1}, Want: 400},
 			{Name: "title too long", Body: map[string]any{"title": strings.Repeat("t", 501), "overlying": true}, Want: 422},
 			{Name: "not a tag", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v9", Body: map[string]any{"title": "x"}, Want: 422},
-			{Name: "tag that is no name", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/..", Body: map[string]any{"title": "x"}, Want: 422},
+			{Name: "tag that is no name", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/..", Body: map[string]any{"title": "x"}, Want: 400},
 		}},
 	{Method: "PUT", Path: "/api/v1/repos/" + mxOrgA + "/" + mxPrivA + "/releases/v1/files/weights.bin", As: "owner-token",
 		Cases: []mxBad{

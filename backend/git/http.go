@@ -162,6 +162,25 @@ const (
 	fileReceivePack = "git-receive-pack"
 )
 
+// Route is one method and path the handler serves.
+type Route struct {
+	Method, Path string
+}
+
+// Routes lists every method and path (below the mount point, with {org} and {repo}) the
+// handler serves, for the tests that send bad input to every route of the server.
+func Routes() []Route {
+	const repo = "/{org}/{repo}.git/"
+	var out []Route
+	for _, svc := range []string{fileUploadPack, fileReceivePack} {
+		out = append(out,
+			Route{http.MethodGet, repo + fileInfoRefs + "?service=" + svc},
+			Route{http.MethodHead, repo + fileInfoRefs + "?service=" + svc},
+			Route{http.MethodPost, repo + svc})
+	}
+	return out
+}
+
 // request is a git HTTP request that passed the routing checks.
 type request struct {
 	org, repo string
@@ -295,6 +314,12 @@ func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request,
 	if h.onPush != nil {
 		h.onPush(ctx, repo, updates)
 	}
+}
+
+// Refuse answers a request the server refuses before it reaches the handler (a URL that is
+// not valid UTF-8) as the handler answers its own refusals: plain text, which git shows.
+func (h *Handler) Refuse(w http.ResponseWriter, r *http.Request, status int, message string) {
+	http.Error(w, message, status)
 }
 
 // fail answers a Resolve (or setup) error with the status its sentinel stands for.

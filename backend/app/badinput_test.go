@@ -19,7 +19,8 @@ import (
 //
 // Endpoints that take a JSON body also get the generic cases (mxMalformed): no body, broken
 // JSON, a non-object, the valid body with trailing data after it, an unknown field (where the
-// OpenAPI document closes the body's schema), a body over the 1 MiB limit.
+// OpenAPI document closes the body's schema), a body over the 1 MiB limit, duplicate keys
+// (mxDuplicateKeys).
 //
 // Requests go as A's owner through the session cookie (with its CSRF token) unless the case
 // says otherwise: the strongest caller, so that a 4xx is about the input, not the caller.
@@ -74,6 +75,7 @@ func mxMalformed(t *testing.T, valid any, closed bool) []mxBad {
 		{Name: "valid body, then garbage", Body: ok + ` trailing`, Want: 400},
 		{Name: "over 1 MiB", Body: `{"name": "` + mxLong(1<<20+10) + `"}`, Want: 413},
 	}
+	cases = append(cases, mxDuplicateKeys(t, ok, closed)...)
 	if closed {
 		unknown := map[string]any{"unexpected_field": 1}
 		if m, ok := valid.(map[string]any); ok {

@@ -124,8 +124,8 @@ func checkArtifactBadInput(t *testing.T, w *world, deploy string) {
 		header            string
 		want              int
 	}{
-		{"path traversal", write, base + "/bert/v2/%2e%2e", small, "", 422},
-		{"path traversal in the package", write, base + "/../v2/x", small, "", 422},
+		{"path traversal", write, base + "/bert/v2/%2e%2e", small, "", 400}, // the server's edge refuses ".." segments
+		{"path traversal in the package", write, base + "/../v2/x", small, "", 400},
 		{"a wrong digest", write, base + "/bert/v2/model.bin", small, hex.EncodeToString(otherSum[:]), 400},
 		{"past the quota", write, base + "/bert/v2/big.bin", big, "", 413},
 		{"a token without registry:write", readOnly, base + "/bert/v2/model.bin", small, "", 403},

@@ -1,15 +1,17 @@
 package api
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 )
@@ -28,6 +30,13 @@ const MaxJSONBody = 1 << 20
 //   - a field that v does not have is a 400 bad_request that names it (in the message and in
 //     details.field), which is what additionalProperties: false says in the OpenAPI document
 //     (backend/server/openapi.yaml) — every request body schema Bind reads must say so;
+//   - a key that appears twice in one object, at any depth, is a 400 bad_request that names
+//     it (details.field is its path, "inputs.MODE"): encoding/json would keep the last value
+//     without a word, so {"name":"t4","name":"t5"} created t5. Keys are compared as they bind:
+//     "name" and "Name" are one struct field (encoding/json matches field names without
+//     regard to case), while map keys and the keys of free-form values compare exactly;
+//   - a body that is not valid UTF-8 is a 400 bad_request (encoding/json would put U+FFFD in
+//     place of the bad bytes and bind something else than was sent);
 //   - a wrong type is a 400 naming the field; a body over MaxJSONBody is a 413
 //     payload_too_large.
 //
@@ -39,7 +48,8 @@ func Bind(c *gin.Context, v any) error { return bind(c, v, true) }
 
 // BindLenient is Bind for a request body whose OpenAPI schema is open (additionalProperties:
 // true): fields that v lacks are ignored instead of refused. Everything else is as strict as in
-// Bind: one JSON object, nothing after it but whitespace, right types, the size cap.
+// Bind: one JSON object, nothing after it but whitespace, no duplicate keys (in unknown fields
+// too), UTF-8, right types, the size cap.
 //
 // It is meant for the agent protocol (/api/v1/agent/…, agent/protocol): agents are released and
 // upgraded apart from the server, so a newer agent may send a field an older server does not
@@ -49,49 +59,50 @@ func Bind(c *gin.Context, v any) error { return bind(c, v, true) }
 func BindLenient(c *gin.Context, v any) error { return bind(c, v, false) }
 
 func bind(c *gin.Context, v any, strict bool) error {
-	body := bufio.NewReader(http.MaxBytesReader(c.Writer, c.Request.Body, MaxJSONBody))
-	// Only an object binds. encoding/json decodes null into a struct as "nothing" and leaves it
-	// zero, so without this a body of null would pass for {} (and [] or "x" would get a
-	// confusing type error).
-	first, err := skipSpace(body)
+	// The whole body, at most MaxJSONBody: duplicate keys are found in a second pass over it.
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxJSONBody))
 	if err != nil {
 		return bodyError(err)
 	}
-	if first != '{' {
+	// Only an object binds. encoding/json decodes null into a struct as "nothing" and leaves it
+	// zero, so without this a body of null would pass for {} (and [] or "x" would get a
+	// confusing type error).
+	if start := bytes.TrimLeft(body, jsonSpace); len(start) == 0 || start[0] != '{' {
 		return BadRequest("request body must be a JSON object")
 	}
-	body.UnreadByte()
-	dec := json.NewDecoder(body)
+	// encoding/json would put U+FFFD in place of each bad byte, silently storing something
+	// else than was sent.
+	if !utf8.Valid(body) {
+		return BadRequest("request body is not valid UTF-8 (at byte %d)", invalidUTF8At(body))
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
 		dec.DisallowUnknownFields()
 	}
 	if err := dec.Decode(v); err != nil {
 		return bodyError(err)
 	}
-	// Exactly one value: whatever the decoder has read past the object, and the rest of the
-	// body, must be whitespace. (json.Decoder.More is no test for this: it reports false for a
-	// stray '}' or ']', so {"name":"x1"}} would pass.)
-	rest := bufio.NewReader(io.MultiReader(dec.Buffered(), body))
-	switch _, err := skipSpace(rest); {
-	case err == nil:
+	// Exactly one value: the rest of the body must be whitespace. (json.Decoder.More is no
+	// test for this: it reports false for a stray '}' or ']', so {"name":"x1"}} would pass.)
+	if len(bytes.TrimLeft(body[dec.InputOffset():], jsonSpace)) != 0 {
 		return BadRequest("request body must hold one JSON object and nothing after it")
-	case !errors.Is(err, io.EOF):
-		return bodyError(err)
 	}
-	return nil
+	return duplicateKey(body, reflect.TypeOf(v))
 }
 
-// skipSpace returns the first byte of r that is not JSON whitespace.
-func skipSpace(r *bufio.Reader) (byte, error) {
-	for {
-		b, err := r.ReadByte()
-		if err != nil {
-			return 0, err
+// jsonSpace is the whitespace JSON allows between tokens.
+const jsonSpace = " \t\r\n"
+
+// invalidUTF8At is the offset of the first byte of b that is not valid UTF-8.
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
 		}
-		if b != ' ' && b != '\t' && b != '\r' && b != '\n' {
-			return b, nil
-		}
+		i += n
 	}
+	return len(b)
 }
 
 // bodyError turns an error of reading or decoding the body into the API error that says why.

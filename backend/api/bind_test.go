@@ -1,10 +1,13 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -167,5 +170,99 @@ func TestPaginateInMemory(t *testing.T) {
 	}
 	if l := Paginate(Page{Limit: 2, After: 9}, items, key); len(l.Items) != 0 || l.Items == nil {
 		t.Fatalf("past the end %+v", l)
+	}
+}
+
+// TestBindDuplicateKeys: a key that appears twice in one object, at any depth, is a 400 naming
+// it. encoding/json keeps the last value without a word, so {"name":"t4","name":"t5"} bound
+// (and POST /api/v1/orgs created) t5; "Name" after "name" did the same, since struct fields
+// match without regard to case. Map keys, which are case-sensitive, are compared exactly.
+func TestBindDuplicateKeys(t *testing.T) {
+	type inner struct {
+		A string `json:"a"`
+		B int    `json:"b"`
+	}
+	type Embedded struct {
+		Emb int `json:"emb"`
+	}
+	type req struct {
+		Embedded
+		Name  string            `json:"name"`
+		Env   map[string]string `json:"env"`
+		Items []inner           `json:"items"`
+		Inner *inner            `json:"inner"`
+		Any   any               `json:"any"`
+		Raw   json.RawMessage   `json:"raw"`
+		At    time.Time         `json:"at"`
+	}
+	tests := []struct {
+		body  string
+		field string // "": binds
+		first string // the earlier key, when it is spelt otherwise
+	}{
+		{`{"name":"t4","name":"t5"}`, "name", ""},
+		{`{"name":"t4","Name":"t5"}`, "Name", "name"},
+		{`{"NAME":"t4","name":"t5"}`, "name", "NAME"},
+		{`{"name":"t4","env":{"A":"1","A":"2"}}`, "env.A", ""},
+		{`{"name":"t4","env":{"a":"1","A":"2"}}`, "", ""},
+		{`{"items":[{"a":"x"},{"a":"x","b":1,"a":"y"}]}`, "items[1].a", ""},
+		{`{"inner":{"b":1,"B":2}}`, "inner.B", "b"},
+		{`{"any":{"k":1,"k":2}}`, "any.k", ""},
+		{`{"any":{"k":1,"K":2}}`, "", ""},
+		{`{"any":[1,{"x":{"y":1,"y":2}}]}`, "any[1].x.y", ""},
+		{`{"raw":{"q":[1],"q":[1]}}`, "raw.q", ""},
+		{`{"emb":1,"Emb":2}`, "Emb", "emb"},
+		{`{"at":"2024-01-01T00:00:00Z","name":"x","inner":{"a":"x","b":2},"items":[{"a":"x"},{"a":"y"}],"env":{"k":"v"}}`, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.body, func(t *testing.T) {
+			var v req
+			err := Bind(ctxWith("POST", "/", tt.body), &v)
+			if tt.field == "" {
+				if err != nil {
+					t.Fatalf("err = %v, want the body bound", err)
+				}
+				return
+			}
+			var ae *Error
+			if !errors.As(err, &ae) || ae.Status != 400 || ae.Code != CodeBadRequest {
+				t.Fatalf("err = %v (bound %+v), want a 400 naming %q", err, v, tt.field)
+			}
+			want := fmt.Sprintf("duplicate key %q", tt.field)
+			if tt.first != "" {
+				want += fmt.Sprintf(" in the request body (the same field as %q)", tt.first)
+			}
+			if !strings.Contains(ae.Message, want) || ae.Details["field"] != tt.field {
+				t.Errorf("err = %v (details %v), want %q and details.field %q", ae, ae.Details, want, tt.field)
+			}
+		})
+	}
+	// The agent protocol's lenient binding ignores unknown fields, but not a duplicate, even
+	// inside a field it does not know.
+	for _, body := range []string{`{"name":"a","count":2,"new":{"z":1,"z":2}}`, `{"x":1,"name":"a","x":2}`} {
+		var v struct {
+			Name  string `json:"name"`
+			Count int    `json:"count"`
+		}
+		if err := BindLenient(ctxWith("POST", "/", body), &v); err == nil || !strings.Contains(err.Error(), "duplicate key") {
+			t.Errorf("BindLenient(%s) = %v, want a duplicate key", body, err)
+		}
+	}
+}
+
+// TestBindInvalidUTF8: a body that is not UTF-8 is a 400 saying where. encoding/json used to
+// put U+FFFD in place of each bad byte, so {"description":"caf\xe9"} stored "caf\uFFFD".
+func TestBindInvalidUTF8(t *testing.T) {
+	for _, body := range []string{"{\"name\":\"caf\xe9\"}", "{\"name\":\"a\",\"count\":2,\"x\xff\":1}"} {
+		var v struct {
+			Name  string `json:"name"`
+			Count int    `json:"count"`
+		}
+		err := BindLenient(ctxWith("POST", "/", body), &v)
+		var ae *Error
+		at := strings.IndexAny(body, "\xe9\xff")
+		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(ae.Message, fmt.Sprintf("not valid UTF-8 (at byte %d)", at)) {
+			t.Errorf("BindLenient(%q) = %v (bound %+v), want a 400 saying byte %d is not UTF-8", body, err, v, at)
+		}
 	}
 }

@@ -9,7 +9,8 @@ import (
 
 // Bad input on the model-file routes. The body of an upload is the raw file (not JSON), so
 // there are no generic JSON cases; every refused upload also leaves the store as it was (the
-// artifacts package's own tests check the store; here the database).
+// artifacts package's own tests check the store; here the database). A ".." or NUL in the URL
+// is refused by the server's edge (400) before the artifacts' own name rule sees it.
 
 // mxFile is A's private repo's file path of package model, version {v}.
 const mxFile = mxAPriv + "/artifacts/model/{v}/weights.bin"
@@ -30,15 +31,16 @@ func mxSHA256(s string) string {
 var mxBadArtifactEndpoints = []mxBadEndpoint{
 	{Method: "PUT", Path: mxFile, Setup: mxPublishedFile,
 		Cases: []mxBad{
-			// Names that break the path rule (agent/userpath) are a 400 naming them and why;
-			// names outside a name's alphabet a 422.
-			{Name: "package ..", Path: mxAPriv + "/artifacts/../{v}/weights.bin", Body: mxWeights, Want: 400, InMsg: `path ".." has a ".." segment`},
+			// A "." or ".." segment or a control character never reaches the route: the edge
+			// refuses the URL (400). Names that break the path rule (agent/userpath) are a 400
+			// naming them and why; names outside a name's alphabet a 422.
+			{Name: "package ..", Path: mxAPriv + "/artifacts/../{v}/weights.bin", Body: mxWeights, Want: 400, InMsg: `the URL path has a ".." segment`},
 			{Name: "version ..", Path: mxAPriv + "/artifacts/model/../weights.bin", Body: mxWeights, Want: 400, InMsg: `".." segment`},
 			{Name: "file ..", Path: mxAPriv + "/artifacts/model/{v}/..", Body: mxWeights, Want: 400, InMsg: `".." segment`},
 			{Name: "encoded ..", Path: mxAPriv + "/artifacts/model/{v}/%2e%2e", Body: mxWeights, Want: 400, InMsg: `".." segment`},
-			{Name: "encoded slash", Path: mxAPriv + "/artifacts/model/{v}/..%2Fsecrets", Body: mxWeights, Want: 404},
+			{Name: "encoded slash", Path: mxAPriv + "/artifacts/model/{v}/..%2Fsecrets", Body: mxWeights, Want: 400, InMsg: `".." segment`},
 			{Name: "backslash", Path: mxAPriv + "/artifacts/model/{v}/..%5Cx", Body: mxWeights, Want: 400, InMsg: "backslash"},
-			{Name: "NUL byte", Path: mxAPriv + "/artifacts/model/{v}/a%00b", Body: mxWeights, Want: 400, InMsg: "control character (U+0000)"},
+			{Name: "NUL byte", Path: mxAPriv + "/artifacts/model/{v}/a%00b", Body: mxWeights, Want: 400, InMsg: "control character"},
 			{Name: "hidden file", Path: mxAPriv + "/artifacts/model/{v}/.env", Body: mxWeights, Want: 422, Field: "file"},
 			{Name: "package like an option", Path: mxAPriv + "/artifacts/-rf/{v}/weights.bin", Body: mxWeights, Want: 422, Field: "package"},
 			{Name: "version latest", Path: mxAPriv + "/artifacts/model/latest/weights.bin", Body: mxWeights, Want: 422, Field: "version"},
@@ -68,7 +70,7 @@ var mxBadArtifactEndpoints = []mxBadEndpoint{
 			{Name: "no such file", Path: mxAPriv + "/artifacts/model/{pub}/nope.bin", Want: 404},
 			{Name: "no such version", Path: mxFile, Want: 404},
 			{Name: "through latest", Path: mxAPriv + "/artifacts/model/latest/weights.bin", Want: 404},
-			{Name: "path traversal", Path: mxAPriv + "/artifacts/model/{pub}/..", Want: 404},
+			{Name: "path traversal", Path: mxAPriv + "/artifacts/model/{pub}/..", Want: 400},
 			{Name: "a developer", As: "developer", Path: mxAPriv + "/artifacts/model/{pub}/weights.bin", Want: 403},
 			{Name: "the job token", As: "job-token", Path: mxAPriv + "/artifacts/model/{pub}/weights.bin", Want: 403},
 			{Name: "another team's repo", Path: mxBPriv + "/artifacts/model/{pub}/weights.bin", Want: 404},
@@ -78,7 +80,7 @@ var mxBadArtifactEndpoints = []mxBadEndpoint{
 			{Name: "no such version", Want: 404},
 			{Name: "no such package", Path: mxAPriv + "/artifacts/nope/{pub}", Want: 404},
 			{Name: "latest", Path: mxAPriv + "/artifacts/model/latest", Want: 404},
-			{Name: "version ..", Path: mxAPriv + "/artifacts/model/..", Want: 404},
+			{Name: "version ..", Path: mxAPriv + "/artifacts/model/..", Want: 400},
 			{Name: "a developer", As: "developer", Path: mxAPriv + "/artifacts/model/{pub}", Want: 403},
 			{Name: "the deploy token", As: "deploy-token", Path: mxAPriv + "/artifacts/model/{pub}", Want: 403},
 		}},

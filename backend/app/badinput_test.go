@@ -22,7 +22,8 @@ import (
 //
 // Endpoints that take a JSON body also get the generic cases (mxMalformed): no body, broken
 // JSON, a non-object, the valid body with trailing data after it, an unknown field (where the
-// OpenAPI document closes the body's schema), a body over the 1 MiB limit.
+// OpenAPI document closes the body's schema), a body over the 1 MiB limit, duplicate keys
+// (mxDuplicateKeys).
 //
 // Requests go as A's owner through the session cookie (with its CSRF token) unless the case
 // says otherwise: the strongest caller, so that a 4xx is about the input, not the caller.
@@ -77,6 +78,7 @@ func mxMalformed(t *testing.T, valid any, closed bool) []mxBad {
 		{Name: "valid body, then garbage", Body: ok + ` trailing`, Want: 400},
 		{Name: "over 1 MiB", Body: `{"name": "` + mxLong(1<<20+10) + `"}`, Want: 413},
 	}
+	cases = append(cases, mxDuplicateKeys(t, ok, closed)...)
 	if closed {
 		unknown := map[string]any{"unexpected_field": 1}
 		if m, ok := valid.(map[string]any); ok {
@@ -437,11 +439,12 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "a KEY=VALUE line without =", Path: mxARepo + "/secret-files/env", Body: map[string]any{"content": "nothing\n"}, Want: 422},
 			// The path rule (agent/userpath): a 400 naming the path and the reason. The path is
 			// what follows …/secret-files/ as written: …/secret-files//etc/x.yml was stored as
-			// "/etc/x.yml" while a//b.yml was refused.
+			// "/etc/x.yml" while a//b.yml was refused. An empty, "." or ".." segment and a
+			// control character are refused at the edge already, for every route.
 			{Name: "a path with ..", Path: mxARepo + "/secret-files/a/../../b.yml", Body: map[string]any{"content": "K: v\n"}, Want: 400,
-				InMsg: `path "a/../../b.yml" has a ".." segment`},
+				InMsg: `".." segment`},
 			{Name: "a path starting with /", Path: mxARepo + "/secret-files//etc/x.yml", Body: map[string]any{"content": "K: v\n"}, Want: 400,
-				InMsg: `path "/etc/x.yml" starts with "/"`},
+				InMsg: "empty segment"},
 			{Name: "a path with an empty segment", Path: mxARepo + "/secret-files/a//b.yml", Body: map[string]any{"content": "K: v\n"}, Want: 400,
 				InMsg: "empty segment"},
 			{Name: "a path ending in /", Path: mxARepo + "/secret-files/prod/", Body: map[string]any{"content": "K: v\n"}, Want: 400,

@@ -1,14 +1,19 @@
 package git
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -55,7 +60,8 @@ type HandlerConfig struct {
 	Resolve func(ctx context.Context, r *http.Request, org, repo string, write bool) (Repo, error)
 
 	// OnPush, when set, is called once per push that updated at least one ref, after git has
-	// finished, with exactly the refs it updated, in git's order. It runs before the response
+	// finished, with exactly the refs it updated, in git's order; every ref name passes
+	// CheckRefName (a push naming another is refused before git runs). It runs before the response
 	// ends, so when `git push` returns the caller's work (creating builds) is done; keep it
 	// short or hand off. Its context carries the request's values but is not cancelled when the
 	// client goes away: the refs are updated either way.
@@ -156,6 +162,25 @@ const (
 	fileReceivePack = "git-receive-pack"
 )
 
+// Route is one method and path the handler serves.
+type Route struct {
+	Method, Path string
+}
+
+// Routes lists every method and path (below the mount point, with {org} and {repo}) the
+// handler serves, for the tests that send bad input to every route of the server.
+func Routes() []Route {
+	const repo = "/{org}/{repo}.git/"
+	var out []Route
+	for _, svc := range []string{fileUploadPack, fileReceivePack} {
+		out = append(out,
+			Route{http.MethodGet, repo + fileInfoRefs + "?service=" + svc},
+			Route{http.MethodHead, repo + fileInfoRefs + "?service=" + svc},
+			Route{http.MethodPost, repo + svc})
+	}
+	return out
+}
+
 // request is a git HTTP request that passed the routing checks.
 type request struct {
 	org, repo string
@@ -238,6 +263,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // servePush runs a receive-pack with a fresh push log, then hands what the hook wrote to OnPush.
 // The log is removed whatever happens.
 func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request, repo Repo) {
+	r, err := inflatePush(r)
+	if err != nil {
+		http.Error(w, "the request body is not valid gzip", http.StatusBadRequest)
+		return
+	}
+	br := bufio.NewReaderSize(r.Body, 64<<10)
+	cmds, caps, consumed := peekCommands(br)
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(consumed), br))
+	if bad := invalidRefs(cmds); len(bad) > 0 {
+		// The pusher's mistake, told to them: not something for an operator to look at.
+		names := make([]string, 0, len(bad))
+		for ref := range bad {
+			names = append(names, strconv.Quote(ref))
+		}
+		slices.Sort(names)
+		h.log.InfoContext(r.Context(), "git push refused: invalid ref names", "repo_id", repo.ID, "org", req.org,
+			"repo", req.repo, "user", repo.User, "refs", strings.Join(names, " "))
+		refusePush(w, r.Body, cmds, caps, bad)
+		return
+	}
+
 	log, err := os.CreateTemp(h.pushDir, "push-*")
 	if err != nil {
 		h.fail(w, r, req, fmt.Errorf("git: push log: %w", err))
@@ -257,6 +303,9 @@ func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request,
 		h.log.ErrorContext(ctx, "git push: read ref updates", "repo_id", repo.ID, "err", err)
 		return
 	}
+	// Only the deletion of a ref with an invalid name gets this far (see receive.go); it
+	// fires nothing, so that every name OnPush sees is a valid one.
+	updates = slices.DeleteFunc(updates, func(u RefUpdate) bool { return CheckRefName(u.Ref) != nil })
 	if len(updates) == 0 {
 		return
 	}
@@ -265,6 +314,12 @@ func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request,
 	if h.onPush != nil {
 		h.onPush(ctx, repo, updates)
 	}
+}
+
+// Refuse answers a request the server refuses before it reaches the handler (a URL that is
+// not valid UTF-8) as the handler answers its own refusals: plain text, which git shows.
+func (h *Handler) Refuse(w http.ResponseWriter, r *http.Request, status int, message string) {
+	http.Error(w, message, status)
 }
 
 // fail answers a Resolve (or setup) error with the status its sentinel stands for.

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -234,6 +235,21 @@ func TestRouting(t *testing.T) {
 	}
 	if got := s.rawGet("GET", "/acme/nope.git/info/refs"+svc, auth); got != http.StatusNotFound {
 		t.Errorf("unknown repo = %d, want 404", got)
+	}
+}
+
+// TestRoutesList: every route Routes lists is one the handler routes (the server's bad-input
+// sweep takes its git routes from Routes).
+func TestRoutesList(t *testing.T) {
+	routes := Routes()
+	if len(routes) != 6 {
+		t.Fatalf("routes: %+v", routes)
+	}
+	for _, rt := range routes {
+		r := httptest.NewRequest(rt.Method, strings.NewReplacer("{org}", "acme", "{repo}", "app").Replace(rt.Path), nil)
+		if req, _, ok := route(r); !ok || req.org != "acme" || req.repo != "app" {
+			t.Errorf("%s %s is not routed: %+v", rt.Method, rt.Path, req)
+		}
 	}
 }
 

@@ -80,6 +80,18 @@ type errorEntry struct {
 	Detail  any    `json:"detail"`
 }
 
+// Refuse answers a request the server refuses before it reaches the registry (a URL that is
+// not valid UTF-8) in OCI's error format: a 400 is NAME_INVALID, a 404 NAME_UNKNOWN, as the
+// registry answers names of the wrong shape itself.
+func (h *Handler) Refuse(w http.ResponseWriter, r *http.Request, status int, message string) {
+	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
+	code := CodeNameInvalid
+	if status == http.StatusNotFound {
+		code = CodeNameUnknown
+	}
+	h.fail(w, r, ociError(status, code, "%s", message))
+}
+
 // fail writes err: an *Error as itself, anything else as a logged 500 that reveals nothing.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error

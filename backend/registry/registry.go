@@ -189,19 +189,37 @@ func (h *Handler) endpoint(ep, method string) (endpointMethod, bool) {
 	return endpointMethod{}, false
 }
 
+// allowed is the Allow header of an endpoint: the methods it serves.
 func (h *Handler) allowed(ep string) string {
-	switch ep {
-	case epTags, epReferrers:
-		return "GET, HEAD"
-	case epManifest:
-		return "GET, HEAD, PUT, DELETE"
-	case epBlob:
-		return "GET, HEAD, DELETE"
-	case epUploads:
-		return "POST"
-	default:
-		return "GET, PATCH, PUT, DELETE"
+	var methods []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if _, ok := h.endpoint(ep, m); ok {
+			methods = append(methods, m)
+		}
 	}
+	return strings.Join(methods, ", ")
+}
+
+// Route is one method and path the registry serves, the path as the distribution spec writes
+// it ({name} may span several segments).
+type Route struct {
+	Method, Path string
+}
+
+// Routes lists every method and path the registry serves (from the same table ServeHTTP
+// dispatches on), for the tests that send bad input to every route of the server.
+func (h *Handler) Routes() []Route {
+	out := []Route{{http.MethodGet, "/v2/"}, {http.MethodHead, "/v2/"}, {http.MethodGet, "/v2/token"}}
+	paths := map[string]string{
+		epTags: "/tags/list", epManifest: "/manifests/{reference}", epBlob: "/blobs/{digest}",
+		epUploads: "/blobs/uploads/", epUpload: "/blobs/uploads/{session}", epReferrers: "/referrers/{digest}",
+	}
+	for _, ep := range []string{epTags, epManifest, epBlob, epUploads, epUpload, epReferrers} {
+		for _, m := range strings.Split(h.allowed(ep), ", ") {
+			out = append(out, Route{Method: m, Path: "/v2/{name}" + paths[ep]})
+		}
+	}
+	return out
 }
 
 // ping is GET /v2/: 200 for any valid credentials, 401 with the challenge that tells clients

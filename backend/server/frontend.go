@@ -26,7 +26,7 @@ func (s *Server) noRoute(c *gin.Context) {
 		s.deps.Git.ServeHTTP(c.Writer, c.Request)
 		return
 	}
-	if s.deps.Registry != nil && (p == "/v2" || strings.HasPrefix(p, "/v2/")) {
+	if s.deps.Registry != nil && isRegistryPath(p) {
 		s.deps.Registry.ServeHTTP(c.Writer, c.Request)
 		return
 	}
@@ -69,6 +69,9 @@ func isGitPath(p string) bool {
 	parts := strings.SplitN(strings.TrimPrefix(p, "/"), "/", 3)
 	return len(parts) == 3 && strings.HasSuffix(parts[1], ".git")
 }
+
+// isRegistryPath reports whether p is under /v2, the OCI registry's namespace.
+func isRegistryPath(p string) bool { return p == "/v2" || strings.HasPrefix(p, "/v2/") }
 
 func servePlaceholder(c *gin.Context) {
 	c.Data(http.StatusOK, "text/html; charset=utf-8", []byte(placeholderPage))

@@ -1,5 +1,6 @@
 // Package server wires Nimbus's HTTP surface and nothing else: middleware (request ids, JSON
-// access logs, metrics, panic recovery), the operations endpoints (/healthz, /readyz, /metrics),
+// access logs, metrics, panic recovery, and the one check of every URL: checkURL), the
+// operations endpoints (/healthz, /readyz, /metrics),
 // each domain's routes under /api/v1, the embedded dashboard, and a graceful shutdown that drains
 // in-flight requests and long-polls.
 //
@@ -46,14 +47,24 @@ type Deps struct {
 	// its own address (which would defeat the per-IP login limit).
 	TrustedProxies []string
 	// Git serves /{org}/{repo}.git/… (smart HTTP); nil disables git hosting.
-	Git http.Handler
+	Git Protocol
 	// Registry serves /v2 and everything under it (the OCI registry, which speaks OCI's error
 	// format and authenticates on its own); nil disables it.
-	Registry http.Handler
+	Registry Protocol
 	// Preview serves the hosts it matches (workspace previews, package workspace) before any
 	// route: those origins are the workspaces' applications, not Nimbus. nil serves none.
 	Preview HostHandler
 	Modules []Module
+}
+
+// Protocol is the handler of a protocol served beside the JSON API, with an error format of
+// its own (git smart HTTP, the OCI registry).
+type Protocol interface {
+	http.Handler
+	// Refuse answers, in the protocol's error format, a request the server's edge refuses
+	// before it reaches the handler (a URL that is not valid UTF-8): status is 400 or 404,
+	// message says why.
+	Refuse(w http.ResponseWriter, r *http.Request, status int, message string)
 }
 
 // HostHandler serves the requests for the hosts it matches.
@@ -85,7 +96,7 @@ func New(d Deps) *Server {
 	}
 	e.HandleMethodNotAllowed = true
 	e.RedirectTrailingSlash = false
-	e.Use(s.requestID, s.recover, s.accessLog, s.metrics.middleware)
+	e.Use(s.requestID, s.recover, s.accessLog, s.metrics.middleware, s.checkURL)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)

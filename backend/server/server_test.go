@@ -16,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/reqlog"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -314,5 +315,107 @@ func TestClientIPIgnoresForwardedForFromUntrustedPeers(t *testing.T) {
 	// httptest requests come from 192.0.2.1: trusted only in the second server.
 	if len(seen) != 2 || seen[0] != "192.0.2.1" || seen[1] != "6.6.6.6" {
 		t.Fatalf("client IPs %v, want [192.0.2.1 6.6.6.6]", seen)
+	}
+}
+
+// protocolStub stands in for git or the registry: it says who served or refused a request.
+type protocolStub struct{ name string }
+
+func (p protocolStub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, p.name+" served")
+}
+
+func (p protocolStub) Refuse(w http.ResponseWriter, r *http.Request, status int, message string) {
+	http.Error(w, p.name+" refused: "+message, status)
+}
+
+// TestEdgeRefusesURLsThatNameNothing: a URL whose path or query is not valid UTF-8 (or holds a
+// control character), or whose path has an empty, "." or ".." segment, is a 400 before any
+// route sees it, in the dialect of whoever serves the path. Such URLs used to reach the
+// handlers: on PostgreSQL every lookup of a name like "\xff" failed (SQLSTATE 22021) and the
+// request was a 500 with an ERROR line, and an empty segment was bound to a parameter as "".
+func TestEdgeRefusesURLsThatNameNothing(t *testing.T) {
+	var reached []string
+	f := newFixture(t, Deps{Frontend: fstest.MapFS{"index.html": {Data: []byte("<html>dashboard</html>")}},
+		Git: protocolStub{"git"}, Registry: protocolStub{"registry"},
+		Modules: []Module{routes(func(_ *gin.Engine, v1 *gin.RouterGroup) {
+			v1.GET("/orgs/:org", func(c *gin.Context) {
+				reached = append(reached, c.Param("org"))
+				c.JSON(200, gin.H{"org": c.Param("org")})
+			})
+			v1.GET("/files/*path", func(c *gin.Context) {
+				reached = append(reached, c.Param("path"))
+				c.JSON(200, gin.H{})
+			})
+		})}})
+	for _, tc := range []struct {
+		target, say string
+	}{
+		{"/api/v1/orgs/%ff", "the URL path is not valid UTF-8"},
+		{"/api/v1/orgs/%FF", "the URL path is not valid UTF-8"},
+		{"/api/v1/orgs/%c3%28", "the URL path is not valid UTF-8"},
+		{"/api/v1/orgs/%C0%AF", "the URL path is not valid UTF-8"},
+		{"/api/v1/orgs/%ED%A0%80", "the URL path is not valid UTF-8"},
+		{"/api/v1/orgs/a%00b", "the URL path holds a control character"},
+		{"/api/v1/orgs/a%0Ab", "the URL path holds a control character"},
+		{"/api/v1/orgs/x?q=%ff", `the URL query parameter "q" is not valid UTF-8`},
+		{"/api/v1/orgs/x?%ff=1", `the URL query parameter "\xff" is not valid UTF-8`},
+		{"/api/v1/orgs/x?q=a%00", `the URL query parameter "q" holds a control character`},
+		{"/api/v1/orgs/..", `the URL path has a ".." segment`},
+		{"/api/v1/orgs/%2e%2e", `the URL path has a ".." segment`},
+		{"/api/v1/orgs/.", `the URL path has a "." segment`},
+		{"/api/v1/files/a/../b", `the URL path has a ".." segment`},
+		{"/api/v1/files/..%2Fb", `the URL path has a ".." segment`},
+		{"/api/v1/files//etc/passwd", `the URL path has an empty segment ("//")`},
+		{"/api/v1/files/a%2F%2Fb", `the URL path has an empty segment ("//")`},
+		{"/api/v1//orgs/x", `the URL path has an empty segment ("//")`},
+		{"//api/v1/orgs/x", `the URL path has an empty segment ("//")`},
+		{"/acme/%ff", "the URL path is not valid UTF-8"}, // a dashboard page
+		{"/acme//repo", `the URL path has an empty segment ("//")`},
+		{"/acme//app.git/info/refs?service=git-upload-pack", `the URL path has an empty segment ("//")`}, // no git path
+	} {
+		w := f.do("GET", tc.target, nil)
+		var env struct{ Error api.Error }
+		json.Unmarshal(w.Body.Bytes(), &env)
+		if w.Code != 400 || env.Error.Code != "bad_request" || env.Error.Message != tc.say {
+			t.Errorf("GET %s: %d %s, want 400 bad_request saying %q", tc.target, w.Code, w.Body, tc.say)
+		}
+	}
+	for _, tc := range []struct{ target, want string }{
+		{"/v2/acme/%FF/tags/list", "registry refused: the URL path is not valid UTF-8"},
+		{"/v2/acme/../other/tags/list", `registry refused: the URL path has a ".." segment`},
+		{"/acme/app.git/info/refs?service=git-upload-pack&x=%ff", `git refused: the URL query parameter "x" is not valid UTF-8`},
+		{"/acme/app.git/../info/refs?service=git-upload-pack", `git refused: the URL path has a ".." segment`},
+	} {
+		if w := f.do("GET", tc.target, nil); w.Code != 400 || strings.TrimSpace(w.Body.String()) != tc.want {
+			t.Errorf("GET %s: %d %q, want 400 %q", tc.target, w.Code, w.Body, tc.want)
+		}
+	}
+	if len(reached) != 0 {
+		t.Errorf("refused URLs reached their handlers with %q", reached)
+	}
+	// What names something passes: UTF-8 names, a trailing slash (no route here, but the
+	// registry's uploads end in one), the protocols' own paths.
+	for _, tc := range []struct {
+		target string
+		status int
+		body   string
+	}{
+		{"/api/v1/orgs/caf%C3%A9", 200, `"org":"café"`},
+		{"/api/v1/orgs/%E5%8A%9F%E8%83%BD?q=%E2%9C%93", 200, `"org":"功能"`},
+		{"/api/v1/files/a/b.yml", 200, "{}"},
+		{"/api/v1/orgs/x/", 404, "not_found"},
+		{"/v2/", 200, "registry served"},
+		{"/v2/acme/app/blobs/uploads/", 200, "registry served"},
+		{"/acme/app.git/info/refs?service=git-upload-pack", 200, "git served"},
+		{"/acme/app/builds/1", 200, "dashboard"},
+	} {
+		if w := f.do("GET", tc.target, nil); w.Code != tc.status || !strings.Contains(w.Body.String(), tc.body) {
+			t.Errorf("GET %s: %d %s, want %d with %q", tc.target, w.Code, w.Body, tc.status, tc.body)
+		}
+	}
+	if strings.Contains(f.logs.String(), `"level":"ERROR"`) {
+		t.Errorf("the edge logged an ERROR:\n%s", f.logs.String())
 	}
 }

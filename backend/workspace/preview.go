@@ -98,9 +98,7 @@ func (s *Service) PreviewLogin(ctx context.Context, p *auth.Principal, id int64,
 	rand.Read(n[:])
 	t := s.sign(claims{Kind: "login", Workspace: r.ID, User: p.UserID(), Nonce: hex.EncodeToString(n[:]),
 		Expires: s.cfg.Clock.Now().Add(loginTTL).Unix()})
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
-		next = "/"
-	}
+	next = samePage(next)
 	return strings.TrimSuffix(s.cfg.Links.Preview(r.ID, port), "/") + previewLogin + "?t=" + t + "&next=" + urlQuery(next), nil
 }
 
@@ -252,11 +250,7 @@ func (pv *Preview) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		exp := s.cfg.Clock.Now().Add(credentialTTL)
 		http.SetCookie(w, &http.Cookie{Name: PreviewCookie, Value: s.sign(claims{Kind: "preview", Workspace: id, User: c.User, Expires: exp.Unix()}),
 			Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil, Expires: exp})
-		next := r.URL.Query().Get("next")
-		if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
-			next = "/"
-		}
-		http.Redirect(w, r, next, http.StatusSeeOther)
+		http.Redirect(w, r, samePage(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
 	token := r.Header.Get(PreviewHeader)
@@ -338,3 +332,15 @@ func previewError(w http.ResponseWriter, status int, msg string) {
 }
 
 func urlQuery(s string) string { return url.QueryEscape(s) }
+
+// samePage returns next when it is a path on the preview's own origin, else "/", so the login
+// hop can never send a browser elsewhere. Browsers read "//host" as another origin, count a
+// backslash as a slash ("/\host" is "//host") and drop tabs and newlines ("/\t/host"), so a
+// path holding any of those, or any other control character, does not pass.
+func samePage(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r == '\\' || r < 0x20 || r == 0x7f }) {
+		return "/"
+	}
+	return next
+}

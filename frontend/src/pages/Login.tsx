@@ -4,9 +4,13 @@ import { endpoints } from '../lib/endpoints'
 import { useSignedIn } from '../session'
 import { Field, FormError, useSubmit } from '../components/ui'
 
-/** Only same-site paths are followed after sign-in. */
+/**
+ * Only same-site paths are followed after sign-in. Browsers read "//host" as another origin,
+ * count a backslash as a slash ("/\host") and drop tabs and newlines ("/\t/host"), so a path
+ * holding any of those, or any other control character, goes to "/" instead.
+ */
 export function safeNext(next: string | null): string {
-  return next && next.startsWith('/') && !next.startsWith('//') ? next : '/'
+  return next && next.startsWith('/') && !next.startsWith('//') && !/[\\\u0000-\u001f\u007f]/.test(next) ? next : '/'
 }
 
 export default function Login() {

@@ -240,8 +240,12 @@ func TestBadInputKeepsNothing(t *testing.T) {
 		if got := w.rows(); got != rows {
 			t.Errorf("refused uploads changed the database: %s → %s", rows, got)
 		}
+		// A ".." segment never reaches a route: the edge refuses the URL (400).
+		if r := w.do("alice", "GET", apiBase+"/../v1/f", nil); r.Status != http.StatusBadRequest {
+			t.Errorf("GET %s: %d, want 400", apiBase+"/../v1/f", r.Status)
+		}
 		// Reads of malformed or unknown names are 404s, and other teams' repos too.
-		for _, p := range []string{apiBase + "/../v1/f", apiBase + "/p/v1/.env", apiBase + "/p/LATEST/f", apiBase + "/nope/latest/f",
+		for _, p := range []string{apiBase + "/p/v1/.env", apiBase + "/p/LATEST/f", apiBase + "/nope/latest/f",
 			"/api/v1/repos/other/secret/artifacts/p/v1/f"} {
 			if r := w.do("alice", "GET", p, nil); r.Status != http.StatusNotFound {
 				t.Errorf("GET %s: %d", p, r.Status)

@@ -137,10 +137,13 @@ func TestHuggingFaceEndpoint(t *testing.T) {
 			t.Fatalf("bert's file: %d", r.Status)
 		}
 
+		// A ".." segment never reaches a route: the edge refuses the URL (400).
+		if r := w.do("deploy", "GET", hfBase+"/acme/models/resolve/main/..", nil); r.Status != http.StatusBadRequest || r.code() != "bad_request" {
+			t.Errorf("a .. file: %d %s, want 400 bad_request", r.Status, r.Body)
+		}
 		// What is not there, with the hub's error codes (clients map them to their errors).
 		for _, c := range []struct{ path, code string }{
 			{hfBase + "/acme/models/resolve/main/missing.bin", "EntryNotFound"},
-			{hfBase + "/acme/models/resolve/main/..", "EntryNotFound"},
 			{hfBase + "/acme/models/resolve/v9/config.json", "RevisionNotFound"},
 			{hfBase + "/acme/models/resolve/" + fmt.Sprintf("%040x", 999999) + "/config.json", "RevisionNotFound"},
 			{hfBase + "/acme.models/nope/resolve/main/config.json", "RepoNotFound"},

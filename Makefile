@@ -10,7 +10,7 @@ BINARIES := bin/nimbus-server bin/nimbus-agent bin/nimbus
 # in 1.27). About 20 s on this machine.
 FUZZ_COMPILE_RUNS ?= 40000x
 
-.PHONY: all run build binaries frontend test test-all test-ide vet go-test fuzz bench frontend-test gpu-check clean
+.PHONY: all run build binaries frontend test test-all test-ide vet go-test fuzz bench frontend-test gpu-check gpu-check-binaries clean
 .DEFAULT_GOAL := build
 
 all: build
@@ -98,11 +98,17 @@ bench:
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkRegistry1GiB$$' -benchtime=1x ./e2e
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkWorkspace$$' -benchtime=1x -v ./e2e
 
-# gpu-check runs on a host with an NVIDIA GPU and Docker (not in CI: no GPU here): the agent's
-# GPU detection against the real nvidia-smi, and a container given one GPU by device id seeing
-# exactly it. See scripts/gpu-check.sh.
+# gpu-check runs on a host with an NVIDIA GPU (not in CI: no GPU here): the agent's GPU detection
+# against the real nvidia-smi, a container given one GPU by device id seeing exactly it (where
+# Docker answers), and a real pipeline training on the GPU (e2e/realgpu_test.go). See
+# scripts/gpu-check.sh.
 gpu-check:
 	scripts/gpu-check.sh
+
+# What gpu-check runs, for a GPU host without Go: copy bin/ there after this.
+gpu-check-binaries: binaries
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus-gpucheck ./agent/cmd/nimbus-gpucheck
+	$(GO) test -tags gpu -c -o bin/e2e-gpu.test ./e2e
 
 frontend-test: frontend/node_modules/.installed
 	cd frontend && npm run --silent check:api && npm test --silent

@@ -42,10 +42,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	image := fs.String("image", "", "an image with a shell to start the GPU container from (the NVIDIA runtime mounts nvidia-smi into it)")
 	host := fs.String("docker-host", os.Getenv("DOCKER_HOST"), "the Docker engine (default: the environment's)")
 	all := fs.Bool("all", false, "check every GPU, one container each (default: the first and the last)")
+	detectOnly := fs.Bool("detect-only", false, "check the GPU detection only (a host without a Docker engine: its pipelines run as host processes)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *image == "" {
+	if *image == "" && !*detectOnly {
 		return errors.New("-image is required (make gpu-check imports a busybox one)")
 	}
 
@@ -63,6 +64,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "detection: %d GPU(s), driver %s, CUDA %s, agent tags %s\n", len(gpus), driver, cuda, strings.Join(gpu.Tags(gpus), " "))
 	for _, g := range gpus {
 		fmt.Fprintf(out, "  GPU %d: %s, %d MiB, %s\n", g.Index, g.Name, g.MemoryMiB, g.UUID)
+	}
+	if *detectOnly {
+		return nil
 	}
 
 	d, err := executor.NewDocker(ctx, *host, "gpu-check")

@@ -31,6 +31,7 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 	imports := []layering.ImportRule{
 		{From: module + "/backend/build", To: module + "/backend/scheduler", Why: "the scheduler drives builds through build.Lifecycle, never the reverse"},
 		{From: module + "/agent", To: module + "/backend", Why: "the agent shares only agent/protocol with the server"},
+		{From: module + "/backend/billing", To: module + "/backend/pipeline/spec", Why: "billing prices runner classes, which live in backend/runnerclass, not in the .cnb.yml engine"},
 	}
 	for _, d := range domains {
 		imports = append(imports, layering.ImportRule{From: module + "/backend/server", To: module + "/backend/" + d,

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
 
 // Options configure the engine. The zero value works: default runner classes, Asia/Shanghai,
@@ -37,8 +38,8 @@ type Options struct {
 	// Remote reads https:// includes. Nil means they are not read: lint warns and moves on. A
 	// Remote that fails is an error, as at build time.
 	Remote FileSource
-	// Classes are the runner classes; DefaultRunnerClasses() when nil.
-	Classes []RunnerClass
+	// Classes are the runner classes; runnerclass.Defaults() when nil.
+	Classes []runnerclass.Class
 	// Location is the time zone of schedules; UTC+8 (Asia/Shanghai) when nil.
 	Location *time.Location
 	// FiredEvents are the events this installation fires; DefaultFiredEvents() when nil.
@@ -62,7 +63,7 @@ func (o Options) withDefaults() Options {
 		o.File = ".cnb.yml"
 	}
 	if o.Classes == nil {
-		o.Classes = DefaultRunnerClasses()
+		o.Classes = runnerclass.Defaults()
 	}
 	if o.Location == nil {
 		o.Location = time.FixedZone("Asia/Shanghai", 8*60*60) // no DST; avoids reading tzdata

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
 
 // Validation rules that need configuration: runner classes and their caps, the built-in tasks
@@ -61,10 +62,10 @@ func (dc *decoder) validatePipeline(pl *pipelineDecl) {
 			dc.d.fromErr(pos, SeverityError, err)
 		} else {
 			capLimit = c.MaxDuration
-			if _, err := c.effectiveCPUs(pl.cpus); err != nil {
+			if _, err := effectiveCPUs(c, pl.cpus); err != nil {
 				dc.d.fromErr(pl.cpusPos, SeverityError, err)
 			}
-			if IsTeamTag(c.Tags[0], dc.opts.classes.list) {
+			if runnerclass.IsTeamTag(c.Tags[0], dc.opts.classes.list) {
 				teamRunnerNote(dc.d, pos, c.Tags[0])
 			}
 		}

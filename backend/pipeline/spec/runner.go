@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
 	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
 
@@ -63,7 +64,7 @@ func (rc runnerClasses) resolve(tags []string) (*runnerclass.Class, error) {
 		if !ok {
 			return nil, &hintError{
 				msg:  fmt.Sprintf("unknown runner tag %q", t),
-				hint: "known tags: " + strings.Join(rc.knownTags(), ", ") + didYouMeanSuffix(t, rc.knownTags()),
+				hint: "known tags: " + strings.Join(rc.knownTags(), ", ") + suggest.Suffix(t, rc.knownTags()),
 			}
 		}
 		if class != nil && class != c {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
 	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
 
@@ -34,7 +35,7 @@ func (dc *decoder) checkBuiltin(j *jobDecl, pos Pos) {
 	case j.typ == "":
 		dc.d.errorf(pos, "type is empty")
 	case !slices.Contains(knownBuiltins, j.typ) && !strings.HasPrefix(j.typ, "npc:"):
-		dc.d.warnHint(pos, didYouMeanHint(j.typ, knownBuiltins), "unknown built-in task type %q", j.typ)
+		dc.d.warnHint(pos, suggest.Hint(j.typ, knownBuiltins), "unknown built-in task type %q", j.typ)
 	default:
 		if msg := unsupportedBuiltin(j.typ, dc.opts.SupportedBuiltins); msg != "" {
 			runs := append(slices.Clone(protocol.AgentBuiltins()), dc.opts.SupportedBuiltins...)

@@ -1,10 +1,13 @@
 // Package spec is the .cnb.yml engine: it parses, validates and matches a .cnb.yml and turns the
-// pipelines a trigger selects into Plans, the contract with the agent.
+// pipelines a trigger selects into Plans, the contract with the agent. It also parses the
+// repository's other pipeline file, .cnb/web_trigger.yml (buttons.go): every .cnb/*.yml file is
+// parsed here.
 //
 // It is a pure library: bytes in, Plans or diagnostics out, with no I/O of its own. Included
 // files are read through the FileSource the caller provides. It imports nothing else of the
 // project except agent/protocol, because the Plan it produces is the agent's wire contract and
-// must live where the agent (which never imports backend/) can import it.
+// must live where the agent (which never imports backend/) can import it, and
+// backend/runnerclass, the runner classes runner: is checked against.
 //
 // The flow, one file per step (README.md draws it):
 //
@@ -17,7 +20,10 @@
 //	env.go       variable substitution and env layering
 //	plan.go      declarations + trigger → protocol.Plan
 //	glob.go      the globstar/extglob matcher of branch keys and ifModify
-//	runner.go    runner classes (configuration data)
+//	runner.go    runner.tags and runner.cpus against the classes of backend/runnerclass
+//	buttons.go   .cnb/web_trigger.yml: the repo page's buttons
+//
+// internal/yamlpos locates YAML syntax errors; internal/suggest makes "did you mean" hints.
 package spec
 
 import (

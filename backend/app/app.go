@@ -40,6 +40,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/registry"
 	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/runnerclass"
 	"github.com/nimbus-build/nimbus/backend/scheduler"
 	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/server"
@@ -278,7 +279,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			workspace.NewHandler(a.Workspaces, log),
 			logHandler,
 			billing.NewHandler(a.Billing, a.Orgs, a.Stripe, billing.HandlerConfig{AllowPrivateWebhooks: cfg.AlertWebhookPrivate,
-				Classes: spec.DefaultRunnerClasses(), ZoneName: cfg.Timezone, Admins: a.Auth.AdminUsernames}, log),
+				Classes: runnerclass.Defaults(), ZoneName: cfg.Timezone, Admins: a.Auth.AdminUsernames}, log),
 			admin.New(a.Orgs, a.Billing, installSettings(cfg, opt.Version), log),
 			artifacts.NewHandler(artifacts.HandlerConfig{Service: a.Files, Blobs: a.Blobs, Repos: a.Repos, Orgs: a.Orgs,
 				PublicURL: cfg.PublicURL, Presign: cfg.S3Presign, Log: log}),

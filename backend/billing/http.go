@@ -17,7 +17,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/org"
-	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/runnerclass"
 	"github.com/nimbus-build/nimbus/backend/webhook"
 )
 
@@ -37,8 +37,8 @@ type HandlerConfig struct {
 	// AllowPrivateWebhooks accepts alert webhook URLs on loopback and private addresses
 	// (AlertSenderConfig.AllowPrivate: the same setting).
 	AllowPrivateWebhooks bool
-	// Classes are the server's runner classes, for the pricing (spec.DefaultRunnerClasses).
-	Classes []spec.RunnerClass
+	// Classes are the server's runner classes, for the pricing (runnerclass.Defaults).
+	Classes []runnerclass.Class
 	// ZoneName is the billing time zone as configured (NIMBUS_TIMEZONE), for people.
 	ZoneName string
 	// Admins lists the platform admins' usernames: who to ask for credit.

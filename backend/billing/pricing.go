@@ -11,7 +11,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/internal/human"
-	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
 
 // PricingJSON is what running costs on this installation (GET /api/v1/pricing): every runner
@@ -57,7 +57,7 @@ type TeamRunnerPriceJSON struct {
 }
 
 // Pricing describes the prices of classes (the server's runner classes).
-func (s *Service) Pricing(classes []spec.RunnerClass, zone string) PricingJSON {
+func (s *Service) Pricing(classes []runnerclass.Class, zone string) PricingJSON {
 	cfg := s.cfg
 	out := PricingJSON{Currency: cfg.Currency, TimeZone: ZoneLabel(cfg.Location, zone, s.clock.Now()),
 		FreeCoreHours: coreHoursText(cfg.FreeCoreSeconds), FreeWorkspaceCoreHour: coreHoursText(cfg.FreeWorkspaceCoreSeconds),
@@ -73,7 +73,7 @@ func (s *Service) Pricing(classes []spec.RunnerClass, zone string) PricingJSON {
 		}
 	}
 	for _, c := range classes {
-		if len(c.Tags) == 0 || c.Tags[0] == spec.DefaultTag {
+		if len(c.Tags) == 0 || c.Tags[0] == runnerclass.DefaultTag {
 			continue
 		}
 		pc := PricedClassJSON{Class: c.Tags[0], Tags: c.Tags, FixedCores: c.FixedCPUs, MinCores: c.MinCPUs, MaxCores: c.MaxCPUs,

@@ -1,6 +1,8 @@
 package build_test
 
 import (
+	"os"
+	"slices"
 	"testing"
 
 	"github.com/nimbus-build/nimbus/backend/internal/layering"
@@ -31,10 +33,24 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 	imports := []layering.ImportRule{
 		{From: module + "/backend/build", To: module + "/backend/scheduler", Why: "the scheduler drives builds through build.Lifecycle, never the reverse"},
 		{From: module + "/agent", To: module + "/backend", Why: "the agent shares only agent/protocol with the server"},
+		{From: module + "/backend/billing", To: module + "/backend/pipeline/spec", Why: "billing prices runner classes, which live in backend/runnerclass, not in the .cnb.yml engine"},
 	}
 	for _, d := range domains {
 		imports = append(imports, layering.ImportRule{From: module + "/backend/server", To: module + "/backend/" + d,
 			Why: "server wires routes and middleware; backend/app assembles the domains"})
+	}
+	// Every .cnb/*.yml file is parsed in pipeline/spec: no other backend package parses YAML.
+	// Allowed: server reads the OpenAPI document (openapi.yaml), and config's tests read the
+	// deploy manifests; neither is a pipeline file. backend/pipeline holds spec alone.
+	entries, err := os.ReadDir("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && !slices.Contains([]string{"pipeline", "server", "config"}, e.Name()) {
+			imports = append(imports, layering.ImportRule{From: module + "/backend/" + e.Name(), To: "gopkg.in/yaml.v3",
+				Why: "every .cnb/*.yml file is parsed in backend/pipeline/spec"})
+		}
 	}
 	for _, v := range layering.CheckImports(code, imports) {
 		t.Error(v)

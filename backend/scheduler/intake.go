@@ -12,7 +12,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/build"
-	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
 
 // Intake is where queued pipelines enter the scheduler: it puts each on its class's Redis queue
@@ -27,11 +27,11 @@ type Intake struct {
 	wake    *wakeup
 }
 
-// NewIntake returns the intake on rdb for the runner classes (spec.DefaultRunnerClasses() when
+// NewIntake returns the intake on rdb for the runner classes (runnerclass.Defaults() when
 // nil).
-func NewIntake(rdb redis.UniversalClient, runnerClasses []spec.RunnerClass) *Intake {
+func NewIntake(rdb redis.UniversalClient, runnerClasses []runnerclass.Class) *Intake {
 	if runnerClasses == nil {
-		runnerClasses = spec.DefaultRunnerClasses()
+		runnerClasses = runnerclass.Defaults()
 	}
 	return &Intake{rdb: rdb, queue: NewQueue(rdb), classes: classes(runnerClasses), wake: newWakeup()}
 }
@@ -286,16 +286,16 @@ func (w *wakeup) pass(t *turn) bool {
 }
 
 // classes are the runner classes the scheduler serves.
-type classes []spec.RunnerClass
+type classes []runnerclass.Class
 
 // class returns the runner class of a canonical tag.
-func (cs classes) class(tag string) (spec.RunnerClass, bool) {
+func (cs classes) class(tag string) (runnerclass.Class, bool) {
 	for _, c := range cs {
 		if len(c.Tags) > 0 && c.Tags[0] == tag {
 			return c, true
 		}
 	}
-	return spec.RunnerClass{}, false
+	return runnerclass.Class{}, false
 }
 
 // gpusOf is how many GPU slots a pipeline of the class takes.

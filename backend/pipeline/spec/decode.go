@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
 )
 
 // This file decodes the merged node tree into the declarations of model.go: branch keys, events,
@@ -66,7 +67,7 @@ func (dc *decoder) event(p pair) *eventDecl {
 	switch {
 	case fam == "":
 		known := append(catalogue(), "web_trigger_<name>", "api_trigger_<name>", "tag_deploy.<env>", "crontab: <cron>")
-		hint := didYouMeanHint(key, known)
+		hint := suggest.Hint(key, known)
 		if hint == "" {
 			hint = "custom events must start with web_trigger_ or api_trigger_"
 		}
@@ -201,7 +202,7 @@ func (dc *decoder) unknownKey(k *node, where string, known []string) {
 		dc.d.errorHint(k.pos, "move runner up to the pipeline, beside stages", "runner belongs to the pipeline, not to a %s", where)
 		return
 	}
-	hint := didYouMeanHint(k.value, known)
+	hint := suggest.Hint(k.value, known)
 	switch {
 	case where == "pipeline" && k.value == "tags":
 		hint = "runner tags go under runner.tags; to filter git tags, use the branch key under tag_push"

@@ -5,6 +5,8 @@ import (
 	"path"
 	"strconv"
 	"strings"
+
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
 )
 
 // FileSource reads files of the repository at the commit being built. Paths are relative to the
@@ -107,7 +109,7 @@ func (l *loader) include(e *node) *node {
 		}
 		for _, pr := range e.pairs {
 			if k := pr.key.value; k != "path" && k != "ignoreError" {
-				l.d.warnHint(pr.key.pos, didYouMeanHint(k, []string{"path", "ignoreError", "config"}), "unknown key %q in include entry", k)
+				l.d.warnHint(pr.key.pos, suggest.Hint(k, []string{"path", "ignoreError", "config"}), "unknown key %q in include entry", k)
 			}
 		}
 		return l.includeFile(p.value, p.pos, ignore)

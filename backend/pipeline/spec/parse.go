@@ -4,6 +4,8 @@ import (
 	"bytes"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/yamlpos"
 )
 
 // This file turns YAML bytes into a tree of nodes that remember their file and position, with
@@ -95,10 +97,10 @@ func parseYAML(file string, src []byte, b *budget, d *diags) *node {
 	var doc yaml.Node
 	src = normalize(src)
 	if err := yaml.Unmarshal(src, &doc); err != nil {
-		// Where the error is takes a second look at the file (syntaxpos.go); only a file that
-		// does not parse pays for it.
-		pos, msg, hint := yamlSyntaxError(file, src, err)
-		d.errorHint(pos, hint, "invalid YAML: %s", msg)
+		// Where the error is takes a second look at the file (internal/yamlpos); only a file
+		// that does not parse pays for it.
+		at := yamlpos.Locate(src, err)
+		d.errorHint(Pos{File: file, Line: at.Line, Column: at.Column}, at.Hint, "invalid YAML: %s", at.Msg)
 		return nil
 	}
 	c := converter{file: file, budget: b, d: d, expanding: map[*yaml.Node]bool{}}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
 
 // maxChangedFiles is how many changed files ifModify considers.
@@ -187,15 +188,15 @@ func (pn *planner) runner(pl *pipelineDecl, sc *scope) protocol.Runner {
 		pn.d.fromErr(pos, SeverityError, err)
 		class, _ = classes.resolve(nil)
 		if class == nil {
-			class = &RunnerClass{Tags: []string{DefaultTag}}
+			class = &runnerclass.Class{Tags: []string{runnerclass.DefaultTag}}
 		}
 	}
-	cpus, err := class.effectiveCPUs(pl.cpus)
+	cpus, err := effectiveCPUs(class, pl.cpus)
 	if err != nil {
 		pn.d.fromErr(pl.cpusPos, SeverityError, err)
 	}
-	r := class.runner(tags, pl.cpus, cpus, pl.namespace)
-	if IsTeamTag(class.Tags[0], classes.list) {
+	r := planRunner(class, tags, pl.cpus, cpus, pl.namespace)
+	if runnerclass.IsTeamTag(class.Tags[0], classes.list) {
 		r.Team = true
 		if anyVar(pl.tags) { // literal tags got the note when the file was validated
 			teamRunnerNote(pn.d, pos, class.Tags[0])

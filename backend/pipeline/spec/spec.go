@@ -1,10 +1,13 @@
 // Package spec is the .cnb.yml engine: it parses, validates and matches a .cnb.yml and turns the
-// pipelines a trigger selects into Plans, the contract with the agent.
+// pipelines a trigger selects into Plans, the contract with the agent. It also parses the
+// repository's other pipeline file, .cnb/web_trigger.yml (buttons.go): every .cnb/*.yml file is
+// parsed here.
 //
 // It is a pure library: bytes in, Plans or diagnostics out, with no I/O of its own. Included
 // files are read through the FileSource the caller provides. It imports nothing else of the
 // project except agent/protocol, because the Plan it produces is the agent's wire contract and
-// must live where the agent (which never imports backend/) can import it.
+// must live where the agent (which never imports backend/) can import it, and
+// backend/runnerclass, the runner classes runner: is checked against.
 //
 // The flow, one file per step (README.md draws it):
 //
@@ -17,13 +20,17 @@
 //	env.go       variable substitution and env layering
 //	plan.go      declarations + trigger → protocol.Plan
 //	glob.go      the globstar/extglob matcher of branch keys and ifModify
-//	runner.go    runner classes (configuration data)
+//	runner.go    runner.tags and runner.cpus against the classes of backend/runnerclass
+//	buttons.go   .cnb/web_trigger.yml: the repo page's buttons
+//
+// internal/yamlpos locates YAML syntax errors; internal/suggest makes "did you mean" hints.
 package spec
 
 import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
 
 // Options configure the engine. The zero value works: default runner classes, Asia/Shanghai,
@@ -37,8 +44,8 @@ type Options struct {
 	// Remote reads https:// includes. Nil means they are not read: lint warns and moves on. A
 	// Remote that fails is an error, as at build time.
 	Remote FileSource
-	// Classes are the runner classes; DefaultRunnerClasses() when nil.
-	Classes []RunnerClass
+	// Classes are the runner classes; runnerclass.Defaults() when nil.
+	Classes []runnerclass.Class
 	// Location is the time zone of schedules; UTC+8 (Asia/Shanghai) when nil.
 	Location *time.Location
 	// FiredEvents are the events this installation fires; DefaultFiredEvents() when nil.
@@ -62,7 +69,7 @@ func (o Options) withDefaults() Options {
 		o.File = ".cnb.yml"
 	}
 	if o.Classes == nil {
-		o.Classes = DefaultRunnerClasses()
+		o.Classes = runnerclass.Defaults()
 	}
 	if o.Location == nil {
 		o.Location = time.FixedZone("Asia/Shanghai", 8*60*60) // no DST; avoids reading tzdata

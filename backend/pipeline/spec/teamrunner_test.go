@@ -52,9 +52,4 @@ func TestTeamRunnerTags(t *testing.T) {
 			t.Errorf("tags %s: want %q, got %v", bad.tags, bad.msg, ds)
 		}
 	}
-	for tag, want := range map[string]bool{"seele-macbook": true, "cnb:arch:amd64": false, "cnb:whatever": false, "": false} {
-		if got := IsTeamTag(tag, DefaultRunnerClasses()); got != want {
-			t.Errorf("IsTeamTag(%q) = %v", tag, got)
-		}
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
+	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
 
 // Validation rules that need configuration: runner classes and their caps, the built-in tasks
@@ -33,7 +35,7 @@ func (dc *decoder) checkBuiltin(j *jobDecl, pos Pos) {
 	case j.typ == "":
 		dc.d.errorf(pos, "type is empty")
 	case !slices.Contains(knownBuiltins, j.typ) && !strings.HasPrefix(j.typ, "npc:"):
-		dc.d.warnHint(pos, didYouMeanHint(j.typ, knownBuiltins), "unknown built-in task type %q", j.typ)
+		dc.d.warnHint(pos, suggest.Hint(j.typ, knownBuiltins), "unknown built-in task type %q", j.typ)
 	default:
 		if msg := unsupportedBuiltin(j.typ, dc.opts.SupportedBuiltins); msg != "" {
 			runs := append(slices.Clone(protocol.AgentBuiltins()), dc.opts.SupportedBuiltins...)
@@ -61,10 +63,10 @@ func (dc *decoder) validatePipeline(pl *pipelineDecl) {
 			dc.d.fromErr(pos, SeverityError, err)
 		} else {
 			capLimit = c.MaxDuration
-			if _, err := c.effectiveCPUs(pl.cpus); err != nil {
+			if _, err := effectiveCPUs(c, pl.cpus); err != nil {
 				dc.d.fromErr(pl.cpusPos, SeverityError, err)
 			}
-			if IsTeamTag(c.Tags[0], dc.opts.classes.list) {
+			if runnerclass.IsTeamTag(c.Tags[0], dc.opts.classes.list) {
 				teamRunnerNote(dc.d, pos, c.Tags[0])
 			}
 		}

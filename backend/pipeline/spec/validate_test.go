@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
 
 // Every validation rule, with the position and message it reports. Each case fails if its rule
@@ -543,7 +545,7 @@ func TestStrictTurnsWarningsIntoErrors(t *testing.T) {
 
 func TestConfigurableClassesAndBuiltins(t *testing.T) {
 	src := []byte("main:\n  push:\n    - runner: {tags: cnb:arch:amd64:gpu}\n      stages:\n        - type: git:auto-merge\n")
-	classes := DefaultRunnerClasses()
+	classes := runnerclass.Defaults()
 	classes[2].MaxDuration = 4 * 60 * 60 * 1e9
 	opts := Options{Classes: classes[:1], SupportedBuiltins: []string{"git:auto-merge"}}
 	ds := Lint(src, opts)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
 )
 
 // Decoding of leaf values: scalars, string lists, durations, images, env maps, locks and the
@@ -347,7 +348,7 @@ func (dc *decoder) services(v *node) []serviceDecl {
 			continue
 		}
 		if !slices.Contains(knownServices, s.name) {
-			dc.d.warnHint(it.pos, didYouMeanHint(s.name, knownServices), "unknown service %q; only docker and vscode exist, so it is ignored", s.name)
+			dc.d.warnHint(it.pos, suggest.Hint(s.name, knownServices), "unknown service %q; only docker and vscode exist, so it is ignored", s.name)
 			continue
 		}
 		out = append(out, s)

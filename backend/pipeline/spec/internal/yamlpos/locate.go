@@ -1,4 +1,9 @@
-package spec
+// Package yamlpos says where a YAML syntax error is, and what it is, in words, for a file
+// yaml.v3 rejected: yaml.v3 names no column, and the line it names is the line where the
+// enclosing block or flow collection started (counted from 0 for its parser's errors, from 1
+// for its scanner's), or none at all. Locate is the whole API; spec calls it
+// only for a file that does not parse, so valid files never pay for it. README.md draws how.
+package yamlpos
 
 import (
 	"bytes"
@@ -12,14 +17,18 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// This file says where a YAML syntax error is, and what it is, in words. yaml.v3 names no
-// column, and the line it names is the line where the enclosing block or flow collection
-// started (counted from 0 for its parser's errors, from 1 for its scanner's), or no line at all.
-// Once yaml.v3 has rejected a file, replayYAML (yamlreplay.go) runs yaml.v3's scanner and parser
+// Once yaml.v3 has rejected a file, replayYAML (replay.go) runs yaml.v3's scanner and parser
 // over the same bytes up to the first error, and so learns the token yaml.v3 stopped at. The
 // replay's error is used only when it is yaml.v3's (the same problem, and the line yaml.v3's
-// message names); otherwise the diagnostic keeps yaml.v3's line. A file that parses is never
+// message names); otherwise the error keeps yaml.v3's line. A file that parses is never
 // replayed.
+
+// Located is a YAML syntax error found in the text: a 1-based line and column (0 when unknown),
+// what is wrong in words, and what to do about it ("" when there is nothing to add).
+type Located struct {
+	Line, Column int
+	Msg, Hint    string
+}
 
 var yamlErrLineRe = regexp.MustCompile(`^line (\d+): `)
 
@@ -38,12 +47,12 @@ func splitYAMLError(err error) (problem string, line int) {
 	return msg, line
 }
 
-// yamlSyntaxError turns yaml.v3's error about src (normalized) into a position, a message and a
-// hint.
-func yamlSyntaxError(file string, src []byte, err error) (Pos, string, string) {
+// Locate turns the error yaml.v3 returned for src into a position, a message and a hint. src
+// must be the bytes yaml.v3 was given (spec strips a BOM and CRLFs first).
+func Locate(src []byte, err error) Located {
 	problem, line := splitYAMLError(err)
 	if f := locateYAMLError(src, problem, line); f != nil {
-		return Pos{File: file, Line: f.at.line + 1, Column: f.at.col + 1}, f.msg, f.hint
+		return Located{Line: f.at.line + 1, Column: f.at.col + 1, Msg: f.msg, Hint: f.hint}
 	}
 	// The replay did not reach yaml.v3's verdict: report yaml.v3's own line, made 1-based, at
 	// the first character of that line.
@@ -62,12 +71,12 @@ func yamlSyntaxError(file string, src []byte, err error) (Pos, string, string) {
 		// "unexpected end of stream" lands past the last line; the problem is on it.
 		line = last
 	}
-	pos := Pos{File: file, Line: line}
+	out := Located{Line: line, Msg: problem}
 	if line > 0 && line <= len(lines) {
 		text := lines[line-1]
-		pos.Column = utf8.RuneCountInString(text[:len(text)-len(strings.TrimLeft(text, " \t"))]) + 1
+		out.Column = utf8.RuneCountInString(text[:len(text)-len(strings.TrimLeft(text, " \t"))]) + 1
 	}
-	return pos, problem, ""
+	return out
 }
 
 // parserProblems are the problems yaml.v3's parser (not its scanner) reports; their line is

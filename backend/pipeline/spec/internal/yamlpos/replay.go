@@ -1,22 +1,24 @@
-package spec
+package yamlpos
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
 )
 
-// yamlreplay.go replays yaml.v3 (gopkg.in/yaml.v3 v3.0.1, scannerc.go and parserc.go) over a
+// replay.go replays yaml.v3 (gopkg.in/yaml.v3 v3.0.1, scannerc.go and parserc.go) over a
 // file it rejected, to learn which token it stopped at: yaml.v3 keeps that position to itself.
 // It is a port of the structure only — indentation and the indent stack, simple keys and the
 // 1024-character rule, flow levels, quoted and block scalars, anchors, tags, directives, the
 // token lookahead yaml.v3's parser is given — and builds no values. Function by function it
 // follows yaml.v3, quirks included (a key token for a key the parser has already taken is
-// appended, as yaml.v3 does), because agreeing with yaml.v3 is the whole point: syntaxpos.go
+// appended, as yaml.v3 does), because agreeing with yaml.v3 is the whole point: locate.go
 // uses a replay's error only when it is the one yaml.v3 reported. Comments are skipped the way
 // yaml.v3's comment scanner skips them, but not attached to anything; where yaml.v3's
 // attaching of head comments changes the outcome (it can swallow a scanner error), the replay
-// disagrees and syntaxpos.go falls back to yaml.v3's line. TestSyntaxReplayAgreesWithYAML
+// disagrees and locate.go falls back to yaml.v3's line. TestSyntaxReplayAgreesWithYAML
 // checks the agreement on mutations of real files; it is the test to run when yaml.v3 changes.
 
 // ymark is a place in the source: 0-based line and column, a character index (for yaml.v3's
@@ -1186,7 +1188,7 @@ func (r *yreplay) parseNode(block, indentless bool) bool {
 		if !r.anchors[t.value] {
 			r.err = &yamlFault{problem: fmt.Sprintf("unknown anchor '%s' referenced", t.value), kind: faultDecoder, at: t.start,
 				msg:  fmt.Sprintf("alias *%s refers to no anchor: &%s is not defined before it", t.value, t.value),
-				hint: didYouMeanHint(t.value, sortedKeys(r.anchors))}
+				hint: suggest.Hint(t.value, sortedKeys(r.anchors))}
 			return false
 		}
 		return true

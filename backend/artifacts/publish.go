@@ -23,6 +23,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/webhook"
+	"github.com/nimbus-build/nimbus/internal/backoff"
 )
 
 // Publish webhooks: a repo may name one URL that hears of every new model version, so an
@@ -152,14 +153,8 @@ func sealContext(repoID int64) string {
 	return "artifact-publish-hook:" + strconv.FormatInt(repoID, 10)
 }
 
-// backoff is the wait after the n-th failed try.
-func backoff(n int) time.Duration {
-	d := 30 * time.Second
-	for i := 1; i < n && d < time.Hour; i++ {
-		d *= 2
-	}
-	return min(d, time.Hour)
-}
+// publishRetry is the wait after a failed try: 30 s doubling to an hour.
+var publishRetry = backoff.Policy{Initial: 30 * time.Second, Max: time.Hour}
 
 // Deliver sends one round of due deliveries and returns how many were delivered.
 func (p *Publisher) Deliver(ctx context.Context) (int, error) {
@@ -194,7 +189,7 @@ func (p *Publisher) Deliver(ctx context.Context) (int, error) {
 		case errors.Is(err, errVersionGone) || d.Attempts+1 >= MaxPublishAttempts:
 			set["status"], set["error"] = DeliveryFailed, err.Error()
 		default:
-			set["error"], set["due_at"] = err.Error(), now.Add(backoff(d.Attempts+1))
+			set["error"], set["due_at"] = err.Error(), now.Add(publishRetry.After(d.Attempts+1))
 			p.cfg.Log.WarnContext(ctx, "publish webhook failed; retrying later", "delivery", d.ID, "err", err)
 		}
 		if err := p.cfg.DB.WithContext(context.WithoutCancel(ctx)).Model(&PublishDelivery{}).Where("id = ?", d.ID).Updates(set).Error; err != nil {

@@ -65,6 +65,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/tunnel"
 	"github.com/nimbus-build/nimbus/agent/volumes"
 	"github.com/nimbus-build/nimbus/agent/workspace"
+	"github.com/nimbus-build/nimbus/internal/backoff"
 )
 
 // Config is an agent's configuration.
@@ -312,14 +313,7 @@ func mergeTags(tags, more []string) []string {
 
 // pause waits d or until ctx ends, and reports whether ctx is still alive.
 func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return backoff.Sleep(ctx, d) == nil
 }
 
 // Run registers if needed, then polls for work while there is capacity and runs each lease in
@@ -550,7 +544,9 @@ func (l *loop) start(sess *session, lease *protocol.Lease) {
 // server names. A poll in flight is started again when the set of runs changes, so a pipeline
 // is covered from the moment it starts.
 func (l *loop) control(heartbeat time.Duration) {
-	backoff := time.Duration(0)
+	// A failing poll waits 250 ms doubling to 5 s; an answer starts over.
+	policy := backoff.Policy{Initial: 250 * time.Millisecond, Max: 5 * time.Second}
+	var wait time.Duration
 	for l.reports.Err() == nil {
 		l.mu.Lock()
 		sess := l.session
@@ -580,13 +576,13 @@ func (l *loop) control(heartbeat time.Duration) {
 			pause(l.reports, time.Second)
 			continue
 		case err != nil:
-			backoff = min(max(2*backoff, 250*time.Millisecond), 5*time.Second)
-			if !pause(l.reports, backoff) {
+			wait = policy.Next(wait)
+			if !pause(l.reports, wait) {
 				return
 			}
 			continue
 		}
-		backoff = 0
+		wait = 0
 		for _, st := range resp.Stop {
 			if sess.run.Stop(st.LeaseID, st.Reason) {
 				l.log.Info("stop requested by the server", "lease_id", st.LeaseID, "reason", st.Reason)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/backoff"
 )
 
 // This file is the agent's one retry policy. Every API call goes through Retry.do; nobody else
@@ -94,7 +95,8 @@ func Retryable(err error) bool {
 // the last error.
 func (r Retry) do(ctx context.Context, attempt func() error) error {
 	deadline := time.Now().Add(r.GiveUpAfter)
-	wait := r.Initial
+	policy := backoff.Policy{Initial: r.Initial, Max: r.Max}
+	wait := policy.Next(0)
 	for {
 		err := attempt()
 		if err == nil || !Retryable(err) || ctx.Err() != nil {
@@ -108,14 +110,10 @@ func (r Retry) do(ctx context.Context, attempt func() error) error {
 		if time.Now().Add(pause).After(deadline) {
 			return fmt.Errorf("%w (gave up after %s)", err, r.GiveUpAfter)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(err, ctx.Err())
-		case <-t.C:
+		if serr := backoff.Sleep(ctx, pause); serr != nil {
+			return errors.Join(err, serr)
 		}
-		wait = min(wait*2, r.Max)
+		wait = policy.Next(wait)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/internal/backoff"
 )
 
 // DefaultMount is where job containers see the workspace when the plan does not say
@@ -183,19 +184,16 @@ var transientGit = []string{"Failed to connect", "Couldn't connect", "Connection
 
 // gitRetrying is git with up to five attempts (1, 2, 4, 8 s apart) for transient failures.
 func (x *run) gitRetrying(ctx context.Context, env []string, args ...string) error {
-	wait := time.Second
+	policy := backoff.Policy{Initial: time.Second}
 	for attempt := 1; ; attempt++ {
 		err := x.git(ctx, env, args...)
 		if err == nil || attempt == 5 || !isTransientGit(err) {
 			return err
 		}
 		x.log.Warn("git failed, retrying", "command", args[0], "attempt", attempt, "err", err)
-		select {
-		case <-ctx.Done():
+		if backoff.Sleep(ctx, policy.After(attempt)) != nil {
 			return err
-		case <-time.After(wait):
 		}
-		wait *= 2
 	}
 }
 

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -31,6 +30,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/backoff"
 )
 
 // Header is what the server asks of a stream: its kind and that kind's fields.
@@ -162,28 +162,18 @@ func (c *Client) Run(ctx context.Context) {
 // held for a while starts the backoff over; a refusal that asking again cannot change (a bad
 // token until the agent registers again, a server without the tunnel) waits the most.
 func (c *Client) nextWait(prev time.Duration, err error, lasted time.Duration) time.Duration {
+	policy := backoff.Policy{Initial: c.cfg.MinBackoff, Max: c.cfg.MaxBackoff, Jitter: 0.2}
 	var se *StatusError
 	switch {
 	case errors.As(err, &se) && se.Status >= 400 && se.Status < 500 && se.Status != http.StatusTooManyRequests:
-		return jitter(c.cfg.MaxBackoff)
-	case lasted >= c.cfg.MaxBackoff || prev == 0:
-		return jitter(c.cfg.MinBackoff)
+		return policy.Next(c.cfg.MaxBackoff)
+	case lasted >= c.cfg.MaxBackoff:
+		return policy.Next(0)
 	}
-	return jitter(min(2*prev, c.cfg.MaxBackoff))
-}
-
-func jitter(d time.Duration) time.Duration {
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+	return policy.Next(prev)
 }
 
 // pause waits d or until ctx ends, and reports whether ctx is still alive.
 func pause(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return backoff.Sleep(ctx, d) == nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/outbox"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/record"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
@@ -66,6 +67,9 @@ type App struct {
 	Billing   *billing.Service
 	Stripe    *billing.Stripe
 	Alerts    *billing.AlertSender
+	// Outbox sends every outgoing webhook (billing alerts, publish webhooks); each domain
+	// registers its kinds.
+	Outbox *outbox.Outbox
 	// Publisher announces new model versions to the repos' publish webhooks.
 	Publisher *artifacts.Publisher
 	// Storage keeps artifact bytes: registry blobs (and model files).
@@ -168,7 +172,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	if a.Stripe, err = newStripe(cfg, a.Billing, opt.StripeClient, log); err != nil {
 		return nil, err
 	}
-	a.Alerts = billing.NewAlertSender(a.DB, clk, log, billing.AlertSenderConfig{AllowPrivate: cfg.AlertWebhookPrivate})
+	a.Outbox = outbox.New(outbox.Config{DB: a.DB, Clock: clk, Log: log})
+	a.Alerts = billing.NewAlertSender(a.DB, clk, log, a.Outbox, billing.AlertSenderConfig{AllowPrivate: cfg.AlertWebhookPrivate})
 	// The intake (the scheduler's Redis queues) comes first: the build service enqueues into it,
 	// and the scheduler, which drives builds through build.Lifecycle, dispatches from it.
 	intake := scheduler.NewIntake(a.Redis.Client, nil)
@@ -226,7 +231,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		return nil, err
 	}
 	a.Files = artifacts.NewService(a.DB, a.Storage, a.Blobs, a.Builds, clk, log)
-	a.Publisher = artifacts.NewPublisher(artifacts.PublisherConfig{DB: a.DB, Repos: a.Repos, Box: box, Clock: clk, Log: log,
+	a.Publisher = artifacts.NewPublisher(artifacts.PublisherConfig{DB: a.DB, Outbox: a.Outbox, Repos: a.Repos, Box: box, Clock: clk, Log: log,
 		PublicURL: cfg.PublicURL, AllowPrivate: cfg.PublishWebhookPrivate, Settle: cfg.PublishWebhookSettle})
 	a.Collector = artifacts.NewCollector(a.DB, a.Storage, a.Registry, clk, log.With("component", "gc"), artifacts.CollectorConfig{BuildRetention: cfg.BuildArtifactRetention})
 
@@ -356,10 +361,9 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
 	go a.Scheduler.Run(bgCtx, a.Config.SchedulerTick)
-	// Alert webhooks are network calls to teams' servers: their own loop, so a slow webhook
-	// never delays the scheduler's leader tick (each replica may run it; see billing.AlertSender).
-	go a.Alerts.Run(bgCtx, a.Config.SchedulerTick)
-	go a.Publisher.Run(bgCtx, a.Config.SchedulerTick)
+	// Webhooks are network calls to teams' servers: the outbox's own loop, so a slow webhook
+	// never delays the scheduler's leader tick (each replica runs it: claims are fenced).
+	go a.Outbox.Run(bgCtx, a.Config.SchedulerTick)
 	// Garbage collection walks the whole store: its own loop and its own lock, so it never
 	// delays the scheduler's tick.
 	go a.Collector.Run(bgCtx, a.Redis.Client, a.Config.GCInterval)

@@ -11,6 +11,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/outbox"
 	"github.com/nimbus-build/nimbus/backend/registry"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/scheduler"
@@ -31,6 +32,7 @@ func models() []any {
 		&logs.JobLog{}, &logs.LogChunk{},
 		&registry.Repository{}, &registry.Blob{}, &registry.Manifest{}, &registry.ManifestRef{}, &registry.Tag{}, &registry.Upload{},
 		&artifacts.Package{}, &artifacts.Version{}, &artifacts.File{}, &artifacts.Release{}, &artifacts.Use{}, &artifacts.PublishHook{}, &artifacts.PublishDelivery{},
+		&outbox.Message{},
 	}
 }
 

@@ -20,9 +20,11 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/outbox"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/webhook"
+	"github.com/nimbus-build/nimbus/internal/backoff"
 )
 
 // Publish webhooks: a repo may name one URL that hears of every new model version, so an
@@ -31,10 +33,16 @@ import (
 // hand-off versions or release files. The Publisher sends it once the version has had no new
 // file for Settle (a pipeline pushes a version's files one after another), as a POST of
 // PublishJSON signed with the hook's secret (X-Nimbus-Signature: sha256=<hex HMAC-SHA256 of
-// the body>) and named by X-Nimbus-Delivery (a receiver's idempotency key). A failed POST is
-// retried with backoff (30 s doubling to an hour) up to MaxPublishAttempts, then marked
-// failed; the dashboard lists deliveries with their attempts, codes and errors. Sends go
-// through the same dial-time guard against private addresses as billing's alert webhooks.
+// the body>) and named by X-Nimbus-Delivery (a receiver's idempotency key). The delivery row
+// is the record the dashboard lists (attempts, codes, errors); the sending goes through the
+// webhook outbox (backend/outbox): the version's transaction enqueues a KindPublish message
+// with the delivery, and the outbox's loop calls deliverPublish, which waits (outbox.NotYet)
+// while the version still settles. A failed POST is retried with backoff (30 s doubling to an
+// hour) up to MaxPublishAttempts, then marked failed. Sends go through the same dial-time
+// guard against private addresses as billing's alert webhooks.
+
+// KindPublish is the outbox kind of publish webhooks; the message's Ref is the delivery's id.
+const KindPublish = "artifacts.publish"
 
 // Delivery statuses.
 const (
@@ -90,7 +98,11 @@ func enqueuePublish(tx *gorm.DB, repoID int64, pkg string, ver *Version, now tim
 	}
 	d := PublishDelivery{RepoID: repoID, VersionID: ver.ID, Package: pkg, Version: ver.Version, Status: DeliveryPending,
 		DueAt: now, CreatedAt: now}
-	return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&d).Error
+	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&d)
+	if res.Error != nil || res.RowsAffected == 0 {
+		return res.Error // the version's delivery was written already
+	}
+	return outbox.Enqueue(tx.Statement.Context, tx, KindPublish, d.ID, now)
 }
 
 // PublishFileJSON is a file of a published version.
@@ -119,6 +131,7 @@ type PublishJSON struct {
 // PublisherConfig configures publish deliveries.
 type PublisherConfig struct {
 	DB        *gorm.DB
+	Outbox    *outbox.Outbox
 	Repos     *repo.Service
 	Box       *secrets.Box
 	Clock     clock.Clock
@@ -137,7 +150,7 @@ type Publisher struct {
 	client *http.Client
 }
 
-// NewPublisher returns a publisher.
+// NewPublisher returns a publisher, registered as the outbox's handler of KindPublish.
 func NewPublisher(cfg PublisherConfig) *Publisher {
 	if cfg.Settle <= 0 {
 		cfg.Settle = 5 * time.Second
@@ -145,63 +158,68 @@ func NewPublisher(cfg PublisherConfig) *Publisher {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	return &Publisher{cfg: cfg, client: webhook.Client(cfg.AllowPrivate, cfg.Timeout)}
+	p := &Publisher{cfg: cfg, client: webhook.Client(cfg.AllowPrivate, cfg.Timeout)}
+	cfg.Outbox.Register(KindPublish, outbox.Kind{Handle: p.deliverPublish, Retry: publishRetry(), MaxAttempts: MaxPublishAttempts})
+	return p
 }
 
 func sealContext(repoID int64) string {
 	return "artifact-publish-hook:" + strconv.FormatInt(repoID, 10)
 }
 
-// backoff is the wait after the n-th failed try.
-func backoff(n int) time.Duration {
-	d := 30 * time.Second
-	for i := 1; i < n && d < time.Hour; i++ {
-		d *= 2
-	}
-	return min(d, time.Hour)
-}
+// publishRetry is the wait after a failed try: 30 s doubling to an hour.
+func publishRetry() backoff.Policy { return backoff.Policy{Initial: 30 * time.Second, Max: time.Hour} }
 
 // Deliver sends one round of due deliveries and returns how many were delivered.
 func (p *Publisher) Deliver(ctx context.Context) (int, error) {
+	return p.cfg.Outbox.Deliver(ctx, KindPublish)
+}
+
+// deliverPublish sends the delivery m names once its version has settled, and keeps the
+// delivery's record of the attempt in step with the outbox's decision.
+func (p *Publisher) deliverPublish(ctx context.Context, m outbox.Message) error {
 	db := p.cfg.DB.WithContext(ctx)
 	now := p.cfg.Clock.Now().UTC()
-	var due []PublishDelivery
-	err := db.Table("artifact_publish_deliveries d").Select("d.*").
-		Joins("JOIN artifact_publish_hooks h ON h.repo_id = d.repo_id").
-		Where("d.status = ? AND d.due_at <= ?", DeliveryPending, now).
-		Where("NOT EXISTS (SELECT 1 FROM artifact_files f WHERE f.version_id = d.version_id AND f.created_at > ?)", now.Add(-p.cfg.Settle)).
-		Order("d.id").Limit(50).Scan(&due).Error
-	if err != nil {
-		return 0, fmt.Errorf("artifacts: publish deliveries: %w", err)
+	var d PublishDelivery
+	if err := db.Where("id = ?", m.Ref).Take(&d).Error; errors.Is(err, gorm.ErrRecordNotFound) {
+		return outbox.Permanent(fmt.Errorf("publish delivery %d is gone", m.Ref))
+	} else if err != nil {
+		return fmt.Errorf("artifacts: publish delivery: %w", err)
 	}
-	sent := 0
-	for _, d := range due {
-		// Claimed by moving its due time: another replica's round skips it.
-		claim := db.Model(&PublishDelivery{}).Where("id = ? AND status = ? AND due_at = ?", d.ID, DeliveryPending, d.DueAt).
-			Update("due_at", now.Add(p.cfg.Timeout+time.Minute))
-		if claim.Error != nil {
-			return sent, claim.Error
-		}
-		if claim.RowsAffected == 0 {
-			continue
-		}
-		code, err := p.send(ctx, &d)
-		set := map[string]any{"attempts": d.Attempts + 1, "response_code": code, "error": ""}
-		switch {
-		case err == nil:
-			set["status"], set["delivered_at"] = DeliveryDelivered, now
-			sent++
-		case errors.Is(err, errVersionGone) || d.Attempts+1 >= MaxPublishAttempts:
-			set["status"], set["error"] = DeliveryFailed, err.Error()
-		default:
-			set["error"], set["due_at"] = err.Error(), now.Add(backoff(d.Attempts+1))
-			p.cfg.Log.WarnContext(ctx, "publish webhook failed; retrying later", "delivery", d.ID, "err", err)
-		}
-		if err := p.cfg.DB.WithContext(context.WithoutCancel(ctx)).Model(&PublishDelivery{}).Where("id = ?", d.ID).Updates(set).Error; err != nil {
-			return sent, err
-		}
+	if d.Status != DeliveryPending {
+		return nil
 	}
-	return sent, nil
+	var hooks int64
+	if err := db.Model(&PublishHook{}).Where("repo_id = ?", d.RepoID).Count(&hooks).Error; err != nil {
+		return fmt.Errorf("artifacts: publish hook: %w", err)
+	}
+	if hooks == 0 {
+		return outbox.NotYet(time.Minute, "the repo has no publish webhook")
+	}
+	var recent int64
+	if err := db.Model(&File{}).Where("version_id = ? AND created_at > ?", d.VersionID, now.Add(-p.cfg.Settle)).Count(&recent).Error; err != nil {
+		return fmt.Errorf("artifacts: the version's recent files: %w", err)
+	}
+	if recent > 0 {
+		return outbox.NotYet(p.cfg.Settle, "the version is still receiving files")
+	}
+	code, err := p.send(ctx, &d)
+	attempt := m.Attempts + 1
+	set := map[string]any{"attempts": attempt, "response_code": code, "error": ""}
+	switch {
+	case err == nil:
+		set["status"], set["delivered_at"] = DeliveryDelivered, now
+	case errors.Is(err, errVersionGone) || attempt >= MaxPublishAttempts:
+		set["status"], set["error"] = DeliveryFailed, err.Error()
+		err = outbox.Permanent(err)
+	default:
+		set["error"], set["due_at"] = err.Error(), now.Add(publishRetry().After(attempt))
+	}
+	// A context that has ended still needs the attempt recorded.
+	if uerr := p.cfg.DB.WithContext(context.WithoutCancel(ctx)).Model(&PublishDelivery{}).Where("id = ?", d.ID).Updates(set).Error; uerr != nil {
+		return errors.Join(err, fmt.Errorf("artifacts: record publish delivery %d: %w", d.ID, uerr))
+	}
+	return err
 }
 
 var errVersionGone = errors.New("the version was deleted before it was announced")
@@ -264,25 +282,6 @@ func (p *Publisher) send(ctx context.Context, d *PublishDelivery) (int, error) {
 		return res.StatusCode, fmt.Errorf("%s answered %s", webhook.Redact(hook.URL), res.Status)
 	}
 	return res.StatusCode, nil
-}
-
-// Run delivers every tick until ctx ends.
-func (p *Publisher) Run(ctx context.Context, every time.Duration) {
-	if every <= 0 {
-		every = 5 * time.Second
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if _, err := p.Deliver(ctx); err != nil && ctx.Err() == nil {
-			p.cfg.Log.ErrorContext(ctx, "publish webhook delivery", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // ---- API: the repo's publish webhook (repo admin) --------------------------------------------

@@ -5,11 +5,14 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/backend/outbox"
 )
 
 // alerts records the notifications an account's new state calls for, each once: 50, 80 and
 // 100 % of the monthly spending cap, and the balance falling below its threshold (once per fall).
-// Delivery to the account's webhook happens outside the transaction (DeliverAlerts).
+// Each is enqueued in the webhook outbox in the same transaction; delivery to the account's
+// webhook happens outside it (deliver.go).
 func (s *Service) alerts(tx *gorm.DB, a *Account, now time.Time) error {
 	if a.SpendingCap != nil && *a.SpendingCap > 0 {
 		sp, err := s.spentSince(tx, a.ID, s.monthStart(now))
@@ -49,5 +52,9 @@ func notify(tx *gorm.DB, accountID int64, kind, key, msg string, now time.Time) 
 	if err := tx.Model(&Notification{}).Where("dedupe_key = ?", key).Count(&n).Error; err != nil || n > 0 {
 		return err
 	}
-	return tx.Create(&Notification{AccountID: accountID, Kind: kind, DedupeKey: key, Message: msg, CreatedAt: now}).Error
+	note := Notification{AccountID: accountID, Kind: kind, DedupeKey: key, Message: msg, CreatedAt: now}
+	if err := tx.Create(&note).Error; err != nil {
+		return err
+	}
+	return outbox.Enqueue(tx.Statement.Context, tx, KindAlert, note.ID, now)
 }

@@ -2,13 +2,18 @@ package billing_test
 
 import (
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/nimbus-build/nimbus/backend/billing"
+	"github.com/nimbus-build/nimbus/backend/outbox"
 )
 
 // htHook is an alert webhook on loopback that records what it receives.
@@ -51,9 +56,24 @@ func (w *htWorld) notice(key string, age time.Duration) {
 	w.t.Helper()
 	n := billing.Notification{AccountID: w.account().ID, Kind: "test", DedupeKey: key, Message: "note " + key,
 		CreatedAt: w.clock.Now().UTC().Add(-age)}
-	if err := w.app.DB.Create(&n).Error; err != nil {
+	// Recorded as notify does: the notification and its outbox message in one transaction.
+	err := w.app.DB.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&n).Error; err != nil {
+			return err
+		}
+		return outbox.Enqueue(w.ctx, tx, billing.KindAlert, n.ID, n.CreatedAt)
+	})
+	if err != nil {
 		w.t.Fatal(err)
 	}
+}
+
+// restartedAlerts is the alert sender of a server started anew on the same database: nothing
+// of the first server's memory is left.
+func (w *htWorld) restartedAlerts() *billing.AlertSender {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	box := outbox.New(outbox.Config{DB: w.app.DB, Clock: w.clock, Log: log})
+	return billing.NewAlertSender(w.app.DB, w.clock, log, box, billing.AlertSenderConfig{AllowPrivate: true})
 }
 
 func (w *htWorld) deliverAlerts() int {
@@ -128,4 +148,94 @@ func TestAlertsNeverReachPrivateAddressesByDefault(t *testing.T) {
 	if err := w.app.DB.Where("dedupe_key = ?", "p1").Take(&n).Error; err != nil || n.Delivered {
 		t.Fatalf("notification %+v %v", n, err)
 	}
+}
+
+// A server that dies while it sends an alert (the receiver is down behind a proxy that holds
+// the request) loses nothing: the server started again on the same database delivers the
+// alert once the dead one's claim has run out. Before the outbox the claim was the
+// notification's delivered flag, so the alert was marked delivered and never sent.
+func TestAlertsSurviveARestart(t *testing.T) {
+	t.Parallel()
+	htEachDialect(t, htOptions{privateWebhooks: true}, func(t *testing.T, w *htWorld) {
+		arrived, release := make(chan struct{}), make(chan struct{})
+		var mu sync.Mutex
+		var got []billing.AlertJSON
+		first := true
+		srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			var a billing.AlertJSON
+			if err := json.NewDecoder(r.Body).Decode(&a); err != nil {
+				t.Errorf("alert webhook: %v", err)
+			}
+			mu.Lock()
+			if first {
+				first = false
+				mu.Unlock()
+				close(arrived)
+				<-release
+				rw.WriteHeader(http.StatusBadGateway)
+				return
+			}
+			got = append(got, a)
+			mu.Unlock()
+			rw.WriteHeader(http.StatusNoContent)
+		}))
+		t.Cleanup(srv.Close)
+		if err := w.app.DB.Model(&billing.Account{}).Where("id = ?", w.account().ID).Update("alert_webhook_url", srv.URL+"/hook").Error; err != nil {
+			t.Fatal(err)
+		}
+		w.notice("r1", 0)
+
+		dead := make(chan struct{})
+		go func() {
+			defer close(dead)
+			w.app.Alerts.DeliverAlerts(w.ctx) // the server that dies mid-send
+		}()
+		<-arrived
+		// That server is gone; a new one starts on the same database and, a while later,
+		// delivers what the dead one had in hand.
+		restarted := w.restartedAlerts()
+		w.clock.Advance(2 * time.Minute)
+		n, err := restarted.DeliverAlerts(w.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		received := len(got)
+		mu.Unlock()
+		close(release)
+		<-dead
+		if n != 1 || received != 1 {
+			t.Fatalf("the restarted server delivered %d (the receiver got %d), want the alert", n, received)
+		}
+		var note billing.Notification
+		if err := w.app.DB.Where("dedupe_key = ?", "r1").Take(&note).Error; err != nil || !note.Delivered {
+			t.Fatalf("notification %+v %v", note, err)
+		}
+		// The dead server's late answer undoes nothing, and nothing is sent again.
+		w.clock.Advance(time.Hour)
+		if n, err := restarted.DeliverAlerts(w.ctx); n != 0 || err != nil {
+			t.Fatalf("sent again: %d %v", n, err)
+		}
+	})
+}
+
+// An alert recorded while the account has no webhook URL reaches the URL set later (within
+// the alerts' day).
+func TestAlertsReachAWebhookSetLater(t *testing.T) {
+	t.Parallel()
+	htEachDialect(t, htOptions{privateWebhooks: true}, func(t *testing.T, w *htWorld) {
+		hook, srv := newHTHook(t)
+		w.notice("l1", 0)
+		if n := w.deliverAlerts(); n != 0 || len(hook.received()) != 0 {
+			t.Fatalf("delivered %d without a URL", n)
+		}
+		w.json("billing", "PUT", htBase+"/settings", map[string]any{"alert_webhook_url": srv.URL + "/hook"}, http.StatusOK, nil)
+		w.clock.Advance(time.Minute)
+		if n := w.deliverAlerts(); n != 1 {
+			t.Fatalf("delivered %d once the URL was set", n)
+		}
+		if got := hook.received(); len(got) != 1 || got[0].Message != "note l1" {
+			t.Fatalf("webhook received %+v", got)
+		}
+	})
 }

@@ -34,6 +34,9 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 		{From: module + "/backend/build", To: module + "/backend/scheduler", Why: "the scheduler drives builds through build.Lifecycle, never the reverse"},
 		{From: module + "/agent", To: module + "/backend", Why: "the agent shares only agent/protocol with the server"},
 		{From: module + "/backend/billing", To: module + "/backend/pipeline/spec", Why: "billing prices runner classes, which live in backend/runnerclass, not in the .cnb.yml engine"},
+		// The root internal/ (backoff, …) is what agent and backend both import; it stays neutral.
+		{From: module + "/internal", To: module + "/backend", Why: "internal/ is shared by agent and backend, so it imports neither"},
+		{From: module + "/internal", To: module + "/agent", Why: "internal/ is shared by agent and backend, so it imports neither"},
 	}
 	for _, d := range domains {
 		imports = append(imports, layering.ImportRule{From: module + "/backend/server", To: module + "/backend/" + d,

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/envflag"
+	"github.com/nimbus-build/nimbus/internal/backoff"
 )
 
 func artifactCommand() command {
@@ -213,7 +214,7 @@ func (c *artifactClient) push(ctx context.Context, out io.Writer, repo, pkg, ver
 				return fmt.Errorf("%s: %w", path, err)
 			}
 			fmt.Fprintf(c.stderr, "%s: %v; trying again\n", filepath.Base(path), err)
-			if err := sleep(ctx, c.backoff*time.Duration(attempt+1)); err != nil {
+			if err := backoff.Sleep(ctx, c.retryWait().After(attempt+1)); err != nil {
 				return err
 			}
 		}
@@ -255,13 +256,7 @@ func (c *artifactClient) upload(ctx context.Context, u, path, sum string, size i
 	return 0, permanent{apiError(resp)}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+// retryWait is the pause before a retry: the retry-wait flag times the attempt's number.
+func (c *artifactClient) retryWait() backoff.Policy {
+	return backoff.Policy{Initial: c.backoff, Linear: true}
 }

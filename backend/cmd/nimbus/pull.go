@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/userpath"
+	"github.com/nimbus-build/nimbus/internal/backoff"
 )
 
 // remoteFile is a file of a version as the server lists it.
@@ -99,7 +100,7 @@ func (c *artifactClient) fetch(ctx context.Context, u string, f remoteFile, dir 
 			return "", err
 		}
 		fmt.Fprintf(c.stderr, "%s: %v; resuming\n", f.Name, err)
-		if err := sleep(ctx, c.backoff*time.Duration(attempt+1)); err != nil {
+		if err := backoff.Sleep(ctx, c.retryWait().After(attempt+1)); err != nil {
 			return "", err
 		}
 	}

@@ -226,10 +226,6 @@ func (a *Agent) Executor() executor.Executor { return a.exec }
 // Tags returns the tags the agent serves: the configured ones and those of its GPUs.
 func (a *Agent) Tags() []string { return slices.Clone(a.tags) }
 
-// Caches returns the store of the docker.volumes caches (Repos lists the repositories this
-// host holds caches for).
-func (a *Agent) Caches() *volumes.Store { return a.caches }
-
 // Close releases the executor and the cache store.
 func (a *Agent) Close() error { return errors.Join(a.exec.Close(), a.caches.Close()) }
 

@@ -69,6 +69,14 @@ func NoContent(c *gin.Context) error {
 	return nil
 }
 
+// Done answers a change that returns nothing: 204, or the change's error.
+func Done(c *gin.Context, err error) error {
+	if err != nil {
+		return err
+	}
+	return NoContent(c)
+}
+
 // ListPage answers a list route whose store reads one page at a time: it parses ?limit= and
 // ?cursor=, asks fetch for the page (fetch returns up to Limit+1 items, as NewList wants) and
 // writes the list with its next cursor.

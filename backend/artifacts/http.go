@@ -51,18 +51,41 @@ func NewHandler(cfg HandlerConfig) *Handler {
 func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	const base = "/repos/:org/:repo/artifacts"
 	rs := api.NewRoutes(v1, h.log)
-	rs.GET(base, h.listPackages)
-	rs.GET(base+"/:package", h.listVersions)
-	rs.GET(base+"/:package/:version", h.getVersion)
-	rs.DELETE(base+"/:package/:version", h.deleteVersion)
-	rs.PUT(base+"/:package/:version/:file", h.put)
-	rs.GET(base+"/:package/:version/:file", h.download)
-	rs.HEAD(base+"/:package/:version/:file", h.download)
-	rs.DELETE(base+"/:package/:version/:file", h.deleteFile)
+	rs.GET(base, h.on(repo.Read, h.listPackages))
+	rs.GET(base+"/:package", h.on(repo.Read, h.listVersions))
+	rs.GET(base+"/:package/:version", h.on(repo.Read, h.getVersion))
+	rs.DELETE(base+"/:package/:version", h.on(repo.Admin, h.deleteVersion))
+	rs.PUT(base+"/:package/:version/:file", h.on(repo.Write, h.put))
+	rs.GET(base+"/:package/:version/:file", h.on(repo.Read, h.download))
+	rs.HEAD(base+"/:package/:version/:file", h.on(repo.Read, h.download))
+	rs.DELETE(base+"/:package/:version/:file", h.on(repo.Admin, h.deleteFile))
 	rs.GET("/orgs/:org/storage", h.usage)
 	rs.GET("/repos/:org/:repo/pipelines/:id/artifacts", h.pipelineUses)
 	h.releaseRoutes(rs)
 	h.hfRoutes(rs)
+}
+
+// on is a route on one repo's model files or releases: the caller is authorized at need
+// (access) before fn runs, so each route's level reads in the route table.
+func (h *Handler) on(need repo.Level, fn func(c *gin.Context, a *repo.Access) error) api.HandlerFunc {
+	return func(c *gin.Context) error {
+		a, err := h.access(c, need)
+		if err != nil {
+			return err
+		}
+		return fn(c, a)
+	}
+}
+
+// stored answers an upload (a model file, a release file): where to download it, its ETag, and
+// 201 when it is new, 200 when it replaced the same bytes.
+func stored(c *gin.Context, j FileJSON, digest string, created bool) error {
+	c.Header("Location", j.DownloadURL)
+	c.Header("ETag", etag(digest))
+	if created {
+		return api.JSON(c, http.StatusCreated, j)
+	}
+	return api.JSON(c, http.StatusOK, j)
 }
 
 // access authorizes the caller on the route's repo as the registry does: registry:read to read,
@@ -141,11 +164,7 @@ func versionJSON(pkg string, v VersionInfo) VersionJSON {
 	return j
 }
 
-func (h *Handler) listPackages(c *gin.Context) error {
-	a, err := h.access(c, repo.Read)
-	if err != nil {
-		return err
-	}
+func (h *Handler) listPackages(c *gin.Context, a *repo.Access) error {
 	return api.ListPage(c, func(page api.Page) ([]PackageJSON, error) {
 		ps, err := h.svc.Packages(c.Request.Context(), a.Repo.ID, page)
 		if err != nil {
@@ -159,11 +178,7 @@ func (h *Handler) listPackages(c *gin.Context) error {
 	}, func(p PackageJSON) int64 { return p.id })
 }
 
-func (h *Handler) listVersions(c *gin.Context) error {
-	a, err := h.access(c, repo.Read)
-	if err != nil {
-		return err
-	}
+func (h *Handler) listVersions(c *gin.Context, a *repo.Access) error {
 	return api.ListPage(c, func(page api.Page) ([]VersionJSON, error) {
 		p, vs, err := h.svc.Versions(c.Request.Context(), a.Repo.ID, c.Param("package"), page)
 		if err != nil {
@@ -177,11 +192,7 @@ func (h *Handler) listVersions(c *gin.Context) error {
 	}, func(v VersionJSON) int64 { return v.id })
 }
 
-func (h *Handler) getVersion(c *gin.Context) error {
-	a, err := h.access(c, repo.Read)
-	if err != nil {
-		return err
-	}
+func (h *Handler) getVersion(c *gin.Context, a *repo.Access) error {
 	p, v, files, err := h.svc.VersionDetail(c.Request.Context(), a.Repo.ID, c.Param("package"), c.Param("version"))
 	if err != nil {
 		return err
@@ -195,11 +206,7 @@ func (h *Handler) getVersion(c *gin.Context) error {
 }
 
 // put is PUT …/artifacts/{package}/{version}/{file}: the body is the file's raw bytes.
-func (h *Handler) put(c *gin.Context) error {
-	a, err := h.access(c, repo.Write)
-	if err != nil {
-		return err
-	}
+func (h *Handler) put(c *gin.Context, a *repo.Access) error {
 	d, err := checksumOf(c.Request.Header)
 	if err != nil {
 		return err
@@ -210,14 +217,7 @@ func (h *Handler) put(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	j := h.fileJSON(a, e.Package.Name, e.Version.Version, e.File)
-	c.Header("Location", j.DownloadURL)
-	c.Header("ETag", etag(e.File.Digest))
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return api.JSON(c, status, j)
+	return stored(c, h.fileJSON(a, e.Package.Name, e.Version.Version, e.File), e.File.Digest, created)
 }
 
 // checksumOf reads the client's sha256 of an upload: X-Checksum-Sha256 (hex) or Digest
@@ -258,26 +258,12 @@ func checksumOf(hdr http.Header) (digest.Digest, error) {
 // etag is a file's ETag: its digest, quoted.
 func etag(d string) string { return `"` + d + `"` }
 
-func (h *Handler) deleteFile(c *gin.Context) error {
-	a, err := h.access(c, repo.Admin)
-	if err != nil {
-		return err
-	}
-	if err := h.svc.DeleteFile(c.Request.Context(), a.Repo.ID, c.Param("package"), c.Param("version"), c.Param("file")); err != nil {
-		return err
-	}
-	return api.NoContent(c)
+func (h *Handler) deleteFile(c *gin.Context, a *repo.Access) error {
+	return api.Done(c, h.svc.DeleteFile(c.Request.Context(), a.Repo.ID, c.Param("package"), c.Param("version"), c.Param("file")))
 }
 
-func (h *Handler) deleteVersion(c *gin.Context) error {
-	a, err := h.access(c, repo.Admin)
-	if err != nil {
-		return err
-	}
-	if err := h.svc.DeleteVersion(c.Request.Context(), a.Repo.ID, c.Param("package"), c.Param("version")); err != nil {
-		return err
-	}
-	return api.NoContent(c)
+func (h *Handler) deleteVersion(c *gin.Context, a *repo.Access) error {
+	return api.Done(c, h.svc.DeleteVersion(c.Request.Context(), a.Repo.ID, c.Param("package"), c.Param("version")))
 }
 
 // usage is GET /orgs/{org}/storage: what the team stores and its quota. Members see it, with

@@ -23,13 +23,13 @@ import (
 //	                                                       HEAD    size and digest
 func (h *Handler) releaseRoutes(rs api.Routes) {
 	const base = "/repos/:org/:repo/releases"
-	rs.GET(base, h.listReleases)
-	rs.GET(base+"/:tag", h.getRelease)
-	rs.PUT(base+"/:tag", h.putRelease)
-	rs.DELETE(base+"/:tag", h.deleteRelease)
-	rs.PUT(base+"/:tag/files/:file", h.putReleaseFile)
-	rs.GET(base+"/:tag/files/:file", h.downloadReleaseFile)
-	rs.HEAD(base+"/:tag/files/:file", h.downloadReleaseFile)
+	rs.GET(base, h.on(repo.Read, h.listReleases))
+	rs.GET(base+"/:tag", h.on(repo.Read, h.getRelease))
+	rs.PUT(base+"/:tag", h.on(repo.Write, h.putRelease))
+	rs.DELETE(base+"/:tag", h.on(repo.Admin, h.deleteRelease))
+	rs.PUT(base+"/:tag/files/:file", h.on(repo.Write, h.putReleaseFile))
+	rs.GET(base+"/:tag/files/:file", h.on(repo.Read, h.downloadReleaseFile))
+	rs.HEAD(base+"/:tag/files/:file", h.on(repo.Read, h.downloadReleaseFile))
 }
 
 // ReleaseJSON is a release as the API shows it; Files only in a release's own answer.
@@ -62,11 +62,7 @@ func (h *Handler) releaseFileJSON(a *repo.Access, tag string, f File) FileJSON {
 			"/releases/" + url.PathEscape(tag) + "/files/" + url.PathEscape(f.Name)}
 }
 
-func (h *Handler) listReleases(c *gin.Context) error {
-	a, err := h.access(c, repo.Read)
-	if err != nil {
-		return err
-	}
+func (h *Handler) listReleases(c *gin.Context, a *repo.Access) error {
 	return api.ListPage(c, func(page api.Page) ([]ReleaseJSON, error) {
 		rs, err := h.svc.Releases(c.Request.Context(), a.Repo.ID, page)
 		if err != nil {
@@ -93,11 +89,7 @@ func (h *Handler) releaseAnswer(c *gin.Context, a *repo.Access, r *Release, stat
 	return api.JSON(c, status, j)
 }
 
-func (h *Handler) getRelease(c *gin.Context) error {
-	a, err := h.access(c, repo.Read)
-	if err != nil {
-		return err
-	}
+func (h *Handler) getRelease(c *gin.Context, a *repo.Access) error {
 	r, err := h.svc.ReleaseOf(c.Request.Context(), a.Repo.ID, c.Param("tag"))
 	if err != nil {
 		return err
@@ -106,11 +98,7 @@ func (h *Handler) getRelease(c *gin.Context) error {
 }
 
 // putRelease is PUT …/releases/{tag} {title, notes, pre_release, latest, overlying}.
-func (h *Handler) putRelease(c *gin.Context) error {
-	a, err := h.access(c, repo.Write)
-	if err != nil {
-		return err
-	}
+func (h *Handler) putRelease(c *gin.Context, a *repo.Access) error {
 	var body struct {
 		Title      string `json:"title"`
 		Notes      string `json:"notes"`
@@ -133,23 +121,12 @@ func (h *Handler) putRelease(c *gin.Context) error {
 	return h.releaseAnswer(c, a, r, status)
 }
 
-func (h *Handler) deleteRelease(c *gin.Context) error {
-	a, err := h.access(c, repo.Admin)
-	if err != nil {
-		return err
-	}
-	if err := h.svc.DeleteRelease(c.Request.Context(), a.Repo.ID, c.Param("tag")); err != nil {
-		return err
-	}
-	return api.NoContent(c)
+func (h *Handler) deleteRelease(c *gin.Context, a *repo.Access) error {
+	return api.Done(c, h.svc.DeleteRelease(c.Request.Context(), a.Repo.ID, c.Param("tag")))
 }
 
 // putReleaseFile is PUT …/releases/{tag}/files/{file}: the raw bytes, checksummed as artifacts.
-func (h *Handler) putReleaseFile(c *gin.Context) error {
-	a, err := h.access(c, repo.Write)
-	if err != nil {
-		return err
-	}
+func (h *Handler) putReleaseFile(c *gin.Context, a *repo.Access) error {
 	d, err := checksumOf(c.Request.Header)
 	if err != nil {
 		return err
@@ -159,21 +136,10 @@ func (h *Handler) putReleaseFile(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	j := h.releaseFileJSON(a, e.Version.Version, e.File)
-	c.Header("Location", j.DownloadURL)
-	c.Header("ETag", etag(e.File.Digest))
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return api.JSON(c, status, j)
+	return stored(c, h.releaseFileJSON(a, e.Version.Version, e.File), e.File.Digest, created)
 }
 
-func (h *Handler) downloadReleaseFile(c *gin.Context) error {
-	a, err := h.access(c, repo.Read)
-	if err != nil {
-		return err
-	}
+func (h *Handler) downloadReleaseFile(c *gin.Context, a *repo.Access) error {
 	e, err := h.svc.Resolve(c.Request.Context(), a.Repo.ID, ReleasePackage, c.Param("tag"), c.Param("file"))
 	if err != nil {
 		return err

@@ -99,6 +99,16 @@ func RequireUser(c *gin.Context) (*Principal, error) {
 	return p, nil
 }
 
+// RequireUserWith is RequireUser for a route that also needs a token scope (a session has them
+// all).
+func RequireUserWith(c *gin.Context, scope string) (*Principal, error) {
+	p, err := RequireUser(c)
+	if err != nil {
+		return nil, err
+	}
+	return p, p.Need(scope)
+}
+
 // requireSession guards account management: a stolen token must not mint more tokens or change
 // the password.
 func (h *Handler) requireSession(c *gin.Context) (*Principal, error) {

@@ -2,6 +2,8 @@ package auth
 
 import (
 	"github.com/gin-gonic/gin"
+
+	"github.com/nimbus-build/nimbus/backend/api"
 )
 
 // Kind says how a request authenticated.
@@ -57,6 +59,15 @@ func (p *Principal) Has(scope string) bool {
 		return true
 	}
 	return p.Scopes.Has(scope)
+}
+
+// Need is nil when the credential grants scope, else the 403 every route answers for a token
+// without it.
+func (p *Principal) Need(scope string) error {
+	if !p.Has(scope) {
+		return api.Forbidden("the token lacks the %s scope", scope)
+	}
+	return nil
 }
 
 // IsPlatformAdmin reports whether the caller is a platform admin using a credential that may

@@ -83,8 +83,8 @@ func (h *Handler) load(c *gin.Context, write bool) (*org.Org, *Account, error) {
 	if write {
 		scope = auth.ScopeBillingWrite
 	}
-	if !p.Has(scope) {
-		return nil, nil, api.Forbidden("the token lacks the %s scope", scope)
+	if err := p.Need(scope); err != nil {
+		return nil, nil, err
 	}
 	if !role.CanBilling() {
 		return nil, nil, api.Forbidden("billing needs the billing, admin or owner role in %s (you are %s)", o.Name, role)

@@ -159,29 +159,17 @@ func (h *Handler) events(c *gin.Context) error {
 
 // press is POST …/buttons/press {branch, button, inputs}: the button's build (201).
 func (h *Handler) press(c *gin.Context) error {
-	if auth.From(c).Kind == auth.KindJob {
-		return api.Forbidden("a pipeline's job token cannot start builds")
-	}
-	a, err := repo.Load(c, h.repos, repo.Write)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		Branch string            `json:"branch"`
 		Button string            `json:"button"`
 		Inputs map[string]string `json:"inputs"`
 	}
-	if err := api.Bind(c, &req); err != nil {
-		return err
-	}
-	if req.Button == "" {
-		return api.Invalid("button", "name the button to press")
-	}
-	b, err := h.svc.Press(c.Request.Context(), a, auth.From(c).User, req.Branch, req.Button, req.Inputs)
-	if err != nil {
-		return err
-	}
-	return h.created(c, b)
+	return h.start(c, "start builds", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
+		if req.Button == "" {
+			return nil, api.Invalid("button", "name the button to press")
+		}
+		return h.svc.Press(c.Request.Context(), a, u, req.Branch, req.Button, req.Inputs)
+	})
 }
 
 // JobJSON, StageJSON, PipelineJSON and JSON are the build tree as the API shows it.
@@ -367,23 +355,32 @@ func (h *Handler) pipelines(c *gin.Context) error {
 }
 
 func (h *Handler) trigger(c *gin.Context) error {
-	if auth.From(c).Kind == auth.KindJob {
-		// A pipeline starting pipelines through the API could loop forever.
-		return api.Forbidden("a pipeline's job token cannot start builds")
-	}
-	a, err := repo.Load(c, h.repos, repo.Write)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		Branch string            `json:"branch"`
 		Event  string            `json:"event"`
 		Env    map[string]string `json:"env"`
 	}
-	if err := api.Bind(c, &req); err != nil {
+	return h.start(c, "start builds", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
+		return h.svc.Manual(c.Request.Context(), a, u, req.Branch, req.Event, req.Env)
+	})
+}
+
+// start is a route that starts a build (run a build, press a button, open a workspace): write
+// access to the repo, never a job token (a pipeline starting pipelines through the API could
+// loop forever; cnb:trigger is its way, with its own limits), the body bound into req, and the
+// new build answered with 201. what names the refusal ("start builds").
+func (h *Handler) start(c *gin.Context, what string, req any, run func(a *repo.Access, u *auth.User) (*Build, error)) error {
+	if auth.From(c).Kind == auth.KindJob {
+		return api.Forbidden("a pipeline's job token cannot %s", what)
+	}
+	a, err := repo.Load(c, h.repos, repo.Write)
+	if err != nil {
 		return err
 	}
-	b, err := h.svc.Manual(c.Request.Context(), a, auth.From(c).User, req.Branch, req.Event, req.Env)
+	if err := api.Bind(c, req); err != nil {
+		return err
+	}
+	b, err := run(a, auth.From(c).User)
 	if err != nil {
 		return err
 	}
@@ -432,24 +429,12 @@ func WorkspaceState(p Pipeline) string {
 // openWorkspace fires the vscode event on a branch: a build whose workspace pipelines stay up
 // after their stages (the branch page's "Open workspace").
 func (h *Handler) openWorkspace(c *gin.Context) error {
-	if auth.From(c).Kind == auth.KindJob {
-		return api.Forbidden("a pipeline's job token cannot open workspaces")
-	}
-	a, err := repo.Load(c, h.repos, repo.Write)
-	if err != nil {
-		return err
-	}
 	var req struct {
 		Branch string `json:"branch"`
 	}
-	if err := api.Bind(c, &req); err != nil {
-		return err
-	}
-	b, err := h.svc.OpenWorkspace(c.Request.Context(), a, auth.From(c).User, req.Branch)
-	if err != nil {
-		return err
-	}
-	return h.created(c, b)
+	return h.start(c, "open workspaces", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
+		return h.svc.OpenWorkspace(c.Request.Context(), a, u, req.Branch)
+	})
 }
 
 // buildOf authorizes a change to the route's build (cancel, rerun) and loads it.

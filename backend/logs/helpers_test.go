@@ -41,9 +41,6 @@ func newRedis(t testing.TB) redis.UniversalClient {
 	return connectRedis(t, url)
 }
 
-// embeddedRedis returns a Redis of its own: a replica that hears no other's notifications.
-func embeddedRedis(t testing.TB) redis.UniversalClient { return connectRedis(t, "") }
-
 func connectRedis(t testing.TB, url string) redis.UniversalClient {
 	c, err := redisconn.Connect(context.Background(), url)
 	if err != nil {

@@ -25,15 +25,17 @@ func NewHandler(svc *Service, log *slog.Logger) *Handler { return &Handler{svc: 
 func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs := api.NewRoutes(v1, h.log)
 	rs.POST("/orgs", h.create)
-	rs.GET("/orgs/:org", h.get)
-	rs.PATCH("/orgs/:org", h.rename)
-	rs.DELETE("/orgs/:org", h.delete)
-	rs.GET("/orgs/:org/members", h.members)
-	rs.PUT("/orgs/:org/members/:username", h.setRole)
-	rs.DELETE("/orgs/:org/members/:username", h.removeMember)
-	rs.GET("/orgs/:org/invitations", h.invitations)
-	rs.POST("/orgs/:org/invitations", h.invite)
-	rs.DELETE("/orgs/:org/invitations/:id", h.cancelInvitation)
+	// The role each route needs, and whether it changes the org (token scope org:write) or
+	// only reads it (repo:read): see Load.
+	rs.GET("/orgs/:org", h.on(NeedMember, false, h.get))
+	rs.PATCH("/orgs/:org", h.on(NeedAdmin, true, h.rename))
+	rs.DELETE("/orgs/:org", h.on(NeedOwner, true, h.delete))
+	rs.GET("/orgs/:org/members", h.on(NeedMember, false, h.members))
+	rs.PUT("/orgs/:org/members/:username", h.on(NeedAdmin, true, h.setRole))
+	rs.DELETE("/orgs/:org/members/:username", h.on(NeedMember, true, h.removeMember)) // leaving needs no role; removing another is checked by the service
+	rs.GET("/orgs/:org/invitations", h.on(NeedAdmin, false, h.invitations))
+	rs.POST("/orgs/:org/invitations", h.on(NeedAdmin, true, h.invite))
+	rs.DELETE("/orgs/:org/invitations/:id", h.on(NeedAdmin, true, h.cancelInvitation))
 	rs.GET("/user/orgs", h.myOrgs)
 	rs.GET("/user/invitations", h.myInvitations)
 	rs.POST("/user/invitations/:id/accept", h.respond(true))
@@ -84,8 +86,8 @@ func Load(c *gin.Context, svc *Service, need Need, write bool) (*Org, Role, erro
 	if write {
 		scope = auth.ScopeOrgWrite
 	}
-	if !p.Has(scope) {
-		return nil, "", api.Forbidden("the token lacks the %s scope", scope)
+	if err := p.Need(scope); err != nil {
+		return nil, "", err
 	}
 	switch {
 	case need == NeedAdmin && !role.CanAdmin():
@@ -97,12 +99,9 @@ func Load(c *gin.Context, svc *Service, need Need, write bool) (*Org, Role, erro
 }
 
 func (h *Handler) create(c *gin.Context) error {
-	p, err := auth.RequireUser(c)
+	p, err := auth.RequireUserWith(c, auth.ScopeOrgWrite)
 	if err != nil {
 		return err
-	}
-	if !p.Has(auth.ScopeOrgWrite) {
-		return api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite)
 	}
 	var req struct {
 		Name string `json:"name"`
@@ -117,98 +116,82 @@ func (h *Handler) create(c *gin.Context) error {
 	return api.JSON(c, http.StatusCreated, orgJSON(o, Owner))
 }
 
-func (h *Handler) get(c *gin.Context) error {
-	o, role, err := Load(c, h.svc, NeedMember, false)
-	if err != nil {
-		return err
-	}
-	return api.JSON(c, http.StatusOK, orgJSON(o, role))
+// member is what a route on one org acts with: the org and the caller's role in it (Load).
+type member struct {
+	org  *Org
+	role Role
 }
 
-func (h *Handler) rename(c *gin.Context) error {
-	o, role, err := Load(c, h.svc, NeedAdmin, true)
-	if err != nil {
-		return err
+// on is a route on /orgs/:org: the caller is loaded and authorized (Load) before fn runs.
+func (h *Handler) on(need Need, write bool, fn func(c *gin.Context, m member) error) api.HandlerFunc {
+	return func(c *gin.Context) error {
+		o, role, err := Load(c, h.svc, need, write)
+		if err != nil {
+			return err
+		}
+		return fn(c, member{org: o, role: role})
 	}
+}
+
+func (h *Handler) get(c *gin.Context, m member) error {
+	return api.JSON(c, http.StatusOK, orgJSON(m.org, m.role))
+}
+
+func (h *Handler) rename(c *gin.Context, m member) error {
 	var req struct {
 		Name string `json:"name"`
 	}
 	if err := api.Bind(c, &req); err != nil {
 		return err
 	}
-	if err := h.svc.Rename(c.Request.Context(), o, req.Name); err != nil {
+	if err := h.svc.Rename(c.Request.Context(), m.org, req.Name); err != nil {
 		return err
 	}
-	return api.JSON(c, http.StatusOK, orgJSON(o, role))
+	return api.JSON(c, http.StatusOK, orgJSON(m.org, m.role))
 }
 
-func (h *Handler) delete(c *gin.Context) error {
-	o, _, err := Load(c, h.svc, NeedOwner, true)
-	if err != nil {
-		return err
-	}
-	if err := h.svc.Delete(c.Request.Context(), o); err != nil {
-		return err
-	}
-	return api.NoContent(c)
+func (h *Handler) delete(c *gin.Context, m member) error {
+	return api.Done(c, h.svc.Delete(c.Request.Context(), m.org))
 }
 
-func (h *Handler) members(c *gin.Context) error {
-	o, _, err := Load(c, h.svc, NeedMember, false)
-	if err != nil {
-		return err
-	}
+func (h *Handler) members(c *gin.Context, m member) error {
 	return api.ListAll(c, func() ([]MemberInfo, error) {
-		return h.svc.Members(c.Request.Context(), o.ID)
+		return h.svc.Members(c.Request.Context(), m.org.ID)
 	}, func(m MemberInfo) int64 { return m.UserID })
 }
 
-func (h *Handler) setRole(c *gin.Context) error {
-	o, role, err := Load(c, h.svc, NeedAdmin, true)
-	if err != nil {
-		return err
-	}
+func (h *Handler) setRole(c *gin.Context, m member) error {
 	var req struct {
 		Role Role `json:"role"`
 	}
 	if err := api.Bind(c, &req); err != nil {
 		return err
 	}
-	if err := h.svc.SetRole(c.Request.Context(), o, role, c.Param("username"), req.Role); err != nil {
-		return err
-	}
-	return api.NoContent(c)
+	return api.Done(c, h.svc.SetRole(c.Request.Context(), m.org, m.role, c.Param("username"), req.Role))
 }
 
-func (h *Handler) removeMember(c *gin.Context) error {
-	o, role, err := Load(c, h.svc, NeedMember, true)
-	if err != nil {
-		return err
-	}
-	p := auth.From(c)
-	if err := h.svc.RemoveMember(c.Request.Context(), o, p.User, role, c.Param("username")); err != nil {
-		return err
-	}
-	return api.NoContent(c)
+func (h *Handler) removeMember(c *gin.Context, m member) error {
+	return api.Done(c, h.svc.RemoveMember(c.Request.Context(), m.org, auth.From(c).User, m.role, c.Param("username")))
 }
 
-func (h *Handler) invitations(c *gin.Context) error {
-	o, _, err := Load(c, h.svc, NeedAdmin, false)
-	if err != nil {
-		return err
-	}
+func (h *Handler) invitations(c *gin.Context, m member) error {
 	return api.ListAll(c, func() ([]InvitationInfo, error) {
-		return h.svc.ListInvitations(c.Request.Context(), o.ID)
+		return h.svc.ListInvitations(c.Request.Context(), m.org.ID)
 	}, invitationKey)
 }
 
 func invitationKey(i InvitationInfo) int64 { return i.ID }
 
-func (h *Handler) invite(c *gin.Context) error {
-	o, role, err := Load(c, h.svc, NeedAdmin, true)
+// invitationID is the route's :id; one that is not a number names no invitation.
+func invitationID(c *gin.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil {
-		return err
+		return 0, api.NotFound("invitation not found")
 	}
+	return id, nil
+}
+
+func (h *Handler) invite(c *gin.Context, m member) error {
 	var req struct {
 		Username string `json:"username"`
 		Email    string `json:"email"`
@@ -217,35 +200,25 @@ func (h *Handler) invite(c *gin.Context) error {
 	if err := api.Bind(c, &req); err != nil {
 		return err
 	}
-	inv, err := h.svc.Invite(c.Request.Context(), o, auth.From(c).User, role, req.Username, req.Email, req.Role)
+	inv, err := h.svc.Invite(c.Request.Context(), m.org, auth.From(c).User, m.role, req.Username, req.Email, req.Role)
 	if err != nil {
 		return err
 	}
 	return api.JSON(c, http.StatusCreated, inv)
 }
 
-func (h *Handler) cancelInvitation(c *gin.Context) error {
-	o, _, err := Load(c, h.svc, NeedAdmin, true)
+func (h *Handler) cancelInvitation(c *gin.Context, m member) error {
+	id, err := invitationID(c)
 	if err != nil {
 		return err
 	}
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil {
-		return api.NotFound("invitation not found")
-	}
-	if err := h.svc.CancelInvitation(c.Request.Context(), o.ID, id); err != nil {
-		return err
-	}
-	return api.NoContent(c)
+	return api.Done(c, h.svc.CancelInvitation(c.Request.Context(), m.org.ID, id))
 }
 
 func (h *Handler) myOrgs(c *gin.Context) error {
-	p, err := auth.RequireUser(c)
+	p, err := auth.RequireUserWith(c, auth.ScopeRepoRead)
 	if err != nil {
 		return err
-	}
-	if !p.Has(auth.ScopeRepoRead) {
-		return api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead)
 	}
 	return api.ListAll(c, func() ([]OrgJSON, error) {
 		ms, err := h.svc.ListForUser(c.Request.Context(), p.User.ID)
@@ -261,12 +234,9 @@ func (h *Handler) myOrgs(c *gin.Context) error {
 }
 
 func (h *Handler) myInvitations(c *gin.Context) error {
-	p, err := auth.RequireUser(c)
+	p, err := auth.RequireUserWith(c, auth.ScopeRepoRead)
 	if err != nil {
 		return err
-	}
-	if !p.Has(auth.ScopeRepoRead) {
-		return api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead)
 	}
 	return api.ListAll(c, func() ([]InvitationInfo, error) {
 		return h.svc.MyInvitations(c.Request.Context(), p.User)
@@ -275,21 +245,15 @@ func (h *Handler) myInvitations(c *gin.Context) error {
 
 func (h *Handler) respond(accept bool) api.HandlerFunc {
 	return func(c *gin.Context) error {
-		p, err := auth.RequireUser(c)
+		p, err := auth.RequireUserWith(c, auth.ScopeOrgWrite)
 		if err != nil {
 			return err
 		}
-		if !p.Has(auth.ScopeOrgWrite) {
-			return api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite)
-		}
-		id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+		id, err := invitationID(c)
 		if err != nil {
-			return api.NotFound("invitation not found")
-		}
-		if err := h.svc.RespondInvitation(c.Request.Context(), p.User, id, accept); err != nil {
 			return err
 		}
-		return api.NoContent(c)
+		return api.Done(c, h.svc.RespondInvitation(c.Request.Context(), p.User, id, accept))
 	}
 }
 
@@ -314,12 +278,9 @@ func (h *Handler) previewToken(c *gin.Context) error {
 }
 
 func (h *Handler) acceptToken(c *gin.Context) error {
-	p, err := auth.RequireUser(c)
+	p, err := auth.RequireUserWith(c, auth.ScopeOrgWrite)
 	if err != nil {
 		return err
-	}
-	if !p.Has(auth.ScopeOrgWrite) {
-		return api.Forbidden("the token lacks the %s scope", auth.ScopeOrgWrite)
 	}
 	var req struct {
 		Token string `json:"token"`
@@ -327,8 +288,5 @@ func (h *Handler) acceptToken(c *gin.Context) error {
 	if err := api.Bind(c, &req); err != nil {
 		return err
 	}
-	if err := h.svc.AcceptInvitationToken(c.Request.Context(), p.User, req.Token); err != nil {
-		return err
-	}
-	return api.NoContent(c)
+	return api.Done(c, h.svc.AcceptInvitationToken(c.Request.Context(), p.User, req.Token))
 }

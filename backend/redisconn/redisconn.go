@@ -87,12 +87,6 @@ func clusterURL(url string) (string, bool) {
 	return out, true
 }
 
-// IsCluster says whether the client talks to a Redis Cluster.
-func IsCluster(c redis.UniversalClient) bool {
-	_, ok := c.(*redis.ClusterClient)
-	return ok
-}
-
 // FlushAll empties the Redis behind c, every master of a cluster (tests).
 func FlushAll(ctx context.Context, c redis.UniversalClient) error {
 	if cc, ok := c.(*redis.ClusterClient); ok {

@@ -72,8 +72,3 @@ type Upload struct {
 
 // TableName implements gorm's Tabler.
 func (Upload) TableName() string { return "registry_uploads" }
-
-// Models are the registry's gorm models (backend/server's Models lists them).
-func Models() []any {
-	return []any{&Repository{}, &Blob{}, &Manifest{}, &ManifestRef{}, &Tag{}, &Upload{}}
-}

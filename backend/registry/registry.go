@@ -95,9 +95,6 @@ func New(cfg Config) (*Handler, error) {
 	return h, nil
 }
 
-// IsPath reports whether the server should hand p to the registry.
-func IsPath(p string) bool { return p == "/v2" || strings.HasPrefix(p, "/v2/") }
-
 // ServeHTTP routes a /v2 request, authenticates and authorizes it, and serves it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")

@@ -85,8 +85,8 @@ func (h *Handler) create(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	if !auth.From(c).Has(auth.ScopeRepoWrite) {
-		return api.Forbidden("the token lacks the %s scope", auth.ScopeRepoWrite)
+	if err := auth.From(c).Need(auth.ScopeRepoWrite); err != nil {
+		return err
 	}
 	if !role.CanWrite() {
 		return api.Forbidden("creating repos needs the developer role or above in %s (you are %s)", o.Name, role)
@@ -138,8 +138,10 @@ func (h *Handler) list(c *gin.Context) error {
 		if err != nil {
 			return nil, err
 		}
-		if role.IsMember() && !p.Has(auth.ScopeRepoRead) {
-			return nil, api.Forbidden("the token lacks the %s scope", auth.ScopeRepoRead)
+		if role.IsMember() {
+			if err := p.Need(auth.ScopeRepoRead); err != nil {
+				return nil, err
+			}
 		}
 		repos, err := h.svc.List(c.Request.Context(), o.ID, role.IsMember(), page)
 		if err != nil {

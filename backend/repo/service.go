@@ -213,8 +213,10 @@ func (s *Service) resolve(ctx context.Context, p *auth.Principal, orgName, name 
 		scope = writeScope
 	}
 	// Scopes bound credentials; an anonymous caller has none to check, only its level.
-	if p.Authenticated() && !p.Has(scope) {
-		return nil, api.Forbidden("the token lacks the %s scope", scope)
+	if p.Authenticated() {
+		if err := p.Need(scope); err != nil {
+			return nil, err
+		}
 	}
 	if a.Level < need {
 		if !p.Authenticated() {

@@ -39,9 +39,6 @@ func newMetrics() *metrics {
 	return m
 }
 
-// Registry lets domains register their own collectors (queue depth, ledger totals, …).
-func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }
-
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }

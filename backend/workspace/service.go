@@ -305,8 +305,8 @@ func (s *Service) List(ctx context.Context, p *auth.Principal, orgName string, a
 		return nil, api.NotFound("team not found")
 	}
 	// The list shows what GET /workspaces/{id} shows, which needs repo:write.
-	if !p.Has(auth.ScopeRepoWrite) {
-		return nil, api.Forbidden("the token lacks the %s scope", auth.ScopeRepoWrite)
+	if err := p.Need(auth.ScopeRepoWrite); err != nil {
+		return nil, err
 	}
 	if !role.CanWrite() {
 		return []View{}, nil

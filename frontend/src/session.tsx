@@ -2,8 +2,9 @@ import { useQuery, useQueryClient } from '@tanstack/react-query'
 import { ApiError, setCsrf } from './lib/api'
 import { endpoints } from './lib/endpoints'
 import type { User } from './lib/types'
+import { keys } from './lib/keys'
 
-export const USER_KEY = ['user']
+export const USER_KEY = keys.user()
 
 /** The signed-in user, or null; keeps the CSRF token of the session. */
 export async function fetchUser(): Promise<User | null> {

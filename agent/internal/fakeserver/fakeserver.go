@@ -63,7 +63,6 @@ type Server struct {
 	polls         []protocol.PollRequest
 	logAppends    int
 	down          bool // every agent call answers 503, as while the server is away
-	controls      int
 	deregistered  int
 	gitRoot       string
 	gitAuth       []string
@@ -141,13 +140,6 @@ func (s *Server) SetDown(down bool) {
 	defer s.mu.Unlock()
 	s.down = down
 	s.notifyLocked()
-}
-
-// Controls counts the control long-polls received; Deregistered the deregistrations.
-func (s *Server) Controls() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.controls
 }
 
 // Deregistered counts the deregistrations received.
@@ -338,7 +330,6 @@ func (s *Server) control(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthenticated", "unknown agent token")
 		return
 	}
-	s.controls++
 	s.mu.Unlock()
 	deadline := time.NewTimer(s.Intervals.HeartbeatInterval.Std())
 	defer deadline.Stop()

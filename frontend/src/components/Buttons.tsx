@@ -5,13 +5,14 @@ import { endpoints } from '../lib/endpoints'
 import type { Button } from '../lib/types'
 import { repoPath } from './RepoHeader'
 import { Field, FormError, useSubmit } from './ui'
+import { keys } from '../lib/keys'
 
 type Input = Button['inputs'][number]
 
 /** The custom buttons of `.cnb/web_trigger.yml` for a branch: each opens a form of its inputs
  * and fires its web_trigger event, then shows the new build. */
 export function Buttons({ org, repo, branch }: { org: string; repo: string; branch: string }) {
-  const q = useQuery({ queryKey: ['buttons', org, repo, branch], queryFn: () => endpoints.repos.buttons.list(org, repo, branch), retry: false })
+  const q = useQuery({ queryKey: keys.repos.buttons(org, repo, branch), queryFn: () => endpoints.repos.buttons.list(org, repo, branch), retry: false })
   const [open, setOpen] = useState<string | null>(null)
   if (q.isError) return <p className="muted">.cnb/web_trigger.yml: {q.error instanceof Error ? q.error.message : String(q.error)}</p>
   const buttons = (q.data?.buttons ?? []).filter((b) => b.allowed)
@@ -36,7 +37,7 @@ function PressForm({ org, repo, branch, button, onCancel }: { org: string; repo:
   const set = (k: string, v: string) => setValues({ ...values, [k]: v })
   const { submit, busy, error } = useSubmit(async () => {
     const b = await endpoints.repos.buttons.press(org, repo, { branch, button: button.name, inputs: values })
-    qc.invalidateQueries({ queryKey: ['builds', org, repo] })
+    qc.invalidateQueries({ queryKey: keys.repos.builds(org, repo) })
     navigate(`${repoPath(org, repo)}/builds/${b.number}`)
   })
   return (

@@ -5,9 +5,10 @@ import { endpoints } from '../lib/endpoints'
 import { BILLING_ROLES, WRITE_ROLES } from '../lib/types'
 import { USER_KEY, useUser } from '../session'
 import { ErrorBox, Loading } from './ui'
+import { keys } from '../lib/keys'
 
 export function useOrgs() {
-  return useQuery({ queryKey: ['orgs'], queryFn: () => endpoints.user.orgs() })
+  return useQuery({ queryKey: keys.orgs(), queryFn: () => endpoints.user.orgs() })
 }
 
 type OrgList = ReturnType<typeof useOrgs>['data']
@@ -203,7 +204,7 @@ export function AuthLayout() {
 }
 
 function ServerVersion() {
-  const v = useQuery({ queryKey: ['version'], queryFn: () => endpoints.version(), staleTime: Infinity })
+  const v = useQuery({ queryKey: keys.version(), queryFn: () => endpoints.version(), staleTime: Infinity })
   return (
     <p className="muted small-print" data-testid="server-status">
       {v.isPending ? 'Connecting to the server…' : v.isError ? 'The server is unreachable.' : `Server version ${v.data.version}`}

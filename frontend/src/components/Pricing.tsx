@@ -3,10 +3,11 @@ import { endpoints } from '../lib/endpoints'
 import type { PricedClass, Pricing } from '../lib/types'
 import { money } from '../lib/format'
 import { QueryView } from './ui'
+import { keys } from '../lib/keys'
 
 /** The installation's prices, fetched once and shared by every page that shows money. */
 export function usePricing() {
-  return useQuery({ queryKey: ['pricing'], queryFn: endpoints.pricing, staleTime: 5 * 60_000 })
+  return useQuery({ queryKey: keys.pricing(), queryFn: endpoints.pricing, staleTime: 5 * 60_000 })
 }
 
 /** The billing currency, for money whose answer does not carry it (costs of pipelines). */

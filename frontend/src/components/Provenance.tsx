@@ -5,6 +5,7 @@ import { endpoints } from '../lib/endpoints'
 import type { Pipeline, Record as RecordT, RecordDiff, RecordResource } from '../lib/types'
 import { Empty, QueryView } from './ui'
 import { bytes, duration, shortSha } from '../lib/format'
+import { keys } from '../lib/keys'
 
 // The Provenance panel of a build page: the reproducibility record of one pipeline (what ran,
 // on what, with what, as the server and the agent saw it), and, when asked, what differs from
@@ -223,9 +224,9 @@ export function Provenance({
 }) {
   const current = pipelines.find((p) => p.id === selected) ?? pipelines[0]
   const [other, setOther] = useState('')
-  const rec = useQuery({ queryKey: ['record', org, repo, current.id], queryFn: () => endpoints.repos.records.get(org, repo, current.id) })
+  const rec = useQuery({ queryKey: keys.repos.record(org, repo, current.id), queryFn: () => endpoints.repos.records.get(org, repo, current.id) })
   const diff = useQuery({
-    queryKey: ['record-diff', org, repo, current.id, compare],
+    queryKey: keys.repos.recordDiff(org, repo, current.id, compare),
     queryFn: () => endpoints.repos.records.compare(org, repo, current.id, compare!),
     enabled: !!compare,
   })

@@ -3,9 +3,10 @@ import { useQuery } from '@tanstack/react-query'
 import { seg } from '../lib/api'
 import { endpoints } from '../lib/endpoints'
 import { ErrorBox, Loading } from './ui'
+import { keys } from '../lib/keys'
 
 export function useRepo(org: string, repo: string) {
-  return useQuery({ queryKey: ['repo', org, repo], queryFn: () => endpoints.repos.get(org, repo) })
+  return useQuery({ queryKey: keys.repos.get(org, repo), queryFn: () => endpoints.repos.get(org, repo) })
 }
 
 export const repoPath = (org: string, repo: string) => `/${seg(org)}/${seg(repo)}`

@@ -6,7 +6,9 @@ import { repoPath } from './RepoHeader'
 import { FormError, Notice } from './ui'
 import { useCurrency } from './Pricing'
 import { coreHours, dateTime, money } from '../lib/format'
-import { idleText, isEnded, lifetimeText, workspacePath, workspaces, type RestoreResult, type Workspace } from '../lib/workspaces'
+import { endpoints } from '../lib/endpoints'
+import { idleText, isEnded, lifetimeText, workspacePath, type RestoreResult, type Workspace } from '../lib/workspaces'
+import { keys } from '../lib/keys'
 
 /** The current time, again every `ms` (the countdowns tick locally between polls). */
 export function useNow(ms = 1000): number {
@@ -105,14 +107,14 @@ export function WorkspaceFacts({ w }: { w: Workspace }) {
 export function WorkspaceActions({ w, terminal = true }: { w: Workspace; terminal?: boolean }) {
   const qc = useQueryClient()
   const refresh = () => {
-    qc.invalidateQueries({ queryKey: ['workspaces'] })
-    qc.invalidateQueries({ queryKey: ['workspace', String(w.id)] })
+    qc.invalidateQueries({ queryKey: keys.workspaces.all() })
+    qc.invalidateQueries({ queryKey: keys.workspaces.get(w.id) })
   }
-  const keepalive = useMutation({ mutationFn: () => workspaces.keepalive(w.id), onSettled: refresh })
-  const stop = useMutation({ mutationFn: () => workspaces.stop(w.id), onSettled: refresh })
+  const keepalive = useMutation({ mutationFn: () => endpoints.workspaces.keepalive(w.id), onSettled: refresh })
+  const stop = useMutation({ mutationFn: () => endpoints.workspaces.stop(w.id), onSettled: refresh })
   const saved = w.saved_work ?? []
   const [ref, setRef] = useState(saved[0]?.ref ?? '')
-  const restore = useMutation<RestoreResult, unknown, string>({ mutationFn: (r) => workspaces.restore(w.id, r) })
+  const restore = useMutation<RestoreResult, unknown, string>({ mutationFn: (r) => endpoints.workspaces.restore(w.id, r) })
   const ended = isEnded(w)
   const ready = w.state === 'ready'
   const canStop = w.state === 'queued' || w.state === 'starting' || w.state === 'ready'

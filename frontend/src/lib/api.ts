@@ -62,15 +62,17 @@ export const api = {
 }
 
 /**
- * Every item of a paginated list, following next_cursor (at most maxPages pages of 100), from the
- * start or from the cursor `from` (a list whose first page came in another answer).
+ * Every item of a paginated list, following next_cursor (at most maxPages pages of `limit`), from
+ * the start or from the cursor `from` (a list whose first page came in another answer). A null
+ * limit sends none: for a list the server answers whole today but may page later.
  */
-export async function listAll<T>(path: string, maxPages = 20, from?: string): Promise<T[]> {
+export async function listAll<T>(path: string, maxPages = 20, from?: string, limit: number | null = 100): Promise<T[]> {
   const out: T[] = []
   let cursor = from
   for (let i = 0; i < maxPages; i++) {
+    const q = [limit === null ? '' : `limit=${limit}`, cursor ? `cursor=${encodeURIComponent(cursor)}` : ''].filter(Boolean).join('&')
     const sep = path.includes('?') ? '&' : '?'
-    const page = await api.get<Page<T>>(`${path}${sep}limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`)
+    const page = await api.get<Page<T>>(q ? `${path}${sep}${q}` : path)
     out.push(...page.items)
     if (!page.next_cursor) break
     cursor = page.next_cursor

@@ -130,3 +130,39 @@ describe('endpoints', () => {
     expect(e.repos.artifacts.fileUrl('ml', 'trainer', 'PACKAGE', 'VERSION', 'FILE')).toBe('/api/v1/repos/ml/trainer/artifacts/PACKAGE/VERSION/FILE')
   })
 })
+
+// The workspace calls stub fetch themselves: the list follows a next_cursor, should one come.
+describe('endpoints.workspaces', () => {
+  it('calls the workspace routes with the CSRF token on writes', async () => {
+    const calls: { method: string; url: string; body?: string; csrf?: string }[] = []
+    setCsrf('tok')
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (url: string, init: RequestInit) => {
+        calls.push({ method: init.method!, url, body: init.body as string | undefined, csrf: (init.headers as Record<string, string>)['X-CSRF-Token'] })
+        if (url.includes('cursor=c2')) return new Response(JSON.stringify({ items: [{ id: 2 }] }), { status: 200 })
+        if (url.startsWith('/api/v1/orgs/')) return new Response(JSON.stringify({ items: [{ id: 1 }], next_cursor: 'c2' }), { status: 200 })
+        return new Response('{"ref":"r","files":[]}', { status: 200 })
+      }),
+    )
+    try {
+      expect((await e.workspaces.list('m l', true)).map((x) => x.id)).toEqual([1, 2])
+      await e.workspaces.get(42)
+      await e.workspaces.stop(42)
+      await e.workspaces.keepalive(42)
+      await e.workspaces.restore(42, 'refs/nimbus/workspaces/main/41')
+      expect(calls.map((c) => [c.method, c.url, c.csrf])).toEqual([
+        ['GET', '/api/v1/orgs/m%20l/workspaces?all=true', undefined],
+        ['GET', '/api/v1/orgs/m%20l/workspaces?all=true&cursor=c2', undefined],
+        ['GET', '/api/v1/workspaces/42', undefined],
+        ['POST', '/api/v1/workspaces/42/stop', 'tok'],
+        ['POST', '/api/v1/workspaces/42/keepalive', 'tok'],
+        ['POST', '/api/v1/workspaces/42/restore', 'tok'],
+      ])
+      expect(JSON.parse(calls[5].body!)).toEqual({ ref: 'refs/nimbus/workspaces/main/41' })
+    } finally {
+      vi.unstubAllGlobals()
+      setCsrf('')
+    }
+  })
+})

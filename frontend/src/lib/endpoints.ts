@@ -265,6 +265,23 @@ export const endpoints = {
       api.post<Ok<Op<'/admin/orgs/{org}/credits', 'post'>>>(fill('/admin/orgs/{org}/credits', { org }), body, { 'Idempotency-Key': idempotencyKey }),
   },
 
+  /** Cloud workspaces (backend/workspace/README.md); the helpers for people are in workspaces.ts. */
+  workspaces: {
+    /**
+     * The team's workspaces, newest first: the active ones, or with `all` the ended too. The
+     * server answers them whole (at most 200); a next_cursor, should it ever page, is followed.
+     */
+    list: (org: string, all = false) =>
+      listAll<Item<Ok<GetOp<'/orgs/{org}/workspaces'>>>>(fill('/orgs/{org}/workspaces', { org }) + (all ? '?all=true' : ''), 20, undefined, null),
+    get: (id: number | string) => call('get', '/workspaces/{id}', { id }),
+    /** A graceful stop: the endStages run and the work is saved (202). */
+    stop: (id: number) => call('post', '/workspaces/{id}/stop', { id }),
+    /** Starts the idle countdown again. */
+    keepalive: (id: number) => call('post', '/workspaces/{id}/keepalive', { id }),
+    /** Applies a saved work to the workspace's tree, uncommitted. */
+    restore: (id: number, ref: string) => call('post', '/workspaces/{id}/restore', { id }, { ref }),
+  },
+
   jobs: {
     /** The job's log as text/plain (fetched as a stream, and the raw-log link). */
     logUrl: (id: number) => href('/jobs/{id}/log', { id }),

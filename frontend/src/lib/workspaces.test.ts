@@ -1,5 +1,4 @@
-import { countdown, idleText, lifetimeText, terminalUrl, workspaces, type Workspace } from './workspaces'
-import { setCsrf } from './api'
+import { countdown, idleText, lifetimeText, terminalUrl, type Workspace } from './workspaces'
 
 const w = {
   id: 42, org: 'ml', repo: 'trainer', branch: 'main', state: 'ready', connections: 0, idle_deadline: null, lifetime_deadline: null,
@@ -23,38 +22,5 @@ describe('workspaces', () => {
     expect(idleText({ ...w, connections: null }, now).text).toBe('agent unreachable')
     expect(idleText({ ...w, state: 'stopped', connections: 1 }, now).text).toBe('—')
     expect(lifetimeText({ ...w, lifetime_deadline: '2026-01-01T04:00:00Z' }, now)).toMatch(/\(in 4h 00m\)$/)
-  })
-
-  it('calls the workspace routes with the CSRF token on writes', async () => {
-    const calls: { method: string; url: string; body?: string; csrf?: string }[] = []
-    setCsrf('tok')
-    vi.stubGlobal(
-      'fetch',
-      vi.fn(async (url: string, init: RequestInit) => {
-        calls.push({ method: init.method!, url, body: init.body as string | undefined, csrf: (init.headers as Record<string, string>)['X-CSRF-Token'] })
-        if (url.includes('cursor=c2')) return new Response(JSON.stringify({ items: [{ id: 2 }] }), { status: 200 })
-        if (url.startsWith('/api/v1/orgs/')) return new Response(JSON.stringify({ items: [{ id: 1 }], next_cursor: 'c2' }), { status: 200 })
-        return new Response('{"ref":"r","files":[]}', { status: 200 })
-      }),
-    )
-    try {
-      expect((await workspaces.list('m l', true)).map((x) => x.id)).toEqual([1, 2])
-      await workspaces.get(42)
-      await workspaces.stop(42)
-      await workspaces.keepalive(42)
-      await workspaces.restore(42, 'refs/nimbus/workspaces/main/41')
-      expect(calls.map((c) => [c.method, c.url, c.csrf])).toEqual([
-        ['GET', '/api/v1/orgs/m%20l/workspaces?all=true', undefined],
-        ['GET', '/api/v1/orgs/m%20l/workspaces?all=true&cursor=c2', undefined],
-        ['GET', '/api/v1/workspaces/42', undefined],
-        ['POST', '/api/v1/workspaces/42/stop', 'tok'],
-        ['POST', '/api/v1/workspaces/42/keepalive', 'tok'],
-        ['POST', '/api/v1/workspaces/42/restore', 'tok'],
-      ])
-      expect(JSON.parse(calls[5].body!)).toEqual({ ref: 'refs/nimbus/workspaces/main/41' })
-    } finally {
-      vi.unstubAllGlobals()
-      setCsrf('')
-    }
   })
 })

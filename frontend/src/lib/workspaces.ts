@@ -1,13 +1,11 @@
-// Cloud workspaces: the API of backend/workspace/README.md (the team's list, one workspace, stop,
-// keepalive, restore, and the terminal WebSocket's URL).
+// Cloud workspaces (backend/workspace/README.md) for people: the types by name, states, the
+// countdowns, the page's path and the terminal WebSocket's URL. The calls are
+// `endpoints.workspaces` like every other API call.
 //
 // The types are aliases of the schemas generated from backend/server/openapi.yaml into
-// api-schema.ts (`npm run gen:api`), as types.ts does, so they cannot drift from the document. The
-// calls still go through api.ts directly; they may move into endpoints.ts
-// (`workspaces: { list, get, stop, keepalive, restore }`) — the pages only import the names from
-// here.
+// api-schema.ts (`npm run gen:api`), as types.ts does, so they cannot drift from the document.
 import type { components } from './api-schema'
-import { BASE, api, seg } from './api'
+import { BASE, seg } from './api'
 
 type S = components['schemas']
 
@@ -37,38 +35,9 @@ export type Workspace = Omit<S['Workspace'], 'saved_work'> & { saved_work: Saved
 
 export type RestoreResult = S['WorkspaceRestoreResult']
 
-/** A list answer: `{items}` (a next_cursor is followed should the list become paginated); a
- * bare array is read too. */
-type ListAnswer = Workspace[] | { items: Workspace[]; next_cursor?: string | null }
-
 /** States in which the workspace still runs (or is about to). */
 export const ACTIVE_STATES: ReadonlySet<WorkspaceState> = new Set(['queued', 'starting', 'ready', 'stopping'])
 export const isEnded = (w: Pick<Workspace, 'state'>) => w.state === 'stopped' || w.state === 'failed'
-
-export const workspaces = {
-  /** The team's workspaces, newest first: the active ones, or with `all` the ended too. */
-  list: async (org: string, all = false): Promise<Workspace[]> => {
-    const path = `/orgs/${seg(org)}/workspaces${all ? '?all=true' : ''}`
-    const out: Workspace[] = []
-    let cursor: string | null | undefined
-    for (let i = 0; i < 20; i++) {
-      const sep = path.includes('?') ? '&' : '?'
-      const page = await api.get<ListAnswer>(cursor ? `${path}${sep}cursor=${encodeURIComponent(cursor)}` : path)
-      if (Array.isArray(page)) return page
-      out.push(...(page?.items ?? []))
-      cursor = page?.next_cursor
-      if (!cursor) break
-    }
-    return out
-  },
-  get: (id: number | string) => api.get<Workspace>(`/workspaces/${seg(String(id))}`),
-  /** A graceful stop: the endStages run and the work is saved (202). */
-  stop: (id: number) => api.post<unknown>(`/workspaces/${seg(String(id))}/stop`),
-  /** Starts the idle countdown again. */
-  keepalive: (id: number) => api.post<unknown>(`/workspaces/${seg(String(id))}/keepalive`),
-  /** Applies a saved work to the workspace's tree, uncommitted. */
-  restore: (id: number, ref: string) => api.post<RestoreResult>(`/workspaces/${seg(String(id))}/restore`, { ref }),
-}
 
 /** The dashboard's page of one workspace. */
 export const workspacePath = (w: { org: string; repo: string; id: number }) => `/${seg(w.org)}/${seg(w.repo)}/workspaces/${w.id}`

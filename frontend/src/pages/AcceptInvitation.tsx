@@ -5,6 +5,7 @@ import { endpoints } from '../lib/endpoints'
 import { ErrorBox, FormError, Loading, Notice } from '../components/ui'
 import { ROLE_HELP } from '../lib/types'
 import { dateTime } from '../lib/format'
+import { keys } from '../lib/keys'
 
 export default function AcceptInvitation() {
   const [params] = useSearchParams()
@@ -12,13 +13,13 @@ export default function AcceptInvitation() {
   const qc = useQueryClient()
   const [state, setState] = useState<'idle' | 'busy' | 'done'>('idle')
   const [error, setError] = useState<unknown>(null)
-  const preview = useQuery({ queryKey: ['invitation-preview', token], queryFn: () => endpoints.user.invitations.previewLink({ token }), enabled: token !== '', retry: false })
+  const preview = useQuery({ queryKey: keys.invitationPreview(token), queryFn: () => endpoints.user.invitations.previewLink({ token }), enabled: token !== '', retry: false })
   const accept = async () => {
     setState('busy')
     setError(null)
     try {
       await endpoints.user.invitations.acceptLink({ token })
-      await qc.invalidateQueries({ queryKey: ['orgs'] })
+      await qc.invalidateQueries({ queryKey: keys.orgs() })
       setState('done')
     } catch (e) {
       setError(e)

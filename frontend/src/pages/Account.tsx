@@ -7,8 +7,9 @@ import type { BrowserSession } from '../lib/types'
 import { ago, dateTime } from '../lib/format'
 import { USER_KEY, useUser } from '../session'
 import { ActionsHeader, Empty, Field, FormError, Notice, QueryView, useSubmit } from '../components/ui'
+import { keys } from '../lib/keys'
 
-const SESSIONS_KEY = ['sessions']
+const SESSIONS_KEY = keys.sessions()
 
 export default function Account() {
   const user = useUser()

@@ -4,10 +4,11 @@ import { useUser } from '../session'
 import { AdminPage } from '../components/AdminNav'
 import { PricingPanel } from '../components/Pricing'
 import { QueryView } from '../components/ui'
+import { keys } from '../lib/keys'
 
 export default function AdminSettings() {
   const user = useUser()
-  const q = useQuery({ queryKey: ['admin-settings'], queryFn: endpoints.admin.settings, enabled: !!user.data?.is_admin })
+  const q = useQuery({ queryKey: keys.admin.settings(), queryFn: endpoints.admin.settings, enabled: !!user.data?.is_admin })
   return (
     <AdminPage title="Install settings">
       <p className="muted">The settings this server runs with. They are set in its environment (or flags) and take effect on restart; credentials are never shown.</p>

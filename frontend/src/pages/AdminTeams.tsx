@@ -8,6 +8,7 @@ import { AdminPage } from '../components/AdminNav'
 import { Empty, Field, FormError, Notice, QueryView } from '../components/ui'
 import { day, money } from '../lib/format'
 import type { AdminOrg } from '../lib/types'
+import { keys } from '../lib/keys'
 
 /** Credit for one team, with a note for its ledger; one click is one grant (idempotency key). */
 function Grant({ teams, initial }: { teams: AdminOrg[]; initial: string }) {
@@ -23,8 +24,8 @@ function Grant({ teams, initial }: { teams: AdminOrg[]; initial: string }) {
       setKey(crypto.randomUUID())
       setAmount('')
       setNote('')
-      qc.invalidateQueries({ queryKey: ['admin-orgs'] })
-      qc.invalidateQueries({ queryKey: ['billing', team] })
+      qc.invalidateQueries({ queryKey: keys.admin.orgs() })
+      qc.invalidateQueries({ queryKey: keys.billing.account(team) })
     },
   })
   const submit = (e: FormEvent) => {
@@ -71,7 +72,7 @@ function Grant({ teams, initial }: { teams: AdminOrg[]; initial: string }) {
 export default function AdminTeams() {
   const user = useUser()
   const [params] = useSearchParams()
-  const q = useQuery({ queryKey: ['admin-orgs'], queryFn: () => endpoints.admin.orgs(), enabled: !!user.data?.is_admin })
+  const q = useQuery({ queryKey: keys.admin.orgs(), queryFn: () => endpoints.admin.orgs(), enabled: !!user.data?.is_admin })
   return (
     <AdminPage title="Teams and credit">
       <QueryView q={q} what="Loading the teams">

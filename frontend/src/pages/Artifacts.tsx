@@ -9,6 +9,7 @@ import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, QueryView } from '../components/ui'
 import { ago, bytes, shortSha } from '../lib/format'
 import { fileCommands, registryCommands, versionCommand } from '../lib/artifacts'
+import { keys } from '../lib/keys'
 
 // The repo's artifacts: model files (packages → versions → files, with the build and commit
 // that produced each version and the commands that download them) and the OCI registry's pull
@@ -46,7 +47,7 @@ export default function Artifacts() {
 
 /** The team's storage against its quota; members only (others get nothing, quietly). */
 function StorageLine({ org }: { org: string }) {
-  const q = useQuery({ queryKey: ['storage', org], queryFn: () => endpoints.orgs.storage(org), retry: false })
+  const q = useQuery({ queryKey: keys.org.storage(org), queryFn: () => endpoints.orgs.storage(org), retry: false })
   if (!q.data) return null
   const u = q.data
   return (
@@ -59,7 +60,7 @@ function StorageLine({ org }: { org: string }) {
 
 function Packages({ org, repo, here }: { org: string; repo: string; here: string }) {
   const q = useQuery({
-    queryKey: ['artifact-packages', org, repo],
+    queryKey: keys.repos.artifactPackages(org, repo),
     queryFn: () => endpoints.repos.artifacts.packages(org, repo),
   })
   return (
@@ -128,7 +129,7 @@ function Producer({ org, repo, v }: { org: string; repo: string; v: ArtifactVers
 
 function Versions({ org, repo, pkg, here }: { org: string; repo: string; pkg: string; here: string }) {
   const q = useQuery({
-    queryKey: ['artifact-versions', org, repo, pkg],
+    queryKey: keys.repos.artifactVersions(org, repo, pkg),
     queryFn: () => endpoints.repos.artifacts.versions(org, repo, pkg),
   })
   return (
@@ -171,7 +172,7 @@ function Versions({ org, repo, pkg, here }: { org: string; repo: string; pkg: st
 
 function Files({ org, repo, pkg, version, server }: { org: string; repo: string; pkg: string; version: string; server: string }) {
   const q = useQuery({
-    queryKey: ['artifact-version', org, repo, pkg, version],
+    queryKey: keys.repos.artifactVersion(org, repo, pkg, version),
     queryFn: () => endpoints.repos.artifacts.version(org, repo, pkg, version),
   })
   const slug = `${org}/${repo}`

@@ -9,6 +9,7 @@ import { Empty, ErrorBox, Field, FormError, Loading, Notice, QueryView } from '.
 import { coreHours, coreSeconds, dateTime, money } from '../lib/format'
 import { PricingPanel } from '../components/Pricing'
 import { useUser } from '../session'
+import { keys } from '../lib/keys'
 
 const today = () => {
   const d = new Date()
@@ -168,7 +169,7 @@ function UsageCharts({ org, month, zone }: { org: string; month: string; zone: s
   // Empty: up to today in the billing time zone, which the server knows (it may be tomorrow here).
   const [to, setTo] = useState('')
   const q = useQuery({
-    queryKey: ['usage', org, from, to],
+    queryKey: keys.billing.usage(org, from, to),
     queryFn: () => endpoints.billing.usage(org, from, to),
     refetchInterval: 30_000,
   })
@@ -237,7 +238,7 @@ function UsageCharts({ org, month, zone }: { org: string; month: string; zone: s
 
 function Ledger({ org, currency }: { org: string; currency: string }) {
   const q = useInfiniteQuery({
-    queryKey: ['ledger', org],
+    queryKey: keys.billing.ledger(org),
     queryFn: ({ pageParam }) => endpoints.billing.ledger(org, pageParam),
     initialPageParam: '',
     getNextPageParam: (p) => p.next_cursor,
@@ -319,7 +320,7 @@ function Statements({ org, month, zone }: { org: string; month: string; zone: st
 }
 
 function Notifications({ org }: { org: string }) {
-  const q = useQuery({ queryKey: ['billing-notifications', org], queryFn: () => endpoints.billing.notifications(org) })
+  const q = useQuery({ queryKey: keys.billing.notifications(org), queryFn: () => endpoints.billing.notifications(org) })
   return (
     <section aria-labelledby="alerts-h">
       <h2 id="alerts-h">Recent alerts</h2>
@@ -352,7 +353,7 @@ export default function Billing() {
   const [params, setParams] = useSearchParams()
   const topup = params.get('topup')
   const q = useQuery({
-    queryKey: ['billing', org],
+    queryKey: keys.billing.account(org),
     queryFn: () => endpoints.billing.get(org),
     // After a payment Stripe's webhook credits the balance within moments: poll for a while.
     refetchInterval: topup === 'success' ? 3000 : 30_000,

@@ -9,10 +9,11 @@ import { Provenance } from '../components/Provenance'
 import { Diagnostics } from '../components/Diagnostics'
 import { Empty, FormError, QueryView, StatusBadge } from '../components/ui'
 import { branchOf, dateTime, shortSha, span } from '../lib/format'
+import { keys } from '../lib/keys'
 
 export function useBuild(org: string, repo: string, number: string) {
   return useQuery({
-    queryKey: ['build', org, repo, number],
+    queryKey: keys.repos.build(org, repo, number),
     queryFn: () => endpoints.repos.builds.get(org, repo, number),
     refetchInterval: (q) => (q.state.data && isFinal(q.state.data.status) ? false : 2000),
   })
@@ -29,7 +30,7 @@ function Controls({ b, org, repo }: { b: BuildT; org: string; repo: string }) {
     try {
       const nb = await endpoints.repos.builds.cancel(org, repo, b.number)
       // The answer carries the first page of pipelines: the page keeps them all.
-      if (nb.pipelines_next_cursor) qc.invalidateQueries({ queryKey: ['build', org, repo, String(b.number)] })
+      if (nb.pipelines_next_cursor) qc.invalidateQueries({ queryKey: keys.repos.build(org, repo, b.number) })
       else qc.setQueryData(['build', org, repo, String(b.number)], nb)
     } catch (e) {
       setError(e)
@@ -43,7 +44,7 @@ function Controls({ b, org, repo }: { b: BuildT; org: string; repo: string }) {
     const call = { all: endpoints.repos.builds.rerun, failed: endpoints.repos.builds.rerunFailed, exact: endpoints.repos.builds.rerunExact }[how]
     try {
       const nb = await call(org, repo, b.number)
-      qc.invalidateQueries({ queryKey: ['builds', org, repo] })
+      qc.invalidateQueries({ queryKey: keys.repos.builds(org, repo) })
       navigate(`${repoPath(org, repo)}/builds/${nb.number}`)
     } catch (e) {
       setError(e)

@@ -4,15 +4,16 @@ import { endpoints } from '../lib/endpoints'
 import { useOrgs } from '../components/Layout'
 import { Empty, FormError, QueryView } from '../components/ui'
 import { ago } from '../lib/format'
+import { keys } from '../lib/keys'
 
 export function MyInvitations() {
   const qc = useQueryClient()
-  const q = useQuery({ queryKey: ['my-invitations'], queryFn: () => endpoints.user.invitations.list() })
+  const q = useQuery({ queryKey: keys.myInvitations(), queryFn: () => endpoints.user.invitations.list() })
   const act = useMutation({
     mutationFn: ({ id, what }: { id: number; what: 'accept' | 'decline' }) => endpoints.user.invitations[what](id),
     onSuccess: () => {
-      qc.invalidateQueries({ queryKey: ['my-invitations'] })
-      qc.invalidateQueries({ queryKey: ['orgs'] })
+      qc.invalidateQueries({ queryKey: keys.myInvitations() })
+      qc.invalidateQueries({ queryKey: keys.orgs() })
     },
   })
   if (!q.data?.length) return null

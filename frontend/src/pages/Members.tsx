@@ -7,6 +7,7 @@ import { useRole } from '../components/Layout'
 import { useUser } from '../session'
 import { ActionsHeader, CopyField, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
+import { keys } from '../lib/keys'
 
 export default function Members() {
   const { org = '' } = useParams()
@@ -15,15 +16,15 @@ export default function Members() {
   const me = useUser().data
   const role = useRole(org)
   const manager = role === 'admin' || role === 'owner'
-  const members = useQuery({ queryKey: ['members', org], queryFn: () => endpoints.orgs.members.list(org) })
+  const members = useQuery({ queryKey: keys.org.members(org), queryFn: () => endpoints.orgs.members.list(org) })
   const invitations = useQuery({
-    queryKey: ['invitations', org],
+    queryKey: keys.org.invitations(org),
     queryFn: () => endpoints.orgs.invitations.list(org),
     enabled: manager,
   })
   const refresh = () => {
-    qc.invalidateQueries({ queryKey: ['members', org] })
-    qc.invalidateQueries({ queryKey: ['invitations', org] })
+    qc.invalidateQueries({ queryKey: keys.org.members(org) })
+    qc.invalidateQueries({ queryKey: keys.org.invitations(org) })
   }
   const setRole = useMutation({
     mutationFn: ({ username, role }: { username: string; role: Role }) => endpoints.orgs.members.setRole(org, username, { role }),
@@ -33,7 +34,7 @@ export default function Members() {
     mutationFn: (username: string) => endpoints.orgs.members.remove(org, username),
     onSuccess: (_, username) => {
       if (username === me?.username) {
-        qc.invalidateQueries({ queryKey: ['orgs'] })
+        qc.invalidateQueries({ queryKey: keys.orgs() })
         navigate('/')
       } else refresh()
     },

@@ -5,6 +5,7 @@ import { endpoints } from '../lib/endpoints'
 import { RepoHeader, repoPath } from '../components/RepoHeader'
 import { Empty, QueryView } from '../components/ui'
 import { shortSha } from '../lib/format'
+import { keys } from '../lib/keys'
 
 // Metrics across commits: every number a job reported as `##[set-output metric.<name>=<n>]`,
 // charted over the builds of a branch. A point opens its build with the record diff against
@@ -67,7 +68,7 @@ export function MetricChart({ name, points, open }: { name: string; points: Metr
 
 function Series({ org, repo, branch, name }: { org: string; repo: string; branch: string; name: string }) {
   const navigate = useNavigate()
-  const q = useQuery({ queryKey: ['metrics', org, repo, branch, name], queryFn: () => endpoints.repos.metrics(org, repo, branch, name) })
+  const q = useQuery({ queryKey: keys.repos.metric(org, repo, branch, name), queryFn: () => endpoints.repos.metrics(org, repo, branch, name) })
   return (
     <QueryView q={q} what={`Loading ${name}`}>
       {(s) => (
@@ -88,7 +89,7 @@ export default function Metrics() {
   const [params, setParams] = useSearchParams()
   const branch = params.get('branch') ?? ''
   const [typed, setTyped] = useState(branch)
-  const names = useQuery({ queryKey: ['metric-names', org, repo, branch], queryFn: () => endpoints.repos.metrics(org, repo, branch) })
+  const names = useQuery({ queryKey: keys.repos.metricNames(org, repo, branch), queryFn: () => endpoints.repos.metrics(org, repo, branch) })
   return (
     <section>
       <RepoHeader org={org} repo={repo} />

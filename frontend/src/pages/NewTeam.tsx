@@ -3,6 +3,7 @@ import { useNavigate } from 'react-router'
 import { useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
 import { Field, FormError, useSubmit } from '../components/ui'
+import { keys } from '../lib/keys'
 
 export default function NewTeam() {
   const navigate = useNavigate()
@@ -10,7 +11,7 @@ export default function NewTeam() {
   const [name, setName] = useState('')
   const { submit, busy, error } = useSubmit(async () => {
     const o = await endpoints.orgs.create({ name })
-    await qc.invalidateQueries({ queryKey: ['orgs'] })
+    await qc.invalidateQueries({ queryKey: keys.orgs() })
     navigate(`/orgs/${encodeURIComponent(o.name)}`)
   })
   return (

@@ -8,6 +8,7 @@ import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, FormError, QueryView } from '../components/ui'
 import { ago, shortSha } from '../lib/format'
 import { fileCommands } from '../lib/artifacts'
+import { keys } from '../lib/keys'
 
 // The repo's releases: each tag's title, notes and files, linked to the build and commit that
 // made it (git:release in a pipeline), with the commands that download its files with a deploy
@@ -55,7 +56,7 @@ function Flags({ r }: { r: Release }) {
 }
 
 function ReleaseList({ org, repo, here }: { org: string; repo: string; here: string }) {
-  const q = useQuery({ queryKey: ['releases', org, repo], queryFn: () => endpoints.repos.releases.list(org, repo) })
+  const q = useQuery({ queryKey: keys.repos.releases(org, repo), queryFn: () => endpoints.repos.releases.list(org, repo) })
   return (
     <QueryView q={q} what="Loading the releases">
       {(page) =>
@@ -100,14 +101,14 @@ function ReleaseList({ org, repo, here }: { org: string; repo: string; here: str
 }
 
 function ReleaseView({ org, repo, tag, here }: { org: string; repo: string; tag: string; here: string }) {
-  const q = useQuery({ queryKey: ['release', org, repo, tag], queryFn: () => endpoints.repos.releases.get(org, repo, tag) })
+  const q = useQuery({ queryKey: keys.repos.release(org, repo, tag), queryFn: () => endpoints.repos.releases.get(org, repo, tag) })
   const r = useRepo(org, repo)
   const qc = useQueryClient()
   const navigate = useNavigate()
   const remove = useMutation({
     mutationFn: () => endpoints.repos.releases.remove(org, repo, tag),
     onSuccess: () => {
-      qc.invalidateQueries({ queryKey: ['releases', org, repo] })
+      qc.invalidateQueries({ queryKey: keys.repos.releases(org, repo) })
       navigate(here)
     },
   })

@@ -8,10 +8,11 @@ import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, Field, FormError, QueryView, StatusBadge, useSubmit } from '../components/ui'
 import { ago, branchOf, shortSha, span } from '../lib/format'
 import { workspacePath } from '../lib/workspaces'
+import { keys } from '../lib/keys'
 
 export function useBuilds(org: string, repo: string) {
   return useQuery({
-    queryKey: ['builds', org, repo],
+    queryKey: keys.repos.builds(org, repo),
     queryFn: () => endpoints.repos.builds.list(org, repo),
     // Live: every 2 s while a build is queued or running (or none exists yet: the first push), else every 10 s.
     refetchInterval: (q) => (!q.state.data?.items.length || q.state.data.items.some((b) => !isFinal(b.status)) ? 2000 : 10000),
@@ -49,7 +50,7 @@ function TriggerForm({ org, repo, branch }: { org: string; repo: string; branch:
   const [form, setForm] = useState({ branch, event: '' })
   const [env, setEnv] = useState<{ k: string; v: string }[]>([{ k: '', v: '' }])
   // What the branch's file declares: the form offers only events that can run.
-  const ev = useQuery({ queryKey: ['events', org, repo, form.branch], queryFn: () => endpoints.repos.events(org, repo, form.branch), enabled: open && form.branch !== '', retry: false })
+  const ev = useQuery({ queryKey: keys.repos.events(org, repo, form.branch), queryFn: () => endpoints.repos.events(org, repo, form.branch), enabled: open && form.branch !== '', retry: false })
   const manual = (ev.data?.events ?? []).filter((e) => e.manual)
   const others = (ev.data?.events ?? []).filter((e) => !e.manual)
   const event = manual.some((e) => e.event === form.event) ? form.event : (manual[0]?.event ?? '')
@@ -151,8 +152,8 @@ export function OpenWorkspace({ org, repo, branch, className = 'secondary', labe
   const qc = useQueryClient()
   const { submit, busy, error } = useSubmit(async () => {
     const b = await endpoints.repos.workspaces.open(org, repo, { branch })
-    qc.invalidateQueries({ queryKey: ['builds', org, repo] })
-    qc.invalidateQueries({ queryKey: ['workspaces'] })
+    qc.invalidateQueries({ queryKey: keys.repos.builds(org, repo) })
+    qc.invalidateQueries({ queryKey: keys.workspaces.all() })
     const ws = b.pipelines.find((p) => p.workspace)
     navigate(ws ? workspacePath({ org, repo, id: ws.id }) : `${repoPath(org, repo)}/builds/${b.number}`)
   })

@@ -8,6 +8,7 @@ import { deployTokenUsage } from '../lib/artifacts'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, Field, FormError, Notice, QueryView, RevokeButton } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
+import { keys } from '../lib/keys'
 
 function General({ r }: { r: Repo }) {
   const qc = useQueryClient()
@@ -21,7 +22,7 @@ function General({ r }: { r: Repo }) {
       return endpoints.repos.update(r.org, r.name, patch)
     },
     onSuccess: (nr) => {
-      qc.invalidateQueries({ queryKey: ['repos', r.org] })
+      qc.invalidateQueries({ queryKey: keys.org.repos(r.org) })
       qc.setQueryData(['repo', r.org, nr.name], nr)
       if (nr.name !== r.name) navigate(`${repoPath(nr.org, nr.name)}/settings`, { replace: true })
     },
@@ -61,7 +62,7 @@ function General({ r }: { r: Repo }) {
 
 function Secrets({ r }: { r: Repo }) {
   const qc = useQueryClient()
-  const key = ['secrets', r.org, r.name]
+  const key = keys.repos.secrets(r.org, r.name)
   const list = useQuery({ queryKey: key, queryFn: () => endpoints.repos.secrets.list(r.org, r.name) })
   const [name, setName] = useState('')
   const [value, setValue] = useState('')
@@ -123,7 +124,7 @@ function Secrets({ r }: { r: Repo }) {
 
 function DeployTokens({ r }: { r: Repo }) {
   const qc = useQueryClient()
-  const key = ['deploy-tokens', r.org, r.name]
+  const key = keys.repos.deployTokens(r.org, r.name)
   const list = useQuery({ queryKey: key, queryFn: () => endpoints.repos.deployTokens.list(r.org, r.name) })
   const [name, setName] = useState('')
   const [created, setCreated] = useState<DeployToken | null>(null)
@@ -192,7 +193,7 @@ function Danger({ r }: { r: Repo }) {
   const del = useMutation({
     mutationFn: () => endpoints.repos.delete(r.org, r.name),
     onSuccess: () => {
-      qc.invalidateQueries({ queryKey: ['repos', r.org] })
+      qc.invalidateQueries({ queryKey: keys.org.repos(r.org) })
       navigate(`/orgs/${seg(r.org)}`)
     },
   })
@@ -210,12 +211,12 @@ function Danger({ r }: { r: Repo }) {
 
 function PublishWebhook({ r }: { r: Repo }) {
   const qc = useQueryClient()
-  const key = ['publish-webhook', r.org, r.name]
+  const key = keys.repos.publishWebhook(r.org, r.name)
   const hook = useQuery({
     queryKey: key,
     queryFn: () => endpoints.repos.publishWebhook.get(r.org, r.name).catch((e) => (e instanceof ApiError && e.status === 404 ? null : Promise.reject(e))),
   })
-  const deliveries = useQuery({ queryKey: [...key, 'deliveries'], queryFn: () => endpoints.repos.publishWebhook.deliveries(r.org, r.name), refetchInterval: 5000 })
+  const deliveries = useQuery({ queryKey: keys.repos.webhookDeliveries(r.org, r.name), queryFn: () => endpoints.repos.publishWebhook.deliveries(r.org, r.name), refetchInterval: 5000 })
   const [url, setUrl] = useState('')
   const [secret, setSecret] = useState('')
   const save = useMutation({

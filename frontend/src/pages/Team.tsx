@@ -7,6 +7,7 @@ import type { Visibility } from '../lib/types'
 import { useRole } from '../components/Layout'
 import { Empty, Field, FormError, QueryView, useSubmit } from '../components/ui'
 import { ago } from '../lib/format'
+import { keys } from '../lib/keys'
 
 function NewRepo({ org }: { org: string }) {
   const navigate = useNavigate()
@@ -48,7 +49,7 @@ function NewRepo({ org }: { org: string }) {
 export default function Team() {
   const { org = '' } = useParams()
   const role = useRole(org)
-  const repos = useQuery({ queryKey: ['repos', org], queryFn: () => endpoints.orgs.repos(org) })
+  const repos = useQuery({ queryKey: keys.org.repos(org), queryFn: () => endpoints.orgs.repos(org) })
   const canCreate = role === 'developer' || role === 'admin' || role === 'owner'
   return (
     <section>

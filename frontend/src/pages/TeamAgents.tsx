@@ -1,12 +1,13 @@
 import { PricingPanel } from '../components/Pricing'
 import { useState, type FormEvent } from 'react'
-import { Link, useParams } from 'react-router'
+import { useParams } from 'react-router'
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
-import { seg } from '../lib/api'
 import { endpoints } from '../lib/endpoints'
 import { useRole } from '../components/Layout'
 import { CopyField, Empty, Field, FormError, Notice, QueryView } from '../components/ui'
+import { AgentsTable } from '../components/AgentsTable'
 import { ago } from '../lib/format'
+import { keys } from '../lib/keys'
 
 // The team's own runners (bring your own hosts): who is online, what it serves and runs, and
 // for admins the registration tokens and pause / resume / revoke.
@@ -15,11 +16,11 @@ export default function TeamAgents() {
   const qc = useQueryClient()
   const role = useRole(org)
   const manager = role === 'admin' || role === 'owner'
-  const agents = useQuery({ queryKey: ['team-agents', org], queryFn: () => endpoints.orgs.agents.list(org), refetchInterval: 5000 })
-  const tokens = useQuery({ queryKey: ['runner-tokens', org], queryFn: () => endpoints.orgs.runnerTokens.list(org), enabled: manager })
+  const agents = useQuery({ queryKey: keys.org.agents(org), queryFn: () => endpoints.orgs.agents.list(org), refetchInterval: 5000 })
+  const tokens = useQuery({ queryKey: keys.org.runnerTokens(org), queryFn: () => endpoints.orgs.runnerTokens.list(org), enabled: manager })
   const refresh = () => {
-    qc.invalidateQueries({ queryKey: ['team-agents', org] })
-    qc.invalidateQueries({ queryKey: ['runner-tokens', org] })
+    qc.invalidateQueries({ queryKey: keys.org.agents(org) })
+    qc.invalidateQueries({ queryKey: keys.org.runnerTokens(org) })
   }
   const pause = useMutation({
     mutationFn: ({ id, paused }: { id: string; paused: boolean }) => (paused ? endpoints.orgs.agents.pause(org, id) : endpoints.orgs.agents.resume(org, id)),
@@ -53,76 +54,24 @@ export default function TeamAgents() {
           list.length === 0 ? (
             <Empty>No runner yet. {manager ? 'Make a registration token below and start nimbus-agent with it.' : 'A team admin registers one.'}</Empty>
           ) : (
-            <div className="tablewrap">
-              <table aria-label="Team runners">
-                <thead>
-                  <tr>
-                    <th scope="col">Runner</th>
-                    <th scope="col">State</th>
-                    <th scope="col">Tags</th>
-                    <th scope="col">Capacity</th>
-                    <th scope="col">Running</th>
-                    <th scope="col">Last seen</th>
-                    {manager && <th scope="col">Actions</th>}
-                  </tr>
-                </thead>
-                <tbody>
-                  {list.map((a) => (
-                    <tr key={a.id} data-agent={a.name}>
-                      <td>
-                        <strong>{a.name || a.id}</strong>
-                        <br />
-                        <span className="muted">
-                          {a.id} {a.version && `· ${a.version}`}
-                        </span>
-                      </td>
-                      <td data-testid="agent-state">
-                        <span className={`badge ${a.online ? 's-success' : 's-cancelled'}`}>{a.online ? '● online' : '○ offline'}</span>
-                        {a.paused && <span className="badge s-queued">paused</span>}
-                      </td>
-                      <td>
-                        {a.tags.map((t) => (
-                          <span key={t} className="tag">
-                            {t}
-                          </span>
-                        ))}
-                      </td>
-                      <td>
-                        {a.free_cpus}/{a.cpus} cores free
-                        {a.gpus.length > 0 && `, ${a.free_gpus}/${a.gpus.length} GPUs (${a.gpus[0].name})`}
-                      </td>
-                      <td>
-                        {a.pipelines.length === 0 ? (
-                          <span className="muted">idle</span>
-                        ) : (
-                          <ul className="plain">
-                            {a.pipelines.map((p) => (
-                              <li key={p.id}>
-                                <Link to={`/${seg(p.org)}/${seg(p.repo)}/builds/${p.build_number}`}>
-                                  {p.repo} #{p.build_number}
-                                </Link>{' '}
-                                {p.name}
-                              </li>
-                            ))}
-                          </ul>
-                        )}
-                      </td>
-                      <td>{ago(a.last_seen_at)}</td>
-                      {manager && (
-                        <td>
-                          <button type="button" className="secondary small" onClick={() => pause.mutate({ id: a.id, paused: !a.paused })}>
-                            {a.paused ? 'Resume' : 'Pause'}
-                          </button>{' '}
-                          <button type="button" className="danger small" onClick={() => confirm(`Revoke ${a.name || a.id}? It stops taking work at once.`) && revoke.mutate(a.id)}>
-                            Revoke
-                          </button>
-                        </td>
-                      )}
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
+            <AgentsTable
+              agents={list}
+              scope="team"
+              actions={
+                manager
+                  ? (a) => (
+                      <>
+                        <button type="button" className="secondary small" onClick={() => pause.mutate({ id: a.id, paused: !a.paused })}>
+                          {a.paused ? 'Resume' : 'Pause'}
+                        </button>{' '}
+                        <button type="button" className="danger small" onClick={() => confirm(`Revoke ${a.name || a.id}? It stops taking work at once.`) && revoke.mutate(a.id)}>
+                          Revoke
+                        </button>
+                      </>
+                    )
+                  : undefined
+              }
+            />
           )
         }
       </QueryView>

@@ -5,6 +5,7 @@ import type { Scope, Token } from '../lib/types'
 import { useUser } from '../session'
 import { ActionsHeader, CopyField, Empty, Field, FormError, Notice, QueryView, RevokeButton } from '../components/ui'
 import { ago, dateTime } from '../lib/format'
+import { keys } from '../lib/keys'
 
 const SCOPES: [Scope, string][] = [
   ['repo:read', 'read repos, builds and logs; clone'],
@@ -20,7 +21,7 @@ const SCOPES: [Scope, string][] = [
 export default function Tokens() {
   const qc = useQueryClient()
   const user = useUser()
-  const tokens = useQuery({ queryKey: ['tokens'], queryFn: () => endpoints.user.tokens.list() })
+  const tokens = useQuery({ queryKey: keys.tokens(), queryFn: () => endpoints.user.tokens.list() })
   const [name, setName] = useState('')
   const [scopes, setScopes] = useState<Scope[]>(['repo:write'])
   const [days, setDays] = useState('90')
@@ -30,12 +31,12 @@ export default function Tokens() {
     onSuccess: (t) => {
       setCreated(t)
       setName('')
-      qc.invalidateQueries({ queryKey: ['tokens'] })
+      qc.invalidateQueries({ queryKey: keys.tokens() })
     },
   })
   const revoke = useMutation({
     mutationFn: (id: number) => endpoints.user.tokens.revoke(id),
-    onSuccess: () => qc.invalidateQueries({ queryKey: ['tokens'] }),
+    onSuccess: () => qc.invalidateQueries({ queryKey: keys.tokens() }),
   })
   const submit = (e: FormEvent) => {
     e.preventDefault()

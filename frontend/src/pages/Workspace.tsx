@@ -4,16 +4,18 @@ import { useQuery, useQueryClient } from '@tanstack/react-query'
 import { RepoHeader, repoPath } from '../components/RepoHeader'
 import { Loading, Notice, QueryView } from '../components/ui'
 import { WorkspaceActions, WorkspaceFacts, WorkspaceStateTag } from '../components/Workspace'
-import { isEnded, workspaces, type Workspace as WorkspaceT } from '../lib/workspaces'
+import { endpoints } from '../lib/endpoints'
+import { isEnded, type Workspace as WorkspaceT } from '../lib/workspaces'
 import { seg } from '../lib/api'
+import { keys } from '../lib/keys'
 
 // xterm.js is a chunk of its own, loaded when a terminal is first shown.
 const WorkspaceTerminal = lazy(() => import('../components/Terminal'))
 
 export function useWorkspace(id: string) {
   return useQuery({
-    queryKey: ['workspace', id],
-    queryFn: () => workspaces.get(id),
+    queryKey: keys.workspaces.get(id),
+    queryFn: () => endpoints.workspaces.get(id),
     // Every 2 s while it comes up or goes down, every 5 s while ready (the countdowns tick
     // locally in between), not at all once it has ended.
     refetchInterval: (q) => (q.state.data ? (isEnded(q.state.data) ? false : q.state.data.state === 'ready' ? 5000 : 2000) : 2000),
@@ -30,7 +32,7 @@ function TerminalSection({ w, seen }: { w: WorkspaceT; seen: boolean }) {
     )
   return (
     <Suspense fallback={<Loading what="Loading the terminal" />}>
-      <WorkspaceTerminal workspaceId={w.id} ended={isEnded(w)} onConnect={() => qc.invalidateQueries({ queryKey: ['workspace', String(w.id)] })} />
+      <WorkspaceTerminal workspaceId={w.id} ended={isEnded(w)} onConnect={() => qc.invalidateQueries({ queryKey: keys.workspaces.get(w.id) })} />
     </Suspense>
   )
 }

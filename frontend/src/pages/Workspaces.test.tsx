@@ -38,7 +38,7 @@ function show(path = '/orgs/ml/workspaces', list = fixture()) {
     vi.fn(async (url: string, init: RequestInit) => {
       calls.push({ method: init.method!, url, body: init.body as string | undefined, csrf: (init.headers as Record<string, string>)['X-CSRF-Token'] })
       if (url === '/api/v1/orgs/ml/workspaces') return new Response(JSON.stringify({ items: list }), { status: 200 })
-      if (url === '/api/v1/orgs/ml/workspaces?all=true') return new Response(JSON.stringify([...list, ended]), { status: 200 })
+      if (url === '/api/v1/orgs/ml/workspaces?all=true') return new Response(JSON.stringify({ items: [...list, ended] }), { status: 200 })
       if (url.endsWith('/keepalive')) return new Response('{}', { status: 200 })
       if (url.endsWith('/stop')) return new Response('{}', { status: 202 })
       if (url.endsWith('/restore')) return new Response(JSON.stringify({ ref: JSON.parse(init.body as string).ref, files: ['notes.txt', 'src/train.py'] }), { status: 200 })

@@ -1,8 +1,9 @@
 import { useParams, useSearchParams } from 'react-router'
 import { useQuery } from '@tanstack/react-query'
 import { Empty, QueryView } from '../components/ui'
+import { endpoints } from '../lib/endpoints'
 import { WorkspaceCard } from '../components/Workspace'
-import { workspaces } from '../lib/workspaces'
+import { keys } from '../lib/keys'
 
 /** The team's workspaces, polled; `?all=true` shows the ended ones too. */
 export default function Workspaces() {
@@ -10,8 +11,8 @@ export default function Workspaces() {
   const [search, setSearch] = useSearchParams()
   const all = search.get('all') === 'true'
   const q = useQuery({
-    queryKey: ['workspaces', org, all],
-    queryFn: () => workspaces.list(org, all),
+    queryKey: keys.workspaces.list(org, all),
+    queryFn: () => endpoints.workspaces.list(org, all),
     refetchInterval: 3000,
     refetchIntervalInBackground: false,
   })

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/server/openapitest"
 )
 
 // client talks to the API as a browser would: cookie jar and CSRF header, or a bearer token.
@@ -24,7 +26,14 @@ type client struct {
 
 func newClient(t testing.TB, base string) *client {
 	jar, _ := cookiejar.New(nil)
-	return &client{t: t, base: base, http: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
+	contract, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every answer the client gets is checked against the OpenAPI document: an undeclared status,
+	// field or type fails the test that made the call.
+	tr := contract.Transport(nil, func(err error) { t.Errorf("response does not match openapi.yaml: %v", err) })
+	return &client{t: t, base: base, http: &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: tr}}
 }
 
 // do sends a JSON request and decodes the JSON answer into out (when non-nil); it returns the

@@ -34,6 +34,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/server/openapitest"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
 
@@ -256,8 +257,15 @@ func newMXWorld(t *testing.T, databaseURL string) *mxWorld {
 			t.Errorf("close app: %v", err)
 		}
 	})
-	w := &mxWorld{t: t, ctx: ctx, dialect: dialect, app: a, h: a.Server.Handler(), mail: box, logs: logs,
+	contract, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &mxWorld{t: t, ctx: ctx, dialect: dialect, app: a, mail: box, logs: logs,
 		users: map[string]*mxUser{}, byName: map[string]*mxPrincipal{}, layout: map[string]string{}}
+	// Every response of every test on the world is checked against the OpenAPI document, and a
+	// mismatch fails the (sub)test that is using the world at the time.
+	w.h = contract.Handler(a.Server.Handler(), func(err error) { w.t.Errorf("response does not match openapi.yaml: %v", err) })
 	w.build()
 	return w
 }

@@ -45,7 +45,9 @@ func (s *Service) EventsFor(ctx context.Context, a *repo.Access, branch string) 
 	if err != nil {
 		return nil, err
 	}
-	out.Branches = branches[:min(len(branches), maxBranches)]
+	// Appended, not assigned: a repo without commits has no branches, and the document (and the
+	// dashboard) expect an empty list then, not null.
+	out.Branches = append(out.Branches, branches[:min(len(branches), maxBranches)]...)
 	if len(branches) == 0 {
 		out.Problem = "the repo has no commits yet: push one with a " + ConfigFile
 		return out, nil

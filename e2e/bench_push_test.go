@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // pushCNB declares 3 events with 2 pipelines each. A push of the branch main with a new tag

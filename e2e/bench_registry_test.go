@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // BenchmarkRegistry1GiB pushes and pulls one 1 GiB blob with oras against Nimbus's registry

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // chromium returns Debian's Chromium, which make test installs; missing it fails under CI.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // pushFiles writes files (path → content) into the work tree, commits and pushes them, and

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // world is a server on PostgreSQL and its own Redis database, a team with a repo, and a way to

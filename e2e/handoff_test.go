@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/webhook"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // Issue 17's hand-off, with the shipped example as it is: examples/train-cpu-gpu pushed to a

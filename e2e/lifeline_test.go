@@ -20,7 +20,7 @@ import (
 	docker "github.com/docker/docker/client"
 
 	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // killedAgentCI runs, side by side, what a pipeline's jobs run as: a plain long job, one whose

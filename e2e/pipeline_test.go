@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // timingCI: two object-form (parallel) jobs that each sleep 2 s and record when they ran, then an

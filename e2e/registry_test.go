@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // registryWorld is a nimbus-server with a team "conf" (owner "oci"), two private repos and a

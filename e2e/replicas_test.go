@@ -21,7 +21,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // balancer is the replicas' load balancer: a small reverse proxy in the test (not haproxy). Each

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // The all-in-one mode as `make run` starts it: no configuration but a port, SQLite and the

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 const trainingCI = `# the brief's training pipelines, plus a nightly schedule on dev branches

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/billing"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // The brief's GPU workspace, exactly as it is written there, on a simulated GPU host: it opens,

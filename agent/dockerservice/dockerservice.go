@@ -74,8 +74,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/internal/envflag"
 )
 
 // Modes of the service.

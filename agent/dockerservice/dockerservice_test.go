@@ -18,7 +18,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 func TestParseSubRanges(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/lifeline"
 	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // lifelineInit is the init that steps run under in the tests with lifelines (the nimbus CLI),

@@ -82,7 +82,7 @@ func TestContextRefusesPathsOutOfTheWorkspace(t *testing.T) {
 	}{
 		{"absolute", []string{"/etc/passwd"}, "stay inside"},
 		{"above", []string{"../x"}, "stay inside"},
-		// The path rule (agent/userpath) holds here too: a backslash or a newline was looked
+		// The path rule (internal/userpath) holds here too: a backslash or a newline was looked
 		// up in the workspace as it was.
 		{"backslash", []string{`docker\Dockerfile`}, "backslash"},
 		{"newline", []string{"a\nb"}, "control character"},

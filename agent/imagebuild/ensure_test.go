@@ -15,7 +15,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/nimbus-build/nimbus/agent/imagebuild/imagebuildtest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // engineWorld is the test engine, a registry of our own and a workspace.

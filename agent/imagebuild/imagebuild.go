@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/nimbus-build/nimbus/agent/userpath"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // Spec is what an image is built from. Paths are relative to the workspace, with slashes.
@@ -40,7 +40,7 @@ func (s Spec) versionBy() []string {
 }
 
 // cleanPath turns a user's path into the slash-separated path of fs.FS ("." is the workspace
-// itself), by the path rule (agent/userpath.Clean). An absolute path or one that leaves the
+// itself), by the path rule (internal/userpath.Clean). An absolute path or one that leaves the
 // workspace is refused: the build must never see the agent's own files.
 func cleanPath(what, p string) (string, error) {
 	if p == "" {

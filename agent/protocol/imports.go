@@ -9,11 +9,11 @@ package protocol
 //	       message names the rule); the job, and so the pipeline, fails with it
 //	     → 404: no such repo, file or ref, or a private repo of another team
 //	     → 400: not a file URL ({host}/{org}/{repo}/-/blob/{ref}/{path}), or a {path} that breaks
-//	       the path rule (agent/userpath), the message naming it and the reason
+//	       the path rule (internal/userpath), the message naming it and the reason
 //
 // The server checks who may read the file (backend/repo/imports.go: a secret repository's
 // allow_* rules, or its admins by default; same-team and public repos freely) and audits every
-// read of a secret repository, allowed or not. The agent parses the file (agent/envfile) and
+// read of a secret repository, allowed or not. The agent parses the file (internal/envfile) and
 // masks every value of a secret repository's file in the logs. Paths without a URL (`./env.yml`)
 // are files of the job's workspace and never reach the server.
 

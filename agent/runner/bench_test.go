@@ -11,7 +11,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/lifeline"
 	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // BenchmarkAgentOverhead is the agent-overhead figure: a pipeline of three serial jobs

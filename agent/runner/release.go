@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/agent/userpath"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // Releases, which the agent makes itself with the pipeline's job token (protocol/releases.go):
@@ -217,7 +217,7 @@ func (x *run) releaseFiles(v any) (map[string]string, error) {
 
 // workspaceRel maps a path a job names (relative to the workspace, or absolute under its mount
 // path inside containers) to a path relative to the workspace, cleaned and checked by the path
-// rule (agent/userpath.Clean), refusing anything outside the workspace.
+// rule (internal/userpath.Clean), refusing anything outside the workspace.
 func (x *run) workspaceRel(p string) (string, error) {
 	rel := p
 	if path.IsAbs(p) {

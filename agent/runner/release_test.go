@@ -9,7 +9,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/agent/userpath"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 func TestAttachmentsImage(t *testing.T) {
@@ -41,7 +41,7 @@ func TestWorkspaceRel(t *testing.T) {
 			t.Errorf("%q: %q %v, want %q", in, got, err, want)
 		}
 	}
-	// The path rule (agent/userpath) applies to workspace paths too, with the server's reasons:
+	// The path rule (internal/userpath) applies to workspace paths too, with the server's reasons:
 	// a backslash or a control character went on to the file system as it was.
 	for in, reason := range map[string]string{`dist\a.bin`: "backslash", "a\nb": "control character", "../x": "leads out"} {
 		_, err := x.workspaceRel(in)

@@ -9,7 +9,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/dockerservice"
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // dockerServices gives the harness's runner a rootless docker service manager.

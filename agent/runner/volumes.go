@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/agent/volumes"
+	"github.com/nimbus-build/nimbus/internal/envflag"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // docker.volumes, the third preparation (prepare.go): each entry becomes a mount of every job

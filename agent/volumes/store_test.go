@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // The store is tested on the real file system with real overlay mounts (as root, which the

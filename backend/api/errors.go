@@ -13,7 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/nimbus-build/nimbus/agent/userpath"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // Stable error codes. Clients switch on these, so they never change meaning.
@@ -77,7 +77,7 @@ const StatusClientClosed = 499
 // database or Redis, is the client's doing: an agent restarting its long-poll, a closed tab.
 func ClientGone(ctx context.Context) bool { return ctx.Err() != nil }
 
-// badPath is the 400 of a path that breaks the one path rule (agent/userpath): the message
+// badPath is the 400 of a path that breaks the one path rule (internal/userpath): the message
 // names the path and the reason, and so do details.path and details.reason.
 func badPath(pe *userpath.Error) *Error {
 	e := BadRequest("%s", pe.Error())

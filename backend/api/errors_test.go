@@ -15,7 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/nimbus-build/nimbus/agent/userpath"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 func TestFailWritesEnvelope(t *testing.T) {

@@ -32,7 +32,7 @@ var mxBadArtifactEndpoints = []mxBadEndpoint{
 	{Method: "PUT", Path: mxFile, Setup: mxPublishedFile,
 		Cases: []mxBad{
 			// A "." or ".." segment or a control character never reaches the route: the edge
-			// refuses the URL (400). Names that break the path rule (agent/userpath) are a 400
+			// refuses the URL (400). Names that break the path rule (internal/userpath) are a 400
 			// naming them and why; names outside a name's alphabet a 422.
 			{Name: "package ..", Path: mxAPriv + "/artifacts/../{v}/weights.bin", Body: mxWeights, Want: 400, InMsg: `the URL path has a ".." segment`},
 			{Name: "version ..", Path: mxAPriv + "/artifacts/model/../weights.bin", Body: mxWeights, Want: 400, InMsg: `".." segment`},

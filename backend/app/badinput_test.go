@@ -437,7 +437,7 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "YAML that does not parse", Body: map[string]any{"content": "a: [unclosed\n"}, Want: 422},
 			{Name: "a YAML list", Path: mxARepo + "/secret-files/list.yml", Body: map[string]any{"content": "- a\n"}, Want: 422},
 			{Name: "a KEY=VALUE line without =", Path: mxARepo + "/secret-files/env", Body: map[string]any{"content": "nothing\n"}, Want: 422},
-			// The path rule (agent/userpath): a 400 naming the path and the reason. The path is
+			// The path rule (internal/userpath): a 400 naming the path and the reason. The path is
 			// what follows …/secret-files/ as written: …/secret-files//etc/x.yml was stored as
 			// "/etc/x.yml" while a//b.yml was refused. An empty, "." or ".." segment and a
 			// control character are refused at the edge already, for every route.

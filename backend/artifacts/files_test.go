@@ -182,7 +182,7 @@ func TestBadInputKeepsNothing(t *testing.T) {
 			header          []string
 			want            int
 		}{
-			// Names that break the path rule (agent/userpath) are a 400 saying why; names
+			// Names that break the path rule (internal/userpath) are a 400 saying why; names
 			// outside a name's alphabet a 422.
 			{"package ..", "dave", apiBase + "/../v1/f", data, nil, 400},
 			{"version ..", "dave", apiBase + "/p/../f", data, nil, 400},

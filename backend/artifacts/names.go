@@ -4,8 +4,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // Latest, as a version in a URL, names the package's newest version. No version may be called
@@ -13,7 +13,7 @@ import (
 const Latest = "latest"
 
 // Names are URL path segments, appear in shell commands and are the names files get on disk
-// when they are pulled. Each is one segment under the path rule (agent/userpath: checkNames
+// when they are pulled. Each is one segment under the path rule (internal/userpath: checkNames
 // refuses what breaks it first, as a 400 that says why), in a smaller alphabet: letters, digits
 // and a few separators, starting with a letter or digit (never "." or "-": no hidden files, no
 // options; a file may start with "_"). The alphabets are stricter than the path rule everywhere

@@ -9,12 +9,12 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // Releases. A release belongs to a tag of the repo and has a title, notes and files. Its files

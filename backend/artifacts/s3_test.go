@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // On S3 with presigned downloads (NIMBUS_S3_PRESIGN): publishing streams into the bucket (with

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/internal/envflag"
 )
 
 // Executor modes of the built-in agent.

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/nimbus-build/nimbus/agent/userpath"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // MaxFileSize is the largest file ReadFile returns. The trigger reads .cnb.yml on every push;
@@ -29,7 +29,7 @@ type CommitInfo struct {
 	CommitterTime  time.Time
 }
 
-// checkPath refuses a repository path that breaks the path rule (agent/userpath): empty,
+// checkPath refuses a repository path that breaks the path rule (internal/userpath): empty,
 // absolute, with "." / ".." / empty segments, a backslash or a control character such as NUL
 // or a newline (which would break the line-based lookup). Such a path cannot name a file of a
 // tree, and some could make git resolve it against something other than the commit's root.

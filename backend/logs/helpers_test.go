@@ -23,7 +23,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 var discard = slog.New(slog.DiscardHandler)

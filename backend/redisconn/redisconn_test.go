@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 func roundTrip(t *testing.T, c *Conn) {

@@ -11,12 +11,12 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/agent/envfile"
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/internal/envfile"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // Reader is the pipeline that asks for a file (imports, settingsFrom, optionsFrom), as the
@@ -40,7 +40,7 @@ type FileRef struct {
 // repo here (the host is not checked: a file copied from cnb.cool maps to the same org/repo
 // here). The ref is one path segment: a branch with a slash is not addressable this way. The
 // file's path is what follows the ref's "/", as it is: it must follow the path rule
-// (agent/userpath), so …/-/blob/main//etc/x.yml is refused, not read as etc/x.yml.
+// (internal/userpath), so …/-/blob/main//etc/x.yml is refused, not read as etc/x.yml.
 func ParseFileRef(raw string) (FileRef, error) {
 	bad := api.BadRequest("%q is not a file URL ({host}/{org}/{repo}/-/blob/{ref}/{path})", raw)
 	u, err := url.Parse(raw)

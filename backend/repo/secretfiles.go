@@ -9,9 +9,9 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/agent/envfile"
-	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/internal/envfile"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // Secret repositories (CNB's 密钥仓库, cnb-reference §5.3) hold credentials that pipelines import
@@ -94,8 +94,8 @@ func needSecretRepo(r *Repo) error {
 }
 
 // PutSecretFile creates or replaces the file at path p, which must follow the path rule
-// (agent/userpath) as it is: it is stored as written, never repaired. Its content must parse as
-// the env file its name says (agent/envfile): a file pipelines could not import is refused here,
+// (internal/userpath) as it is: it is stored as written, never repaired. Its content must parse as
+// the env file its name says (internal/envfile): a file pipelines could not import is refused here,
 // with its line, and the stored version stays as it was.
 func (s *Service) PutSecretFile(ctx context.Context, r *Repo, userID int64, p, content string) (SecretFileInfo, error) {
 	if err := needSecretRepo(r); err != nil {

@@ -11,7 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/nimbus-build/nimbus/backend/redisconn"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // redisFor returns a clean Redis: the real one when available (flushed DB), else embedded.

@@ -19,7 +19,7 @@ import (
 
 	agenttunnel "github.com/nimbus-build/nimbus/agent/tunnel"
 	"github.com/nimbus-build/nimbus/backend/api"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // The tests run real agent clients (agent/tunnel) against hubs behind real HTTP servers, over

@@ -11,10 +11,10 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent"
 	"github.com/nimbus-build/nimbus/agent/dockerservice"
-	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/agent/gpu"
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/agent/volumes"
+	"github.com/nimbus-build/nimbus/internal/envflag"
 )
 
 var version = "dev"

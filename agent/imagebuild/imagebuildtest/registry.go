@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // StartRegistry starts a registry with its own storage and returns its host:port; it stops

@@ -22,7 +22,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 	"github.com/nimbus-build/nimbus/backend/clock"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // eachBackend runs fn against a fresh store of every backend: the local disk always, S3 against

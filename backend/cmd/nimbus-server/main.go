@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/backend/app"
 	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/reqlog"
 	"github.com/nimbus-build/nimbus/backend/store"
+	"github.com/nimbus-build/nimbus/internal/envflag"
 )
 
 var version = "dev"

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/envflag"
 	"github.com/nimbus-build/nimbus/internal/backoff"
+	"github.com/nimbus-build/nimbus/internal/envflag"
 )
 
 func artifactCommand() command {

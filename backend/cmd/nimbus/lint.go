@@ -11,11 +11,11 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/envflag"
-	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/internal/envflag"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // repoDir reads include files from the directory of the .cnb.yml, taken as the repository root.

@@ -17,8 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/internal/backoff"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // remoteFile is a file of a version as the server lists it.

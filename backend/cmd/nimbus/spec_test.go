@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nimbus-build/nimbus/agent/userpath"
 	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // writeRepo lays files out in a temporary repository and returns its root.
@@ -253,7 +253,7 @@ func TestRepoDirStaysInside(t *testing.T) {
 	if _, err := d.ReadFile("a.yml"); err != nil {
 		t.Error(err)
 	}
-	// The path rule (agent/userpath), as the server's git reader applies it.
+	// The path rule (internal/userpath), as the server's git reader applies it.
 	for _, p := range []string{"../etc/passwd", "/etc/passwd", "..", `ci\a.yml`} {
 		var pe *userpath.Error
 		if _, err := d.ReadFile(p); !errors.As(err, &pe) {

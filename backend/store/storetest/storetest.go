@@ -14,7 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/store"
-	"github.com/nimbus-build/nimbus/e2e/testenv"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // SQLite returns a migrated SQLite database in a temp dir.

@@ -2788,7 +2788,7 @@ export interface components {
       open_workspace: boolean;
       /** @description Whether the caller may press it. */
       allowed: boolean;
-      /** @description Why not */
+      /** @description Why not, when not allowed. */
       why?: string;
       inputs: ({
           /** @description The env variable it sets. */
@@ -3759,7 +3759,7 @@ export interface components {
       /** @example CNY */
       currency: string;
       /**
-       * @description The billing time zone
+       * @description The billing time zone, which decides days and months.
        * @example Asia/Shanghai, UTC+08:00
        */
       time_zone: string;
@@ -4065,6 +4065,7 @@ export interface operations {
           "application/json": components["schemas"]["Version"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       default: components["responses"]["Error"];
     };
@@ -4080,6 +4081,7 @@ export interface operations {
           };
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       default: components["responses"]["Error"];
     };
@@ -4163,6 +4165,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       default: components["responses"]["Error"];
@@ -4234,7 +4237,9 @@ export interface operations {
           "application/json": components["schemas"]["User"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
       default: components["responses"]["Error"];
     };
   };
@@ -4333,6 +4338,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4354,6 +4360,7 @@ export interface operations {
           "application/json": components["schemas"]["BrowserSessionList"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       default: components["responses"]["Error"];
@@ -4378,6 +4385,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4464,6 +4472,7 @@ export interface operations {
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
@@ -4496,6 +4505,7 @@ export interface operations {
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
@@ -4520,6 +4530,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4544,6 +4555,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4597,6 +4609,7 @@ export interface operations {
           "application/json": components["schemas"]["Org"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4619,6 +4632,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4740,6 +4754,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4835,6 +4850,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4861,6 +4877,7 @@ export interface operations {
           "application/json": components["schemas"]["AgentList"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4886,6 +4903,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4913,6 +4931,7 @@ export interface operations {
           "application/json": components["schemas"]["AgentInfo"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4939,6 +4958,7 @@ export interface operations {
           "application/json": components["schemas"]["AgentInfo"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -4963,6 +4983,7 @@ export interface operations {
           "application/json": components["schemas"]["RunnerTokenList"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5024,6 +5045,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5119,6 +5141,7 @@ export interface operations {
           "application/json": components["schemas"]["Repo"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5142,6 +5165,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5208,6 +5232,7 @@ export interface operations {
           };
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5240,6 +5265,7 @@ export interface operations {
           };
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5310,6 +5336,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5457,6 +5484,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5482,6 +5510,7 @@ export interface operations {
           "application/json": components["schemas"]["PublishWebhook"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5527,6 +5556,7 @@ export interface operations {
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
@@ -5548,6 +5578,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5592,6 +5623,7 @@ export interface operations {
           };
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5683,6 +5715,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5824,6 +5857,7 @@ export interface operations {
           "application/json": components["schemas"]["Build"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5891,6 +5925,7 @@ export interface operations {
           };
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5927,6 +5962,7 @@ export interface operations {
           "application/json": components["schemas"]["Build"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -5968,10 +6004,12 @@ export interface operations {
           "application/json": components["schemas"]["Build"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["Conflict"];
+      422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
   };
@@ -6001,6 +6039,7 @@ export interface operations {
           "application/json": components["schemas"]["Build"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6037,6 +6076,7 @@ export interface operations {
           "application/json": components["schemas"]["Record"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6076,6 +6116,7 @@ export interface operations {
           "application/json": components["schemas"]["RecordDiff"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6137,6 +6178,7 @@ export interface operations {
           };
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6262,6 +6304,7 @@ export interface operations {
           "application/json": components["schemas"]["ArtifactVersion"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6290,6 +6333,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6361,6 +6405,7 @@ export interface operations {
       307: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6463,6 +6508,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6498,6 +6544,7 @@ export interface operations {
         };
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6533,6 +6580,7 @@ export interface operations {
           };
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6580,6 +6628,7 @@ export interface operations {
           };
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6627,6 +6676,7 @@ export interface operations {
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
@@ -6654,6 +6704,7 @@ export interface operations {
           "application/json": components["schemas"]["HFModelInfo"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6680,6 +6731,7 @@ export interface operations {
           "application/json": components["schemas"]["HFModelInfo"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6709,6 +6761,7 @@ export interface operations {
           "application/json": components["schemas"]["HFTreeEntry"][];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6779,6 +6832,7 @@ export interface operations {
       307: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6816,6 +6870,7 @@ export interface operations {
         };
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6878,6 +6933,7 @@ export interface operations {
       307: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6914,6 +6970,7 @@ export interface operations {
         };
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -6971,6 +7028,7 @@ export interface operations {
           "application/json": components["schemas"]["Release"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7025,6 +7083,7 @@ export interface operations {
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
@@ -7047,6 +7106,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7105,6 +7165,7 @@ export interface operations {
       307: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7180,6 +7241,7 @@ export interface operations {
         };
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7208,6 +7270,7 @@ export interface operations {
           "application/json": components["schemas"]["StorageUsage"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7326,6 +7389,7 @@ export interface operations {
           };
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7433,6 +7497,7 @@ export interface operations {
           "application/json": components["schemas"]["WorkspaceList"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7461,6 +7526,7 @@ export interface operations {
           "application/json": components["schemas"]["Workspace"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7488,6 +7554,7 @@ export interface operations {
           "application/json": components["schemas"]["Workspace"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7515,6 +7582,7 @@ export interface operations {
           "application/json": components["schemas"]["Workspace"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7597,6 +7665,7 @@ export interface operations {
         };
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7626,6 +7695,7 @@ export interface operations {
           "application/json": components["schemas"]["PreviewToken"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7821,6 +7891,7 @@ export interface operations {
       204: {
         content: never;
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["AgentUnauthenticated"];
       default: components["responses"]["Error"];
     };
@@ -7924,6 +7995,8 @@ export interface operations {
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["LeaseLost"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
   };
@@ -7974,6 +8047,7 @@ export interface operations {
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["LeaseLost"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
@@ -8011,6 +8085,7 @@ export interface operations {
       401: components["responses"]["AgentUnauthenticated"];
       404: components["responses"]["NotFound"];
       409: components["responses"]["LeaseLost"];
+      413: components["responses"]["PayloadTooLarge"];
       default: components["responses"]["Error"];
     };
   };
@@ -8044,6 +8119,7 @@ export interface operations {
       400: components["responses"]["BadRequest"];
       401: components["responses"]["AgentUnauthenticated"];
       409: components["responses"]["LeaseLost"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
@@ -8084,6 +8160,7 @@ export interface operations {
       400: components["responses"]["BadRequest"];
       401: components["responses"]["AgentUnauthenticated"];
       409: components["responses"]["LeaseLost"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
@@ -8126,6 +8203,7 @@ export interface operations {
       400: components["responses"]["BadRequest"];
       401: components["responses"]["AgentUnauthenticated"];
       409: components["responses"]["LeaseLost"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
@@ -8153,13 +8231,14 @@ export interface operations {
       };
     };
     responses: {
-      /** @description Released */
+      /** @description Released, or not held. */
       204: {
         content: never;
       };
       400: components["responses"]["BadRequest"];
       401: components["responses"]["AgentUnauthenticated"];
       409: components["responses"]["LeaseLost"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };
@@ -8195,6 +8274,7 @@ export interface operations {
           "application/json": components["schemas"]["RenewResponse"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["AgentUnauthenticated"];
       409: components["responses"]["LeaseLost"];
       default: components["responses"]["Error"];
@@ -8362,6 +8442,7 @@ export interface operations {
           "application/json": components["schemas"]["BillingAccount"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -8511,6 +8592,7 @@ export interface operations {
           "text/csv": string;
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -8710,6 +8792,7 @@ export interface operations {
           "application/json": components["schemas"]["InstallSettings"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       default: components["responses"]["Error"];
@@ -8730,6 +8813,7 @@ export interface operations {
           "application/json": components["schemas"]["Pricing"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       default: components["responses"]["Error"];
     };
@@ -8774,6 +8858,7 @@ export interface operations {
       };
       400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
       409: components["responses"]["Conflict"];
       413: components["responses"]["PayloadTooLarge"];
       default: components["responses"]["Error"];

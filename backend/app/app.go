@@ -168,6 +168,11 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	if err != nil {
 		return nil, err
 	}
+	// Billing settles by when pipelines ended, which build knows; a.Builds is made below, before
+	// anything runs.
+	billCfg.EndedAt = func(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
+		return a.Builds.PipelinesEndedAt(ctx, ids)
+	}
 	a.Billing = billing.NewService(a.DB, clk, log, billCfg)
 	if a.Stripe, err = newStripe(cfg, a.Billing, opt.StripeClient, log); err != nil {
 		return nil, err
@@ -233,7 +238,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	a.Files = artifacts.NewService(a.DB, a.Storage, a.Blobs, a.Builds, clk, log)
 	a.Publisher = artifacts.NewPublisher(artifacts.PublisherConfig{DB: a.DB, Outbox: a.Outbox, Repos: a.Repos, Box: box, Clock: clk, Log: log,
 		PublicURL: cfg.PublicURL, AllowPrivate: cfg.PublishWebhookPrivate, Settle: cfg.PublishWebhookSettle})
-	a.Collector = artifacts.NewCollector(a.DB, a.Storage, a.Registry, clk, log.With("component", "gc"), artifacts.CollectorConfig{BuildRetention: cfg.BuildArtifactRetention})
+	a.Collector = artifacts.NewCollector(a.DB, a.Builds, a.Storage, a.Registry, clk, log.With("component", "gc"), artifacts.CollectorConfig{BuildRetention: cfg.BuildArtifactRetention})
 
 	if a.Tunnel, err = tunnel.New(tunnel.Config{
 		Authenticate: func(ctx context.Context, token string) (string, error) {
@@ -260,7 +265,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		return nil, err
 	}
 	links := workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}
-	a.Workspaces = workspace.New(workspace.Config{DB: a.DB, Repos: a.Repos, Orgs: a.Orgs, Builds: a.Builds,
+	a.Workspaces = workspace.New(workspace.Config{Repos: a.Repos, Orgs: a.Orgs, Builds: a.Builds,
 		Tunnel: a.Tunnel, Meter: a.Billing, Links: links, Users: a.Auth.UserByID, Secret: key, Clock: clk, Log: log})
 	buildHandler := build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: a.Billing, Log: log})
 	a.Server = server.New(server.Deps{
@@ -281,7 +286,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 				Manifests: a.Registry, PublicURL: cfg.PublicURL, Log: log}),
 			scheduler.NewHandler(a.Scheduler, a.Orgs, func() <-chan struct{} { return a.Server.Draining() }, log),
 			a.Tunnel,
-			workspace.NewHandler(a.Workspaces, log),
+			workspace.NewHandler(a.Workspaces, buildHandler, log),
 			logHandler,
 			billing.NewHandler(a.Billing, a.Orgs, a.Stripe, billing.HandlerConfig{AllowPrivateWebhooks: cfg.AlertWebhookPrivate,
 				Classes: runnerclass.Defaults(), ZoneName: cfg.Timezone, Admins: a.Auth.AdminUsernames}, log),

@@ -50,13 +50,31 @@ func scopeError(version string, buildID int64) error {
 }
 
 // expireBuildVersions removes the build-scoped versions whose build ended before cutoff (or is
-// gone), at most 1000 a call, each with its files and, when it was the last, its package.
+// gone), at most 1000 a call, each with its files and, when it was the last, its package. Which
+// builds ended is build's to say: the builds holding hand-off versions are asked about 500 at a
+// time.
 func (c *Collector) expireBuildVersions(ctx context.Context, cutoff time.Time) (int, error) {
+	const limit, page = 1000, 500
+	var expired []int64
+	for after := int64(0); len(expired) < limit; {
+		var ids []int64
+		if err := c.db.WithContext(ctx).Model(&Version{}).Distinct().
+			Where("build_scoped = ? AND build_id > ?", true, after).Order("build_id").Limit(page).Pluck("build_id", &ids).Error; err != nil {
+			return 0, fmt.Errorf("artifacts: builds with hand-off versions: %w", err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		after = ids[len(ids)-1]
+		ended, err := c.builds.BuildsEndedBefore(ctx, ids, cutoff)
+		if err != nil {
+			return 0, fmt.Errorf("artifacts: expired build versions: %w", err)
+		}
+		expired = append(expired, ended...)
+	}
 	var vs []Version
-	err := c.db.WithContext(ctx).Table("artifact_versions v").Select("v.*").
-		Joins("LEFT JOIN builds b ON b.id = v.build_id").
-		Where("v.build_scoped = ? AND (b.id IS NULL OR (b.finished_at IS NOT NULL AND b.finished_at < ?))", true, cutoff).
-		Order("v.id").Limit(1000).Scan(&vs).Error
+	err := c.db.WithContext(ctx).Where("build_scoped = ? AND (build_id IS NULL OR build_id IN ?)", true, expired).
+		Order("id").Limit(limit).Find(&vs).Error
 	if err != nil {
 		return 0, fmt.Errorf("artifacts: expired build versions: %w", err)
 	}

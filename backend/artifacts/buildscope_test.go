@@ -84,7 +84,7 @@ func TestBuildScopedVersions(t *testing.T) {
 			t.Fatalf("packages: %+v", pkgs.Items)
 		}
 
-		gc := artifacts.NewCollector(w.app.DB, w.app.Storage, w.app.Registry, clock.Real{}, slog.New(slog.DiscardHandler),
+		gc := artifacts.NewCollector(w.app.DB, w.app.Builds, w.app.Storage, w.app.Registry, clock.Real{}, slog.New(slog.DiscardHandler),
 			artifacts.CollectorConfig{Grace: time.Nanosecond, BuildRetention: time.Hour})
 		// Running builds keep theirs, and so does one that ended within the retention.
 		end := time.Now().Add(-30 * time.Minute)

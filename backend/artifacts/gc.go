@@ -52,6 +52,7 @@ type CollectorConfig struct {
 // It also ends abandoned upload sessions. Several collectors (replicas) may run at once.
 type Collector struct {
 	db       *gorm.DB
+	builds   EndedBuilds
 	store    storage.Store
 	registry Registry
 	clock    clock.Clock
@@ -59,8 +60,14 @@ type Collector struct {
 	cfg      CollectorConfig
 }
 
+// EndedBuilds says which builds ended before a time (build.Service): their hand-off versions
+// expire.
+type EndedBuilds interface {
+	BuildsEndedBefore(ctx context.Context, ids []int64, cutoff time.Time) ([]int64, error)
+}
+
 // NewCollector returns a collector. registry may be nil (no registry: only files count).
-func NewCollector(db *gorm.DB, st storage.Store, registry Registry, clk clock.Clock, log *slog.Logger, cfg CollectorConfig) *Collector {
+func NewCollector(db *gorm.DB, builds EndedBuilds, st storage.Store, registry Registry, clk clock.Clock, log *slog.Logger, cfg CollectorConfig) *Collector {
 	if cfg.Grace <= 0 {
 		cfg.Grace = DefaultGrace
 	}
@@ -70,7 +77,7 @@ func NewCollector(db *gorm.DB, st storage.Store, registry Registry, clk clock.Cl
 	if cfg.BuildRetention <= 0 {
 		cfg.BuildRetention = DefaultBuildRetention
 	}
-	return &Collector{db: db, store: st, registry: registry, clock: clk, log: log, cfg: cfg}
+	return &Collector{db: db, builds: builds, store: st, registry: registry, clock: clk, log: log, cfg: cfg}
 }
 
 // Report says what one collection did.

@@ -20,7 +20,7 @@ import (
 )
 
 func (w *world) collector(grace, uploadTTL time.Duration) *artifacts.Collector {
-	return artifacts.NewCollector(w.app.DB, w.app.Storage, w.app.Registry, clock.Real{}, slog.New(slog.DiscardHandler),
+	return artifacts.NewCollector(w.app.DB, w.app.Builds, w.app.Storage, w.app.Registry, clock.Real{}, slog.New(slog.DiscardHandler),
 		artifacts.CollectorConfig{Grace: grace, UploadTTL: uploadTTL})
 }
 
@@ -245,7 +245,7 @@ func TestCollectorRunsOnOneReplicaAtATime(t *testing.T) {
 	var wg sync.WaitGroup
 	const interval = 200 * time.Millisecond
 	for range 3 {
-		c := artifacts.NewCollector(w.app.DB, w.app.Storage, w.app.Registry, clock.Real{}, slog.New(slog.NewTextHandler(&logs, nil)),
+		c := artifacts.NewCollector(w.app.DB, w.app.Builds, w.app.Storage, w.app.Registry, clock.Real{}, slog.New(slog.NewTextHandler(&logs, nil)),
 			artifacts.CollectorConfig{})
 		wg.Add(1)
 		go func() {

@@ -40,10 +40,13 @@ func NewService(db *gorm.DB, st storage.Store, blobs *Blobs, builds Builds, clk 
 	return &Service{db: db, store: st, blobs: blobs, builds: builds, clock: clk, log: log}
 }
 
-// Builds finds the build a pipeline belongs to (package build): the provenance of what a
-// pipeline publishes.
+// Builds is what artifacts read of build's tables, through package build: the build a pipeline
+// belongs to (the provenance of what it publishes), the repo of a pipeline, and which builds'
+// hand-off versions have outlived their retention.
 type Builds interface {
 	ProducerOf(ctx context.Context, pipelineID int64) (build.Producer, error)
+	RepoOfPipeline(ctx context.Context, id int64) (repoID int64, found bool, err error)
+	BuildsEndedBefore(ctx context.Context, ids []int64, cutoff time.Time) ([]int64, error)
 }
 
 // Upload is one file upload.

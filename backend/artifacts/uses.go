@@ -102,11 +102,11 @@ func (h *Handler) pipelineUses(c *gin.Context) error {
 // it: files of other repos show only when p may read them. A pipeline of another repo is not
 // found.
 func (s *Service) VisibleUses(ctx context.Context, repos *repo.Service, p *auth.Principal, a *repo.Access, id int64) (*UsesJSON, error) {
-	var owner []int64
-	if err := s.db.WithContext(ctx).Table("pipelines").Where("id = ?", id).Pluck("repo_id", &owner).Error; err != nil {
+	owner, found, err := s.builds.RepoOfPipeline(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	if len(owner) != 1 || owner[0] != a.Repo.ID {
+	if !found || owner != a.Repo.ID {
 		return nil, api.NotFound("pipeline %d not found", id)
 	}
 	uses, err := s.Uses(ctx, id)

@@ -46,27 +46,41 @@ func (s *Service) PipelineUsage(ctx context.Context, until map[int64]time.Time) 
 }
 
 // SettleEnded settles the pipelines that ended while their settlement failed: a pipeline is
-// settled when it ends, and the tick calls this to retry what did not go through. It reads the
-// end time from the pipelines table (package build's; read, never written here) and returns how
-// many it settled.
+// settled when it ends, and the tick calls this to retry what did not go through. It walks the
+// unsettled pipelines (its own rows) in pages, asks build (Config.EndedAt) which of them ended
+// and when, and settles at most 500 a call; it returns how many it settled.
 func (s *Service) SettleEnded(ctx context.Context) (int, error) {
-	var ended []struct {
-		ID         int64
-		FinishedAt *time.Time
+	if s.cfg.EndedAt == nil {
+		return 0, errors.New("billing: settle ended pipelines: no EndedAt in the Config")
 	}
-	if err := s.db.WithContext(ctx).Table("pipelines").Select("pipelines.id, pipelines.finished_at").
-		Joins("JOIN pipeline_billing ON pipeline_billing.pipeline_id = pipelines.id").
-		Where("NOT pipeline_billing.settled AND pipelines.finished_at IS NOT NULL").Limit(500).Scan(&ended).Error; err != nil {
-		return 0, fmt.Errorf("billing: ended pipelines: %w", err)
-	}
+	const limit, page = 500, 500
 	var errs []error
 	n := 0
-	for _, p := range ended {
-		if err := s.Settle(ctx, p.ID, *p.FinishedAt); err != nil {
-			errs = append(errs, err)
-			continue
+	for after := int64(0); n+len(errs) < limit; {
+		var ids []int64
+		if err := s.db.WithContext(ctx).Model(&PipelineBilling{}).Where("NOT settled AND pipeline_id > ?", after).
+			Order("pipeline_id").Limit(page).Pluck("pipeline_id", &ids).Error; err != nil {
+			return n, fmt.Errorf("billing: unsettled pipelines: %w", err)
 		}
-		n++
+		if len(ids) == 0 {
+			break
+		}
+		after = ids[len(ids)-1]
+		ended, err := s.cfg.EndedAt(ctx, ids)
+		if err != nil {
+			return n, fmt.Errorf("billing: ended pipelines: %w", err)
+		}
+		for _, id := range ids {
+			at, ok := ended[id]
+			if !ok || n+len(errs) >= limit {
+				continue
+			}
+			if err := s.Settle(ctx, id, at); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			n++
+		}
 	}
 	return n, errors.Join(errs...)
 }

@@ -39,6 +39,10 @@ type Config struct {
 	FreezeLeadPercent int
 	// Location decides calendar months (Asia/Shanghai).
 	Location *time.Location
+	// EndedAt says when each of the pipelines ids that has ended ended
+	// (build.Service.PipelinesEndedAt): billing may not read build's tables, and cannot import
+	// build, which imports billing, so app.New hands it in. SettleEnded needs it.
+	EndedAt func(ctx context.Context, ids []int64) (map[int64]time.Time, error)
 }
 
 // DefaultConfig is Part A's pricing: CPU 0.125 per core-hour after 160 free core-hours a month

@@ -115,7 +115,6 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs := api.NewRoutes(v1, h.log)
 	rs.GET("/repos/:org/:repo/builds", h.list)
 	rs.POST("/repos/:org/:repo/builds", h.trigger)
-	rs.POST("/repos/:org/:repo/workspaces", h.openWorkspace)
 	rs.GET("/repos/:org/:repo/builds/:number", h.get)
 	rs.GET("/repos/:org/:repo/builds/:number/pipelines", h.pipelines)
 	rs.POST("/repos/:org/:repo/builds/:number/cancel", h.cancel)
@@ -164,7 +163,7 @@ func (h *Handler) press(c *gin.Context) error {
 		Button string            `json:"button"`
 		Inputs map[string]string `json:"inputs"`
 	}
-	return h.start(c, "start builds", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
+	return h.Start(c, "start builds", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
 		if req.Button == "" {
 			return nil, api.Invalid("button", "name the button to press")
 		}
@@ -360,16 +359,17 @@ func (h *Handler) trigger(c *gin.Context) error {
 		Event  string            `json:"event"`
 		Env    map[string]string `json:"env"`
 	}
-	return h.start(c, "start builds", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
+	return h.Start(c, "start builds", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
 		return h.svc.Manual(c.Request.Context(), a, u, req.Branch, req.Event, req.Env)
 	})
 }
 
-// start is a route that starts a build (run a build, press a button, open a workspace): write
-// access to the repo, never a job token (a pipeline starting pipelines through the API could
-// loop forever; cnb:trigger is its way, with its own limits), the body bound into req, and the
-// new build answered with 201. what names the refusal ("start builds").
-func (h *Handler) start(c *gin.Context, what string, req any, run func(a *repo.Access, u *auth.User) (*Build, error)) error {
+// Start is a route that starts a build (run a build, press a button, and package workspace's
+// open a workspace): write access to the repo, never a job token (a pipeline starting pipelines
+// through the API could loop forever; cnb:trigger is its way, with its own limits), the body
+// bound into req, and the new build answered with 201. what names the refusal ("start
+// builds").
+func (h *Handler) Start(c *gin.Context, what string, req any, run func(a *repo.Access, u *auth.User) (*Build, error)) error {
 	if auth.From(c).Kind == auth.KindJob {
 		return api.Forbidden("a pipeline's job token cannot %s", what)
 	}
@@ -424,17 +424,6 @@ func WorkspaceState(p Pipeline) string {
 		return WorkspaceStopped // after it was ready: the user, idle, its cap, its bill
 	}
 	return WorkspaceFailed // before it was ready, or lost with its agent
-}
-
-// openWorkspace fires the vscode event on a branch: a build whose workspace pipelines stay up
-// after their stages (the branch page's "Open workspace").
-func (h *Handler) openWorkspace(c *gin.Context) error {
-	var req struct {
-		Branch string `json:"branch"`
-	}
-	return h.start(c, "open workspaces", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
-		return h.svc.OpenWorkspace(c.Request.Context(), a, u, req.Branch)
-	})
 }
 
 // buildOf authorizes a change to the route's build (cancel, rerun) and loads it.

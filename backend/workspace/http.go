@@ -17,6 +17,8 @@ import (
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
 // WebSocket subprotocols of the terminal and SSH routes.
@@ -27,22 +29,30 @@ const (
 
 // Handler is the workspace HTTP module.
 type Handler struct {
-	s   *Service
-	log *slog.Logger
+	s      *Service
+	builds Starter
+	log    *slog.Logger
 	// The default origin check: a browser page of another origin (a preview, another site)
 	// cannot open a terminal with the user's cookie.
 	upgrader websocket.Upgrader
 }
 
-// NewHandler returns the HTTP module of s.
-func NewHandler(s *Service, log *slog.Logger) *Handler {
-	return &Handler{s: s, log: log, upgrader: websocket.Upgrader{
+// Starter is build's route preamble for what starts a build (build.Handler.Start): the open
+// route answers as the routes that run builds do, with the new build.
+type Starter interface {
+	Start(c *gin.Context, what string, req any, run func(a *repo.Access, u *auth.User) (*build.Build, error)) error
+}
+
+// NewHandler returns the HTTP module of s; builds answers the open route.
+func NewHandler(s *Service, builds Starter, log *slog.Logger) *Handler {
+	return &Handler{s: s, builds: builds, log: log, upgrader: websocket.Upgrader{
 		Subprotocols: []string{TerminalSubprotocol, SSHSubprotocol}, ReadBufferSize: 32 << 10, WriteBufferSize: 32 << 10}}
 }
 
 // Routes implements server.Module.
 func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs := api.NewRoutes(v1, h.log)
+	rs.POST("/repos/:org/:repo/workspaces", h.open)
 	rs.GET("/orgs/:org/workspaces", h.list)
 	rs.GET("/workspaces/:id", viewRoute(http.StatusOK, h.s.Get))
 	rs.POST("/workspaces/:id/stop", viewRoute(http.StatusAccepted, h.s.Stop))
@@ -52,6 +62,17 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/workspaces/:id/preview/:port/token", h.previewToken)
 	rs.GET("/workspaces/:id/terminal", h.terminal)
 	rs.GET("/workspaces/:id/ssh", h.ssh)
+}
+
+// open is POST /repos/{org}/{repo}/workspaces: the vscode event on a branch (the default one
+// when none is given), answered 201 with the build that runs the workspace.
+func (h *Handler) open(c *gin.Context) error {
+	var req struct {
+		Branch string `json:"branch"`
+	}
+	return h.builds.Start(c, "open workspaces", &req, func(a *repo.Access, u *auth.User) (*build.Build, error) {
+		return h.s.cfg.Builds.OpenWorkspace(c.Request.Context(), a, u, req.Branch)
+	})
 }
 
 func idOf(c *gin.Context) (int64, error) {

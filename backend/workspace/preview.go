@@ -291,11 +291,11 @@ func (pv *Preview) dial(ctx context.Context, _, addr string) (net.Conn, error) {
 	}
 	rec, _ := ctx.Value(ctxKey{}).(*record)
 	if rec == nil || rec.ID != id {
-		var r record
-		if err := pv.s.query(ctx).Where("pipelines.id = ?", id).Take(&r).Error; err != nil {
+		run, err := pv.s.cfg.Builds.Workspace(ctx, id)
+		if err != nil {
 			return nil, err
 		}
-		rec = &r
+		rec = &record{*run}
 	}
 	return pv.s.open(ctx, rec, protocol.KindWorkspacePort, map[string]string{"port": strconv.Itoa(port)})
 }

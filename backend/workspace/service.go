@@ -44,18 +44,24 @@ type Meter interface {
 	PipelineUsage(ctx context.Context, until map[int64]time.Time) (map[int64]billing.PipelineUsage, error)
 }
 
-// Stopper asks a running pipeline to stop, or cancels a build (build.Service).
-type Stopper interface {
+// Runs is what workspaces need of build (build.Service): their pipelines, opened, read and
+// stopped.
+type Runs interface {
+	// Workspace is gorm.ErrRecordNotFound when there is no such workspace pipeline.
+	Workspace(ctx context.Context, id int64) (*build.WorkspaceRun, error)
+	Workspaces(ctx context.Context, orgID int64, active bool) ([]build.WorkspaceRun, error)
+	// OpenWorkspace fires the vscode event on a branch: a build whose workspace pipelines stay
+	// up after their stages.
+	OpenWorkspace(ctx context.Context, a *repo.Access, user *auth.User, branch string) (*build.Build, error)
 	RequestStop(ctx context.Context, pipelineID int64, reason string) error
 	Cancel(ctx context.Context, buildID int64, reason string) error
 }
 
 // Config is what a Service needs.
 type Config struct {
-	DB     *gorm.DB
 	Repos  *repo.Service
 	Orgs   *org.Service
-	Builds Stopper
+	Builds Runs
 	Tunnel Opener
 	Meter  Meter // nil: costs show as zero
 	Links  Links
@@ -87,41 +93,8 @@ func New(cfg Config) *Service {
 	return &Service{cfg: cfg, access: map[accessKey]checked{}, used: map[string]time.Time{}}
 }
 
-// record is a workspace pipeline with its build, repo and team.
-type record struct {
-	ID          int64
-	BuildID     int64
-	Name        string
-	Status      string
-	Reason      string
-	RunnerTag   string
-	CPUs        int
-	Plan        string
-	OrgID       int64
-	RepoID      int64
-	AgentID     string
-	LeaseID     string
-	CreatedAt   time.Time
-	StartedAt   *time.Time
-	ReadyAt     *time.Time
-	FinishedAt  *time.Time
-	BuildNumber int64
-	Branch      string
-	RepoName    string
-	OrgName     string
-}
-
-func (s *Service) query(ctx context.Context) *gorm.DB {
-	return s.cfg.DB.WithContext(ctx).Table("pipelines").
-		Select("pipelines.id, pipelines.build_id, pipelines.name, pipelines.status, pipelines.reason, "+
-			"pipelines.runner_tag, pipelines.cpus, pipelines.plan, pipelines.org_id, pipelines.repo_id, pipelines.agent_id, "+
-			"pipelines.lease_id, pipelines.created_at, pipelines.started_at, pipelines.ready_at, pipelines.finished_at, "+
-			"builds.number AS build_number, builds.branch, repos.name AS repo_name, orgs.name AS org_name").
-		Joins("JOIN builds ON builds.id = pipelines.build_id").
-		Joins("JOIN repos ON repos.id = pipelines.repo_id").
-		Joins("JOIN orgs ON orgs.id = repos.org_id").
-		Where("pipelines.workspace = ?", true)
-}
+// record is a workspace pipeline with its build, repo and team, as build reads it.
+type record struct{ build.WorkspaceRun }
 
 // errNotFound is every workspace the caller may not see.
 func errNotFound() error { return api.NotFound("workspace not found") }
@@ -132,14 +105,14 @@ func (s *Service) load(ctx context.Context, p *auth.Principal, id int64) (*recor
 	if p.Kind == auth.KindJob {
 		return nil, api.Forbidden("a pipeline's job token cannot enter workspaces")
 	}
-	var r record
-	err := s.query(ctx).Where("pipelines.id = ?", id).Take(&r).Error
+	run, err := s.cfg.Builds.Workspace(ctx, id)
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, errNotFound()
 	}
 	if err != nil {
 		return nil, err
 	}
+	r := record{*run}
 	if _, err := s.cfg.Repos.Resolve(ctx, p, r.OrgName, r.RepoName, repo.Write); err != nil {
 		var ae *api.Error
 		if errors.As(err, &ae) && ae.Status == 404 {
@@ -311,13 +284,13 @@ func (s *Service) List(ctx context.Context, p *auth.Principal, orgName string, a
 	if !role.CanWrite() {
 		return []View{}, nil
 	}
-	q := s.query(ctx).Where("pipelines.org_id = ?", o.ID).Order("pipelines.id DESC").Limit(200)
-	if !all {
-		q = q.Where("pipelines.status IN ?", []string{build.StatusQueued, build.StatusRunning})
-	}
-	var rs []record
-	if err := q.Find(&rs).Error; err != nil {
+	runs, err := s.cfg.Builds.Workspaces(ctx, o.ID, !all)
+	if err != nil {
 		return nil, err
+	}
+	rs := make([]record, len(runs))
+	for i := range runs {
+		rs[i] = record{runs[i]}
 	}
 	return s.view(ctx, rs, true)
 }

@@ -1,7 +1,9 @@
-// Package layering checks who may write which tables, by reading the code: the packages are
-// loaded and type-checked (golang.org/x/tools/go/packages) and every call that writes through
-// gorm or database/sql is traced to the model or table it writes. A domain that owns tables (a
-// Rule) is the only one whose code may write them; everyone else calls its service.
+// Package layering checks who may write and read which tables, by reading the code: the
+// packages are loaded and type-checked (golang.org/x/tools/go/packages) and every call through
+// gorm or database/sql is traced to the model or table it writes (Check) or reads (CheckReads).
+// A domain that owns tables (a Rule) is the only one whose code may write them, and, where the
+// rule says so, read them; everyone else calls its service, so a renamed column breaks one
+// package at compile time instead of three at run time.
 //
 // It sees what the code says, not what it does at run time: a write is found when the model is
 // named in the call chain (db.Model(&build.Pipeline{}).Updates(…), tx.Create(&job),
@@ -156,28 +158,42 @@ var rawSQL = []string{"Exec", "ExecContext", "Raw"}
 // writeSQL finds the table an INSERT, UPDATE or DELETE statement writes.
 var writeSQL = regexp.MustCompile(`(?is)\b(?:insert\s+into|update|delete\s+from)\s+"?([a-z_][a-z0-9_]*)`)
 
-// Violation is one write of a table by a package that does not own it.
+// Violation is one write (or, from CheckReads, one read) of a table by a package that does not
+// own it.
 type Violation struct {
 	Pos   token.Position
 	Table string // the table, or the owner's model type
 	Owner string
 	Call  string // what the code says: "Updates on build.Pipeline"
+	Read  bool
 }
 
 func (v Violation) String() string {
+	if v.Read {
+		return fmt.Sprintf("%s: %s reads %s, which only %s may read; ask its service", v.Pos, v.Call, v.Table, v.Owner)
+	}
 	return fmt.Sprintf("%s: %s writes %s, which only %s may write", v.Pos, v.Call, v.Table, v.Owner)
 }
 
 // Check returns every write, in the code, of a table a rule gives to another package. A file
 // that is in a package and in its test unit is reported once.
 func Check(c *Code, rules []Rule) []Violation {
+	return c.calls(true, func(u unit, call *ast.CallExpr) []Violation { return checkCall(u, call, rules) })
+}
+
+// calls runs check on every call of the code (test files too when tests) and returns what it
+// reported, once each, in file order.
+func (c *Code) calls(tests bool, check func(unit, *ast.CallExpr) []Violation) []Violation {
 	var out []Violation
 	seen := map[string]bool{}
 	for _, u := range c.units {
 		for _, f := range u.files {
+			if !tests && strings.HasSuffix(u.fset.Position(f.Pos()).Filename, "_test.go") {
+				continue
+			}
 			ast.Inspect(f, func(n ast.Node) bool {
 				if call, ok := n.(*ast.CallExpr); ok {
-					for _, v := range checkCall(u, call, rules) {
+					for _, v := range check(u, call) {
 						if !seen[v.String()] {
 							seen[v.String()] = true
 							out = append(out, v)
@@ -303,6 +319,79 @@ func modelType(t types.Type) *types.Named {
 		}
 	}
 	return nil
+}
+
+// reads are the methods of *gorm.DB and database/sql's handles that name what they read: a
+// table (Table), SQL text (Joins, Raw, Where's subqueries, database/sql's queries) or a model
+// (Model and the finders' destinations).
+var (
+	readTable  = []string{"Table"}
+	readSQL    = []string{"Joins", "Raw", "Where", "Or", "Not", "Select", "Exec", "ExecContext", "Query", "QueryContext", "QueryRow", "QueryRowContext"}
+	readModel  = []string{"Model", "Find", "First", "Take", "Last", "Scan", "FirstOrInit", "FindInBatches"}
+	readSQLRef = regexp.MustCompile(`(?is)\b(?:from|join)\s+"?([a-z_][a-z0-9_]*)`)
+)
+
+// CheckReads returns every read, in the code, of a table a rule gives to another package: a
+// Table("pipelines …"), SQL text that selects FROM or JOINs it, or a model of the owner's
+// (db.Model(&build.Pipeline{}), db.Find(&[]build.Job{})). Like Check, it sees only constant
+// SQL. Test files are skipped when tests is false: a test may look at another domain's rows
+// to assert what its service did.
+func CheckReads(c *Code, rules []Rule, tests bool) []Violation {
+	return c.calls(tests, func(u unit, call *ast.CallExpr) []Violation { return checkRead(u, call, rules) })
+}
+
+func checkRead(p unit, call *ast.CallExpr, rules []Rule) []Violation {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok || !isDBHandle(p.info.TypeOf(sel.X)) {
+		return nil
+	}
+	method := sel.Sel.Name
+	var out []Violation
+	flag := func(r Rule, table, what string) {
+		if !owns(r, p.path) {
+			out = append(out, Violation{Pos: p.fset.Position(call.Pos()), Table: table, Owner: r.Owner, Call: method + " " + what, Read: true})
+		}
+	}
+	for i, arg := range call.Args {
+		if tv, ok := p.info.Types[arg]; ok && tv.Value != nil && tv.Value.Kind() == constant.String {
+			if i > 0 && !slices.Contains(readSQL, method) {
+				continue
+			}
+			text := constant.StringVal(tv.Value)
+			var tables []string
+			switch {
+			case slices.Contains(readTable, method):
+				if fs := strings.Fields(strings.ReplaceAll(text, `"`, "")); len(fs) > 0 {
+					tables = append(tables, strings.ToLower(fs[0]))
+				}
+			case slices.Contains(readSQL, method):
+				for _, m := range readSQLRef.FindAllStringSubmatch(text, -1) {
+					tables = append(tables, strings.ToLower(m[1]))
+				}
+			}
+			for _, table := range tables {
+				for _, r := range rules {
+					if slices.Contains(r.Tables, table) {
+						flag(r, table, fmt.Sprintf("of table %q", table))
+					}
+				}
+			}
+			continue
+		}
+		if !slices.Contains(readModel, method) {
+			continue
+		}
+		named := modelType(p.info.TypeOf(arg))
+		if named == nil || named.Obj().Pkg() == nil {
+			continue
+		}
+		for _, r := range rules {
+			if owns(r, named.Obj().Pkg().Path()) {
+				flag(r, named.Obj().Pkg().Name()+"."+named.Obj().Name(), "of "+named.Obj().Pkg().Name()+"."+named.Obj().Name())
+			}
+		}
+	}
+	return out
 }
 
 // ImportRule forbids the packages From names (an import path, and those below it) to import To

@@ -50,3 +50,29 @@ func TestCheckImports(t *testing.T) {
 		t.Fatalf("import violations %v", got)
 	}
 }
+
+// CheckReads finds every way testdata/writer names build's tables or models when it reads them
+// (and the writes that name them too), but nothing that touches other tables; the owner reads
+// freely.
+func TestCheckReadsFindsEveryRead(t *testing.T) {
+	code, err := Load(".", "./testdata/writer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := CheckReads(code, []Rule{buildRule}, false)
+	var lines []string
+	for _, v := range got {
+		lines = append(lines, fmt.Sprintf("%s:%d", filepath.Base(v.Pos.Filename), v.Pos.Line))
+	}
+	want := []string{"writer.go:16", "writer.go:20", "writer.go:22", "writer.go:30", "writer.go:32", "writer.go:33", "writer.go:34", "writer.go:34"}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("reads at %v, want %v:\n%v", lines, want, got)
+	}
+	if s := got[5].String(); !strings.Contains(s, `Table of table "pipelines"`) || !strings.Contains(s, "which only github.com/nimbus-build/nimbus/backend/build may read") {
+		t.Fatalf("message %q", s)
+	}
+	own := Rule{Owner: "github.com/nimbus-build/nimbus/backend/internal/layering/testdata/writer", Tables: buildRule.Tables}
+	if got := CheckReads(code, []Rule{own}, true); len(got) != 0 {
+		t.Fatalf("the owner's own reads were reported: %v", got)
+	}
+}

@@ -87,8 +87,8 @@ func (sh *Shell) Run(ctx context.Context, s Step) (int, error) {
 	case err := <-done:
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return 128 + int(ws.Signal()), nil
+			if status, ok := exit.Sys().(syscall.WaitStatus); ok && status.Signaled() {
+				return 128 + int(status.Signal()), nil
 			}
 			return exit.ExitCode(), nil
 		}

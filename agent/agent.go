@@ -37,7 +37,7 @@
 // from the kernel (agent/dockerservice). Containers stop within about a second of the death,
 // with nobody restarting the agent; the server fails the pipelines agent_lost one lease TTL
 // later, billed to the last renewal, and the agent's next start removes the stopped containers,
-// volumes, engines' state and workspaces (cleanup).
+// volumes, engines' state and checkouts (cleanup).
 package agent
 
 import (
@@ -85,7 +85,7 @@ type Config struct {
 	Executor    string // auto, docker or shell
 	DockerHost  string // "" = DOCKER_HOST or the default socket
 	Network     string // container network mode; "" = the engine's default
-	WorkDir     string // workspaces, the agent id and the agent token live here
+	WorkDir     string // checkouts, the agent id and the agent token live here
 	// DefaultImage runs script jobs whose pipeline names no image.
 	DefaultImage string
 	// WorkspaceIDEImage is the IDE container of workspaces whose image has no code-server
@@ -162,7 +162,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	if cfg.WorkDir == "" {
 		return nil, errors.New("agent: work dir is required")
 	}
-	if err := os.MkdirAll(filepath.Join(cfg.WorkDir, "workspaces"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(cfg.WorkDir, runner.CheckoutsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("agent: create work dir: %w", err)
 	}
 	id, err := loadID(cfg.WorkDir)
@@ -229,7 +229,7 @@ func (a *Agent) Tags() []string { return slices.Clone(a.tags) }
 // Close releases the executor and the cache store.
 func (a *Agent) Close() error { return errors.Join(a.exec.Close(), a.caches.Close()) }
 
-// cleanup removes containers and workspaces that an earlier run of this agent left behind: a
+// cleanup removes containers and checkouts that an earlier run of this agent left behind: a
 // crash or kill -9 skips the normal teardown, and the next start must not inherit its debris.
 func (a *Agent) cleanup(ctx context.Context) error {
 	if err := a.exec.Cleanup(ctx); err != nil {
@@ -240,18 +240,18 @@ func (a *Agent) cleanup(ctx context.Context) error {
 			return fmt.Errorf("agent: clean up earlier docker services: %w", err)
 		}
 	}
-	dir := filepath.Join(a.cfg.WorkDir, "workspaces")
+	dir := filepath.Join(a.cfg.WorkDir, runner.CheckoutsDir)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("agent: read workspaces: %w", err)
+		return fmt.Errorf("agent: read checkouts: %w", err)
 	}
 	for _, e := range entries {
 		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
-			return fmt.Errorf("agent: remove stale workspace: %w", err)
+			return fmt.Errorf("agent: remove stale checkout: %w", err)
 		}
 	}
 	if len(entries) > 0 {
-		a.log.Info("removed stale workspaces", "count", len(entries))
+		a.log.Info("removed stale checkouts", "count", len(entries))
 	}
 	return nil
 }

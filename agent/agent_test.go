@@ -27,7 +27,7 @@ import (
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func TestIDSurvivesRestartAndStaleWorkspacesGo(t *testing.T) {
+func TestIDSurvivesRestartAndStaleCheckoutsGo(t *testing.T) {
 	dir := t.TempDir()
 	a, err := New(context.Background(), Config{WorkDir: dir, Executor: executor.ModeShell}, quiet())
 	if err != nil {
@@ -51,7 +51,7 @@ func TestIDSurvivesRestartAndStaleWorkspacesGo(t *testing.T) {
 		t.Fatalf("id changed across restart: %q -> %q", first, b.ID())
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Fatalf("stale workspace survived: %v", err)
+		t.Fatalf("stale checkout survived: %v", err)
 	}
 }
 

@@ -74,7 +74,7 @@ func findCLI(configured string) (string, string) {
 // (nil without a CLI that can run steps), and logs why either is missing.
 //
 // The copy is what containers mount: the engine sees the work dir at the agent's path (the
-// workspaces are bind-mounted from it), while an agent in a container of its own (the deploy
+// checkouts are bind-mounted from it), while an agent in a container of its own (the deploy
 // image, Kubernetes) has its executable where the engine's host has nothing. With
 // NIMBUS_AGENT_NIMBUS_CLI=off the jobs get no CLI on their PATH, but the one beside the agent or
 // on PATH still runs them, at its own path: it is the agent's machinery, as docker-init is the

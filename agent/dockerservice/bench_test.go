@@ -17,9 +17,9 @@ func BenchmarkEngineStart(b *testing.B) {
 	var ready, stops []time.Duration
 	for i := 0; b.Loop(); i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		ws := b.TempDir()
+		checkout := b.TempDir()
 		began := time.Now()
-		e, err := r.m.Start(ctx, Spec{ID: fmt.Sprintf("bench-%d", i), Workspace: ws, Mount: "/workspace"})
+		e, err := r.m.Start(ctx, Spec{ID: fmt.Sprintf("bench-%d", i), Checkout: checkout, Mount: "/workspace"})
 		if err != nil {
 			b.Fatal(err)
 		}

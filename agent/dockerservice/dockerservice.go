@@ -28,13 +28,13 @@
 //	    lease                                        the lease id
 //	    data/  (the user's, 0700)                    the engine's data root: images, containers
 //	    home/  (the user's)                          HOME
-//	    ws/                                          the workspace, idmapped (see idmappedMount)
+//	    ws/                                          the checkout, idmapped (see idmappedMount)
 //	    config/                                      DOCKER_CONFIG of the jobs: config.json with
 //	                                                 the registry login
 //	cgroup nimbus-services/<name>                    the pipeline's cores and memory, for the
 //	                                                 engine and everything it starts
 //
-// Workspace paths mean the same inside the engine: it sees the pipeline's workspace at the
+// Checkout paths mean the same inside the engine: it sees the pipeline's checkout at the
 // same path the jobs do (a bind mount in the engine's own mount namespace), so
 // `docker run -v $(pwd)/out:/out` works. For a rootless engine that bind goes through an
 // idmapped mount, so files the jobs wrote as root are its root's and what its containers write
@@ -255,8 +255,9 @@ func (m *Manager) CLIProblem() string { return m.cliProblem }
 type Spec struct {
 	// ID names the engine: the lease id (one path element).
 	ID string
-	// Workspace is the pipeline's workspace on the host; Mount is where jobs see it.
-	Workspace, Mount string
+	// Checkout is the pipeline's checkout on the host (what the pipeline calls its workspace);
+	// Mount is where jobs see it.
+	Checkout, Mount string
 	// CPUs (cores, may be fractional) and MemoryBytes bound the engine and all it starts; 0 = none.
 	CPUs        float64
 	MemoryBytes int64
@@ -293,8 +294,8 @@ func (m *Manager) Start(ctx context.Context, spec Spec) (*Engine, error) {
 	if spec.ID == "" || strings.ContainsAny(spec.ID, "/\x00") || spec.ID == "." || spec.ID == ".." {
 		return nil, fmt.Errorf("docker service: bad id %q", spec.ID)
 	}
-	if !filepath.IsAbs(spec.Mount) || !filepath.IsAbs(spec.Workspace) {
-		return nil, fmt.Errorf("docker service: the workspace %q and its mount %q must be absolute", spec.Workspace, spec.Mount)
+	if !filepath.IsAbs(spec.Mount) || !filepath.IsAbs(spec.Checkout) {
+		return nil, fmt.Errorf("docker service: the workspace %q and its mount %q must be absolute", spec.Checkout, spec.Mount)
 	}
 	began := time.Now()
 	name := engineName(spec.ID)
@@ -347,15 +348,15 @@ func (e *Engine) start(ctx context.Context) error {
 	if err := e.writeLogin(); err != nil {
 		return err
 	}
-	// The engine binds the workspace at the jobs' path in its own mount namespace; the path
+	// The engine binds the checkout at the jobs' path in its own mount namespace; the path
 	// must exist on the host for that (an empty directory; nothing is ever written there).
 	if err := os.MkdirAll(e.spec.Mount, 0o755); err != nil {
 		return fmt.Errorf("docker service: create %s for the workspace mount: %w", e.spec.Mount, err)
 	}
-	ws := e.spec.Workspace
+	checkout := e.spec.Checkout
 	if m.id != nil {
-		ws = filepath.Join(e.dir, "ws")
-		if err := idmappedMount(m.id, e.spec.Workspace, ws); err != nil {
+		checkout = filepath.Join(e.dir, "ws")
+		if err := idmappedMount(m.id, e.spec.Checkout, checkout); err != nil {
 			return fmt.Errorf("docker service: %w", err)
 		}
 	}
@@ -369,7 +370,7 @@ func (e *Engine) start(ctx context.Context) error {
 		return fmt.Errorf("docker service: %w", err)
 	}
 	defer logf.Close()
-	e.cmd, err = e.command(ws)
+	e.cmd, err = e.command(checkout)
 	if err != nil {
 		return err
 	}
@@ -446,7 +447,7 @@ if [ -z "$NIMBUS_ALLOWED_GPUS" ]; then
 fi
 `
 
-// inNamespace runs in a rootless engine's own mount namespace: the workspace appears at the
+// inNamespace runs in a rootless engine's own mount namespace: the checkout appears at the
 // jobs' path, then dockerd replaces the shell. The symlinks rootlesskit's copy-up made for the
 // host's /run/docker and the like must go, so the engine can create its own.
 const inNamespace = `set -e
@@ -466,9 +467,10 @@ shift 2
 exec "$@"`
 
 // command builds the process tree of the engine: sh (joins the cgroup) → rootlesskit (user,
-// mount, pid namespaces) → sh (binds the workspace) → dockerd; or, privileged, sh → unshare
-// (mount, pid namespaces) → sh → dockerd.
-func (e *Engine) command(ws string) (*exec.Cmd, error) {
+// mount, pid namespaces) → sh (binds the checkout) → dockerd; or, privileged, sh → unshare
+// (mount, pid namespaces) → sh → dockerd. checkout is the host path the engine binds at the
+// jobs' path: the checkout itself, or its idmapped mount.
+func (e *Engine) command(checkout string) (*exec.Cmd, error) {
 	m := e.m
 	run := e.run
 	dockerd := []string{m.dockerd,
@@ -489,10 +491,10 @@ func (e *Engine) command(ws string) (*exec.Cmd, error) {
 	}
 	var args []string
 	if m.cfg.Mode == ModePrivileged {
-		inner := append([]string{"/bin/sh", "-c", inPrivilegedNamespace, "sh", ws, e.spec.Mount}, dockerd...)
+		inner := append([]string{"/bin/sh", "-c", inPrivilegedNamespace, "sh", checkout, e.spec.Mount}, dockerd...)
 		args = append([]string{"unshare", "--mount", "--propagation", "slave", "--pid", "--fork", "--kill-child", "--mount-proc"}, inner...)
 	} else {
-		inner := append([]string{"/bin/sh", "-c", inNamespace, "sh", ws, e.spec.Mount}, dockerd...)
+		inner := append([]string{"/bin/sh", "-c", inNamespace, "sh", checkout, e.spec.Mount}, dockerd...)
 		args = []string{m.rootlesskit, "--state-dir", filepath.Join(run, "rootlesskit"),
 			"--net", m.cfg.Network, "--copy-up=/etc", "--copy-up=/run", "--propagation=rslave", "--pidns"}
 		if m.cfg.Network == NetworkSlirp4netns {
@@ -546,7 +548,7 @@ func (e *Engine) waitReady(ctx context.Context) error {
 	}
 }
 
-// verifyMapping checks that the engine's user namespace maps ids as the workspace's idmapped
+// verifyMapping checks that the engine's user namespace maps ids as the checkout's idmapped
 // mount does; otherwise files would change owners between the jobs and the engine.
 func (e *Engine) verifyMapping() error {
 	if e.m.id == nil {
@@ -697,7 +699,7 @@ func (e *Engine) teardown() error {
 	return errors.Join(errs...)
 }
 
-// removeOne removes what an engine left: processes in its cgroup, the workspace mount, the
+// removeOne removes what an engine left: processes in its cgroup, the checkout mount, the
 // cgroup, the state and runtime directories.
 func (m *Manager) removeOne(name string) error {
 	var errs []error
@@ -708,9 +710,9 @@ func (m *Manager) removeOne(name string) error {
 		}
 	}
 	dir := filepath.Join(m.cfg.Dir, name)
-	ws := filepath.Join(dir, "ws")
-	if err := unix.Unmount(ws, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		errs = append(errs, fmt.Errorf("docker service: unmount %s: %w", ws, err))
+	idmapped := filepath.Join(dir, "ws") // the checkout's idmapped mount
+	if err := unix.Unmount(idmapped, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		errs = append(errs, fmt.Errorf("docker service: unmount %s: %w", idmapped, err))
 	}
 	for _, d := range []string{dir, filepath.Join(m.cfg.RunDir, name)} {
 		if err := os.RemoveAll(d); err != nil {

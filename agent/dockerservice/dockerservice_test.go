@@ -145,11 +145,11 @@ func (r *rig) start(t *testing.T, id string, spec Spec) (*Engine, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ws := filepath.Join(r.dir, "ws-"+id)
-	if err := os.MkdirAll(ws, 0o755); err != nil {
+	checkout := filepath.Join(r.dir, "checkout-"+id)
+	if err := os.MkdirAll(checkout, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	spec.ID, spec.Workspace = id, ws
+	spec.ID, spec.Checkout = id, checkout
 	if spec.Mount == "" {
 		spec.Mount = "/workspace"
 	}
@@ -162,7 +162,7 @@ func (r *rig) start(t *testing.T, id string, spec Spec) (*Engine, string) {
 	if out, err := imp.CombinedOutput(); err != nil {
 		t.Fatalf("import busybox: %v: %s", err, out)
 	}
-	return e, ws
+	return e, checkout
 }
 
 func TestRootlessEngine(t *testing.T) {
@@ -173,7 +173,7 @@ func TestRootlessEngine(t *testing.T) {
 	b, _ := r.start(t, "lease-b", Spec{})
 	t.Logf("engine a answered after %s", a.Ready)
 
-	t.Run("workspace paths and owners mean the same inside", func(t *testing.T) {
+	t.Run("checkout paths and owners mean the same inside", func(t *testing.T) {
 		// What the jobs (root on the agent's engine) wrote, the engine's containers may change,
 		// and what they write is root's for the next job.
 		if err := os.WriteFile(filepath.Join(wsA, "from-job"), []byte("job\n"), 0o644); err != nil {
@@ -317,13 +317,13 @@ func TestPrivilegedEngine(t *testing.T) {
 	r := newRig(t, Config{Mode: ModePrivileged})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	e, ws := r.start(t, "lease-p", Spec{})
+	e, checkout := r.start(t, "lease-p", Spec{})
 	out, err := docker(ctx, e, "run", "--rm", "--network", "none", "-v", "/workspace/out:/out", "bb:1", "sh", "-c", "echo hi > /out/f")
 	if err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if b, err := os.ReadFile(filepath.Join(ws, "out", "f")); err != nil || string(b) != "hi\n" {
-		t.Fatalf("the workspace path does not mean the same inside: %q, %v", b, err)
+	if b, err := os.ReadFile(filepath.Join(checkout, "out", "f")); err != nil || string(b) != "hi\n" {
+		t.Fatalf("the checkout path does not mean the same inside: %q, %v", b, err)
 	}
 	if err := e.Stop(); err != nil {
 		t.Fatal(err)
@@ -374,12 +374,12 @@ func TestEngineEndsWithItsAgent(t *testing.T) {
 
 func engineEndsWithItsAgent(t *testing.T, mode string) {
 	r := newRig(t, Config{Mode: mode})
-	ws := filepath.Join(r.dir, "ws")
-	os.MkdirAll(ws, 0o755)
+	checkout := filepath.Join(r.dir, "checkout")
+	os.MkdirAll(checkout, 0o755)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	child, out := lifelinetest.Agent(t, "TestEngineEndsWithItsAgent",
-		engineAgentEnv+"="+strings.Join([]string{mode, r.m.cfg.Dir, r.m.cfg.RunDir, ws}, ":"))
+		engineAgentEnv+"="+strings.Join([]string{mode, r.m.cfg.Dir, r.m.cfg.RunDir, checkout}, ":"))
 	// The child says "engine <name> <socket>" once its engine answers.
 	var name, sock string
 	buf := make([]byte, 4096)
@@ -423,12 +423,12 @@ func engineEndsWithItsAgent(t *testing.T, mode string) {
 	t.Logf("the engine's %d processes were gone %v after kill -9 of the agent", before, time.Since(killed).Round(time.Millisecond))
 }
 
-// actAsAgent starts an engine as args (mode:state dir:run dir:workspace) say and waits to be
+// actAsAgent starts an engine as args (mode:state dir:run dir:checkout) say and waits to be
 // killed.
 func actAsAgent(t *testing.T, args string) {
 	a := strings.Split(args, ":")
 	m := New(Config{Mode: a[0], Dir: a[1], RunDir: a[2], User: testenv.DindUser(t)})
-	e, err := m.Start(context.Background(), Spec{ID: "lease-agent-killed", Workspace: a[3], Mount: "/workspace"})
+	e, err := m.Start(context.Background(), Spec{ID: "lease-agent-killed", Checkout: a[3], Mount: "/workspace"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ func normalizeIDMap(s string) string {
 
 // idmappedMount mounts src at dst so that, through dst, a file stored as id k reads as the host
 // id that k maps to in id's user namespace, and a file the engine's root creates is stored as
-// root. The engine then sees the workspace exactly as the job containers do: what they wrote as
+// root. The engine then sees the checkout exactly as the job containers do: what they wrote as
 // root is its root's, and what it writes is theirs. The user namespace for the mapping is that
 // of a short-lived child process, which is all the kernel needs: the mount keeps the mapping.
 func idmappedMount(id *identity, src, dst string) error {

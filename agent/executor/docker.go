@@ -177,13 +177,13 @@ func stepCommand(s Step) command {
 }
 
 // containerConfig builds the container of a step, for Run and StartContainer: image, env,
-// workspace and extra mounts, PATH additions, limits, GPUs, labels, and cmd as its main process,
+// checkout and extra mounts, PATH additions, limits, GPUs, labels, and cmd as its main process,
 // under the init that watches line when there is one.
 func (d *Docker) containerConfig(ctx context.Context, s Step, cmd command, line *lifeline.Line) (*container.Config, *container.HostConfig, error) {
 	if s.Image == "" {
 		return nil, nil, fmt.Errorf("executor: step %q has no image", s.Name)
 	}
-	mount := s.WorkspaceMount
+	mount := s.CheckoutMount
 	if mount == "" {
 		mount = "/workspace"
 	}
@@ -207,8 +207,8 @@ func (d *Docker) containerConfig(ctx context.Context, s Step, cmd command, line 
 	if s.NetworkOf != "" {
 		host.NetworkMode = container.NetworkMode("container:" + s.NetworkOf)
 	}
-	if s.Workspace != "" {
-		host.Binds = []string{s.Workspace + ":" + mount}
+	if s.Checkout != "" {
+		host.Binds = []string{s.Checkout + ":" + mount}
 	}
 	for _, m := range s.Mounts {
 		mt := dmount.TypeBind

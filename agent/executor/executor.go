@@ -1,8 +1,8 @@
 // Package executor runs one job step of a pipeline: a script or a plugin image, with its env and
-// the pipeline's workspace, streaming its output, until it exits or its context is cancelled.
+// the pipeline's checkout, streaming its output, until it exits or its context is cancelled.
 //
 // Two executors share the Executor interface:
-//   - Docker: every step in its own container, the workspace bind-mounted at the same path in
+//   - Docker: every step in its own container, the checkout bind-mounted at the same path in
 //     each, CPU/memory limits, GPUs by device id, containers labelled with the agent id so a
 //     restarted agent can remove what a crashed run left behind;
 //   - Shell: the step as a host process group, for the all-in-one mode on a machine without
@@ -54,10 +54,11 @@ type Step struct {
 	Script string
 	Args   []string
 	Env    map[string]string
-	// Workspace is the host directory shared by all steps of a pipeline. Docker mounts it at
-	// WorkspaceMount and starts there; the shell executor starts in it.
-	Workspace      string
-	WorkspaceMount string
+	// Checkout is the pipeline's checkout: the host directory its repository is cloned into
+	// and that all its steps share (users know it as CNB_BUILD_WORKSPACE). Docker mounts it at
+	// CheckoutMount ("/workspace" when empty) and starts there; the shell executor starts in it.
+	Checkout      string
+	CheckoutMount string
 	// Limits (Docker only): cores may be fractional on a shared host, memory in bytes; 0 = none.
 	CPUs        float64
 	MemoryBytes int64
@@ -73,7 +74,7 @@ type Step struct {
 	Stderr io.Writer
 	// ImageAuth logs in to the image's registry when the image must be pulled (Docker only).
 	ImageAuth *ImageAuth
-	// Mounts are added to the workspace mount (Docker only): the pipeline's docker service
+	// Mounts are added to the checkout's mount (Docker only): the pipeline's docker service
 	// socket and CLI, its cache volumes.
 	Mounts []Mount
 	// PathAppend is added to the end of the image's PATH (Docker only), so a tool the agent

@@ -84,7 +84,7 @@ func TestRunScripts(t *testing.T) {
 					var out lockedBuffer
 					code, err := ex.Run(context.Background(), Step{
 						Name: tt.name, Image: image, Script: tt.script, Env: tt.env,
-						Workspace: t.TempDir(), Output: &out,
+						Checkout: t.TempDir(), Output: &out,
 					})
 					if err != nil {
 						t.Fatal(err)
@@ -103,26 +103,26 @@ func TestRunScripts(t *testing.T) {
 	}
 }
 
-func TestWorkspaceIsSharedBetweenSteps(t *testing.T) {
+func TestCheckoutIsSharedBetweenSteps(t *testing.T) {
 	for exName, mk := range executors(t) {
 		t.Run(exName, func(t *testing.T) {
 			ex, image := mk(t)
-			ws := t.TempDir()
-			os.Chmod(ws, 0o777)
-			if code, err := ex.Run(context.Background(), Step{Name: "write", Image: image, Workspace: ws,
+			checkout := t.TempDir()
+			os.Chmod(checkout, 0o777)
+			if code, err := ex.Run(context.Background(), Step{Name: "write", Image: image, Checkout: checkout,
 				Script: "echo model-v1 > model.txt"}); err != nil || code != 0 {
 				t.Fatalf("write: %d %v", code, err)
 			}
 			var out lockedBuffer
-			if code, err := ex.Run(context.Background(), Step{Name: "read", Image: image, Workspace: ws,
+			if code, err := ex.Run(context.Background(), Step{Name: "read", Image: image, Checkout: checkout,
 				Script: "cat model.txt", Output: &out}); err != nil || code != 0 {
 				t.Fatalf("read: %d %v", code, err)
 			}
 			if strings.TrimSpace(out.String()) != "model-v1" {
 				t.Fatalf("second step read %q", out.String())
 			}
-			if b, _ := os.ReadFile(filepath.Join(ws, "model.txt")); strings.TrimSpace(string(b)) != "model-v1" {
-				t.Fatalf("host workspace has %q", b)
+			if b, _ := os.ReadFile(filepath.Join(checkout, "model.txt")); strings.TrimSpace(string(b)) != "model-v1" {
+				t.Fatalf("host checkout has %q", b)
 			}
 		})
 	}
@@ -137,7 +137,7 @@ func TestCancelKillsWithinSeconds(t *testing.T) {
 			done := make(chan error, 1)
 			go func() {
 				// The child sleep proves the whole process tree dies, not just the shell.
-				_, err := ex.Run(ctx, Step{Name: "long", Image: image, Workspace: t.TempDir(), Output: &out,
+				_, err := ex.Run(ctx, Step{Name: "long", Image: image, Checkout: t.TempDir(), Output: &out,
 					Script: "echo started; sleep 300 & wait"})
 				done <- err
 			}()
@@ -180,7 +180,7 @@ func TestDockerPluginStepAndLimits(t *testing.T) {
 
 	out = lockedBuffer{}
 	code, err = d.Run(context.Background(), Step{Name: "limits", Image: image, CPUs: 1.5, MemoryBytes: 256 << 20,
-		Output: &out, Workspace: t.TempDir(), WorkspaceMount: "/work/space",
+		Output: &out, Checkout: t.TempDir(), CheckoutMount: "/work/space",
 		Script: "pwd; cat /sys/fs/cgroup/cpu.max /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/memory/memory.limit_in_bytes; echo gpus=$NVIDIA_VISIBLE_DEVICES"})
 	if err != nil || code != 0 {
 		t.Fatalf("limits step: %d %v %q", code, err, out.String())
@@ -278,7 +278,7 @@ func TestStderrCanBeSeparated(t *testing.T) {
 		t.Run(exName, func(t *testing.T) {
 			ex, image := mk(t)
 			var out, errOut lockedBuffer
-			code, err := ex.Run(context.Background(), Step{Name: "streams", Image: image, Workspace: t.TempDir(),
+			code, err := ex.Run(context.Background(), Step{Name: "streams", Image: image, Checkout: t.TempDir(),
 				Script: "echo to-out; echo to-err >&2", Output: &out, Stderr: &errOut})
 			if err != nil || code != 0 {
 				t.Fatalf("%d %v", code, err)
@@ -292,14 +292,14 @@ func TestStderrCanBeSeparated(t *testing.T) {
 
 func TestShellPinsCUDADevices(t *testing.T) {
 	var out lockedBuffer
-	code, err := NewShell().Run(context.Background(), Step{Name: "gpus", Workspace: t.TempDir(), Output: &out,
+	code, err := NewShell().Run(context.Background(), Step{Name: "gpus", Checkout: t.TempDir(), Output: &out,
 		GPUs: []string{"1", "3"}, Env: map[string]string{"CUDA_VISIBLE_DEVICES": "0,1,2,3"},
 		Script: `echo "cuda=$CUDA_VISIBLE_DEVICES"`})
 	if err != nil || code != 0 || out.String() != "cuda=1,3\n" {
 		t.Fatalf("%d %v %q", code, err, out.String())
 	}
 	out = lockedBuffer{}
-	if _, err := NewShell().Run(context.Background(), Step{Name: "none", Workspace: t.TempDir(), Output: &out,
+	if _, err := NewShell().Run(context.Background(), Step{Name: "none", Checkout: t.TempDir(), Output: &out,
 		Script: `echo "cuda=${CUDA_VISIBLE_DEVICES-unset}"`}); err != nil || out.String() != "cuda=\n" {
 		t.Fatalf("a step without GPUs may see them all: %v %q", err, out.String())
 	}
@@ -341,7 +341,7 @@ func TestToolsAreOnPath(t *testing.T) {
 				script += `; echo x > ` + ToolDir + `/nimbus-tool || echo read-only`
 			}
 			code, err := ex.Run(context.Background(), Step{Name: "tools", Image: image, Script: script,
-				Workspace: t.TempDir(), Output: &out, Tools: []string{tool}})
+				Checkout: t.TempDir(), Output: &out, Tools: []string{tool}})
 			if err != nil || code != 0 {
 				t.Fatalf("exit %d, %v: %s", code, err, out.String())
 			}

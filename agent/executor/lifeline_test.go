@@ -173,10 +173,10 @@ func TestStepsEndWithTheAgent(t *testing.T) {
 }
 
 // actAsAgent starts, as args say (agent id, lifelines dir, a shell-less image, the seconds to
-// sleep, a workspace), one step of each kind under lifelines, and waits to be killed.
+// sleep, a checkout), one step of each kind under lifelines, and waits to be killed.
 func actAsAgent(t *testing.T, args string) {
 	a := strings.Split(args, ",")
-	id, dir, noShell, mark, ws := a[0], a[1], a[2], a[3], a[4]
+	id, dir, noShell, mark, checkout := a[0], a[1], a[2], a[3], a[4]
 	ctx := context.Background()
 	d, err := NewDocker(ctx, testenv.DockerHost(t), id)
 	if err != nil {
@@ -197,7 +197,7 @@ func actAsAgent(t *testing.T, args string) {
 		t.Fatal(err)
 	}
 	sh := &Shell{Lifelines: d.Lifelines}
-	go sh.Run(ctx, Step{Name: "host", Workspace: ws, Script: "sleep " + mark + " & sleep " + mark, Output: io.Discard})
+	go sh.Run(ctx, Step{Name: "host", Checkout: checkout, Script: "sleep " + mark + " & sleep " + mark, Output: io.Discard})
 	fmt.Println("steps started")
 	select {}
 }

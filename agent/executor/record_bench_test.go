@@ -20,11 +20,11 @@ import (
 func BenchmarkRecordOverhead(b *testing.B) {
 	d, image := newDocker(b)
 	ctx := context.Background()
-	ws := b.TempDir()
+	checkout := b.TempDir()
 	run3 := func(seen func(ref, digest string)) time.Duration {
 		start := time.Now()
 		for i := range 3 {
-			code, err := d.Run(ctx, Step{Name: "job" + string(rune('a'+i)), Image: image, Script: "true", Workspace: ws, ImageSeen: seen})
+			code, err := d.Run(ctx, Step{Name: "job" + string(rune('a'+i)), Image: image, Script: "true", Checkout: checkout, ImageSeen: seen})
 			if err != nil || code != 0 {
 				b.Fatalf("job: %d %v", code, err)
 			}
@@ -47,7 +47,7 @@ func BenchmarkRecordOverhead(b *testing.B) {
 	}
 
 	// The lookup alone, on one created (not started) container.
-	probe := Step{Name: "probe", Image: image, Script: "true", Workspace: ws}
+	probe := Step{Name: "probe", Image: image, Script: "true", Checkout: checkout}
 	cfg, host, err := d.containerConfig(ctx, probe, stepCommand(probe), nil)
 	if err != nil {
 		b.Fatal(err)

@@ -37,7 +37,7 @@ func (*Shell) Name() string { return ModeShell }
 func (*Shell) Close() error { return nil }
 
 // Cleanup implements Executor. Processes die with their process group on cancel, at the step's
-// end and, under Lifelines, with the agent, and leave no containers; workspaces are the agent's
+// end and, under Lifelines, with the agent, and leave no containers; checkouts are the agent's
 // to remove.
 func (*Shell) Cleanup(context.Context) error { return nil }
 
@@ -56,7 +56,7 @@ func (sh *Shell) Run(ctx context.Context, s Step) (int, error) {
 		argv = lifeline.Command(sh.Lifelines.Init(), line.Path(), argv)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = s.Workspace
+	cmd.Dir = s.Checkout
 	cmd.Env = shellEnv(s.Env, s.GPUs, s.Tools)
 	out := s.Output
 	if out == nil {
@@ -87,8 +87,8 @@ func (sh *Shell) Run(ctx context.Context, s Step) (int, error) {
 	case err := <-done:
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
-			if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return 128 + int(ws.Signal()), nil
+			if status, ok := exit.Sys().(syscall.WaitStatus); ok && status.Signaled() {
+				return 128 + int(status.Signal()), nil
 			}
 			return exit.ExitCode(), nil
 		}

@@ -71,7 +71,7 @@ type Container struct {
 }
 
 // StartContainer starts a detached container for s that stays up until Stop (or Cleanup, since it
-// carries the agent label): the image, env, workspace mount, extra mounts, PATH additions,
+// carries the agent label): the image, env, checkout mount, extra mounts, PATH additions,
 // limits, GPUs and labels are those Run would give the step. Its main process is:
 //   - Script, when set, run by `sh -c` (a workspace's IDE: `exec code-server …`); the container
 //     ends when the script does;
@@ -256,7 +256,7 @@ type ExecSpec struct {
 	Cmd []string
 	// Env is added to the container's environment.
 	Env map[string]string
-	// WorkingDir defaults to the container's, the workspace mount.
+	// WorkingDir defaults to the container's, the checkout's mount.
 	WorkingDir string
 	// TTY gives the process a pseudo-terminal: its output is then the raw terminal stream (one
 	// stream, colours and all) and Resize changes its size. Rows and Cols are the initial size.

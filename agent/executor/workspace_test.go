@@ -68,7 +68,7 @@ func readUntil(t *testing.T, r io.Reader, want string, timeout time.Duration) st
 func TestContainerExecTTY(t *testing.T) {
 	d, img := newDocker(t)
 	ctx := context.Background()
-	c := startContainer(t, d, Step{Name: "ws", Image: img, Workspace: t.TempDir()})
+	c := startContainer(t, d, Step{Name: "ws", Image: img, Checkout: t.TempDir()})
 
 	s, err := c.Exec(ctx, ExecSpec{Cmd: []string{"sh"}, TTY: true, Rows: 24, Cols: 80})
 	if err != nil {
@@ -140,7 +140,7 @@ func TestContainerExecWithoutTTY(t *testing.T) {
 	d, img := newDocker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	c := startContainer(t, d, Step{Name: "ws", Image: img, Workspace: t.TempDir(), Env: map[string]string{"FROM_STEP": "step"}})
+	c := startContainer(t, d, Step{Name: "ws", Image: img, Checkout: t.TempDir(), Env: map[string]string{"FROM_STEP": "step"}})
 
 	t.Run("stdout and stderr in the reader", func(t *testing.T) {
 		s, err := c.Exec(ctx, ExecSpec{Cmd: []string{"sh", "-c", `cat; echo "err $FROM_STEP $FROM_EXEC $(pwd)" >&2; exit 5`},
@@ -432,14 +432,14 @@ func TestDialPort(t *testing.T) {
 		}
 	}()
 
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hello from the workspace\n"), 0o644); err != nil {
+	checkout := t.TempDir()
+	if err := os.WriteFile(filepath.Join(checkout, "hello.txt"), []byte("hello from the workspace\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	const bigSize = 64 << 20
 	big := make([]byte, bigSize)
 	rand.Read(big)
-	if err := os.WriteFile(filepath.Join(ws, "big.bin"), big, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(checkout, "big.bin"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	wantSum := sha256.Sum256(big)
@@ -448,7 +448,7 @@ func TestDialPort(t *testing.T) {
 	if d.NetworkMode != "none" {
 		t.Fatalf("the test needs network mode none, not %q", d.NetworkMode)
 	}
-	c := startContainer(t, d, Step{Name: "preview", Image: img, Workspace: ws, Script: "exec httpd -f -p 8686 -h /workspace"})
+	c := startContainer(t, d, Step{Name: "preview", Image: img, Checkout: checkout, Script: "exec httpd -f -p 8686 -h /workspace"})
 
 	// Nothing listens yet, or on this port ever: refused, not hung.
 	if _, err := c.DialPort(ctx, 8687); !errors.Is(err, syscall.ECONNREFUSED) {

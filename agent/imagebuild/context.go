@@ -11,9 +11,9 @@ import (
 )
 
 // WriteContext writes the build context as a tar stream: the Dockerfile and the By paths (a
-// folder with everything below it), each at its path in the workspace, and nothing else, so a
+// folder with everything below it), each at its path in the checkout, and nothing else, so a
 // COPY of anything not listed in by fails, as in CNB. Every read goes through root, which
-// refuses paths and links that lead out of the workspace; links are stored as links, never
+// refuses paths and links that lead out of the checkout; links are stored as links, never
 // followed.
 func WriteContext(w io.Writer, root *os.Root, s Spec) error {
 	df, err := cleanPath("dockerfile", s.Dockerfile)

@@ -42,7 +42,7 @@ func TestContextHoldsOnlyTheDockerfileAndBy(t *testing.T) {
 	files["docker/Dockerfile"] = "FROM x\n"
 	files["deps/link"] = "->a.txt"
 	files["secret.env"] = "TOKEN=x\n"
-	_, root := workspace(t, files)
+	_, root := checkout(t, files)
 	var buf bytes.Buffer
 	s := Spec{Dockerfile: "docker/Dockerfile", By: []string{"deps", "requirements.txt", "./deps/a.txt"}}
 	if err := WriteContext(&buf, root, s); err != nil {
@@ -72,7 +72,7 @@ func TestContextHoldsOnlyTheDockerfileAndBy(t *testing.T) {
 	}
 }
 
-func TestContextRefusesPathsOutOfTheWorkspace(t *testing.T) {
+func TestContextRefusesPathsOutOfTheCheckout(t *testing.T) {
 	files := baseFiles()
 	files["escape"] = "->/etc"
 	cases := []struct {
@@ -83,7 +83,7 @@ func TestContextRefusesPathsOutOfTheWorkspace(t *testing.T) {
 		{"absolute", []string{"/etc/passwd"}, "stay inside"},
 		{"above", []string{"../x"}, "stay inside"},
 		// The path rule (internal/userpath) holds here too: a backslash or a newline was looked
-		// up in the workspace as it was.
+		// up in the checkout as it was.
 		{"backslash", []string{`docker\Dockerfile`}, "backslash"},
 		{"newline", []string{"a\nb"}, "control character"},
 		{"through a link", []string{"escape/passwd"}, "escapes"},
@@ -91,7 +91,7 @@ func TestContextRefusesPathsOutOfTheWorkspace(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, root := workspace(t, files)
+			_, root := checkout(t, files)
 			err := WriteContext(io.Discard, root, Spec{Dockerfile: "Dockerfile", By: c.by})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want %q", err, c.want)
@@ -99,7 +99,7 @@ func TestContextRefusesPathsOutOfTheWorkspace(t *testing.T) {
 		})
 	}
 	// The link itself is fine: it goes in as a link, and nothing of /etc with it.
-	_, root := workspace(t, files)
+	_, root := checkout(t, files)
 	var buf bytes.Buffer
 	if err := WriteContext(&buf, root, Spec{Dockerfile: "Dockerfile", By: []string{"escape"}}); err != nil {
 		t.Fatal(err)

@@ -42,8 +42,9 @@ type Auth struct{ User, Password string }
 // Request is one image to make.
 type Request struct {
 	Spec Spec
-	// Workspace is the host folder the Spec's paths are relative to.
-	Workspace string
+	// Checkout is the pipeline's checkout on the host, the folder the Spec's paths are
+	// relative to (what the pipeline calls its workspace).
+	Checkout string
 	// Repository is the image's name without its tag: <registry host>/<repo slug>/<name>.
 	Repository string
 	// Auth logs in to the registry of Repository, for the pull, the push, and the build's FROM
@@ -92,7 +93,7 @@ func (b *Builder) Ensure(ctx context.Context, req Request) (Image, error) {
 	if out == nil {
 		out = io.Discard
 	}
-	root, err := os.OpenRoot(req.Workspace)
+	root, err := os.OpenRoot(req.Checkout)
 	if err != nil {
 		return Image{}, fmt.Errorf("open the workspace: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
-// engineWorld is the test engine, a registry of our own and a workspace.
+// engineWorld is the test engine, a registry of our own and a checkout.
 type engineWorld struct {
 	cli        *client.Client
 	b          *Builder
@@ -57,7 +57,7 @@ func (w *engineWorld) write(t *testing.T, p, content string) {
 func (w *engineWorld) ensure(t *testing.T, ctx context.Context, s Spec) (Image, string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	img, err := w.b.Ensure(ctx, Request{Spec: s, Workspace: w.dir, Repository: w.repository,
+	img, err := w.b.Ensure(ctx, Request{Spec: s, Checkout: w.dir, Repository: w.repository,
 		Auth: Auth{User: "cnb", Password: "job-token"}, CPUs: 1, MemoryBytes: 256 << 20, Out: &out,
 		Note: func(f string, a ...any) { fmt.Fprintf(&out, "[note] "+f+"\n", a...) }})
 	return img, out.String(), err
@@ -186,7 +186,7 @@ func TestEnsureReportsBuildErrors(t *testing.T) {
 	}
 	_, _, err = w.ensure(t, ctx, Spec{Dockerfile: "copy.Dockerfile", By: []string{"../etc/passwd"}})
 	if err == nil || !strings.Contains(err.Error(), "stay inside") {
-		t.Fatalf("a path out of the workspace: %v", err)
+		t.Fatalf("a path out of the checkout: %v", err)
 	}
 }
 

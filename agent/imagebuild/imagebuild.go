@@ -15,14 +15,14 @@ import (
 	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
-// Spec is what an image is built from. Paths are relative to the workspace, with slashes.
+// Spec is what an image is built from. Paths are relative to the checkout, with slashes.
 type Spec struct {
 	// Dockerfile is required.
 	Dockerfile string
 	// Target is the stage of a multi-stage Dockerfile to build; "" = the last.
 	Target string
 	// By are the files and folders the build sees besides the Dockerfile: nothing else of the
-	// workspace is in the build context.
+	// checkout is in the build context.
 	By []string
 	// VersionBy are the files and folders the version depends on; By when empty.
 	VersionBy []string
@@ -39,9 +39,9 @@ func (s Spec) versionBy() []string {
 	return s.By
 }
 
-// cleanPath turns a user's path into the slash-separated path of fs.FS ("." is the workspace
+// cleanPath turns a user's path into the slash-separated path of fs.FS ("." is the checkout
 // itself), by the path rule (internal/userpath.Clean). An absolute path or one that leaves the
-// workspace is refused: the build must never see the agent's own files.
+// checkout is refused: the build must never see the agent's own files.
 func cleanPath(what, p string) (string, error) {
 	if p == "" {
 		return "", fmt.Errorf("%s: empty path", what)

@@ -24,7 +24,7 @@ const versionFormat = "nimbus image version 1"
 // Version is an image's content hash, CNB's "sha1(dockerfile + versionBy + buildArgs + target +
 // arch)": the SHA-1 of the lines that inputs returns, one per input, in a fixed order. A folder
 // counts by its git tree id and a file by its git blob id, computed here from the files in the
-// workspace (see treeID), so the version does not depend on file times, on the order the
+// checkout (see treeID), so the version does not depend on file times, on the order the
 // paths are listed in, or on how they are spelled. It is the image's tag: 40 hex digits.
 func Version(root *os.Root, s Spec, arch string) (version string, inputs []string, err error) {
 	inputs, err = versionInputs(root, s, arch)
@@ -78,7 +78,7 @@ func versionInputs(root *os.Root, s Spec, arch string) ([]string, error) {
 }
 
 // dockerfileID is the blob id of the Dockerfile, which must be a regular file (a link to one
-// inside the workspace is followed).
+// inside the checkout is followed).
 func dockerfileID(root *os.Root, name string) (string, error) {
 	f, err := root.Open(filepath.FromSlash(name))
 	if err != nil {

@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// workspace writes files (path → content; a "->target" content makes a symbolic link) into a
+// checkout writes files (path → content; a "->target" content makes a symbolic link) into a
 // new folder and opens it as a root.
-func workspace(t *testing.T, files map[string]string) (string, *os.Root) {
+func checkout(t *testing.T, files map[string]string) (string, *os.Root) {
 	t.Helper()
 	dir := t.TempDir()
 	for p, content := range files {
@@ -53,7 +53,7 @@ func baseSpec() Spec {
 }
 
 func TestVersion(t *testing.T) {
-	_, root := workspace(t, baseFiles())
+	_, root := checkout(t, baseFiles())
 	base, _, err := Version(root, baseSpec(), "amd64")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +63,7 @@ func TestVersion(t *testing.T) {
 	}
 	cases := []struct {
 		name  string
-		files func(dir string) // changes to the workspace
+		files func(dir string) // changes to the checkout
 		spec  func(s *Spec)
 		arch  string
 		same  bool
@@ -91,7 +91,7 @@ func TestVersion(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			dir, root := workspace(t, baseFiles())
+			dir, root := checkout(t, baseFiles())
 			if c.files != nil {
 				c.files(dir)
 			}
@@ -116,10 +116,10 @@ func TestVersion(t *testing.T) {
 
 // The same inputs on another machine (another temp dir, other file times) give the same version:
 // what a second agent computes.
-func TestVersionIsTheSameInAnotherWorkspace(t *testing.T) {
-	_, a := workspace(t, baseFiles())
+func TestVersionIsTheSameInAnotherCheckout(t *testing.T) {
+	_, a := checkout(t, baseFiles())
 	time.Sleep(10 * time.Millisecond)
-	_, b := workspace(t, baseFiles())
+	_, b := checkout(t, baseFiles())
 	va, _, err := Version(a, baseSpec(), "amd64")
 	if err != nil {
 		t.Fatal(err)
@@ -142,16 +142,16 @@ func TestVersionRefusesBadPaths(t *testing.T) {
 		{"no dockerfile", Spec{}, "empty path"},
 		{"missing dockerfile", Spec{Dockerfile: "nope/Dockerfile"}, "no such file"},
 		{"absolute dockerfile", Spec{Dockerfile: "/etc/passwd"}, "stay inside"},
-		{"dockerfile above the workspace", Spec{Dockerfile: "../Dockerfile"}, "stay inside"},
+		{"dockerfile above the checkout", Spec{Dockerfile: "../Dockerfile"}, "stay inside"},
 		{"dockerfile through a link out", Spec{Dockerfile: "escape/passwd"}, "escapes"},
 		{"a folder as dockerfile", Spec{Dockerfile: "deps"}, "not a file"},
 		{"missing versionBy", Spec{Dockerfile: "Dockerfile", By: []string{"nope"}}, `versionBy "nope"`},
-		{"versionBy above the workspace", Spec{Dockerfile: "Dockerfile", VersionBy: []string{"deps/../.."}}, "stay inside"},
+		{"versionBy above the checkout", Spec{Dockerfile: "Dockerfile", VersionBy: []string{"deps/../.."}}, "stay inside"},
 		{"versionBy through a link out", Spec{Dockerfile: "Dockerfile", VersionBy: []string{"escape/hosts"}}, "escapes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, root := workspace(t, files)
+			_, root := checkout(t, files)
 			_, _, err := Version(root, c.spec, "amd64")
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want %q", err, c.want)
@@ -159,7 +159,7 @@ func TestVersionRefusesBadPaths(t *testing.T) {
 		})
 	}
 	// A link that points out is hashed as a link (its target's text), never followed.
-	_, root := workspace(t, files)
+	_, root := checkout(t, files)
 	if _, _, err := Version(root, Spec{Dockerfile: "Dockerfile", VersionBy: []string{"escape", "deps"}}, "amd64"); err != nil {
 		t.Fatalf("links as links: %v", err)
 	}
@@ -183,7 +183,7 @@ func TestIDsAreGitsIDs(t *testing.T) {
 		"src/big.bin":     strings.Repeat("weights-", 100_000),
 		"src/unicodé.txt": "é\n",
 	}
-	dir, root := workspace(t, files)
+	dir, root := checkout(t, files)
 	if err := os.Chmod(filepath.Join(dir, "src/tool.sh"), 0o755); err != nil {
 		t.Fatal(err)
 	}

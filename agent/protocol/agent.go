@@ -147,7 +147,7 @@ type Lease struct {
 	BuildID    int64     `json:"buildId"`
 	ExpiresAt  time.Time `json:"expiresAt"`
 	Plan       Plan      `json:"plan"`
-	// CloneURL and Commit say what to check out into the workspace; JobToken (CNB_TOKEN)
+	// CloneURL and Commit say what to check out into the checkout; JobToken (CNB_TOKEN)
 	// authenticates the clone, registry pushes and artifact uploads while the pipeline runs.
 	CloneURL string `json:"cloneUrl"`
 	Commit   string `json:"commit"`

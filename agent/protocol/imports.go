@@ -15,7 +15,7 @@ package protocol
 // allow_* rules, or its admins by default; same-team and public repos freely) and audits every
 // read of a secret repository, allowed or not. The agent parses the file (internal/envfile) and
 // masks every value of a secret repository's file in the logs. Paths without a URL (`./env.yml`)
-// are files of the job's workspace and never reach the server.
+// are files of the job's checkout and never reach the server.
 
 // PathImportsSuffix follows /api/v1/agent/leases/{lease}/.
 const PathImportsSuffix = "imports"

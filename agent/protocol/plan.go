@@ -130,7 +130,7 @@ type Volume struct {
 	Type  string `json:"type"`
 }
 
-// Git says how the workspace is checked out.
+// Git says how the checkout is checked out.
 type Git struct {
 	Enable           bool `json:"enable"`
 	Submodules       bool `json:"submodules"`

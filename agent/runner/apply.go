@@ -61,7 +61,7 @@ func (x *run) startBuild(ctx context.Context, job protocol.Job, env map[string]s
 		req.Slug, req.Token = "", ""
 		req.Config = str("config")
 		if from := str("configFrom"); from != "" && req.Config == "" {
-			b, err := x.readWorkspaceFile(from)
+			b, err := x.readCheckoutFile(from)
 			if err != nil {
 				return fail(fmt.Errorf("configFrom: %w", err))
 			}

@@ -16,7 +16,7 @@ import (
 
 // BenchmarkAgentOverhead is the issue's agent-overhead figure: a pipeline of three serial jobs
 // running `true`, leased from the fake control plane and run to its finish (events, logs,
-// workspace and all), against three plain `docker run --rm IMAGE true` on the same engine. The
+// checkout and all), against three plain `docker run --rm IMAGE true` on the same engine. The
 // target ratio is at most 1.3. It also reports the same three steps run straight through the
 // executor, which is the part of the cost that is Docker's alone. Steps run under lifelines, as
 // the agent runs them.

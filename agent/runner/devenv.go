@@ -246,7 +246,7 @@ type containerStarter interface {
 }
 
 // startDevEnv starts the workspace's long-lived container: the pipeline's image with its
-// workspace, mounts and limits, which terminals and previews enter. It returns what stops it.
+// checkout, mounts and limits, which terminals and previews enter. It returns what stops it.
 func (x *run) startDevEnv(ctx context.Context) (func(), error) {
 	cs, ok := x.cfg.Executor.(containerStarter)
 	if !ok {
@@ -328,7 +328,7 @@ func (x *run) ideCommand() []string {
 }
 
 // startSidecarIDE runs the agent's IDE image beside the workspace's container, as CNB does for
-// images without code-server: the same workspace mount, the workspace container's network (so
+// images without code-server: the same checkout mount, the workspace container's network (so
 // the IDE port is the workspace's), the pipeline's limits. It ends with the workspace.
 func (x *run) startSidecarIDE(ctx context.Context, c *executor.Container, env map[string]string) {
 	d := x.dev
@@ -418,7 +418,7 @@ func (r *Runner) Restore(ctx context.Context, leaseID, ref string) ([]string, er
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}
-	patch := filepath.Join(x.cfg.WorkDir, "workspaces", x.lease.ID+".restore.patch")
+	patch := filepath.Join(x.cfg.WorkDir, CheckoutsDir, x.lease.ID+".restore.patch")
 	defer os.Remove(patch)
 	diff, err := x.gitOutput(ctx, env, "diff", "--binary", "--full-index", saved+"^", saved)
 	if err != nil {
@@ -448,7 +448,7 @@ func (x *run) saveWork(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("save work: %w", err)
 	}
-	index := filepath.Join(x.cfg.WorkDir, "workspaces", x.lease.ID+".save-index")
+	index := filepath.Join(x.cfg.WorkDir, CheckoutsDir, x.lease.ID+".save-index")
 	defer os.Remove(index)
 	env := append(x.gitEnv(u), "GIT_INDEX_FILE="+index,
 		"GIT_AUTHOR_NAME=Nimbus workspace", "GIT_AUTHOR_EMAIL=workspace@nimbus.invalid",

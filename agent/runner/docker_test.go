@@ -36,7 +36,7 @@ func TestPluginJobsGetSettingsAndBuiltinsButNotUserEnv(t *testing.T) {
 	}
 }
 
-// settingsFrom: a workspace file an earlier job wrote and a file of the server's (a secret
+// settingsFrom: a checkout file an earlier job wrote and a file of the server's (a secret
 // repository's: every value masked) merge in order, and the job's own settings win over both.
 func TestPluginSettingsFromFiles(t *testing.T) {
 	h := newHarness(t, executor.ModeDocker)

@@ -105,7 +105,7 @@ func (x *run) ensureImage(ctx, runCtx context.Context, what string, spec imagebu
 	}
 	auth := x.registryAuth()
 	r := x.lease.Plan.Runner
-	img, err := b.Ensure(ctx, imagebuild.Request{Spec: spec, Workspace: x.ws, Repository: repo, Auth: auth,
+	img, err := b.Ensure(ctx, imagebuild.Request{Spec: spec, Checkout: x.checkout, Repository: repo, Auth: auth,
 		CPUs: float64(r.Cpus), MemoryBytes: int64(r.MemoryGiB) << 30, Out: jl,
 		Note: func(format string, args ...any) { jl.note(what+": "+format, args...) }})
 	if err != nil {

@@ -152,7 +152,7 @@ func (h *harness) run(t testing.TB, l protocol.Lease) (Result, fakeserver.Lease)
 			t.Fatalf("finish sent %d times", rec.Finishs)
 		}
 		if _, err := os.Stat(filepath.Join(h.workDir, "workspaces", l.ID)); !os.IsNotExist(err) {
-			t.Fatalf("the workspace survived the run: %v", err)
+			t.Fatalf("the checkout survived the run: %v", err)
 		}
 		return o.res, rec
 	case <-time.After(2 * time.Minute):

@@ -23,7 +23,7 @@ type Importer interface {
 // importEnv loads a job's env files (`imports:` of the pipeline, its stage and the job, in that
 // order; later files win) when it starts. A path may use variables, including those that earlier
 // files defined. A URL is read through the server, which checks who may read it and audits
-// secret repositories (backend/repo/imports.go); any other path is a file of the workspace. The
+// secret repositories (backend/repo/imports.go); any other path is a file of the checkout. The
 // values of a secret repository's files are masked in every log of the run from then on.
 func (x *run) importEnv(ctx context.Context, job protocol.Job, image string, env map[string]string, jl *jobLog) (map[string]string, error) {
 	imported := map[string]string{}
@@ -57,7 +57,7 @@ func (x *run) importEnv(ctx context.Context, job protocol.Job, image string, env
 
 // fromFiles merges a job's settingsFrom (a plugin) or optionsFrom (a built-in task) files into
 // its settings or options when it starts. Files are read as imports are (a URL through the
-// server with the same rules and audit, any other path from the workspace, where an earlier job
+// server with the same rules and audit, any other path from the checkout, where an earlier job
 // may have written it), parsed as structured values (envfile.Object), and merged at the top
 // level: a later file wins over an earlier one and the job's own settings or options win over
 // every file, as CNB says. Values of a secret repository's files are masked from then on.
@@ -99,7 +99,7 @@ func (x *run) fromFiles(ctx context.Context, job protocol.Job, image string, env
 }
 
 // readImport reads one file for an import of the given kind: from the server for a URL, from
-// the workspace otherwise.
+// the checkout otherwise.
 func (x *run) readImport(ctx context.Context, job protocol.Job, kind, image, p string) (name string, content []byte, secret bool, err error) {
 	if strings.Contains(p, "://") {
 		imp, ok := x.cfg.API.(Importer)
@@ -112,11 +112,11 @@ func (x *run) readImport(ctx context.Context, job protocol.Job, kind, image, p s
 		}
 		return f.Name, []byte(f.Content), f.Secret, nil
 	}
-	// A file of the workspace, relative to its root ("/env.yml" too); it may not leave the
-	// workspace, by its path (the path rule, in workspaceRel) or by a symlink
-	// (readWorkspaceFile opens it through an os.Root).
+	// A file of the checkout, relative to its root ("/env.yml" too); it may not leave the
+	// checkout, by its path (the path rule, in checkoutRel) or by a symlink
+	// (readCheckoutFile opens it through an os.Root).
 	rel := strings.TrimPrefix(p, "/")
-	b, err := x.readWorkspaceFile(rel)
+	b, err := x.readCheckoutFile(rel)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", nil, false, fmt.Errorf("%s: %s: no such file in the workspace", kind, p)
 	}

@@ -277,7 +277,7 @@ func (x *run) step(name, image string, auth *executor.ImageAuth, env map[string]
 	r := x.lease.Plan.Runner
 	s := executor.Step{
 		Name: name, Image: image, ImageAuth: auth, Env: env,
-		Workspace: x.ws, WorkspaceMount: x.mount,
+		Checkout: x.checkout, CheckoutMount: x.mount,
 		CPUs: float64(r.Cpus), MemoryBytes: int64(r.MemoryGiB) << 30,
 		// Only the GPUs reserved for this pipeline, never all of the host's.
 		GPUs:   x.lease.GPUs,

@@ -9,7 +9,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/protocol"
 )
 
-// What a pipeline needs before its first stage, beside the workspace and the clone, is prepared
+// What a pipeline needs before its first stage, beside the checkout and the clone, is prepared
 // here, in this order, and released when the run ends, whatever its outcome:
 //
 //  1. the environment image of docker.build (envimage.go): reused from the engine or the

@@ -20,12 +20,12 @@ import (
 //
 //   - git:release (options tag, title, description, descriptionFromFile, preRelease, latest,
 //     overlying) creates or updates the release of a tag. The tag defaults to the pushed tag on
-//     a tag event. Beyond CNB, `attachments` (globs of the workspace) publishes files with it in
+//     a tag event. Beyond CNB, `attachments` (globs of the checkout) publishes files with it in
 //     one task.
 //   - A plugin job whose image is cnbcool/attachments (settings tag, attachments) publishes files
 //     to an existing release, as CNB's plugin does; no image is pulled for it.
 //
-// Files are read from the workspace: a relative glob, or an absolute one under the workspace's
+// Files are read from the checkout: a relative glob, or an absolute one under the checkout's
 // mount path. Each is published under its base name with its sha256, so a retried task sends
 // nothing twice and the server refuses a name that already holds other bytes.
 
@@ -123,7 +123,7 @@ func (x *run) releaseTask(ctx context.Context, job protocol.Job, raw map[string]
 	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		rel := files[name]
-		f, err := rl.PutReleaseFile(ctx, x.lease.JobToken, slug, tag, name, func() (*os.File, error) { return x.openWorkspaceFile(rel) })
+		f, err := rl.PutReleaseFile(ctx, x.lease.JobToken, slug, tag, name, func() (*os.File, error) { return x.openCheckoutFile(rel) })
 		if err != nil {
 			return fail(err)
 		}
@@ -163,7 +163,7 @@ func (x *run) releaseRequest(opts map[string]any, str func(string) (string, erro
 	if from, err := str("descriptionFromFile"); err != nil {
 		return req, fmt.Errorf("option descriptionFromFile: %w", err)
 	} else if from != "" && strings.TrimSpace(req.Notes) == "" {
-		b, err := x.readWorkspaceFile(from)
+		b, err := x.readCheckoutFile(from)
 		if err != nil {
 			return req, fmt.Errorf("descriptionFromFile: %w", err)
 		}
@@ -175,8 +175,8 @@ func (x *run) releaseRequest(opts map[string]any, str func(string) (string, erro
 	return req, nil
 }
 
-// releaseFiles expands the attachments globs into base name → path relative to the workspace.
-// Globs match names in the workspace; the files are opened through openWorkspaceFile.
+// releaseFiles expands the attachments globs into base name → path relative to the checkout.
+// Globs match names in the checkout; the files are opened through openCheckoutFile.
 func (x *run) releaseFiles(v any) (map[string]string, error) {
 	globs, err := optionStrings(v)
 	if err != nil {
@@ -184,22 +184,22 @@ func (x *run) releaseFiles(v any) (map[string]string, error) {
 	}
 	out := map[string]string{}
 	for _, g := range globs {
-		rel, err := x.workspaceRel(g)
+		rel, err := x.checkoutRel(g)
 		if err != nil {
 			return nil, err
 		}
-		matches, err := filepath.Glob(filepath.Join(x.ws, filepath.FromSlash(rel)))
+		matches, err := filepath.Glob(filepath.Join(x.checkout, filepath.FromSlash(rel)))
 		if err != nil {
 			return nil, fmt.Errorf("attachments: %q: %w", g, err)
 		}
 		n := 0
 		for _, m := range matches {
-			r, err := filepath.Rel(x.ws, m)
+			r, err := filepath.Rel(x.checkout, m)
 			if err != nil {
 				continue
 			}
 			if st, err := os.Lstat(m); err != nil || !st.Mode().IsRegular() {
-				continue // directories, and symlinks (which could point off the workspace)
+				continue // directories, and symlinks (which could point off the checkout)
 			}
 			name := filepath.Base(m)
 			if prev, ok := out[name]; ok && prev != r {
@@ -215,10 +215,10 @@ func (x *run) releaseFiles(v any) (map[string]string, error) {
 	return out, nil
 }
 
-// workspaceRel maps a path a job names (relative to the workspace, or absolute under its mount
-// path inside containers) to a path relative to the workspace, cleaned and checked by the path
-// rule (internal/userpath.Clean), refusing anything outside the workspace.
-func (x *run) workspaceRel(p string) (string, error) {
+// checkoutRel maps a path a job names (relative to the checkout, or absolute under its mount
+// path inside containers) to a path relative to the checkout, cleaned and checked by the path
+// rule (internal/userpath.Clean), refusing anything outside the checkout.
+func (x *run) checkoutRel(p string) (string, error) {
 	rel := p
 	if path.IsAbs(p) {
 		mount := path.Clean(x.mount)
@@ -235,10 +235,10 @@ func (x *run) workspaceRel(p string) (string, error) {
 	return clean, nil
 }
 
-// openWorkspaceFile opens a regular file of the workspace. Jobs write the workspace, so it is
+// openCheckoutFile opens a regular file of the checkout. Jobs write the checkout, so it is
 // opened through an os.Root: a symlink a job planted cannot lead the agent to a file of its host.
-func (x *run) openWorkspaceFile(rel string) (*os.File, error) {
-	root, err := os.OpenRoot(x.ws)
+func (x *run) openCheckoutFile(rel string) (*os.File, error) {
+	root, err := os.OpenRoot(x.checkout)
 	if err != nil {
 		return nil, err
 	}
@@ -254,13 +254,13 @@ func (x *run) openWorkspaceFile(rel string) (*os.File, error) {
 	return f, nil
 }
 
-// readWorkspaceFile reads a file of the workspace as openWorkspaceFile opens it.
-func (x *run) readWorkspaceFile(p string) ([]byte, error) {
-	rel, err := x.workspaceRel(p)
+// readCheckoutFile reads a file of the checkout as openCheckoutFile opens it.
+func (x *run) readCheckoutFile(p string) ([]byte, error) {
+	rel, err := x.checkoutRel(p)
 	if err != nil {
 		return nil, err
 	}
-	f, err := x.openWorkspaceFile(rel)
+	f, err := x.openCheckoutFile(rel)
 	if err != nil {
 		return nil, err
 	}

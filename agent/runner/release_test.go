@@ -24,13 +24,13 @@ func TestAttachmentsImage(t *testing.T) {
 	}
 }
 
-func TestWorkspaceRel(t *testing.T) {
-	x := &run{ws: "/host/ws", mount: "/workspace"}
+func TestCheckoutRel(t *testing.T) {
+	x := &run{checkout: "/host/checkout", mount: "/workspace"}
 	for in, want := range map[string]string{
 		"dist/a.bin": "dist/a.bin", "./x": "x", "/workspace/out/*": "out/*",
 		"/opt/ddk/src.tar": "", "../etc/passwd": "", "a/../../b": "",
 	} {
-		got, err := x.workspaceRel(in)
+		got, err := x.checkoutRel(in)
 		if want == "" {
 			if err == nil {
 				t.Errorf("%q: %q, want an error", in, got)
@@ -41,10 +41,10 @@ func TestWorkspaceRel(t *testing.T) {
 			t.Errorf("%q: %q %v, want %q", in, got, err, want)
 		}
 	}
-	// The path rule (internal/userpath) applies to workspace paths too, with the server's reasons:
+	// The path rule (internal/userpath) applies to checkout paths too, with the server's reasons:
 	// a backslash or a control character went on to the file system as it was.
 	for in, reason := range map[string]string{`dist\a.bin`: "backslash", "a\nb": "control character", "../x": "leads out"} {
-		_, err := x.workspaceRel(in)
+		_, err := x.checkoutRel(in)
 		var pe *userpath.Error
 		if !errors.As(err, &pe) || !strings.Contains(pe.Reason, reason) {
 			t.Errorf("%q: %v, want the path rule's refusal (%s)", in, err, reason)
@@ -52,19 +52,19 @@ func TestWorkspaceRel(t *testing.T) {
 	}
 }
 
-// A symlink a job planted in the workspace does not lead the agent to a file of its host.
-func TestWorkspaceFilesDoNotFollowSymlinksOut(t *testing.T) {
-	ws := t.TempDir()
+// A symlink a job planted in the checkout does not lead the agent to a file of its host.
+func TestCheckoutFilesDoNotFollowSymlinksOut(t *testing.T) {
+	checkout := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "agent-secret")
 	os.WriteFile(outside, []byte("host secret"), 0o600)
-	os.Symlink(outside, filepath.Join(ws, "link"))
-	os.WriteFile(filepath.Join(ws, "ok.txt"), []byte("fine"), 0o644)
-	x := &run{ws: ws, mount: "/workspace"}
-	if b, err := x.readWorkspaceFile("ok.txt"); err != nil || string(b) != "fine" {
+	os.Symlink(outside, filepath.Join(checkout, "link"))
+	os.WriteFile(filepath.Join(checkout, "ok.txt"), []byte("fine"), 0o644)
+	x := &run{checkout: checkout, mount: "/workspace"}
+	if b, err := x.readCheckoutFile("ok.txt"); err != nil || string(b) != "fine" {
 		t.Fatalf("a plain file: %q %v", b, err)
 	}
-	if b, err := x.readWorkspaceFile("link"); err == nil {
-		t.Fatalf("read %q through a symlink out of the workspace", b)
+	if b, err := x.readCheckoutFile("link"); err == nil {
+		t.Fatalf("read %q through a symlink out of the checkout", b)
 	}
 	if files, err := x.releaseFiles([]any{"*"}); err != nil || len(files) != 1 || files["ok.txt"] != "ok.txt" {
 		t.Fatalf("attachments %v %v: the symlink must not be one", files, err)

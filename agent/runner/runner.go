@@ -1,19 +1,28 @@
 // Package runner runs one leased pipeline (a protocol.Lease) on this host to completion: it
-// prepares and clones the workspace, runs the stages and their jobs through an executor, streams
+// prepares and clones the checkout, runs the stages and their jobs through an executor, streams
 // each job's log with secrets masked, reports events, renews the lease, and finishes it once. It
 // is intended for internal use of the agent only.
 //
 // The flow of one lease:
 //
-//	workspace <work dir>/workspaces/<lease id>  ── clone lease.CloneURL at lease.Commit
+//	checkout <work dir>/workspaces/<lease id>  ── clone lease.CloneURL at lease.Commit
 //	    │   (heartbeat: renew every HeartbeatInterval; Cancel or lease_lost cancels the run)
 //	    ▼
 //	pipeline_started ─► stages in order ─► failStages (on failure) ─► endStages (always)
 //	    │                 jobs: parallel or in order; each job_started … job_finished,
 //	    │                 its log shipped by offset, its exports passed to later jobs
 //	    ▼
-//	finish (success | failed | cancelled) ─► workspace removed
+//	finish (success | failed | cancelled) ─► checkout removed
 //
+// Words. The checkout is the directory one pipeline's jobs run in: the repository is cloned into
+// it, every job container mounts it (at CNB_BUILD_WORKSPACE, "/workspace" by default), and jobs
+// hand files to each other and to the agent through it. CNB and the pipelines call it the
+// workspace, and what they see keeps that name (CNB_BUILD_WORKSPACE, the mount path, messages in
+// a job's log). Inside the code "workspace" means only the cloud IDE (the vscode event: devenv.go,
+// agent/workspace, backend/workspace), and the job's directory is the checkout, the word
+// Buildkite and GitLab use for it. "workdir" was the other candidate, but it already names the
+// agent's own work dir (Config.WorkDir) and a container's working directory.
+
 // Cancellation is one context with a cause: the server's stop (Stop, from the agent's control
 // long-poll, or a renew's Cancel), a lost lease, the pipeline's MaxDuration or the agent
 // stopping. The executors kill a step as soon as its context ends, so the containers are gone
@@ -57,7 +66,7 @@ type API interface {
 type Config struct {
 	API      API
 	Executor executor.Executor
-	// WorkDir is the agent's work dir; workspaces are WorkDir/workspaces/<lease id>.
+	// WorkDir is the agent's work dir; checkouts are WorkDir/CheckoutsDir/<lease id>.
 	WorkDir string
 	// DefaultImage runs script jobs when neither the job nor the pipeline names an image.
 	DefaultImage string
@@ -214,8 +223,8 @@ type run struct {
 	secrets     []string
 	jobIDs      map[[2]int]int64 // (stage index over all groups, job index) → server job id
 
-	ws    string // workspace on this host
-	mount string // where jobs see it
+	checkout string // the pipeline's checkout on this host
+	mount    string // where jobs see it
 
 	extras extras  // what the preparations add to every step (prepare.go)
 	dev    *devEnv // the cloud development environment of a workspace pipeline (devenv.go)
@@ -240,7 +249,7 @@ type run struct {
 // when it ends, what is still unsent is given up and Run returns.
 func (r *Runner) Run(ctx, reports context.Context, lease *protocol.Lease) (Result, error) {
 	if !validLeaseID(lease.ID) {
-		return Result{}, fmt.Errorf("runner: lease id %q cannot name a workspace", lease.ID)
+		return Result{}, fmt.Errorf("runner: lease id %q cannot name a checkout", lease.ID)
 	}
 	x := &run{Runner: r, lease: lease, exports: map[string]string{}, jobIDs: map[[2]int]int64{},
 		log: r.cfg.Log.With("lease_id", lease.ID, "pipeline_id", lease.PipelineID), reports: reports,
@@ -405,10 +414,10 @@ func (x *run) waitShipped(s *logStream, bound time.Duration) bool {
 
 // execute runs everything between the lease and the finish, and says how it ended.
 func (x *run) execute(ctx context.Context) Result {
-	if err := x.prepareWorkspace(); err != nil {
+	if err := x.prepareCheckout(); err != nil {
 		return Result{Status: StatusFailed, Reason: err.Error()}
 	}
-	defer x.removeWorkspace()
+	defer x.removeCheckout()
 	if err := x.clone(ctx); err != nil {
 		if res, stopped := x.stopped(ctx); stopped {
 			return res
@@ -594,10 +603,10 @@ func validLeaseID(id string) bool {
 	return true
 }
 
-// removeWorkspace deletes the workspace; a failure is logged, and the agent's start-up cleanup
+// removeCheckout deletes the checkout; a failure is logged, and the agent's start-up cleanup
 // will try again.
-func (x *run) removeWorkspace() {
-	if err := os.RemoveAll(x.ws); err != nil {
-		x.log.Warn("removing the workspace failed", "dir", x.ws, "err", err)
+func (x *run) removeCheckout() {
+	if err := os.RemoveAll(x.checkout); err != nil {
+		x.log.Warn("removing the checkout failed", "dir", x.checkout, "err", err)
 	}
 }

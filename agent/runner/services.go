@@ -62,7 +62,7 @@ func (x *run) prepareServices(ctx context.Context) (release, error) {
 		user = x.lease.Plan.Builtins["CNB_TOKEN_USER_NAME"]
 	}
 	eng, err := mgr.Start(ctx, dockerservice.Spec{
-		ID: x.lease.ID, Workspace: x.ws, Mount: x.mount,
+		ID: x.lease.ID, Checkout: x.checkout, Mount: x.mount,
 		CPUs: float64(r.Cpus), MemoryBytes: int64(r.MemoryGiB) << 30, GPUs: x.lease.GPUs,
 		Registry: reg, User: user, Password: x.lease.JobToken,
 		Insecure: plainHTTP(x.lease.Plan.Builtins["CNB_WEB_ENDPOINT"]),

@@ -28,8 +28,8 @@ import (
 //   - data: a named engine volume of the pipeline's own, which the engine seeds from the
 //     image's content at the path on first mount, removed when the pipeline ends.
 //
-// A relative path is relative to the workspace (x.mount in the containers) and names the same
-// cache wherever the workspace is mounted. With the shell executor nothing is mounted: jobs run
+// A relative path is relative to the checkout (x.mount in the containers) and names the same
+// cache wherever the checkout is mounted. With the shell executor nothing is mounted: jobs run
 // on the host itself, where absolute paths already are the host's own, persistent directories;
 // the job log says so.
 
@@ -138,20 +138,20 @@ func (x *run) resolveVolumes() ([]pipelineVolume, error) {
 }
 
 // volumeTarget resolves a volume path: key is how it names its cache (the cleaned path;
-// relative ones stay relative, so they do not depend on where the workspace is mounted) and
-// target where the containers see it.
-func volumeTarget(p, workspace string) (key, target string, err error) {
+// relative ones stay relative, so they do not depend on where the checkout is mounted) and
+// target where the containers see it; mount is where they see the checkout.
+func volumeTarget(p, mount string) (key, target string, err error) {
 	if p == "" {
 		return "", "", errors.New("the path is empty")
 	}
-	ws := path.Clean(workspace)
+	m := path.Clean(mount)
 	if path.IsAbs(p) {
 		t := path.Clean(p)
 		switch t {
 		case "/":
 			return "", "", errors.New("a volume cannot be mounted at /")
-		case ws:
-			return "", "", fmt.Errorf("a volume at the workspace (%s) would hide it", ws)
+		case m:
+			return "", "", fmt.Errorf("a volume at the workspace (%s) would hide it", m)
 		}
 		return t, t, nil
 	}
@@ -162,7 +162,7 @@ func volumeTarget(p, workspace string) (key, target string, err error) {
 	if rel == "." {
 		return "", "", errors.New("a relative path must name a directory inside the workspace, not the workspace itself")
 	}
-	return rel, path.Join(ws, rel), nil
+	return rel, path.Join(m, rel), nil
 }
 
 // holdVolume mounts one volume; a nil mount means it is skipped (no cache store).

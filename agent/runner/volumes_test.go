@@ -69,7 +69,7 @@ func (h *harness) runOK(t *testing.T, l protocol.Lease, want string) string {
 	return log
 }
 
-// A copy-on-write cache (absolute and workspace-relative) carries what a successful pipeline
+// A copy-on-write cache (absolute and checkout-relative) carries what a successful pipeline
 // wrote to the next one, and nothing of a failed one; read-only shows it and refuses writes.
 func TestVolumeCopyOnWriteCarriesOnlySuccess(t *testing.T) {
 	h := newHarness(t, executor.ModeDocker)
@@ -153,7 +153,7 @@ func TestVolumeErrorsFailThePipeline(t *testing.T) {
 		want     string
 	}{
 		{"escape", "1", []protocol.Volume{vol("../up")}, "inside the workspace"},
-		{"workspace", "1", []protocol.Volume{vol(".")}, "inside the workspace"},
+		{"checkout", "1", []protocol.Volume{vol(".")}, "inside the workspace"},
 		{"root", "1", []protocol.Volume{vol("/")}, "cannot be mounted at /"},
 		{"twice", "1", []protocol.Volume{vol("/x"), vol("/x/:ro")}, "both mounted at /x"},
 		{"no-repo", "", []protocol.Volume{vol("/x")}, "no CNB_REPO_ID"},

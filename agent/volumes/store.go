@@ -76,7 +76,7 @@ type Config struct {
 
 // Key names a cache. Repo is the repository id (the plan's CNB_REPO_ID), Group the volume's
 // group ("" is the repository's shared group), Path the path as the pipeline gave it
-// (absolute, or relative to the workspace).
+// (absolute, or relative to the checkout).
 type Key struct {
 	Repo, Group, Path string
 }

@@ -726,7 +726,7 @@ func TestSSHInContainer(t *testing.T) {
 	}
 	d.NetworkMode = "none"
 	t.Cleanup(func() { d.Close() })
-	c, err := d.StartContainer(ctx, executor.Step{Name: "ws", Image: img, Workspace: t.TempDir()})
+	c, err := d.StartContainer(ctx, executor.Step{Name: "ws", Image: img, Checkout: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

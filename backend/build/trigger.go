@@ -486,7 +486,7 @@ func (s *Service) Rerun(ctx context.Context, a *repo.Access, user *auth.User, or
 }
 
 // RerunFailed re-runs, in a new build, only the original's pipelines that did not succeed
-// (failed, cancelled or terminated). A pipeline's jobs share one node and workspace, so a
+// (failed, cancelled or terminated). A pipeline's jobs share one node and checkout, so a
 // pipeline with a failed job runs again whole, as GitLab retries a job with its needs. The
 // original must have ended, with something that did not succeed.
 func (s *Service) RerunFailed(ctx context.Context, a *repo.Access, user *auth.User, orig *Build) (*Build, error) {

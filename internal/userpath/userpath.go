@@ -1,6 +1,6 @@
 // Package userpath is the one rule for a path that a user or a pipeline names: the path of a
 // secret repository's file, the file an import reads from a repository, an include the CLI
-// reads, a model or release file's name, a file of a job's workspace that the agent reads or
+// reads, a model or release file's name, a file of a job's checkout that the agent reads or
 // uploads. The server and the agent both check paths with it, so a path means the same thing,
 // and is refused for the same reason, wherever it is named.
 //
@@ -21,7 +21,7 @@
 // Check and Name refuse; they never repair. A stored path is the path the user wrote, so
 // "a//b.yml" is not quietly stored as "a/b.yml", nor "/etc/x.yml" as "etc/x.yml": either would
 // make two spellings name one file, and the second one surprising. Clean is for paths of a
-// file system the caller controls (a job's workspace), where "./env.yml" and "env.yml" are the
+// file system the caller controls (a job's checkout), where "./env.yml" and "env.yml" are the
 // same file by definition: it normalizes first and checks what comes out.
 //
 // It lives under agent/ because agent packages may never import backend packages, while the

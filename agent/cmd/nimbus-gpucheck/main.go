@@ -94,16 +94,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	} else if len(gpus) > 1 {
 		check = append(check, gpus[len(gpus)-1])
 	}
-	ws, err := os.MkdirTemp("", "nimbus-gpucheck-")
+	checkout, err := os.MkdirTemp("", "nimbus-gpucheck-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(ws)
+	defer os.RemoveAll(checkout)
 	for _, g := range check {
 		var buf bytes.Buffer
 		code, err := d.Run(ctx, executor.Step{
 			Name: "gpu-check-" + strconv.Itoa(g.Index), Image: *image, Script: `PATH="$PATH:/usr/bin:/usr/local/bin:/usr/local/nvidia/bin"; nvidia-smi -L`,
-			GPUs: []string{strconv.Itoa(g.Index)}, Workspace: ws, Output: &buf,
+			GPUs: []string{strconv.Itoa(g.Index)}, Checkout: checkout, Output: &buf,
 			// What the pipeline's containers get: utility brings nvidia-smi, compute CUDA.
 			Env: map[string]string{"NVIDIA_DRIVER_CAPABILITIES": "compute,utility"},
 		})

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// The pipelines of one event start together, each on a node of its own with a workspace of its
+// The pipelines of one event start together, each on a node of its own with a checkout of its
 // own (the brief's train-cpu / train-gpu: package looked for a checkpoint the GPU pipeline had
 // not made, on another machine). Beyond CNB, lint says so, as advice, when two pipelines with
 // stages are not tied by a cnb:resolve / cnb:await key: nothing says one waits for the other, and

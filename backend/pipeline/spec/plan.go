@@ -84,7 +84,7 @@ func (pn *planner) builtins(event, key string) map[string]string {
 	b := make(map[string]string, len(t.Vars)+16)
 	maps.Copy(b, t.Vars)
 	if b["CNB_BUILD_WORKSPACE"] == "" {
-		b["CNB_BUILD_WORKSPACE"] = pn.c.opts.Workspace
+		b["CNB_BUILD_WORKSPACE"] = pn.c.opts.CheckoutMount
 	}
 	if t.DefaultBranch != "" {
 		b["CNB_DEFAULT_BRANCH"] = t.DefaultBranch

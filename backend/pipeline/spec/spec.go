@@ -56,8 +56,9 @@ type Options struct {
 	// DefaultBuildImage and DefaultDevImage are the images of pipelines that name none, for
 	// builds and for workspaces.
 	DefaultBuildImage, DefaultDevImage string
-	// Workspace is CNB_BUILD_WORKSPACE, where every job container mounts the workspace.
-	Workspace string
+	// CheckoutMount is CNB_BUILD_WORKSPACE: where every job container mounts the pipeline's
+	// checkout (the job directory; "workspace" in the code is the cloud IDE).
+	CheckoutMount string
 	// Limits bound the pipelines, stages and jobs of one build; DefaultLimits() for zero fields.
 	Limits Limits
 
@@ -83,8 +84,8 @@ func (o Options) withDefaults() Options {
 	if o.DefaultDevImage == "" {
 		o.DefaultDevImage = "cnbcool/default-dev-env"
 	}
-	if o.Workspace == "" {
-		o.Workspace = "/workspace"
+	if o.CheckoutMount == "" {
+		o.CheckoutMount = "/workspace"
 	}
 	o.Limits = o.Limits.withDefaults()
 	o.classes = newRunnerClasses(o.Classes)

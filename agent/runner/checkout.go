@@ -17,18 +17,23 @@ import (
 	"github.com/nimbus-build/nimbus/internal/backoff"
 )
 
-// DefaultMount is where job containers see the workspace when the plan does not say
+// DefaultMount is where job containers see the checkout when the plan does not say
 // (CNB_BUILD_WORKSPACE).
 const DefaultMount = "/workspace"
 
-// prepareWorkspace creates an empty workspace for the lease and decides where jobs see it.
-func (x *run) prepareWorkspace() error {
-	x.ws = filepath.Join(x.cfg.WorkDir, "workspaces", x.lease.ID)
+// CheckoutsDir is the folder of the agent's work dir that holds one checkout per lease. Its
+// name on disk is older than the word "checkout" in the code and stays, so that an upgraded
+// agent still finds, and removes, what an older one left there.
+const CheckoutsDir = "workspaces"
+
+// prepareCheckout creates an empty checkout for the lease and decides where jobs see it.
+func (x *run) prepareCheckout() error {
+	x.checkout = filepath.Join(x.cfg.WorkDir, CheckoutsDir, x.lease.ID)
 	// A leftover of an earlier attempt at the same lease must not leak into this one.
-	if err := os.RemoveAll(x.ws); err != nil {
+	if err := os.RemoveAll(x.checkout); err != nil {
 		return fmt.Errorf("workspace: remove a leftover: %w", err)
 	}
-	if err := os.MkdirAll(x.ws, 0o755); err != nil {
+	if err := os.MkdirAll(x.checkout, 0o755); err != nil {
 		return fmt.Errorf("workspace: %w", err)
 	}
 	x.mount = x.lease.Plan.Builtins["CNB_BUILD_WORKSPACE"]
@@ -36,16 +41,16 @@ func (x *run) prepareWorkspace() error {
 		x.mount = DefaultMount
 	}
 	if x.cfg.Executor.Name() == executor.ModeShell {
-		// Host processes have no mount: they run in the workspace itself.
-		x.mount = x.ws
+		// Host processes have no mount: they run in the checkout itself.
+		x.mount = x.checkout
 	}
 	return nil
 }
 
-// clone checks lease.Commit of lease.CloneURL out into the workspace: an empty repository, a
+// clone checks lease.Commit of lease.CloneURL out into the checkout: an empty repository, a
 // fetch of that one commit at depth 1, a detached checkout. The job token authenticates as HTTP
 // Basic in a header that git reads from its environment (GIT_CONFIG_COUNT), scoped to the
-// clone URL's origin: it appears in no argument list, no URL, no file of the workspace and no
+// clone URL's origin: it appears in no argument list, no URL, no file of the checkout and no
 // log, and a submodule on another host never sees it.
 func (x *run) clone(ctx context.Context) error {
 	p := &x.lease.Plan
@@ -146,7 +151,7 @@ func (x *run) lfsAttributes(ctx context.Context, env []string) string {
 		if i == maxAttributeFiles {
 			break
 		}
-		fh, err := os.Open(filepath.Join(x.ws, filepath.FromSlash(f)))
+		fh, err := os.Open(filepath.Join(x.checkout, filepath.FromSlash(f)))
 		if err != nil {
 			continue // the root one is optional
 		}
@@ -206,11 +211,11 @@ func isTransientGit(err error) bool {
 	return false
 }
 
-// git runs one git command in the workspace; its output is only returned with a failure, and
+// git runs one git command in the checkout; its output is only returned with a failure, and
 // masked.
 func (x *run) git(ctx context.Context, env []string, args ...string) error {
 	cmd := exec.CommandContext(ctx, x.cfg.GitPath, args...)
-	cmd.Dir = x.ws
+	cmd.Dir = x.checkout
 	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -220,10 +225,10 @@ func (x *run) git(ctx context.Context, env []string, args ...string) error {
 	return nil
 }
 
-// gitOutput runs one git command in the workspace and returns its standard output.
+// gitOutput runs one git command in the checkout and returns its standard output.
 func (x *run) gitOutput(ctx context.Context, env []string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, x.cfg.GitPath, args...)
-	cmd.Dir = x.ws
+	cmd.Dir = x.checkout
 	cmd.Env = env
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/outbox"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/secrets"
@@ -338,7 +339,7 @@ func (p *Publisher) getHook(c *gin.Context) error {
 		return err
 	}
 	if h == nil {
-		return api.NotFound("this repo has no publish webhook")
+		return fault.NotFound("this repo has no publish webhook")
 	}
 	return api.JSON(c, http.StatusOK, PublishHookJSON{URL: h.URL, CreatedAt: h.CreatedAt, UpdatedAt: h.UpdatedAt})
 }
@@ -356,14 +357,14 @@ func (p *Publisher) putHook(c *gin.Context) error {
 		return err
 	}
 	if bad := webhook.CheckURL(req.URL, p.cfg.AllowPrivate); bad != "" {
-		return api.Invalid("url", "url %s", bad)
+		return fault.Invalid("url", "url %s", bad)
 	}
 	if req.Secret == "" {
 		b := make([]byte, 32)
 		rand.Read(b)
 		req.Secret = hex.EncodeToString(b)
 	} else if len(req.Secret) < 16 || len(req.Secret) > 256 {
-		return api.Invalid("secret", "a secret is 16 to 256 characters (leave it out to have one made)")
+		return fault.Invalid("secret", "a secret is 16 to 256 characters (leave it out to have one made)")
 	}
 	sealed, err := p.cfg.Box.Seal([]byte(req.Secret), sealContext(a.Repo.ID))
 	if err != nil {

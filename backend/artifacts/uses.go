@@ -9,9 +9,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"gorm.io/gorm/clause"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -88,7 +88,7 @@ func (h *Handler) pipelineUses(c *gin.Context) error {
 	}
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil {
-		return api.NotFound("pipeline %s not found", c.Param("id"))
+		return fault.NotFound("pipeline %s not found", c.Param("id"))
 	}
 	out, err := h.svc.VisibleUses(c.Request.Context(), h.repos, auth.From(c), a, id)
 	if err != nil {
@@ -107,7 +107,7 @@ func (s *Service) VisibleUses(ctx context.Context, repos *repo.Service, p *auth.
 		return nil, err
 	}
 	if len(owner) != 1 || owner[0] != a.Repo.ID {
-		return nil, api.NotFound("pipeline %d not found", id)
+		return nil, fault.NotFound("pipeline %d not found", id)
 	}
 	uses, err := s.Uses(ctx, id)
 	if err != nil {

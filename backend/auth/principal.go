@@ -2,8 +2,7 @@ package auth
 
 import (
 	"github.com/gin-gonic/gin"
-
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // Kind says how a request authenticated.
@@ -65,7 +64,7 @@ func (p *Principal) Has(scope string) bool {
 // without it.
 func (p *Principal) Need(scope string) error {
 	if !p.Has(scope) {
-		return api.Forbidden("the token lacks the %s scope", scope)
+		return fault.Forbidden("the token lacks the %s scope", scope)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/internal/human"
 	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
@@ -127,7 +128,7 @@ func coreHoursText(coreSeconds int64) string {
 // pricing answers GET /pricing to anyone signed in or holding a token.
 func (h *Handler) pricing(c *gin.Context) error {
 	if !auth.From(c).Authenticated() {
-		return api.Unauthenticated("sign in or send a token")
+		return fault.Unauthenticated("sign in or send a token")
 	}
 	return api.JSON(c, http.StatusOK, h.svc.Pricing(h.cfg.Classes, h.cfg.ZoneName))
 }

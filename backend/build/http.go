@@ -15,6 +15,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -166,7 +167,7 @@ func (h *Handler) press(c *gin.Context) error {
 	}
 	return h.start(c, "start builds", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
 		if req.Button == "" {
-			return nil, api.Invalid("button", "name the button to press")
+			return nil, fault.Invalid("button", "name the button to press")
 		}
 		return h.svc.Press(c.Request.Context(), a, u, req.Branch, req.Button, req.Inputs)
 	})
@@ -304,7 +305,7 @@ func (h *Handler) readBuild(c *gin.Context) (*Build, error) {
 	}
 	n, err := strconv.ParseInt(c.Param("number"), 10, 64)
 	if err != nil {
-		return nil, api.NotFound("build not found")
+		return nil, fault.NotFound("build not found")
 	}
 	return h.svc.Get(c.Request.Context(), a.Repo.ID, n)
 }
@@ -371,7 +372,7 @@ func (h *Handler) trigger(c *gin.Context) error {
 // new build answered with 201. what names the refusal ("start builds").
 func (h *Handler) start(c *gin.Context, what string, req any, run func(a *repo.Access, u *auth.User) (*Build, error)) error {
 	if auth.From(c).Kind == auth.KindJob {
-		return api.Forbidden("a pipeline's job token cannot %s", what)
+		return fault.Forbidden("a pipeline's job token cannot %s", what)
 	}
 	a, err := repo.Load(c, h.repos, repo.Write)
 	if err != nil {
@@ -440,7 +441,7 @@ func (h *Handler) openWorkspace(c *gin.Context) error {
 // buildOf authorizes a change to the route's build (cancel, rerun) and loads it.
 func (h *Handler) buildOf(c *gin.Context) (*repo.Access, *Build, error) {
 	if auth.From(c).Kind == auth.KindJob {
-		return nil, nil, api.Forbidden("a pipeline's job token cannot cancel or re-run builds")
+		return nil, nil, fault.Forbidden("a pipeline's job token cannot cancel or re-run builds")
 	}
 	a, err := repo.Load(c, h.repos, repo.Write)
 	if err != nil {
@@ -448,7 +449,7 @@ func (h *Handler) buildOf(c *gin.Context) (*repo.Access, *Build, error) {
 	}
 	n, err := strconv.ParseInt(c.Param("number"), 10, 64)
 	if err != nil || n <= 0 {
-		return nil, nil, api.NotFound("build not found")
+		return nil, nil, fault.NotFound("build not found")
 	}
 	b, err := h.svc.Get(c.Request.Context(), a.Repo.ID, n)
 	return a, b, err
@@ -481,7 +482,7 @@ func (h *Handler) rerun(c *gin.Context) error {
 	case "true":
 		nb, err = h.svc.RerunFailed(c.Request.Context(), a, auth.From(c).User, b)
 	default:
-		return api.Invalid("failed", "failed must be true or false")
+		return fault.Invalid("failed", "failed must be true or false")
 	}
 	if err != nil {
 		return err

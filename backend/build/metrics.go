@@ -13,6 +13,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -46,7 +47,7 @@ const MaxSeriesPoints = 200
 // checked them; a bad one here is a bad client, refused whole.
 func keepMetrics(tx *gorm.DB, p *Pipeline, jobID int64, metrics map[string]float64, now time.Time) error {
 	if len(metrics) > protocol.MaxMetricsPerJob {
-		return api.Invalid("metrics", "a job reports at most %d metrics", protocol.MaxMetricsPerJob)
+		return fault.Invalid("metrics", "a job reports at most %d metrics", protocol.MaxMetricsPerJob)
 	}
 	var b Build
 	if err := tx.Where("id = ?", p.BuildID).Take(&b).Error; err != nil {
@@ -55,7 +56,7 @@ func keepMetrics(tx *gorm.DB, p *Pipeline, jobID int64, metrics map[string]float
 	rows := make([]Metric, 0, len(metrics))
 	for name, v := range metrics {
 		if !protocol.ValidMetricName(name) || math.IsNaN(v) || math.IsInf(v, 0) {
-			return api.Invalid("metrics", "metric %q=%v: a name of letters, digits and _.-/ and a finite number", name, v)
+			return fault.Invalid("metrics", "metric %q=%v: a name of letters, digits and _.-/ and a finite number", name, v)
 		}
 		rows = append(rows, Metric{RepoID: p.RepoID, BuildID: b.ID, PipelineID: p.ID, JobID: jobID, BuildNumber: b.Number,
 			Branch: b.Branch, CommitSHA: b.CommitSHA, Name: name, Value: v, CreatedAt: now})
@@ -135,10 +136,10 @@ func (h *Handler) metrics(c *gin.Context) error {
 		branch = a.Repo.DefaultBranch
 	}
 	if len(branch) > 255 {
-		return api.Invalid("branch", "a branch name is at most 255 characters")
+		return fault.Invalid("branch", "a branch name is at most 255 characters")
 	}
 	if name != "" && !protocol.ValidMetricName(name) {
-		return api.Invalid("name", "a metric name is 1 to %d letters, digits and _.-/", protocol.MaxMetricName)
+		return fault.Invalid("name", "a metric name is 1 to %d letters, digits and _.-/", protocol.MaxMetricName)
 	}
 	ctx := c.Request.Context()
 	out := SeriesJSON{Branch: branch, Name: name, Points: []Point{}}

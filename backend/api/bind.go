@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/paging"
 )
 
 // MaxJSONBody caps a JSON request body; API payloads are small and a cap keeps a client from
@@ -141,12 +142,9 @@ func bodyError(err error) *fault.Error {
 	return fault.BadRequest("invalid JSON: %v", err)
 }
 
-// Page is a cursor-paginated request: items strictly after Cursor (an opaque position), at most
-// Limit of them. Every list endpoint pages this one way.
-type Page struct {
-	Limit int
-	After int64 // decoded cursor: the sort key of the last item already seen; 0 = from the start
-}
+// Page is a cursor-paginated request (backend/paging, where services take it from): items
+// strictly after a decoded cursor, at most Limit of them. Every list endpoint pages this one way.
+type Page = paging.Page
 
 // List is the body of every paginated response.
 type List[T any] struct {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -286,4 +287,23 @@ func (h *Handler) usage(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusOK, u)
+}
+
+// pipelineUses is GET /repos/{org}/{repo}/pipelines/{id}/artifacts: the model files the
+// pipeline pushed and pulled.
+func (h *Handler) pipelineUses(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Read)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		return fault.NotFound("pipeline %s not found", c.Param("id"))
+	}
+	out, err := h.svc.VisibleUses(c.Request.Context(), h.repos, auth.From(c), a, id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
 }

@@ -6,8 +6,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
@@ -80,7 +80,7 @@ type PackageInfo struct {
 }
 
 // Packages returns a page of the repo's packages, oldest first (the cursor is the id).
-func (s *Service) Packages(ctx context.Context, repoID int64, page api.Page) ([]PackageInfo, error) {
+func (s *Service) Packages(ctx context.Context, repoID int64, page paging.Page) ([]PackageInfo, error) {
 	var out []PackageInfo
 	err := s.db.WithContext(ctx).Table("artifact_packages k").
 		Select("k.*, (SELECT COUNT(*) FROM artifact_versions v WHERE v.package_id = k.id) AS version_count, "+
@@ -118,7 +118,7 @@ func (s *Service) versionInfos(ctx context.Context, packageID int64, where strin
 }
 
 // Versions returns a page of a package's versions, newest first (the cursor is the id).
-func (s *Service) Versions(ctx context.Context, repoID int64, pkg string, page api.Page) (*Package, []VersionInfo, error) {
+func (s *Service) Versions(ctx context.Context, repoID int64, pkg string, page paging.Page) (*Package, []VersionInfo, error) {
 	if !packageRE.MatchString(pkg) {
 		return nil, nil, fault.NotFound("package %s not found", pkg)
 	}

@@ -9,10 +9,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store"
 	"github.com/nimbus-build/nimbus/internal/userpath"
@@ -187,7 +187,7 @@ func (s *Service) ReleaseOf(ctx context.Context, repoID int64, tag string) (*Rel
 }
 
 // Releases lists a repo's releases, newest first, a page at a time.
-func (s *Service) Releases(ctx context.Context, repoID int64, page api.Page) ([]Release, error) {
+func (s *Service) Releases(ctx context.Context, repoID int64, page paging.Page) ([]Release, error) {
 	q := s.db.WithContext(ctx).Where("repo_id = ?", repoID)
 	if page.After > 0 {
 		q = q.Where("id < ?", page.After)

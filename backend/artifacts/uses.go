@@ -2,11 +2,8 @@ package artifacts
 
 import (
 	"context"
-	"net/http"
-	"strconv"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"gorm.io/gorm/clause"
 
 	"github.com/nimbus-build/nimbus/backend/auth"
@@ -77,25 +74,6 @@ type UseJSON struct {
 type UsesJSON struct {
 	Pushed []UseJSON `json:"pushed"`
 	Pulled []UseJSON `json:"pulled"`
-}
-
-// pipelineUses is GET /repos/{org}/{repo}/pipelines/{id}/artifacts: the model files the
-// pipeline pushed and pulled.
-func (h *Handler) pipelineUses(c *gin.Context) error {
-	a, err := repo.Load(c, h.repos, repo.Read)
-	if err != nil {
-		return err
-	}
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil {
-		return fault.NotFound("pipeline %s not found", c.Param("id"))
-	}
-	out, err := h.svc.VisibleUses(c.Request.Context(), h.repos, auth.From(c), a, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, out)
-	return nil
 }
 
 // VisibleUses is what pipeline id of the repo a gives pushed and pulled, as principal p may see

@@ -380,3 +380,19 @@ func (h *Handler) revokeSession(c *gin.Context) error {
 	}
 	return api.NoContent(c)
 }
+
+const principalKey = "nimbus.principal"
+
+// From returns the request's principal (anonymous when the middleware did not run).
+func From(c *gin.Context) *Principal {
+	if v, ok := c.Get(principalKey); ok {
+		if p, ok := v.(*Principal); ok {
+			return p
+		}
+	}
+	a := anonymous
+	return &a
+}
+
+// set stores the principal on the request.
+func set(c *gin.Context, p *Principal) { c.Set(principalKey, p) }

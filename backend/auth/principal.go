@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"github.com/gin-gonic/gin"
 	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
@@ -72,19 +71,3 @@ func (p *Principal) Need(scope string) error {
 // IsPlatformAdmin reports whether the caller is a platform admin using a credential that may
 // act as one.
 func (p *Principal) IsPlatformAdmin() bool { return p.Has(ScopeAdmin) }
-
-const principalKey = "nimbus.principal"
-
-// From returns the request's principal (anonymous when the middleware did not run).
-func From(c *gin.Context) *Principal {
-	if v, ok := c.Get(principalKey); ok {
-		if p, ok := v.(*Principal); ok {
-			return p
-		}
-	}
-	a := anonymous
-	return &a
-}
-
-// set stores the principal on the request.
-func set(c *gin.Context, p *Principal) { c.Set(principalKey, p) }

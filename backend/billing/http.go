@@ -549,3 +549,11 @@ func (h *Handler) webhook(c *gin.Context) error {
 	}
 	return api.JSON(c, http.StatusOK, gin.H{"received": true})
 }
+
+// pricing answers GET /pricing to anyone signed in or holding a token.
+func (h *Handler) pricing(c *gin.Context) error {
+	if !auth.From(c).Authenticated() {
+		return fault.Unauthenticated("sign in or send a token")
+	}
+	return api.JSON(c, http.StatusOK, h.svc.Pricing(h.cfg.Classes, h.cfg.ZoneName))
+}

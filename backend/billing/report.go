@@ -16,8 +16,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
@@ -249,7 +249,7 @@ func (s *Service) entries(ctx context.Context, accountID int64) *gorm.DB {
 }
 
 // Ledger returns a page of the account's ledger, newest first (the cursor is the transaction id).
-func (s *Service) Ledger(ctx context.Context, accountID int64, page api.Page) ([]Entry, error) {
+func (s *Service) Ledger(ctx context.Context, accountID int64, page paging.Page) ([]Entry, error) {
 	q := s.entries(ctx, accountID)
 	if page.After > 0 {
 		q = q.Where("ledger_txns.id < ?", page.After)
@@ -384,7 +384,7 @@ func csvText(s string) string {
 }
 
 // Notifications returns a page of the account's notifications, newest first (cursor: the id).
-func (s *Service) Notifications(ctx context.Context, accountID int64, page api.Page) ([]Notification, error) {
+func (s *Service) Notifications(ctx context.Context, accountID int64, page paging.Page) ([]Notification, error) {
 	q := s.db.WithContext(ctx).Where("account_id = ?", accountID)
 	if page.After > 0 {
 		q = q.Where("id < ?", page.After)

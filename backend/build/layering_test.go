@@ -29,6 +29,7 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 	for _, v := range layering.Check(code, rules) {
 		t.Error(v)
 	}
+	checkHTTP(t, code) // only handler files speak HTTP (httprule_test.go)
 	domains := []string{"artifacts", "auth", "billing", "build", "git", "logs", "org", "registry", "repo", "scheduler"}
 	imports := []layering.ImportRule{
 		{From: module + "/backend/build", To: module + "/backend/scheduler", Why: "the scheduler drives builds through build.Lifecycle, never the reverse"},

@@ -3,18 +3,14 @@ package build
 import (
 	"context"
 	"math"
-	"net/http"
 	"slices"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/fault"
-	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
 // Metrics across commits: a job reports a number as `##[set-output metric.<name>=<number>]`
@@ -122,34 +118,4 @@ type SeriesJSON struct {
 	Names  []string `json:"names"`
 	Name   string   `json:"name"`
 	Points []Point  `json:"points"`
-}
-
-// metrics is GET /repos/{org}/{repo}/metrics?branch=&name=: the metric names reported on the
-// branch (the repo's default branch when none is given) and, with name, its series.
-func (h *Handler) metrics(c *gin.Context) error {
-	a, err := repo.Load(c, h.repos, repo.Read)
-	if err != nil {
-		return err
-	}
-	branch, name := c.Query("branch"), c.Query("name")
-	if branch == "" {
-		branch = a.Repo.DefaultBranch
-	}
-	if len(branch) > 255 {
-		return fault.Invalid("branch", "a branch name is at most 255 characters")
-	}
-	if name != "" && !protocol.ValidMetricName(name) {
-		return fault.Invalid("name", "a metric name is 1 to %d letters, digits and _.-/", protocol.MaxMetricName)
-	}
-	ctx := c.Request.Context()
-	out := SeriesJSON{Branch: branch, Name: name, Points: []Point{}}
-	if out.Names, err = h.svc.MetricNames(ctx, a.Repo.ID, branch); err != nil {
-		return err
-	}
-	if name != "" {
-		if out.Points, err = h.svc.Series(ctx, a.Repo.ID, branch, name); err != nil {
-			return err
-		}
-	}
-	return api.JSON(c, http.StatusOK, out)
 }

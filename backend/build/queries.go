@@ -8,9 +8,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/paging"
 )
 
 // RunInfo is what an agent needs to know of a claimed pipeline beyond its Plan: its build, the
@@ -190,7 +190,7 @@ func (s *Service) ProducerOf(ctx context.Context, pipelineID int64) (Producer, e
 }
 
 // List returns a page of the repo's builds, newest first (the cursor is the build number).
-func (s *Service) List(ctx context.Context, repoID int64, page api.Page) ([]Build, error) {
+func (s *Service) List(ctx context.Context, repoID int64, page paging.Page) ([]Build, error) {
 	q := s.db.WithContext(ctx).Where("repo_id = ?", repoID)
 	if page.After > 0 {
 		q = q.Where("number < ?", page.After)
@@ -294,7 +294,7 @@ func (s *Service) tree(ctx context.Context, bs []Build) (*tree, error) {
 
 // Pipelines returns a page of a build's pipelines in order, up to Limit+1 of them (api.NewList
 // wants the extra one): those after the page's cursor, pipelineKey of the last one seen.
-func (s *Service) Pipelines(ctx context.Context, buildID int64, page api.Page) ([]Pipeline, error) {
+func (s *Service) Pipelines(ctx context.Context, buildID int64, page paging.Page) ([]Pipeline, error) {
 	var out []Pipeline
 	err := s.db.WithContext(ctx).Omit("plan").Where("build_id = ? AND position >= ?", buildID, page.After).
 		Order("position").Limit(page.Limit + 1).Find(&out).Error

@@ -10,9 +10,11 @@
 //
 // Who uses what: code outside handler files returns faults and never names a status code. A
 // handler file is a file named http.go, http_*.go or *_http.go, or any file of backend/api,
-// backend/server, backend/app (the composition root), backend/cmd and the two packages that
-// implement HTTP protocols of their own, backend/registry (OCI distribution) and backend/git
-// (git's smart HTTP). backend/build's layering test holds the rule.
+// backend/server, backend/app (the composition root), backend/cmd and the packages that
+// implement HTTP protocols of their own: backend/registry (OCI distribution), backend/git (git's
+// smart HTTP) and backend/artifacts/storage (an S3 client, range serving). A handler file may
+// also hold the HTTP plumbing of a room (a reverse proxy, a stream of server-sent events, a
+// tunnel's upgrade). backend/build's layering test (httprule_test.go) holds the rule.
 package fault
 
 import (

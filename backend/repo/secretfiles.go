@@ -9,8 +9,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/internal/envfile"
 	"github.com/nimbus-build/nimbus/internal/userpath"
 )
@@ -178,7 +178,7 @@ func (s *Service) DeleteSecretFile(ctx context.Context, r *Repo, p string) error
 }
 
 // SecretFileReads returns the audit of a secret repository, newest first, a page at a time.
-func (s *Service) SecretFileReads(ctx context.Context, r *Repo, page api.Page) ([]SecretFileReadJSON, error) {
+func (s *Service) SecretFileReads(ctx context.Context, r *Repo, page paging.Page) ([]SecretFileReadJSON, error) {
 	if err := needSecretRepo(r); err != nil {
 		return nil, err
 	}

@@ -13,12 +13,12 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
@@ -298,7 +298,7 @@ func (s *Service) VisibleOrg(ctx context.Context, p *auth.Principal, name string
 
 // List returns the org's repos that the caller may see: all of them for members, the public ones
 // for everyone else.
-func (s *Service) List(ctx context.Context, orgID int64, member bool, page api.Page) ([]Repo, error) {
+func (s *Service) List(ctx context.Context, orgID int64, member bool, page paging.Page) ([]Repo, error) {
 	q := s.db.WithContext(ctx).Where("org_id = ? AND id > ?", orgID, page.After)
 	if !member {
 		q = q.Where("visibility = ?", Public)

@@ -72,7 +72,7 @@ type Service struct {
 	cfg Config
 
 	mu     sync.Mutex
-	access map[accessKey]checked // preview access checked (preview.go)
+	access map[accessKey]checked // preview access checked (preview_http.go)
 	used   map[string]time.Time  // one-time preview logins spent, until they expire
 }
 

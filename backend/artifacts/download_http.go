@@ -51,7 +51,7 @@ func (h *Handler) serve(c *gin.Context, e *Entry) error {
 }
 
 // serveTagged is serve with the ETag given: the Hugging Face endpoint's clients want the bare
-// hex digest (hf.go). If-Range and If-None-Match compare against it.
+// hex digest (hf_http.go). If-Range and If-None-Match compare against it.
 func (h *Handler) serveTagged(c *gin.Context, e *Entry, tag string) error {
 	ctx := c.Request.Context()
 	d := digest.Digest(e.File.Digest)

@@ -14,6 +14,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/paging"
 )
 
 // MaxJSONBody caps a JSON request body; API payloads are small and a cap keeps a client from
@@ -68,12 +71,12 @@ func bind(c *gin.Context, v any, strict bool) error {
 	// zero, so without this a body of null would pass for {} (and [] or "x" would get a
 	// confusing type error).
 	if start := bytes.TrimLeft(body, jsonSpace); len(start) == 0 || start[0] != '{' {
-		return BadRequest("request body must be a JSON object")
+		return fault.BadRequest("request body must be a JSON object")
 	}
 	// encoding/json would put U+FFFD in place of each bad byte, silently storing something
 	// else than was sent.
 	if !utf8.Valid(body) {
-		return BadRequest("request body is not valid UTF-8 (at byte %d)", invalidUTF8At(body))
+		return fault.BadRequest("request body is not valid UTF-8 (at byte %d)", invalidUTF8At(body))
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
@@ -85,7 +88,7 @@ func bind(c *gin.Context, v any, strict bool) error {
 	// Exactly one value: the rest of the body must be whitespace. (json.Decoder.More is no
 	// test for this: it reports false for a stray '}' or ']', so {"name":"x1"}} would pass.)
 	if len(bytes.TrimLeft(body[dec.InputOffset():], jsonSpace)) != 0 {
-		return BadRequest("request body must hold one JSON object and nothing after it")
+		return fault.BadRequest("request body must hold one JSON object and nothing after it")
 	}
 	return duplicateKey(body, reflect.TypeOf(v))
 }
@@ -106,64 +109,42 @@ func invalidUTF8At(b []byte) int {
 }
 
 // bodyError turns an error of reading or decoding the body into the API error that says why.
-func bodyError(err error) *Error {
+func bodyError(err error) *fault.Error {
 	var tooBig *http.MaxBytesError
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &tooBig):
-		return Errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "request body exceeds %d bytes", MaxJSONBody)
+		return fault.TooLarge("request body exceeds %d bytes", MaxJSONBody)
 	case errors.Is(err, io.EOF):
-		return BadRequest("request body must be a JSON object")
+		return fault.BadRequest("request body must be a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return BadRequest("invalid JSON: the body ends inside the object")
+		return fault.BadRequest("invalid JSON: the body ends inside the object")
 	case errors.As(err, &typeErr):
-		e := BadRequest("field %q must be %s", typeErr.Field, typeErr.Type.String())
+		e := fault.BadRequest("field %q must be %s", typeErr.Field, typeErr.Type.String())
 		if typeErr.Field != "" {
 			e.Details = map[string]any{"field": typeErr.Field}
 		}
 		return e
 	case errors.As(err, &syntaxErr):
-		return BadRequest("malformed JSON at byte %d", syntaxErr.Offset)
+		return fault.BadRequest("malformed JSON at byte %d", syntaxErr.Offset)
 	}
 	// encoding/json reports an unknown field (DisallowUnknownFields) only as this text.
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		if f, uerr := strconv.Unquote(name); uerr == nil {
 			name = f
 		}
-		e := BadRequest("unknown field %q", name)
+		e := fault.BadRequest("unknown field %q", name)
 		e.Details = map[string]any{"field": name}
 		return e
 	}
 	// Any other failure to read the body (the client went away mid-request, …).
-	return BadRequest("invalid JSON: %v", err)
+	return fault.BadRequest("invalid JSON: %v", err)
 }
 
-// Invalid is a 422 for well-formed input that breaks a rule; field names the offending field.
-func Invalid(field, format string, args ...any) *Error {
-	e := Errorf(http.StatusUnprocessableEntity, CodeValidation, format, args...)
-	if field != "" {
-		e.Details = map[string]any{"field": field}
-	}
-	return e
-}
-
-// Forbidden is a 403: the caller may see the thing but not do this to it.
-func Forbidden(format string, args ...any) *Error {
-	return Errorf(http.StatusForbidden, CodeForbidden, format, args...)
-}
-
-// Unauthenticated is a 401.
-func Unauthenticated(format string, args ...any) *Error {
-	return Errorf(http.StatusUnauthorized, CodeUnauthenticated, format, args...)
-}
-
-// Page is a cursor-paginated request: items strictly after Cursor (an opaque position), at most
-// Limit of them. Every list endpoint pages this one way.
-type Page struct {
-	Limit int
-	After int64 // decoded cursor: the sort key of the last item already seen; 0 = from the start
-}
+// Page is a cursor-paginated request (backend/paging, where services take it from): items
+// strictly after a decoded cursor, at most Limit of them. Every list endpoint pages this one way.
+type Page = paging.Page
 
 // List is the body of every paginated response.
 type List[T any] struct {
@@ -177,18 +158,18 @@ func ParsePage(c *gin.Context) (Page, error) {
 	if s := c.Query("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 100 {
-			return p, BadRequest("limit must be an integer from 1 to 100")
+			return p, fault.BadRequest("limit must be an integer from 1 to 100")
 		}
 		p.Limit = n
 	}
 	if s := c.Query("cursor"); s != "" {
 		b, err := base64.RawURLEncoding.DecodeString(s)
 		if err != nil {
-			return p, BadRequest("invalid cursor")
+			return p, fault.BadRequest("invalid cursor")
 		}
 		n, err := strconv.ParseInt(string(b), 10, 64)
 		if err != nil || n < 0 {
-			return p, BadRequest("invalid cursor")
+			return p, fault.BadRequest("invalid cursor")
 		}
 		p.After = n
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 func ctxWith(method, target, body string) *gin.Context {
@@ -114,16 +115,16 @@ func checkBind(t *testing.T, err error, name string, count, status int, want, fi
 		}
 		return
 	}
-	var ae *Error
+	var ae *fault.Error
 	if !errors.As(err, &ae) {
-		t.Fatalf("err = %v (bound name %q), want a %d *Error", err, name, status)
+		t.Fatalf("err = %v (bound name %q), want a %d *fault.Error", err, name, status)
 	}
-	code := CodeBadRequest
+	code := fault.CodeBadRequest
 	if status == 413 {
-		code = CodeTooLarge
+		code = fault.CodeTooLarge
 	}
-	if ae.Status != status || ae.Code != code || !strings.Contains(ae.Message, want) {
-		t.Errorf("err = %d %v, want %d %s containing %q", ae.Status, ae, status, code, want)
+	if Status(ae.Kind) != status || ae.Code != code || !strings.Contains(ae.Message, want) {
+		t.Errorf("err = %d %v, want %d %s containing %q", Status(ae.Kind), ae, status, code, want)
 	}
 	if got, _ := ae.Details["field"].(string); got != field {
 		t.Errorf("details.field = %q, want %q", got, field)
@@ -224,8 +225,8 @@ func TestBindDuplicateKeys(t *testing.T) {
 				}
 				return
 			}
-			var ae *Error
-			if !errors.As(err, &ae) || ae.Status != 400 || ae.Code != CodeBadRequest {
+			var ae *fault.Error
+			if !errors.As(err, &ae) || Status(ae.Kind) != 400 || ae.Code != fault.CodeBadRequest {
 				t.Fatalf("err = %v (bound %+v), want a 400 naming %q", err, v, tt.field)
 			}
 			want := fmt.Sprintf("duplicate key %q", tt.field)
@@ -259,9 +260,9 @@ func TestBindInvalidUTF8(t *testing.T) {
 			Count int    `json:"count"`
 		}
 		err := BindLenient(ctxWith("POST", "/", body), &v)
-		var ae *Error
+		var ae *fault.Error
 		at := strings.IndexAny(body, "\xe9\xff")
-		if !errors.As(err, &ae) || ae.Status != 400 || !strings.Contains(ae.Message, fmt.Sprintf("not valid UTF-8 (at byte %d)", at)) {
+		if !errors.As(err, &ae) || Status(ae.Kind) != 400 || !strings.Contains(ae.Message, fmt.Sprintf("not valid UTF-8 (at byte %d)", at)) {
 			t.Errorf("BindLenient(%q) = %v (bound %+v), want a 400 saying byte %d is not UTF-8", body, err, v, at)
 		}
 	}

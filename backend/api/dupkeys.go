@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // duplicateKey returns a 400 naming the first key of body (one valid JSON object) that names
@@ -26,9 +28,9 @@ func duplicateKey(body []byte, t reflect.Type) error {
 	if dup == nil {
 		return nil
 	}
-	e := BadRequest("duplicate key %q in the request body", dup.path)
+	e := fault.BadRequest("duplicate key %q in the request body", dup.path)
 	if dup.first != dup.key {
-		e = BadRequest("duplicate key %q in the request body (the same field as %q)", dup.path, dup.first)
+		e = fault.BadRequest("duplicate key %q in the request body (the same field as %q)", dup.path, dup.first)
 	}
 	e.Details = map[string]any{"field": dup.path}
 	return e

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
@@ -28,12 +29,12 @@ func TestFailWritesEnvelope(t *testing.T) {
 		code, msg string
 		details   map[string]any // when set, the envelope's details must be these
 	}{
-		{"api error", NotFound("repo %q not found", "a/b"), 404, CodeNotFound, `repo "a/b" not found`, nil},
-		{"wrapped api error", fmt.Errorf("loading: %w", Conflict("taken")), 409, CodeConflict, "taken", nil},
-		{"plain error hides its text", errors.New("pq: connection refused at 10.0.0.1"), 500, CodeInternal, "internal error", nil},
+		{"api error", fault.NotFound("repo %q not found", "a/b"), 404, fault.CodeNotFound, `repo "a/b" not found`, nil},
+		{"wrapped api error", fmt.Errorf("loading: %w", fault.Conflict("taken")), 409, fault.CodeConflict, "taken", nil},
+		{"plain error hides its text", errors.New("pq: connection refused at 10.0.0.1"), 500, fault.CodeInternal, "internal error", nil},
 		// A path the path rule refuses, however deep a service found it, names the path and the
 		// reason; the services need not convert it.
-		{"path refused by the path rule", fmt.Errorf("put secret file: %w", userpath.Check("/etc/x.yml")), 400, CodeBadRequest,
+		{"path refused by the path rule", fmt.Errorf("put secret file: %w", userpath.Check("/etc/x.yml")), 400, fault.CodeBadRequest,
 			`path "/etc/x.yml" starts with "/" (paths are relative)`,
 			map[string]any{"path": "/etc/x.yml", "reason": `starts with "/" (paths are relative)`}},
 	}
@@ -106,5 +107,36 @@ func TestFailQuietWhenClientGone(t *testing.T) {
 				t.Fatalf("the abandoned request left no DEBUG line:\n%s", logged.String())
 			}
 		})
+	}
+}
+
+// Each fault kind has the one status it was answered with before kinds existed, and Fail writes
+// it with the fault's own code and details: the envelope on the wire did not change.
+func TestFailMapsEveryKind(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	want := map[fault.Kind]int{
+		fault.KindInternal: 500, fault.KindBadRequest: 400, fault.KindInvalid: 422,
+		fault.KindUnauthenticated: 401, fault.KindForbidden: 403, fault.KindNotFound: 404,
+		fault.KindConflict: 409, fault.KindTooLarge: 413, fault.KindRangeNotSatisfiable: 416,
+		fault.KindRateLimited: 429, fault.KindUpstreamFailed: 502, fault.KindUnavailable: 503,
+	}
+	for k := fault.KindInternal; k <= fault.KindUnavailable; k++ {
+		status, ok := want[k]
+		if !ok {
+			t.Fatalf("kind %v has no status in this test", k)
+		}
+		w := httptest.NewRecorder()
+		c, _ := gin.CreateTestContext(w)
+		c.Request = httptest.NewRequest(http.MethodGet, "/x", nil)
+		e := fault.New(k, "some_code", "a %s", k)
+		e.Details = map[string]any{"field": "name"}
+		Fail(c, log, e)
+		if w.Code != status || Status(k) != status {
+			t.Errorf("kind %v answered %d (Status says %d), want %d", k, w.Code, Status(k), status)
+		}
+		if got := w.Body.String(); got != fmt.Sprintf(`{"error":{"code":"some_code","message":"a %s","details":{"field":"name"}}}`, k) {
+			t.Errorf("kind %v: body %s", k, got)
+		}
 	}
 }

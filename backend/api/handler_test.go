@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 func TestRoutesWriteReturnedErrorsAndStopTheChain(t *testing.T) {
@@ -19,7 +20,7 @@ func TestRoutesWriteReturnedErrorsAndStopTheChain(t *testing.T) {
 	reached := false
 	guard := func(c *gin.Context) error {
 		if c.Query("ok") == "" {
-			return Forbidden("no")
+			return fault.Forbidden("no")
 		}
 		c.Next()
 		return nil

@@ -22,7 +22,6 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent"
 	"github.com/nimbus-build/nimbus/backend/admin"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 	"github.com/nimbus-build/nimbus/backend/auth"
@@ -31,6 +30,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/downloads"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/mail"
@@ -413,9 +413,9 @@ func (a *App) authorizeJob(c *gin.Context, jobID int64) error {
 		return err
 	}
 	_, err = a.Repos.Resolve(c.Request.Context(), auth.From(c), orgName, repoName, repo.Read)
-	var ae *api.Error
-	if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
-		return api.NotFound("job %d not found", jobID)
+	var ae *fault.Error
+	if errors.As(err, &ae) && ae.Code == fault.CodeNotFound {
+		return fault.NotFound("job %d not found", jobID)
 	}
 	return err
 }

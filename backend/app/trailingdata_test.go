@@ -11,6 +11,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/app"
 	"github.com/nimbus-build/nimbus/backend/app/apptest"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
@@ -76,8 +77,8 @@ func TestTrailingDataAfterJSONBodyCreatesNoOrg(t *testing.T) {
 				status, b := post(body)
 				var env api.Envelope
 				if err := json.Unmarshal(b, &env); status != http.StatusBadRequest || err != nil || env.Error == nil ||
-					env.Error.Code != api.CodeBadRequest {
-					t.Errorf("POST /api/v1/orgs %q: %d %s, want 400 with code %q", body, status, b, api.CodeBadRequest)
+					env.Error.Code != fault.CodeBadRequest {
+					t.Errorf("POST /api/v1/orgs %q: %d %s, want 400 with code %q", body, status, b, fault.CodeBadRequest)
 				}
 			}
 			if o, m := rows(); o != orgsBefore || m != membersBefore {

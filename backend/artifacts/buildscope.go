@@ -7,8 +7,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
@@ -46,7 +46,7 @@ func buildScoped(version string, pr producer) (bool, error) {
 }
 
 func scopeError(version string, buildID int64) error {
-	return api.Forbidden("version %s is the hand-off space of build %d: only the jobs of that build push to it, with their CNB_TOKEN", version, buildID)
+	return fault.Forbidden("version %s is the hand-off space of build %d: only the jobs of that build push to it, with their CNB_TOKEN", version, buildID)
 }
 
 // expireBuildVersions removes the build-scoped versions whose build ended before cutoff (or is

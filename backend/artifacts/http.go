@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
@@ -97,7 +99,7 @@ func (h *Handler) access(c *gin.Context, need repo.Level) (*repo.Access, error) 
 		return nil, err
 	}
 	if need >= repo.Write && a.Repo.Archived {
-		return nil, api.Forbidden("repo %s/%s is archived", a.Org.Name, a.Repo.Name)
+		return nil, fault.Forbidden("repo %s/%s is archived", a.Org.Name, a.Repo.Name)
 	}
 	return a, nil
 }
@@ -227,7 +229,7 @@ func checksumOf(hdr http.Header) (digest.Digest, error) {
 	if v := strings.TrimSpace(hdr.Get("X-Checksum-Sha256")); v != "" {
 		b, err := hex.DecodeString(v)
 		if err != nil || len(b) != 32 {
-			return "", api.BadRequest("X-Checksum-Sha256 must be 64 hex digits")
+			return "", fault.BadRequest("X-Checksum-Sha256 must be 64 hex digits")
 		}
 		found = append(found, hex.EncodeToString(b))
 	}
@@ -239,7 +241,7 @@ func checksumOf(hdr http.Header) (digest.Digest, error) {
 			}
 			b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(val))
 			if err != nil || len(b) != 32 {
-				return "", api.BadRequest("Digest: sha-256= must be the base64 of 32 bytes")
+				return "", fault.BadRequest("Digest: sha-256= must be the base64 of 32 bytes")
 			}
 			found = append(found, hex.EncodeToString(b))
 		}
@@ -249,7 +251,7 @@ func checksumOf(hdr http.Header) (digest.Digest, error) {
 	}
 	for _, f := range found[1:] {
 		if f != found[0] {
-			return "", api.BadRequest("the checksum headers disagree")
+			return "", fault.BadRequest("the checksum headers disagree")
 		}
 	}
 	return digest.NewDigestFromEncoded(digest.SHA256, found[0]), nil
@@ -271,18 +273,37 @@ func (h *Handler) deleteVersion(c *gin.Context, a *repo.Access) error {
 func (h *Handler) usage(c *gin.Context) error {
 	p := auth.From(c)
 	if !p.Authenticated() {
-		return api.Unauthenticated("sign in or send a token")
+		return fault.Unauthenticated("sign in or send a token")
 	}
 	o, _, err := h.orgs.Access(c.Request.Context(), p, c.Param("org"))
 	if err != nil {
 		return err
 	}
 	if !p.Has(auth.ScopeRegistryRead) && !p.Has(auth.ScopeRepoRead) {
-		return api.Forbidden("the token lacks the %s scope", auth.ScopeRegistryRead)
+		return fault.Forbidden("the token lacks the %s scope", auth.ScopeRegistryRead)
 	}
 	u, err := h.blobs.Usage(c.Request.Context(), o.ID)
 	if err != nil {
 		return err
 	}
 	return api.JSON(c, http.StatusOK, u)
+}
+
+// pipelineUses is GET /repos/{org}/{repo}/pipelines/{id}/artifacts: the model files the
+// pipeline pushed and pulled.
+func (h *Handler) pipelineUses(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Read)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		return fault.NotFound("pipeline %s not found", c.Param("id"))
+	}
+	out, err := h.svc.VisibleUses(c.Request.Context(), h.repos, auth.From(c), a, id)
+	if err != nil {
+		return err
+	}
+	c.JSON(http.StatusOK, out)
+	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
@@ -36,11 +36,11 @@ func checkNames(pkg, version, file string) error {
 	}
 	switch {
 	case !packageRE.MatchString(pkg):
-		return api.Invalid("package", "a package name is 1–100 letters, digits, '.', '-' or '_' and starts with a letter or digit")
+		return fault.Invalid("package", "a package name is 1–100 letters, digits, '.', '-' or '_' and starts with a letter or digit")
 	case !versionRE.MatchString(version) || strings.EqualFold(version, Latest):
-		return api.Invalid("version", "a version is 1–128 letters, digits, '.', '+', '-' or '_', starts with a letter or digit and is not %q", Latest)
+		return fault.Invalid("version", "a version is 1–128 letters, digits, '.', '+', '-' or '_', starts with a letter or digit and is not %q", Latest)
 	case !fileRE.MatchString(file):
-		return api.Invalid("file", "a file name is 1–255 letters, digits, '.', '+', '-' or '_' and starts with a letter, digit or '_'")
+		return fault.Invalid("file", "a file name is 1–255 letters, digits, '.', '+', '-' or '_' and starts with a letter, digit or '_'")
 	}
 	return nil
 }

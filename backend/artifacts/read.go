@@ -6,7 +6,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
@@ -18,7 +19,7 @@ func notFound(pkg, version, file string) error {
 	if file != "" {
 		name += "/" + file
 	}
-	return api.NotFound("artifact %s not found", name)
+	return fault.NotFound("artifact %s not found", name)
 }
 
 // pkgOf returns the repo's package, or a 404.
@@ -26,7 +27,7 @@ func (s *Service) pkgOf(ctx context.Context, repoID int64, name string) (*Packag
 	var p Package
 	err := s.db.WithContext(ctx).Where("repo_id = ? AND name = ?", repoID, name).Take(&p).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("package %s not found", name)
+		return nil, fault.NotFound("package %s not found", name)
 	}
 	return &p, err
 }
@@ -79,7 +80,7 @@ type PackageInfo struct {
 }
 
 // Packages returns a page of the repo's packages, oldest first (the cursor is the id).
-func (s *Service) Packages(ctx context.Context, repoID int64, page api.Page) ([]PackageInfo, error) {
+func (s *Service) Packages(ctx context.Context, repoID int64, page paging.Page) ([]PackageInfo, error) {
 	var out []PackageInfo
 	err := s.db.WithContext(ctx).Table("artifact_packages k").
 		Select("k.*, (SELECT COUNT(*) FROM artifact_versions v WHERE v.package_id = k.id) AS version_count, "+
@@ -117,9 +118,9 @@ func (s *Service) versionInfos(ctx context.Context, packageID int64, where strin
 }
 
 // Versions returns a page of a package's versions, newest first (the cursor is the id).
-func (s *Service) Versions(ctx context.Context, repoID int64, pkg string, page api.Page) (*Package, []VersionInfo, error) {
+func (s *Service) Versions(ctx context.Context, repoID int64, pkg string, page paging.Page) (*Package, []VersionInfo, error) {
 	if !packageRE.MatchString(pkg) {
-		return nil, nil, api.NotFound("package %s not found", pkg)
+		return nil, nil, fault.NotFound("package %s not found", pkg)
 	}
 	p, err := s.pkgOf(ctx, repoID, pkg)
 	if err != nil {

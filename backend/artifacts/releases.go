@@ -9,9 +9,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store"
 	"github.com/nimbus-build/nimbus/internal/userpath"
@@ -70,17 +71,17 @@ func (s *Service) PutRelease(ctx context.Context, a *repo.Access, repoPath strin
 		return nil, false, err
 	}
 	if !versionRE.MatchString(in.Tag) || strings.EqualFold(in.Tag, Latest) {
-		return nil, false, api.Invalid("tag", "a release's tag is 1–128 letters, digits, '.', '+', '-' or '_', starts with a letter or digit and is not %q", Latest)
+		return nil, false, fault.Invalid("tag", "a release's tag is 1–128 letters, digits, '.', '+', '-' or '_', starts with a letter or digit and is not %q", Latest)
 	}
 	if len(in.Title) > 500 {
-		return nil, false, api.Invalid("title", "a title is at most 500 characters")
+		return nil, false, fault.Invalid("title", "a title is at most 500 characters")
 	}
 	if len(in.Notes) > maxNotes {
-		return nil, false, api.Invalid("notes", "notes are at most %d bytes", maxNotes)
+		return nil, false, fault.Invalid("notes", "notes are at most %d bytes", maxNotes)
 	}
 	commit, err := git.ResolveRef(ctx, repoPath, "refs/tags/"+in.Tag)
 	if err != nil {
-		return nil, false, api.Invalid("tag", "%s is not a tag of %s/%s: push the tag first", in.Tag, a.Org.Name, a.Repo.Name)
+		return nil, false, fault.Invalid("tag", "%s is not a tag of %s/%s: push the tag first", in.Tag, a.Org.Name, a.Repo.Name)
 	}
 	pr, err := s.producerOf(ctx, p)
 	if err != nil {
@@ -106,7 +107,7 @@ func (s *Service) PutRelease(ctx context.Context, a *repo.Access, repoPath strin
 		case err != nil:
 			return err
 		case !sameReleaseProducer(&cur, pr) && !in.Overlying:
-			return api.Conflict("release %s exists, made by %s; overlying: true replaces it", in.Tag, releaseProducer(&cur))
+			return fault.Conflict("release %s exists, made by %s; overlying: true replaces it", in.Tag, releaseProducer(&cur))
 		case !sameReleaseProducer(&cur, pr):
 			// Replaced: the old producer's files go, so the new one's can be published.
 			if err := s.dropReleaseFiles(tx, a.Repo.ID, in.Tag); err != nil {
@@ -169,7 +170,7 @@ func (s *Service) PutReleaseFile(ctx context.Context, a *repo.Access, p *auth.Pr
 		return nil, false, err
 	}
 	if !sameReleaseProducer(r, pr) {
-		return nil, false, api.Conflict("release %s was made by %s; only its producer adds files (overlying: true replaces it)", r.Tag, releaseProducer(r))
+		return nil, false, fault.Conflict("release %s was made by %s; only its producer adds files (overlying: true replaces it)", r.Tag, releaseProducer(r))
 	}
 	up.Package = ReleasePackage
 	return s.put(ctx, a, pr, up)
@@ -180,13 +181,13 @@ func (s *Service) ReleaseOf(ctx context.Context, repoID int64, tag string) (*Rel
 	var r Release
 	err := s.db.WithContext(ctx).Where("repo_id = ? AND tag = ?", repoID, tag).Take(&r).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("release %s not found", tag)
+		return nil, fault.NotFound("release %s not found", tag)
 	}
 	return &r, err
 }
 
 // Releases lists a repo's releases, newest first, a page at a time.
-func (s *Service) Releases(ctx context.Context, repoID int64, page api.Page) ([]Release, error) {
+func (s *Service) Releases(ctx context.Context, repoID int64, page paging.Page) ([]Release, error) {
 	q := s.db.WithContext(ctx).Where("repo_id = ?", repoID)
 	if page.After > 0 {
 		q = q.Where("id < ?", page.After)
@@ -213,7 +214,7 @@ func (s *Service) DeleteRelease(ctx context.Context, repoID int64, tag string) e
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
-			return api.NotFound("release %s not found", tag)
+			return fault.NotFound("release %s not found", tag)
 		}
 		return s.dropReleaseFiles(tx, repoID, tag)
 	})

@@ -7,18 +7,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/opencontainers/go-digest"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -102,9 +101,9 @@ func producerConflict(v *Version) error {
 		return scopeError(v.Version, *v.BuildID)
 	}
 	if v.PipelineID != nil {
-		return api.Conflict("version %s was published by pipeline %d; only that pipeline adds files to it", v.Version, *v.PipelineID)
+		return fault.Conflict("version %s was published by pipeline %d; only that pipeline adds files to it", v.Version, *v.PipelineID)
 	}
-	return api.Conflict("version %s was published by a person; a pipeline cannot add files to it", v.Version)
+	return fault.Conflict("version %s was published by a person; a pipeline cannot add files to it", v.Version)
 }
 
 // Entry is a file with its version and package.
@@ -200,7 +199,7 @@ func (s *Service) put(ctx context.Context, a *repo.Access, pr producer, up Uploa
 		return err
 	})
 	if errors.Is(err, ErrBlobGone) {
-		return nil, false, api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "%v", err)
+		return nil, false, fault.Unavailable("%v", err)
 	}
 	return e, created, err
 }
@@ -209,7 +208,7 @@ func (s *Service) put(ctx context.Context, a *repo.Access, pr producer, up Uploa
 // conflict. Without the client's checksum the body is hashed (never stored), up to one byte more
 // than the file has.
 func sameContent(cur *Entry, up Upload) error {
-	conflict := api.Conflict("%s/%s/%s exists with other content (%s); published files never change: delete it first or publish a new version",
+	conflict := fault.Conflict("%s/%s/%s exists with other content (%s); published files never change: delete it first or publish a new version",
 		up.Package, up.Version, up.File, cur.File.Digest)
 	if up.Digest != "" {
 		if string(up.Digest) != cur.File.Digest {
@@ -220,7 +219,7 @@ func sameContent(cur *Entry, up Upload) error {
 	h := sha256.New()
 	n, err := io.Copy(h, io.LimitReader(up.Body, cur.File.Size+1))
 	if err != nil {
-		return api.BadRequest("the upload was cut off: %v", err)
+		return fault.BadRequest("the upload was cut off: %v", err)
 	}
 	if n != cur.File.Size || digest.NewDigest(digest.SHA256, h) != digest.Digest(cur.File.Digest) {
 		return conflict
@@ -250,7 +249,7 @@ func (s *Service) checkRoom(db *gorm.DB, versionID int64) error {
 		return err
 	}
 	if n >= MaxFilesPerVersion {
-		return api.Conflict("a version holds at most %d files", MaxFilesPerVersion)
+		return fault.Conflict("a version holds at most %d files", MaxFilesPerVersion)
 	}
 	return nil
 }
@@ -305,17 +304,17 @@ func (s *Service) uploadError(err error, up Upload, room int64) error {
 	case errors.Is(err, ErrQuota):
 		return quotaError(s.blobs.quota, room)
 	case errors.Is(err, storage.ErrDigestMismatch):
-		return api.BadRequest("the content does not match its checksum %s; nothing was kept", up.Digest)
+		return fault.BadRequest("the content does not match its checksum %s; nothing was kept", up.Digest)
 	case errors.Is(err, storage.ErrSizeMismatch):
-		return api.BadRequest("the body does not match Content-Length; nothing was kept")
+		return fault.BadRequest("the body does not match Content-Length; nothing was kept")
 	case errors.As(err, &be):
-		return api.BadRequest("the upload was cut off (%v); nothing was kept", be.err)
+		return fault.BadRequest("the upload was cut off (%v); nothing was kept", be.err)
 	}
 	return err
 }
 
 func quotaError(quota, room int64) error {
-	return api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge,
+	return fault.TooLarge(
 		"the team's storage quota of %d bytes leaves room for %d more; nothing was kept", quota, room)
 }
 
@@ -365,7 +364,7 @@ func (s *Service) record(tx *gorm.DB, repoID int64, up Upload, info storage.Info
 			return nil, false, err
 		}
 		if f.Digest != string(info.Digest) {
-			return nil, false, api.Conflict("%s/%s/%s was published meanwhile with other content (%s)", up.Package, up.Version, up.File, f.Digest)
+			return nil, false, fault.Conflict("%s/%s/%s was published meanwhile with other content (%s)", up.Package, up.Version, up.File, f.Digest)
 		}
 	}
 	return &Entry{Package: pkg, Version: ver, File: f}, created, nil

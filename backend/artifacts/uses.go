@@ -2,16 +2,13 @@ package artifacts
 
 import (
 	"context"
-	"net/http"
-	"strconv"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"gorm.io/gorm/clause"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -79,25 +76,6 @@ type UsesJSON struct {
 	Pulled []UseJSON `json:"pulled"`
 }
 
-// pipelineUses is GET /repos/{org}/{repo}/pipelines/{id}/artifacts: the model files the
-// pipeline pushed and pulled.
-func (h *Handler) pipelineUses(c *gin.Context) error {
-	a, err := repo.Load(c, h.repos, repo.Read)
-	if err != nil {
-		return err
-	}
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil {
-		return api.NotFound("pipeline %s not found", c.Param("id"))
-	}
-	out, err := h.svc.VisibleUses(c.Request.Context(), h.repos, auth.From(c), a, id)
-	if err != nil {
-		return err
-	}
-	c.JSON(http.StatusOK, out)
-	return nil
-}
-
 // VisibleUses is what pipeline id of the repo a gives pushed and pulled, as principal p may see
 // it: files of other repos show only when p may read them. A pipeline of another repo is not
 // found.
@@ -107,7 +85,7 @@ func (s *Service) VisibleUses(ctx context.Context, repos *repo.Service, p *auth.
 		return nil, err
 	}
 	if !found || owner != a.Repo.ID {
-		return nil, api.NotFound("pipeline %d not found", id)
+		return nil, fault.NotFound("pipeline %d not found", id)
 	}
 	uses, err := s.Uses(ctx, id)
 	if err != nil {

@@ -15,9 +15,9 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -65,7 +65,7 @@ func newFixture(t *testing.T, db *gorm.DB) *fixture {
 }
 
 func apiCode(err error) string {
-	var ae *api.Error
+	var ae *fault.Error
 	if errors.As(err, &ae) {
 		return ae.Code
 	}
@@ -92,14 +92,14 @@ func TestSignupRules(t *testing.T) {
 		tests := []struct {
 			user, email, pw, code string
 		}{
-			{"ALICE", "other@example.com", goodPassword, api.CodeConflict},           // usernames are case-insensitive
-			{"carol", "Alice@Example.com", goodPassword, api.CodeConflict},           // so are emails
-			{"-carol", "c@example.com", goodPassword, api.CodeValidation},            // bad username
-			{"carol", "not-an-email", goodPassword, api.CodeValidation},              // bad email
-			{"carol", "c@example.com", "short", api.CodeValidation},                  // too short
-			{"carol", "c@example.com", "password123", api.CodeValidation},            // breached
-			{"carol", "c@example.com", "my-carol-password", api.CodeValidation},      // contains the username
-			{"carol", "c@example.com", strings.Repeat("x", 300), api.CodeValidation}, // too long
+			{"ALICE", "other@example.com", goodPassword, fault.CodeConflict},           // usernames are case-insensitive
+			{"carol", "Alice@Example.com", goodPassword, fault.CodeConflict},           // so are emails
+			{"-carol", "c@example.com", goodPassword, fault.CodeValidation},            // bad username
+			{"carol", "not-an-email", goodPassword, fault.CodeValidation},              // bad email
+			{"carol", "c@example.com", "short", fault.CodeValidation},                  // too short
+			{"carol", "c@example.com", "password123", fault.CodeValidation},            // breached
+			{"carol", "c@example.com", "my-carol-password", fault.CodeValidation},      // contains the username
+			{"carol", "c@example.com", strings.Repeat("x", 300), fault.CodeValidation}, // too long
 		}
 		for _, tt := range tests {
 			if _, err := f.svc.Signup(ctx, tt.user, tt.email, tt.pw); apiCode(err) != tt.code {
@@ -150,20 +150,20 @@ func TestLoginAndRateLimits(t *testing.T) {
 		// Wrong password and unknown user answer alike.
 		_, e1 := f.svc.Login(ctx, "alice", "wrong password!", "10.0.0.1")
 		_, e2 := f.svc.Login(ctx, "nobody", "wrong password!", "10.0.0.2")
-		if apiCode(e1) != api.CodeUnauthenticated || e1.Error() != e2.Error() {
+		if apiCode(e1) != fault.CodeUnauthenticated || e1.Error() != e2.Error() {
 			t.Fatalf("failures differ: %v / %v", e1, e2)
 		}
 		// Per account: 3 failures lock the account, even for the right password, from anywhere.
 		f.svc.Login(ctx, "alice", "wrong password!", "10.0.0.3")
 		f.svc.Login(ctx, "alice", "wrong password!", "10.0.0.4")
-		if _, err := f.svc.Login(ctx, "alice", goodPassword, "10.0.0.5"); apiCode(err) != api.CodeRateLimited {
+		if _, err := f.svc.Login(ctx, "alice", goodPassword, "10.0.0.5"); apiCode(err) != fault.CodeRateLimited {
 			t.Fatalf("after 3 failures: %v", err)
 		}
 		// Per IP: 5 failures from one address lock that address for every account.
 		for _, name := range []string{"x1", "x2", "x3", "x4", "x5"} {
 			f.svc.Login(ctx, name, "wrong password!", "10.9.9.9")
 		}
-		if _, err := f.svc.Login(ctx, "someone", "whatever pass", "10.9.9.9"); apiCode(err) != api.CodeRateLimited {
+		if _, err := f.svc.Login(ctx, "someone", "whatever pass", "10.9.9.9"); apiCode(err) != fault.CodeRateLimited {
 			t.Fatalf("after 5 failures from one IP: %v", err)
 		}
 	})
@@ -176,13 +176,13 @@ func TestTokensScopesRevocationExpiry(t *testing.T) {
 		f.svc.Signup(ctx, "root", "root@example.com", goodPassword) // platform admin
 		u, _ := f.svc.Signup(ctx, "alice", "alice@example.com", goodPassword)
 
-		if _, _, err := f.svc.CreateToken(ctx, u, "t", []string{"repo:read", "nope"}, nil); apiCode(err) != api.CodeValidation {
+		if _, _, err := f.svc.CreateToken(ctx, u, "t", []string{"repo:read", "nope"}, nil); apiCode(err) != fault.CodeValidation {
 			t.Fatalf("unknown scope: %v", err)
 		}
-		if _, _, err := f.svc.CreateToken(ctx, u, "t", []string{"admin"}, nil); apiCode(err) != api.CodeForbidden {
+		if _, _, err := f.svc.CreateToken(ctx, u, "t", []string{"admin"}, nil); apiCode(err) != fault.CodeForbidden {
 			t.Fatalf("admin scope for a non-admin: %v", err)
 		}
-		if _, _, err := f.svc.CreateToken(ctx, u, "t", nil, nil); apiCode(err) != api.CodeValidation {
+		if _, _, err := f.svc.CreateToken(ctx, u, "t", nil, nil); apiCode(err) != fault.CodeValidation {
 			t.Fatalf("no scopes: %v", err)
 		}
 		exp := f.clock.Now().Add(time.Hour)
@@ -212,23 +212,23 @@ func TestTokensScopesRevocationExpiry(t *testing.T) {
 		f.clock.Advance(2 * time.Hour)
 		req = httptest.NewRequest("GET", "/", nil)
 		req.Header.Set("Authorization", "Bearer "+raw)
-		if _, err := f.svc.Authenticate(ctx, req); apiCode(err) != api.CodeUnauthenticated {
+		if _, err := f.svc.Authenticate(ctx, req); apiCode(err) != fault.CodeUnauthenticated {
 			t.Fatalf("expired token: %v", err)
 		}
 		// Revocation, and someone else's id is a 404.
 		raw2, tok2, _ := f.svc.CreateToken(ctx, u, "ci2", []string{"repo:read"}, nil)
-		if err := f.svc.RevokeToken(ctx, u.ID+100, tok2.ID); apiCode(err) != api.CodeNotFound {
+		if err := f.svc.RevokeToken(ctx, u.ID+100, tok2.ID); apiCode(err) != fault.CodeNotFound {
 			t.Fatalf("revoke someone else's token: %v", err)
 		}
 		if err := f.svc.RevokeToken(ctx, u.ID, tok2.ID); err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+raw2)
-		if _, err := f.svc.Authenticate(ctx, req); apiCode(err) != api.CodeUnauthenticated {
+		if _, err := f.svc.Authenticate(ctx, req); apiCode(err) != fault.CodeUnauthenticated {
 			t.Fatalf("revoked token: %v", err)
 		}
 		req.Header.Set("Authorization", "Bearer nbp_doesnotexist")
-		if _, err := f.svc.Authenticate(ctx, req); apiCode(err) != api.CodeUnauthenticated {
+		if _, err := f.svc.Authenticate(ctx, req); apiCode(err) != fault.CodeUnauthenticated {
 			t.Fatalf("unknown token: %v", err)
 		}
 	})
@@ -253,7 +253,7 @@ func TestSessionsExpireAndPasswordChangeEndsOthers(t *testing.T) {
 		if p := withCookie(rawA); p.Kind != auth.KindSession || p.CSRFToken != sessA.CSRFToken {
 			t.Fatalf("session A: %+v", p)
 		}
-		if err := f.svc.ChangePassword(ctx, u, "wrong current pw", "another passphrase 1", sessA.ID); apiCode(err) != api.CodeValidation {
+		if err := f.svc.ChangePassword(ctx, u, "wrong current pw", "another passphrase 1", sessA.ID); apiCode(err) != fault.CodeValidation {
 			t.Fatalf("wrong current password: %v", err)
 		}
 		if err := f.svc.ChangePassword(ctx, u, goodPassword, "another passphrase 1", sessA.ID); err != nil {
@@ -292,13 +292,13 @@ func TestPasswordResetByEmailOnce(t *testing.T) {
 		if m.To != "alice@example.com" || token == nil || !strings.Contains(m.Body, "https://nimbus.test/") {
 			t.Fatalf("reset mail: %+v", m)
 		}
-		if err := f.svc.ResetPassword(ctx, token[1], "short"); apiCode(err) != api.CodeValidation {
+		if err := f.svc.ResetPassword(ctx, token[1], "short"); apiCode(err) != fault.CodeValidation {
 			t.Fatalf("weak new password: %v", err)
 		}
 		if err := f.svc.ResetPassword(ctx, token[1], "brand new passphrase"); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.svc.ResetPassword(ctx, token[1], "second new passphrase"); apiCode(err) != api.CodeValidation {
+		if err := f.svc.ResetPassword(ctx, token[1], "second new passphrase"); apiCode(err) != fault.CodeValidation {
 			t.Fatalf("reset link reused: %v", err)
 		}
 		req := httptest.NewRequest("GET", "/", nil)
@@ -313,7 +313,7 @@ func TestPasswordResetByEmailOnce(t *testing.T) {
 		f.svc.RequestPasswordReset(ctx, "alice@example.com")
 		token = regexp.MustCompile(`reset-password\?token=(\S+)`).FindStringSubmatch(f.mail.last().Body)
 		f.clock.Advance(2 * time.Hour)
-		if err := f.svc.ResetPassword(ctx, token[1], "third new passphrase"); apiCode(err) != api.CodeValidation {
+		if err := f.svc.ResetPassword(ctx, token[1], "third new passphrase"); apiCode(err) != fault.CodeValidation {
 			t.Fatalf("expired link: %v", err)
 		}
 	})

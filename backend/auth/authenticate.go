@@ -9,9 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"gorm.io/gorm"
-
-	"github.com/nimbus-build/nimbus/backend/api"
 )
 
 // CookieName is the session cookie.
@@ -20,27 +19,27 @@ const CookieName = "nimbus_session"
 // HeaderCSRF must accompany every cookie-authenticated write.
 const HeaderCSRF = "X-CSRF-Token"
 
-var errBadToken = api.Unauthenticated("the token is invalid, expired or revoked")
+var errBadToken = fault.Unauthenticated("the token is invalid, expired or revoked")
 
 // CreateToken issues a personal access token; the secret is returned once and stored hashed.
 func (s *Service) CreateToken(ctx context.Context, u *User, name string, scopes []string, expiresAt *time.Time) (string, *AccessToken, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 100 {
-		return "", nil, api.Invalid("name", "name must be 1–100 characters")
+		return "", nil, fault.Invalid("name", "name must be 1–100 characters")
 	}
 	if len(scopes) == 0 {
-		return "", nil, api.Invalid("scopes", "at least one scope is required (known: %s)", strings.Join(AllScopes, ", "))
+		return "", nil, fault.Invalid("scopes", "at least one scope is required (known: %s)", strings.Join(AllScopes, ", "))
 	}
 	sc, err := ParseScopes(scopes)
 	if err != nil {
-		return "", nil, api.Invalid("scopes", "%s", err.Error())
+		return "", nil, fault.Invalid("scopes", "%s", err.Error())
 	}
 	if sc.Has(ScopeAdmin) && !u.IsAdmin {
-		return "", nil, api.Forbidden("only platform admins may create tokens with the admin scope")
+		return "", nil, fault.Forbidden("only platform admins may create tokens with the admin scope")
 	}
 	now := s.clock.Now().UTC()
 	if expiresAt != nil && !expiresAt.After(now) {
-		return "", nil, api.Invalid("expires_at", "expires_at must be in the future")
+		return "", nil, fault.Invalid("expires_at", "expires_at must be in the future")
 	}
 	raw, err := NewToken(PrefixPersonal)
 	if err != nil {
@@ -66,7 +65,7 @@ func (s *Service) RevokeToken(ctx context.Context, userID, id int64) error {
 	var t AccessToken
 	err := s.db.WithContext(ctx).Where("id = ? AND user_id = ?", id, userID).Take(&t).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return api.NotFound("token not found")
+		return fault.NotFound("token not found")
 	}
 	if err != nil || t.RevokedAt != nil {
 		return err // revoking twice is a no-op
@@ -86,11 +85,11 @@ func (s *Service) Authenticate(ctx context.Context, r *http.Request) (*Principal
 		case "basic":
 			_, pass, ok := decodeBasic(cred)
 			if !ok {
-				return nil, api.Unauthenticated("malformed Basic credentials")
+				return nil, fault.Unauthenticated("malformed Basic credentials")
 			}
 			return s.principalForToken(ctx, pass)
 		default:
-			return nil, api.Unauthenticated("unsupported Authorization scheme %q (use Bearer)", scheme)
+			return nil, fault.Unauthenticated("unsupported Authorization scheme %q (use Bearer)", scheme)
 		}
 	}
 	if c, err := r.Cookie(CookieName); err == nil && c.Value != "" {
@@ -218,7 +217,7 @@ func checkCSRF(r *http.Request, p *Principal) error {
 	}
 	got := r.Header.Get(HeaderCSRF)
 	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(p.CSRFToken)) != 1 {
-		return api.Forbidden("missing or wrong %s header (the login response and GET /api/v1/user return it as csrf_token)", HeaderCSRF)
+		return fault.Forbidden("missing or wrong %s header (the login response and GET /api/v1/user return it as csrf_token)", HeaderCSRF)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // Handler serves /api/v1/auth/* and /api/v1/user/*.
@@ -91,10 +92,10 @@ func userJSON(u *User, csrf string) UserJSON {
 func RequireUser(c *gin.Context) (*Principal, error) {
 	p := From(c)
 	if p.User == nil {
-		return nil, api.Unauthenticated("sign in or send a token")
+		return nil, fault.Unauthenticated("sign in or send a token")
 	}
 	if p.Kind != KindSession && p.Kind != KindToken {
-		return nil, api.Forbidden("a %s token acts only on its own repository; use a personal access token", p.Kind)
+		return nil, fault.Forbidden("a %s token acts only on its own repository; use a personal access token", p.Kind)
 	}
 	return p, nil
 }
@@ -117,7 +118,7 @@ func (h *Handler) requireSession(c *gin.Context) (*Principal, error) {
 		return nil, err
 	}
 	if p.Kind != KindSession {
-		return nil, api.Forbidden("this needs a browser session (sign in); tokens cannot manage the account")
+		return nil, fault.Forbidden("this needs a browser session (sign in); tokens cannot manage the account")
 	}
 	return p, nil
 }
@@ -168,8 +169,8 @@ func (h *Handler) login(c *gin.Context) error {
 	u, err := h.svc.Login(c.Request.Context(), login, req.Password, c.ClientIP())
 	if err != nil {
 		// The header goes out with the error envelope that Handle writes.
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Code == api.CodeRateLimited {
+		var ae *fault.Error
+		if errors.As(err, &ae) && ae.Code == fault.CodeRateLimited {
 			if secs, ok := ae.Details["retry_after_seconds"].(int); ok {
 				c.Header("Retry-After", strconv.Itoa(secs))
 			}
@@ -304,11 +305,11 @@ func (h *Handler) createToken(c *gin.Context) error {
 	}
 	exp := req.ExpiresAt
 	if req.ExpiresAt != nil && req.ExpiresInDays != nil {
-		return api.Invalid("expires_in_days", "give expires_at or expires_in_days, not both")
+		return fault.Invalid("expires_in_days", "give expires_at or expires_in_days, not both")
 	}
 	if req.ExpiresInDays != nil {
 		if *req.ExpiresInDays < 1 || *req.ExpiresInDays > 3650 {
-			return api.Invalid("expires_in_days", "expires_in_days must be 1–3650")
+			return fault.Invalid("expires_in_days", "expires_in_days must be 1–3650")
 		}
 		t := h.svc.clock.Now().UTC().Add(time.Duration(*req.ExpiresInDays) * 24 * time.Hour)
 		exp = &t
@@ -327,7 +328,7 @@ func (h *Handler) revokeToken(c *gin.Context) error {
 	}
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil {
-		return api.NotFound("token not found")
+		return fault.NotFound("token not found")
 	}
 	if err := h.svc.RevokeToken(c.Request.Context(), p.User.ID, id); err != nil {
 		return err
@@ -379,3 +380,19 @@ func (h *Handler) revokeSession(c *gin.Context) error {
 	}
 	return api.NoContent(c)
 }
+
+const principalKey = "nimbus.principal"
+
+// From returns the request's principal (anonymous when the middleware did not run).
+func From(c *gin.Context) *Principal {
+	if v, ok := c.Get(principalKey); ok {
+		if p, ok := v.(*Principal); ok {
+			return p
+		}
+	}
+	a := anonymous
+	return &a
+}
+
+// set stores the principal on the request.
+func set(c *gin.Context, p *Principal) { c.Set(principalKey, p) }

@@ -1,9 +1,7 @@
 package auth
 
 import (
-	"github.com/gin-gonic/gin"
-
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // Kind says how a request authenticated.
@@ -65,7 +63,7 @@ func (p *Principal) Has(scope string) bool {
 // without it.
 func (p *Principal) Need(scope string) error {
 	if !p.Has(scope) {
-		return api.Forbidden("the token lacks the %s scope", scope)
+		return fault.Forbidden("the token lacks the %s scope", scope)
 	}
 	return nil
 }
@@ -73,19 +71,3 @@ func (p *Principal) Need(scope string) error {
 // IsPlatformAdmin reports whether the caller is a platform admin using a credential that may
 // act as one.
 func (p *Principal) IsPlatformAdmin() bool { return p.Has(ScopeAdmin) }
-
-const principalKey = "nimbus.principal"
-
-// From returns the request's principal (anonymous when the middleware did not run).
-func From(c *gin.Context) *Principal {
-	if v, ok := c.Get(principalKey); ok {
-		if p, ok := v.(*Principal); ok {
-			return p
-		}
-	}
-	a := anonymous
-	return &a
-}
-
-// set stores the principal on the request.
-func set(c *gin.Context, p *Principal) { c.Set(principalKey, p) }

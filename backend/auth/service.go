@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/mail"
 	"regexp"
 	"strings"
@@ -14,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	nmail "github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
@@ -71,7 +70,7 @@ func (s *Service) RegisterTokenResolver(prefix string, r TokenResolver) { s.reso
 var (
 	usernameRE = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9_-]{0,37}[A-Za-z0-9])?$`)
 	// ErrInvalidCredentials is the one answer to every failed login, whatever failed.
-	errInvalidCredentials = api.Unauthenticated("invalid username, email or password")
+	errInvalidCredentials = fault.Unauthenticated("invalid username, email or password")
 )
 
 // ValidUsername reports whether name is a valid username (1–39 characters: letters, digits,
@@ -82,7 +81,7 @@ func normalizeEmail(email string) (string, error) {
 	email = strings.TrimSpace(email)
 	a, err := mail.ParseAddress(email)
 	if err != nil || a.Address != email || !strings.Contains(email, "@") || len(email) > 254 {
-		return "", api.Invalid("email", "email %q is not a valid address", email)
+		return "", fault.Invalid("email", "email %q is not a valid address", email)
 	}
 	return email, nil
 }
@@ -90,14 +89,14 @@ func normalizeEmail(email string) (string, error) {
 // Signup creates an account. The first account of an install becomes its platform admin.
 func (s *Service) Signup(ctx context.Context, username, email, password string) (*User, error) {
 	if !ValidUsername(username) {
-		return nil, api.Invalid("username", "username must be 1–39 letters, digits, '-' or '_', starting and ending with a letter or digit")
+		return nil, fault.Invalid("username", "username must be 1–39 letters, digits, '-' or '_', starting and ending with a letter or digit")
 	}
 	email, err := normalizeEmail(email)
 	if err != nil {
 		return nil, err
 	}
 	if msg := CheckPasswordRules(password, username, email); msg != "" {
-		return nil, api.Invalid("password", "%s", msg)
+		return nil, fault.Invalid("password", "%s", msg)
 	}
 	hash, err := hashPassword(password)
 	if err != nil {
@@ -115,7 +114,7 @@ func (s *Service) Signup(ctx context.Context, username, email, password string) 
 			return err
 		}
 		if taken > 0 {
-			return api.Conflict("username or email is already registered")
+			return fault.Conflict("username or email is already registered")
 		}
 		var count int64
 		if err := tx.Model(&User{}).Count(&count).Error; err != nil {
@@ -125,7 +124,7 @@ func (s *Service) Signup(ctx context.Context, username, email, password string) 
 		return tx.Create(u).Error
 	})
 	if store.IsUniqueViolation(err) {
-		return nil, api.Conflict("username or email is already registered")
+		return nil, fault.Conflict("username or email is already registered")
 	}
 	if err != nil {
 		return nil, err
@@ -140,7 +139,7 @@ func (s *Service) Signup(ctx context.Context, username, email, password string) 
 func (s *Service) Login(ctx context.Context, login, password, ip string) (*User, error) {
 	login = strings.TrimSpace(login)
 	if login == "" || password == "" {
-		return nil, api.Invalid("", "login and password are required")
+		return nil, fault.Invalid("", "login and password are required")
 	}
 	acctKey := "nimbus:ratelimit:login:acct:" + strings.ToLower(login)
 	ipKey := "nimbus:ratelimit:login:ip:" + ip
@@ -176,7 +175,7 @@ func (s *Service) Login(ctx context.Context, login, password, ip string) (*User,
 }
 
 func tooMany(wait time.Duration) error {
-	e := api.Errorf(http.StatusTooManyRequests, api.CodeRateLimited, "too many failed logins; try again in %d seconds", int(wait.Seconds())+1)
+	e := fault.New(fault.KindRateLimited, fault.CodeRateLimited, "too many failed logins; try again in %d seconds", int(wait.Seconds())+1)
 	e.Details = map[string]any{"retry_after_seconds": int(wait.Seconds()) + 1}
 	return e
 }
@@ -240,10 +239,10 @@ func (s *Service) Logout(ctx context.Context, sessionID string) error {
 // session of the user.
 func (s *Service) ChangePassword(ctx context.Context, u *User, current, next, keepSession string) error {
 	if err := checkPassword(u.PasswordHash, current); err != nil {
-		return api.Invalid("current_password", "current password is wrong")
+		return fault.Invalid("current_password", "current password is wrong")
 	}
 	if msg := CheckPasswordRules(next, u.Username, u.Email); msg != "" {
-		return api.Invalid("new_password", "%s", msg)
+		return fault.Invalid("new_password", "%s", msg)
 	}
 	return s.setPassword(ctx, s.db, u, next, keepSession)
 }
@@ -296,7 +295,7 @@ func (s *Service) RequestPasswordReset(ctx context.Context, email string) error 
 
 // ResetPassword sets a new password with a reset token, once, and ends every session.
 func (s *Service) ResetPassword(ctx context.Context, token, next string) error {
-	bad := api.Invalid("token", "the reset link is invalid, used or expired; ask for a new one")
+	bad := fault.Invalid("token", "the reset link is invalid, used or expired; ask for a new one")
 	var pr PasswordReset
 	err := s.db.WithContext(ctx).Where("token_hash = ?", HashToken(token)).Take(&pr).Error
 	now := s.clock.Now().UTC()
@@ -311,7 +310,7 @@ func (s *Service) ResetPassword(ctx context.Context, token, next string) error {
 		return err
 	}
 	if msg := CheckPasswordRules(next, u.Username, u.Email); msg != "" {
-		return api.Invalid("password", "%s", msg)
+		return fault.Invalid("password", "%s", msg)
 	}
 	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		// Claiming the link and setting the password commit together: of two concurrent uses of
@@ -332,7 +331,7 @@ func (s *Service) UserByName(ctx context.Context, username string) (*User, error
 	var u User
 	err := s.db.WithContext(ctx).Where("lower(username) = lower(?)", username).Take(&u).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("user %q not found", username)
+		return nil, fault.NotFound("user %q not found", username)
 	}
 	return &u, err
 }
@@ -342,7 +341,7 @@ func (s *Service) UserByEmail(ctx context.Context, email string) (*User, error) 
 	var u User
 	err := s.db.WithContext(ctx).Where("lower(email) = lower(?)", email).Take(&u).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("no user with that email")
+		return nil, fault.NotFound("no user with that email")
 	}
 	return &u, err
 }
@@ -352,7 +351,7 @@ func (s *Service) UserByID(ctx context.Context, id int64) (*User, error) {
 	var u User
 	err := s.db.WithContext(ctx).Take(&u, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("user not found")
+		return nil, fault.NotFound("user not found")
 	}
 	return &u, err
 }
@@ -388,7 +387,7 @@ func (s *Service) SetAdmin(ctx context.Context, username string, admin bool) err
 		return res.Error
 	}
 	if res.RowsAffected == 0 {
-		return api.NotFound("user %q not found", username)
+		return fault.NotFound("user %q not found", username)
 	}
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // PublicSessionID derives the id the API shows for a session. Session.ID is the SHA-256 of the
@@ -45,5 +45,5 @@ func (s *Service) RevokeSession(ctx context.Context, userID int64, publicID stri
 		}
 		return nil
 	}
-	return api.NotFound("session not found")
+	return fault.NotFound("session not found")
 }

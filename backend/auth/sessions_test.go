@@ -9,8 +9,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
 
@@ -44,12 +44,12 @@ func TestListAndRevokeSessions(t *testing.T) {
 			id   string
 			want string // the API error code; "" for success
 		}{
-			{"unknown id", alice.ID, "0123456789abcdef", api.CodeNotFound},
-			{"empty id", alice.ID, "", api.CodeNotFound},
-			{"the lookup key instead of the public id", alice.ID, old.ID, api.CodeNotFound},
-			{"another user's session", alice.ID, auth.PublicSessionID(bobs.ID), api.CodeNotFound},
+			{"unknown id", alice.ID, "0123456789abcdef", fault.CodeNotFound},
+			{"empty id", alice.ID, "", fault.CodeNotFound},
+			{"the lookup key instead of the public id", alice.ID, old.ID, fault.CodeNotFound},
+			{"another user's session", alice.ID, auth.PublicSessionID(bobs.ID), fault.CodeNotFound},
 			{"own session", alice.ID, pub, ""},
-			{"own session again", alice.ID, pub, api.CodeNotFound},
+			{"own session again", alice.ID, pub, fault.CodeNotFound},
 		} {
 			err := f.svc.RevokeSession(ctx, tc.user, tc.id)
 			if got := apiCode(err); got != tc.want || (tc.want == "" && err != nil) {
@@ -73,7 +73,7 @@ func TestListAndRevokeSessions(t *testing.T) {
 		if list, _ := f.svc.ListSessions(ctx, alice.ID); len(list) != 0 {
 			t.Fatalf("expired sessions are listed: %+v", list)
 		}
-		if err := f.svc.RevokeSession(ctx, alice.ID, auth.PublicSessionID(recent.ID)); apiCode(err) != api.CodeNotFound {
+		if err := f.svc.RevokeSession(ctx, alice.ID, auth.PublicSessionID(recent.ID)); apiCode(err) != fault.CodeNotFound {
 			t.Fatalf("revoking an expired session: %v", err)
 		}
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/runnerclass"
 	"github.com/nimbus-build/nimbus/backend/webhook"
@@ -73,7 +74,7 @@ func (h *Handler) load(c *gin.Context, write bool) (*org.Org, *Account, error) {
 		if p.Authenticated() {
 			return nil, nil, org.NotFound(c.Param("org"))
 		}
-		return nil, nil, api.Unauthenticated("sign in or send a token")
+		return nil, nil, fault.Unauthenticated("sign in or send a token")
 	}
 	o, role, err := h.orgs.Access(c.Request.Context(), p, c.Param("org"))
 	if err != nil {
@@ -87,7 +88,7 @@ func (h *Handler) load(c *gin.Context, write bool) (*org.Org, *Account, error) {
 		return nil, nil, err
 	}
 	if !role.CanBilling() {
-		return nil, nil, api.Forbidden("billing needs the billing, admin or owner role in %s (you are %s)", o.Name, role)
+		return nil, nil, fault.Forbidden("billing needs the billing, admin or owner role in %s (you are %s)", o.Name, role)
 	}
 	a, err := h.svc.AccountOf(c.Request.Context(), o.ID)
 	if err != nil {
@@ -263,7 +264,7 @@ func nullable(field string, raw json.RawMessage) (s *string, set bool, err error
 	}
 	var v string
 	if err := json.Unmarshal(raw, &v); err != nil {
-		return nil, false, api.BadRequest("field %q must be a string or null", field)
+		return nil, false, fault.BadRequest("field %q must be a string or null", field)
 	}
 	return &v, true, nil
 }
@@ -278,7 +279,7 @@ func amountSetting(field string, raw json.RawMessage) (**Amount, error) {
 	if s != nil {
 		a, err := ParseAmount(*s)
 		if err != nil {
-			return nil, api.Invalid(field, "%s must be a decimal amount of at least 0 such as \"100.00\", or null", field)
+			return nil, fault.Invalid(field, "%s must be a decimal amount of at least 0 such as \"100.00\", or null", field)
 		}
 		v = &a
 	}
@@ -299,7 +300,7 @@ func (h *Handler) webhookSetting(raw json.RawMessage) (*string, error) {
 		return &v, nil
 	}
 	if bad := webhook.CheckURL(v, h.cfg.AllowPrivateWebhooks); bad != "" {
-		return nil, api.Invalid("alert_webhook_url", "alert_webhook_url %s, or null", bad)
+		return nil, fault.Invalid("alert_webhook_url", "alert_webhook_url %s, or null", bad)
 	}
 	return &v, nil
 }
@@ -448,7 +449,7 @@ func notificationJSON(n *Notification) NotificationJSON {
 func parseMoney(field, s string) (Amount, error) {
 	a, err := ParseAmount(s)
 	if err != nil || a <= 0 {
-		return 0, api.Invalid(field, "%s must be a decimal amount above 0 such as \"100.00\"", field)
+		return 0, fault.Invalid(field, "%s must be a decimal amount above 0 such as \"100.00\"", field)
 	}
 	return a, nil
 }
@@ -484,10 +485,10 @@ const maxNote = 500
 func (h *Handler) grant(c *gin.Context) error {
 	p := auth.From(c)
 	if !p.Authenticated() {
-		return api.Unauthenticated("sign in or send a token")
+		return fault.Unauthenticated("sign in or send a token")
 	}
 	if !p.IsPlatformAdmin() {
-		return api.Forbidden("only platform admins grant credit (a token needs the admin scope)")
+		return fault.Forbidden("only platform admins grant credit (a token needs the admin scope)")
 	}
 	o, err := h.orgs.ByName(c.Request.Context(), c.Param("org"))
 	if err != nil {
@@ -510,11 +511,11 @@ func (h *Handler) grant(c *gin.Context) error {
 	}
 	note := strings.TrimSpace(req.Note)
 	if len(note) > maxNote || strings.ContainsAny(note, "\r\n\x00") {
-		return api.Invalid("note", "note must be one line of at most %d bytes", maxNote)
+		return fault.Invalid("note", "note must be one line of at most %d bytes", maxNote)
 	}
 	key := c.GetHeader("Idempotency-Key")
 	if len(key) > 200 || strings.Trim(key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:") != "" {
-		return api.BadRequest("Idempotency-Key must be at most 200 letters, digits and -_.:")
+		return fault.BadRequest("Idempotency-Key must be at most 200 letters, digits and -_.:")
 	}
 	// Who granted is part of the record.
 	full := "granted by " + p.User.Username
@@ -539,12 +540,20 @@ func (h *Handler) webhook(c *gin.Context) error {
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "request body exceeds %d bytes", api.MaxJSONBody)
+			return fault.TooLarge("request body exceeds %d bytes", api.MaxJSONBody)
 		}
-		return api.BadRequest("reading the body: %v", err)
+		return fault.BadRequest("reading the body: %v", err)
 	}
 	if err := h.stripe.HandleWebhook(c.Request.Context(), payload, c.GetHeader("Stripe-Signature")); err != nil {
 		return err
 	}
 	return api.JSON(c, http.StatusOK, gin.H{"received": true})
+}
+
+// pricing answers GET /pricing to anyone signed in or holding a token.
+func (h *Handler) pricing(c *gin.Context) error {
+	if !auth.From(c).Authenticated() {
+		return fault.Unauthenticated("sign in or send a token")
+	}
+	return api.JSON(c, http.StatusOK, h.svc.Pricing(h.cfg.Classes, h.cfg.ZoneName))
 }

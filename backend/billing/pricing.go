@@ -2,14 +2,9 @@ package billing
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
-	"github.com/nimbus-build/nimbus/backend/api"
-	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/internal/human"
 	"github.com/nimbus-build/nimbus/backend/runnerclass"
 )
@@ -122,12 +117,4 @@ func coreHoursText(coreSeconds int64) string {
 		return fmt.Sprint(h)
 	}
 	return fmt.Sprintf("%.2f", float64(coreSeconds)/3600)
-}
-
-// pricing answers GET /pricing to anyone signed in or holding a token.
-func (h *Handler) pricing(c *gin.Context) error {
-	if !auth.From(c).Authenticated() {
-		return api.Unauthenticated("sign in or send a token")
-	}
-	return api.JSON(c, http.StatusOK, h.svc.Pricing(h.cfg.Classes, h.cfg.ZoneName))
 }

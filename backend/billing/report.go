@@ -16,7 +16,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
@@ -136,14 +137,14 @@ const MaxUsageDays = 366
 func (s *Service) Usage(ctx context.Context, accountID int64, from, to string) ([]UsageRow, error) {
 	start, err := time.ParseInLocation(time.DateOnly, from, s.cfg.Location)
 	if err != nil {
-		return nil, api.Invalid("from", "from must be a date such as 2026-06-01")
+		return nil, fault.Invalid("from", "from must be a date such as 2026-06-01")
 	}
 	last, err := time.ParseInLocation(time.DateOnly, to, s.cfg.Location)
 	if err != nil {
-		return nil, api.Invalid("to", "to must be a date such as 2026-06-30")
+		return nil, fault.Invalid("to", "to must be a date such as 2026-06-30")
 	}
 	if last.Before(start) || last.Sub(start) >= MaxUsageDays*24*time.Hour {
-		return nil, api.Invalid("to", "to must be on or after from, at most %d days later", MaxUsageDays-1)
+		return nil, fault.Invalid("to", "to must be on or after from, at most %d days later", MaxUsageDays-1)
 	}
 	end := last.AddDate(0, 0, 1)
 	rows, err := s.db.WithContext(ctx).Table("pipeline_billing").
@@ -248,7 +249,7 @@ func (s *Service) entries(ctx context.Context, accountID int64) *gorm.DB {
 }
 
 // Ledger returns a page of the account's ledger, newest first (the cursor is the transaction id).
-func (s *Service) Ledger(ctx context.Context, accountID int64, page api.Page) ([]Entry, error) {
+func (s *Service) Ledger(ctx context.Context, accountID int64, page paging.Page) ([]Entry, error) {
 	q := s.entries(ctx, accountID)
 	if page.After > 0 {
 		q = q.Where("ledger_txns.id < ?", page.After)
@@ -301,7 +302,7 @@ func (s *Service) withSettlements(ctx context.Context, es []Entry) error {
 func (s *Service) Statement(ctx context.Context, a *Account, month string, w io.Writer) error {
 	start, err := time.ParseInLocation("2006-01", month, s.cfg.Location)
 	if err != nil {
-		return api.NotFound("no statement for %q: want a month such as 2026-06", month)
+		return fault.NotFound("no statement for %q: want a month such as 2026-06", month)
 	}
 	end := start.AddDate(0, 1, 0)
 	var open struct{ Balance, Frozen Amount }
@@ -383,7 +384,7 @@ func csvText(s string) string {
 }
 
 // Notifications returns a page of the account's notifications, newest first (cursor: the id).
-func (s *Service) Notifications(ctx context.Context, accountID int64, page api.Page) ([]Notification, error) {
+func (s *Service) Notifications(ctx context.Context, accountID int64, page paging.Page) ([]Notification, error) {
 	q := s.db.WithContext(ctx).Where("account_id = ?", accountID)
 	if page.After > 0 {
 		q = q.Where("id < ?", page.After)
@@ -464,7 +465,7 @@ func (s *Service) Grant(ctx context.Context, accountID int64, amount Amount, key
 	}
 	e := found[0]
 	if !created && (e.Kind != KindGrant || e.Amount != amount || e.Note != note) {
-		return nil, false, api.Conflict("the Idempotency-Key was used for a different grant (%s %s: %q)", e.Amount.Display(), e.Kind, e.Note)
+		return nil, false, fault.Conflict("the Idempotency-Key was used for a different grant (%s %s: %q)", e.Amount.Display(), e.Kind, e.Note)
 	}
 	return &e, created, nil
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/stripe/stripe-go/v76/webhook"
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
@@ -110,10 +110,10 @@ func minorUnit(currency string) Amount {
 // units (Stripe charges whole fen, not fractions of one).
 func (st *Stripe) CheckTopup(currency string, amount Amount) error {
 	if amount < st.cfg.Min || amount > st.cfg.Max {
-		return api.Invalid("amount", "a top-up is from %s to %s %s", st.cfg.Min.Display(), st.cfg.Max.Display(), currency)
+		return fault.Invalid("amount", "a top-up is from %s to %s %s", st.cfg.Min.Display(), st.cfg.Max.Display(), currency)
 	}
 	if amount%minorUnit(currency) != 0 {
-		return api.Invalid("amount", "%s amounts have at most %d decimals", currency, decimalsOf(currency))
+		return fault.Invalid("amount", "%s amounts have at most %d decimals", currency, decimalsOf(currency))
 	}
 	return nil
 }
@@ -132,7 +132,7 @@ type Checkout struct {
 }
 
 // ErrStripeUnavailable means the Stripe API failed or did not answer.
-var ErrStripeUnavailable = api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "Stripe did not answer; try again in a moment")
+var ErrStripeUnavailable = fault.Unavailable("Stripe did not answer; try again in a moment")
 
 // Checkout creates a Checkout Session that pays amount into account a (of org orgName).
 func (st *Stripe) Checkout(ctx context.Context, a *Account, orgName string, amount Amount) (*Checkout, error) {
@@ -141,7 +141,7 @@ func (st *Stripe) Checkout(ctx context.Context, a *Account, orgName string, amou
 		return nil, err
 	}
 	if !st.Enabled() {
-		return nil, api.Conflict("top-ups are disabled: no Stripe key configured (a platform admin can still grant credit)")
+		return nil, fault.Conflict("top-ups are disabled: no Stripe key configured (a platform admin can still grant credit)")
 	}
 	cust, err := st.customerOf(ctx, a, orgName)
 	if err != nil {
@@ -263,30 +263,30 @@ type chargeObject struct {
 // including events Nimbus does not use.
 func (st *Stripe) HandleWebhook(ctx context.Context, payload []byte, signature string) error {
 	if st.cfg.WebhookSecret == "" {
-		return api.BadRequest("Stripe webhooks are not accepted: no NIMBUS_STRIPE_WEBHOOK_SECRET is configured")
+		return fault.BadRequest("Stripe webhooks are not accepted: no NIMBUS_STRIPE_WEBHOOK_SECRET is configured")
 	}
 	// The API version of the events is the webhook endpoint's, set in Stripe's dashboard; the
 	// fields read here are the same in every version, so a mismatch is no reason to refuse.
 	ev, err := webhook.ConstructEventWithOptions(payload, signature, st.cfg.WebhookSecret,
 		webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
 	if err != nil {
-		return api.BadRequest("invalid Stripe webhook: %v", err)
+		return fault.BadRequest("invalid Stripe webhook: %v", err)
 	}
 	if ev.Data == nil {
-		return api.BadRequest("invalid Stripe webhook: the event has no data")
+		return fault.BadRequest("invalid Stripe webhook: the event has no data")
 	}
 	log := st.log.With("stripe_event", ev.ID, "type", ev.Type)
 	switch ev.Type {
 	case "checkout.session.completed", "checkout.session.async_payment_succeeded":
 		var s checkoutSessionObject
 		if err := json.Unmarshal(ev.Data.Raw, &s); err != nil {
-			return api.BadRequest("invalid Stripe webhook: checkout session: %v", err)
+			return fault.BadRequest("invalid Stripe webhook: checkout session: %v", err)
 		}
 		return st.credit(ctx, log, &s)
 	case "charge.refunded":
 		var ch chargeObject
 		if err := json.Unmarshal(ev.Data.Raw, &ch); err != nil {
-			return api.BadRequest("invalid Stripe webhook: charge: %v", err)
+			return fault.BadRequest("invalid Stripe webhook: charge: %v", err)
 		}
 		return st.refund(ctx, log, &ch)
 	}
@@ -381,7 +381,7 @@ func (st *Stripe) refund(ctx context.Context, log *slog.Logger, ch *chargeObject
 	debited, err := st.svc.refundCharge(ctx, a.ID, ch.ID, string(ch.PaymentIntent), refunded)
 	if errors.Is(err, errNotCredited) {
 		log.WarnContext(ctx, "stripe: refund of a payment not credited yet; Stripe will deliver it again", "charge", ch.ID)
-		return api.Conflict("charge %s refunds payment %s, which is not credited yet; deliver the event again later", ch.ID, ch.PaymentIntent)
+		return fault.Conflict("charge %s refunds payment %s, which is not credited yet; deliver the event again later", ch.ID, ch.PaymentIntent)
 	}
 	if err != nil {
 		return err

@@ -16,10 +16,10 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
@@ -359,7 +359,7 @@ main:
 		}
 		for _, tt := range tests {
 			_, err := f.builds.Manual(ctx, f.access, f.user, tt.branch, tt.event, tt.env)
-			if ae, ok := err.(*api.Error); !ok || ae.Status != 422 {
+			if ae, ok := err.(*fault.Error); !ok || ae.Kind != fault.KindInvalid {
 				t.Errorf("manual %s %s %v: %v, want 422", tt.branch, tt.event, tt.env, err)
 			}
 		}
@@ -438,7 +438,7 @@ main:
 		}
 		if _, err := f.builds.OpenWorkspace(ctx, f.access, f.user, "nope"); err == nil {
 			t.Fatal("a workspace on a branch that does not exist opened")
-		} else if ae, ok := err.(*api.Error); !ok || ae.Status != 422 {
+		} else if ae, ok := err.(*fault.Error); !ok || ae.Kind != fault.KindInvalid {
 			t.Fatalf("unknown branch: %v, want 422", err)
 		}
 	})
@@ -530,8 +530,8 @@ main:
 		}
 		orig := bs[0]
 		isConflict := func(err error) bool {
-			var ae *api.Error
-			return errors.As(err, &ae) && ae.Code == api.CodeConflict
+			var ae *fault.Error
+			return errors.As(err, &ae) && ae.Code == fault.CodeConflict
 		}
 		if _, err := f.builds.RerunFailed(ctx, f.access, f.user, orig); !isConflict(err) {
 			t.Fatalf("a queued build's failed jobs re-run: %v", err)

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
@@ -52,14 +52,14 @@ func (s *Service) Buttons(ctx context.Context, a *repo.Access, user *auth.User, 
 	}
 	if unusable(err) {
 		// Over the size limit, or a directory: the author's to fix, said like a broken file.
-		return nil, api.Invalid("file", "%s: %v", ButtonsFile, fileError(err))
+		return nil, fault.Invalid("file", "%s: %v", ButtonsFile, fileError(err))
 	}
 	if err != nil {
 		return nil, err
 	}
 	file, err := spec.ParseButtons(raw)
 	if err != nil {
-		return nil, api.Invalid("file", "%v", err)
+		return nil, fault.Invalid("file", "%v", err)
 	}
 	out := []Button{}
 	for _, b := range file.For(branch) {
@@ -114,15 +114,15 @@ func (s *Service) Press(ctx context.Context, a *repo.Access, user *auth.User, br
 	}
 	i := slices.IndexFunc(bs, func(b Button) bool { return b.Name == name })
 	if i < 0 {
-		return nil, api.NotFound("no button %q for branch %s in %s", name, branch, ButtonsFile)
+		return nil, fault.NotFound("no button %q for branch %s in %s", name, branch, ButtonsFile)
 	}
 	b := bs[i]
 	if !b.Allowed {
-		return nil, api.Forbidden("%s", b.Why)
+		return nil, fault.Forbidden("%s", b.Why)
 	}
 	env, err := b.PressEnv(inputs)
 	if err != nil {
-		return nil, api.Invalid("inputs", "%v", err)
+		return nil, fault.Invalid("inputs", "%v", err)
 	}
 	return s.Manual(ctx, a, user, branch, b.Event, env)
 }

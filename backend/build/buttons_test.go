@@ -10,6 +10,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
@@ -48,9 +49,9 @@ const buttonsFile = `branch:
 `
 
 func errStatus(err error) int {
-	var ae *api.Error
+	var ae *fault.Error
 	if errors.As(err, &ae) {
-		return ae.Status
+		return api.Status(ae.Kind)
 	}
 	return 0
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/repo"
@@ -59,7 +59,7 @@ func (s *Service) EventsFor(ctx context.Context, a *repo.Access, branch string) 
 	defer rd.Close()
 	commit, err := rd.Resolve("refs/heads/" + branch)
 	if errors.Is(err, git.ErrUnknownRevision) || errors.Is(err, git.ErrInvalid) {
-		return nil, api.Invalid("branch", "branch %q does not exist", branch)
+		return nil, fault.Invalid("branch", "branch %q does not exist", branch)
 	}
 	if err != nil {
 		return nil, err

@@ -12,9 +12,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -165,7 +167,7 @@ func (h *Handler) press(c *gin.Context) error {
 	}
 	return h.Start(c, "start builds", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
 		if req.Button == "" {
-			return nil, api.Invalid("button", "name the button to press")
+			return nil, fault.Invalid("button", "name the button to press")
 		}
 		return h.svc.Press(c.Request.Context(), a, u, req.Branch, req.Button, req.Inputs)
 	})
@@ -303,7 +305,7 @@ func (h *Handler) readBuild(c *gin.Context) (*Build, error) {
 	}
 	n, err := strconv.ParseInt(c.Param("number"), 10, 64)
 	if err != nil {
-		return nil, api.NotFound("build not found")
+		return nil, fault.NotFound("build not found")
 	}
 	return h.svc.Get(c.Request.Context(), a.Repo.ID, n)
 }
@@ -371,7 +373,7 @@ func (h *Handler) trigger(c *gin.Context) error {
 // builds").
 func (h *Handler) Start(c *gin.Context, what string, req any, run func(a *repo.Access, u *auth.User) (*Build, error)) error {
 	if auth.From(c).Kind == auth.KindJob {
-		return api.Forbidden("a pipeline's job token cannot %s", what)
+		return fault.Forbidden("a pipeline's job token cannot %s", what)
 	}
 	a, err := repo.Load(c, h.repos, repo.Write)
 	if err != nil {
@@ -429,7 +431,7 @@ func WorkspaceState(p Pipeline) string {
 // buildOf authorizes a change to the route's build (cancel, rerun) and loads it.
 func (h *Handler) buildOf(c *gin.Context) (*repo.Access, *Build, error) {
 	if auth.From(c).Kind == auth.KindJob {
-		return nil, nil, api.Forbidden("a pipeline's job token cannot cancel or re-run builds")
+		return nil, nil, fault.Forbidden("a pipeline's job token cannot cancel or re-run builds")
 	}
 	a, err := repo.Load(c, h.repos, repo.Write)
 	if err != nil {
@@ -437,7 +439,7 @@ func (h *Handler) buildOf(c *gin.Context) (*repo.Access, *Build, error) {
 	}
 	n, err := strconv.ParseInt(c.Param("number"), 10, 64)
 	if err != nil || n <= 0 {
-		return nil, nil, api.NotFound("build not found")
+		return nil, nil, fault.NotFound("build not found")
 	}
 	b, err := h.svc.Get(c.Request.Context(), a.Repo.ID, n)
 	return a, b, err
@@ -470,7 +472,7 @@ func (h *Handler) rerun(c *gin.Context) error {
 	case "true":
 		nb, err = h.svc.RerunFailed(c.Request.Context(), a, auth.From(c).User, b)
 	default:
-		return api.Invalid("failed", "failed must be true or false")
+		return fault.Invalid("failed", "failed must be true or false")
 	}
 	if err != nil {
 		return err
@@ -652,4 +654,34 @@ func (h *Handler) Describe(ctx context.Context, repoID, n int64) (JSON, error) {
 		return JSON{}, err
 	}
 	return out[0], nil
+}
+
+// metrics is GET /repos/{org}/{repo}/metrics?branch=&name=: the metric names reported on the
+// branch (the repo's default branch when none is given) and, with name, its series.
+func (h *Handler) metrics(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Read)
+	if err != nil {
+		return err
+	}
+	branch, name := c.Query("branch"), c.Query("name")
+	if branch == "" {
+		branch = a.Repo.DefaultBranch
+	}
+	if len(branch) > 255 {
+		return fault.Invalid("branch", "a branch name is at most 255 characters")
+	}
+	if name != "" && !protocol.ValidMetricName(name) {
+		return fault.Invalid("name", "a metric name is 1 to %d letters, digits and _.-/", protocol.MaxMetricName)
+	}
+	ctx := c.Request.Context()
+	out := SeriesJSON{Branch: branch, Name: name, Points: []Point{}}
+	if out.Names, err = h.svc.MetricNames(ctx, a.Repo.ID, branch); err != nil {
+		return err
+	}
+	if name != "" {
+		if out.Points, err = h.svc.Series(ctx, a.Repo.ID, branch, name); err != nil {
+			return err
+		}
+	}
+	return api.JSON(c, http.StatusOK, out)
 }

@@ -13,7 +13,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // cnb:resolve and cnb:await order pipelines of one build (../../shared/cnb-reference.md §2.3,
@@ -62,7 +62,7 @@ func (s *Service) Resolve(ctx context.Context, p *Pipeline, key string, data map
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
-		return api.Invalid("data", "data must be JSON: %v", err)
+		return fault.Invalid("data", "data must be JSON: %v", err)
 	}
 	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&BuildKey{BuildID: p.BuildID, Key: key,
 		PipelineID: p.ID, Data: string(raw), ResolvedAt: s.clock.Now().UTC()})
@@ -70,7 +70,7 @@ func (s *Service) Resolve(ctx context.Context, p *Pipeline, key string, data map
 		return res.Error
 	}
 	if res.RowsAffected == 0 {
-		return api.Conflict("%s key %q was resolved already in this build", deadLock, key)
+		return fault.Conflict("%s key %q was resolved already in this build", deadLock, key)
 	}
 	return nil
 }
@@ -100,7 +100,7 @@ func (s *Service) Await(ctx context.Context, p *Pipeline, key string) (map[strin
 	if why, err := s.deadLock(ctx, p, key); err != nil || why != "" {
 		if why != "" {
 			db.Where("pipeline_id = ? AND key = ?", p.ID, key).Delete(&BuildWait{})
-			return nil, false, api.Conflict("%s %s", deadLock, why)
+			return nil, false, fault.Conflict("%s %s", deadLock, why)
 		}
 		return nil, false, err
 	}
@@ -114,7 +114,7 @@ func (s *Service) EndAwait(ctx context.Context, p *Pipeline) error {
 
 func checkKey(key string) error {
 	if strings.TrimSpace(key) == "" || len(key) > 200 {
-		return api.Invalid("key", "a key is 1 to 200 characters")
+		return fault.Invalid("key", "a key is 1 to 200 characters")
 	}
 	return nil
 }

@@ -29,11 +29,12 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 	for _, v := range layering.Check(code, rules) {
 		t.Error(v)
 	}
-	// Reads too: build's tables are read through build's exported reads (build.Reads), so a
+	// Reads too: build's tables are read through build's exported reads (reads.go), so a
 	// renamed column breaks build alone. Tests may look at rows to assert what a service did.
 	for _, v := range layering.CheckReads(code, rules[:1], false) {
 		t.Error(v)
 	}
+	checkHTTP(t, code) // only handler files speak HTTP (httprule_test.go)
 	domains := []string{"artifacts", "auth", "billing", "build", "git", "logs", "org", "registry", "repo", "scheduler"}
 	imports := []layering.ImportRule{
 		{From: module + "/backend/build", To: module + "/backend/scheduler", Why: "the scheduler drives builds through build.Lifecycle, never the reverse"},

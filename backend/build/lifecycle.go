@@ -12,7 +12,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
@@ -99,9 +99,9 @@ type Lifecycle interface {
 
 var _ Lifecycle = (*Service)(nil)
 
-// ErrLeaseLost answers a call about a lease the server no longer honours (HTTP 409): the
-// agent must stop that pipeline.
-var ErrLeaseLost = &api.Error{Status: 409, Code: protocol.ErrCodeLeaseLost, Message: "the lease is no longer valid: stop this pipeline"}
+// ErrLeaseLost answers a call about a lease the server no longer honours (a conflict, which
+// the agent reads as a 409 lease_lost): the agent must stop that pipeline.
+var ErrLeaseLost = &fault.Error{Kind: fault.KindConflict, Code: protocol.ErrCodeLeaseLost, Message: "the lease is no longer valid: stop this pipeline"}
 
 // Lease is what a claim records on the pipeline: who holds it, until when, and the hash of the
 // job token its jobs authenticate with.
@@ -373,7 +373,7 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 			}
 			var j Job
 			if err := tx.Where("id = ? AND pipeline_id = ?", ev.JobID, p.ID).Take(&j).Error; err != nil {
-				return api.NotFound("job %d is not part of this pipeline", ev.JobID)
+				return fault.NotFound("job %d is not part of this pipeline", ev.JobID)
 			}
 			if err := tx.Model(&Job{}).Where("id = ? AND status = ?", j.ID, StatusQueued).
 				Updates(map[string]any{"status": StatusRunning, "started_at": now}).Error; err != nil {
@@ -383,16 +383,16 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 				Updates(map[string]any{"status": StatusRunning, "started_at": now}).Error
 		case protocol.EventJobFinished:
 			if !Terminal(ev.Status) {
-				return api.Invalid("status", "job_finished needs a final status, not %q", ev.Status)
+				return fault.Invalid("status", "job_finished needs a final status, not %q", ev.Status)
 			}
 			var j Job
 			if err := tx.Where("id = ? AND pipeline_id = ?", ev.JobID, p.ID).Take(&j).Error; err != nil {
-				return api.NotFound("job %d is not part of this pipeline", ev.JobID)
+				return fault.NotFound("job %d is not part of this pipeline", ev.JobID)
 			}
 			set := map[string]any{"status": ev.Status, "exit_code": ev.ExitCode, "finished_at": now}
 			if im := ev.Image; im != nil {
 				if len(im.Ref) > 1000 || len(im.Digest) > 1000 {
-					return api.Invalid("image", "an image reference and digest are at most 1000 characters")
+					return fault.Invalid("image", "an image reference and digest are at most 1000 characters")
 				}
 				set["image"], set["image_digest"] = im.Ref, im.Digest
 			}
@@ -415,7 +415,7 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 			finishedJob = j.ID
 			return settleStage(tx, j.StageID, now)
 		default:
-			return api.Invalid("kind", "unknown event kind %q", ev.Kind)
+			return fault.Invalid("kind", "unknown event kind %q", ev.Kind)
 		}
 	})
 	if err != nil {
@@ -434,7 +434,7 @@ func (s *Service) Finish(ctx context.Context, agentID, leaseID string, req proto
 	switch req.Status {
 	case StatusSuccess, StatusFailed, StatusCancelled:
 	default:
-		return nil, false, api.Invalid("status", "a pipeline finishes success, failed or cancelled, not %q", req.Status)
+		return nil, false, fault.Invalid("status", "a pipeline finishes success, failed or cancelled, not %q", req.Status)
 	}
 	p, err := s.pipelineOfLease(ctx, agentID, leaseID)
 	if err != nil {
@@ -507,7 +507,7 @@ func (s *Service) CheckJob(ctx context.Context, agentID, leaseID string, jobID i
 		return err
 	}
 	if n == 0 {
-		return api.NotFound("job %d is not part of this pipeline", jobID)
+		return fault.NotFound("job %d is not part of this pipeline", jobID)
 	}
 	return nil
 }

@@ -3,17 +3,14 @@ package build
 import (
 	"context"
 	"math"
-	"net/http"
 	"slices"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
-	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // Metrics across commits: a job reports a number as `##[set-output metric.<name>=<number>]`
@@ -46,7 +43,7 @@ const MaxSeriesPoints = 200
 // checked them; a bad one here is a bad client, refused whole.
 func keepMetrics(tx *gorm.DB, p *Pipeline, jobID int64, metrics map[string]float64, now time.Time) error {
 	if len(metrics) > protocol.MaxMetricsPerJob {
-		return api.Invalid("metrics", "a job reports at most %d metrics", protocol.MaxMetricsPerJob)
+		return fault.Invalid("metrics", "a job reports at most %d metrics", protocol.MaxMetricsPerJob)
 	}
 	var b Build
 	if err := tx.Where("id = ?", p.BuildID).Take(&b).Error; err != nil {
@@ -55,7 +52,7 @@ func keepMetrics(tx *gorm.DB, p *Pipeline, jobID int64, metrics map[string]float
 	rows := make([]Metric, 0, len(metrics))
 	for name, v := range metrics {
 		if !protocol.ValidMetricName(name) || math.IsNaN(v) || math.IsInf(v, 0) {
-			return api.Invalid("metrics", "metric %q=%v: a name of letters, digits and _.-/ and a finite number", name, v)
+			return fault.Invalid("metrics", "metric %q=%v: a name of letters, digits and _.-/ and a finite number", name, v)
 		}
 		rows = append(rows, Metric{RepoID: p.RepoID, BuildID: b.ID, PipelineID: p.ID, JobID: jobID, BuildNumber: b.Number,
 			Branch: b.Branch, CommitSHA: b.CommitSHA, Name: name, Value: v, CreatedAt: now})
@@ -121,34 +118,4 @@ type SeriesJSON struct {
 	Names  []string `json:"names"`
 	Name   string   `json:"name"`
 	Points []Point  `json:"points"`
-}
-
-// metrics is GET /repos/{org}/{repo}/metrics?branch=&name=: the metric names reported on the
-// branch (the repo's default branch when none is given) and, with name, its series.
-func (h *Handler) metrics(c *gin.Context) error {
-	a, err := repo.Load(c, h.repos, repo.Read)
-	if err != nil {
-		return err
-	}
-	branch, name := c.Query("branch"), c.Query("name")
-	if branch == "" {
-		branch = a.Repo.DefaultBranch
-	}
-	if len(branch) > 255 {
-		return api.Invalid("branch", "a branch name is at most 255 characters")
-	}
-	if name != "" && !protocol.ValidMetricName(name) {
-		return api.Invalid("name", "a metric name is 1 to %d letters, digits and _.-/", protocol.MaxMetricName)
-	}
-	ctx := c.Request.Context()
-	out := SeriesJSON{Branch: branch, Name: name, Points: []Point{}}
-	if out.Names, err = h.svc.MetricNames(ctx, a.Repo.ID, branch); err != nil {
-		return err
-	}
-	if name != "" {
-		if out.Points, err = h.svc.Series(ctx, a.Repo.ID, branch, name); err != nil {
-			return err
-		}
-	}
-	return api.JSON(c, http.StatusOK, out)
 }

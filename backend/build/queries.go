@@ -8,8 +8,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/paging"
 )
 
 // RunInfo is what an agent needs to know of a claimed pipeline beyond its Plan: its build, the
@@ -150,7 +151,7 @@ func (s *Service) RepoSchedules(ctx context.Context, repoID int64) ([]Schedule, 
 // ResolveJobToken authenticates a pipeline's CNB_TOKEN: valid only while the pipeline runs,
 // scoped to its repo (clone, push, registry), acting for the user who triggered the build.
 func (s *Service) ResolveJobToken(ctx context.Context, token string) (*auth.Principal, error) {
-	bad := api.Unauthenticated("the job token is invalid or its pipeline has finished")
+	bad := fault.Unauthenticated("the job token is invalid or its pipeline has finished")
 	var p Pipeline
 	err := s.db.WithContext(ctx).Omit("plan").Where("job_token_hash = ? AND status = ?", auth.HashToken(token), StatusRunning).Take(&p).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -189,7 +190,7 @@ func (s *Service) ProducerOf(ctx context.Context, pipelineID int64) (Producer, e
 }
 
 // List returns a page of the repo's builds, newest first (the cursor is the build number).
-func (s *Service) List(ctx context.Context, repoID int64, page api.Page) ([]Build, error) {
+func (s *Service) List(ctx context.Context, repoID int64, page paging.Page) ([]Build, error) {
 	q := s.db.WithContext(ctx).Where("repo_id = ?", repoID)
 	if page.After > 0 {
 		q = q.Where("number < ?", page.After)
@@ -204,7 +205,7 @@ func (s *Service) Get(ctx context.Context, repoID, n int64) (*Build, error) {
 	var b Build
 	err := s.db.WithContext(ctx).Where("repo_id = ? AND number = ?", repoID, n).Take(&b).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("build #%d not found", n)
+		return nil, fault.NotFound("build #%d not found", n)
 	}
 	return &b, err
 }
@@ -220,7 +221,7 @@ func (s *Service) JobRepo(ctx context.Context, jobID int64) (orgName, repoName s
 		Joins("JOIN repos ON repos.id = builds.repo_id").Joins("JOIN orgs ON orgs.id = repos.org_id").
 		Where("jobs.id = ?", jobID).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return "", "", api.NotFound("job %d not found", jobID)
+		return "", "", fault.NotFound("job %d not found", jobID)
 	}
 	return row.OrgName, row.RepoName, err
 }
@@ -293,7 +294,7 @@ func (s *Service) tree(ctx context.Context, bs []Build) (*tree, error) {
 
 // Pipelines returns a page of a build's pipelines in order, up to Limit+1 of them (api.NewList
 // wants the extra one): those after the page's cursor, pipelineKey of the last one seen.
-func (s *Service) Pipelines(ctx context.Context, buildID int64, page api.Page) ([]Pipeline, error) {
+func (s *Service) Pipelines(ctx context.Context, buildID int64, page paging.Page) ([]Pipeline, error) {
 	var out []Pipeline
 	err := s.db.WithContext(ctx).Omit("plan").Where("build_id = ? AND position >= ?", buildID, page.After).
 		Order("position").Limit(page.Limit + 1).Find(&out).Error

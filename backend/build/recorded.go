@@ -10,8 +10,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
@@ -37,7 +37,7 @@ func (s *Service) Recorded(ctx context.Context, repoID, pipelineID int64) (*Reco
 	var r Recorded
 	err := db.Where("id = ? AND repo_id = ?", pipelineID, repoID).Take(&r.Pipeline).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("pipeline %d not found", pipelineID)
+		return nil, fault.NotFound("pipeline %d not found", pipelineID)
 	}
 	if err != nil {
 		return nil, err
@@ -86,14 +86,14 @@ type Pin struct {
 // record): this only checks what only the build side can, the commit.
 func (s *Service) RerunExact(ctx context.Context, a *repo.Access, user *auth.User, orig *Build, pins map[int][]Pin) (*Build, error) {
 	if orig.Status == StatusFailed && orig.ErrorMessage != "" {
-		return nil, api.Conflict("build #%d never planned a pipeline (%s); push a fixed .cnb.yml instead", orig.Number, orig.ErrorMessage)
+		return nil, fault.Conflict("build #%d never planned a pipeline (%s); push a fixed .cnb.yml instead", orig.Number, orig.ErrorMessage)
 	}
 	if a.Repo.Archived {
-		return nil, api.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
+		return nil, fault.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
 	}
 	if _, err := git.Commit(ctx, s.repos.Path(a.Repo), orig.CommitSHA); err != nil {
 		if errors.Is(err, git.ErrUnknownRevision) {
-			return nil, api.Conflict("cannot re-run build #%d exactly: its commit %s is no longer in the repository", orig.Number, short(orig.CommitSHA))
+			return nil, fault.Conflict("cannot re-run build #%d exactly: its commit %s is no longer in the repository", orig.Number, short(orig.CommitSHA))
 		}
 		return nil, err
 	}

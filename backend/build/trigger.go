@@ -12,8 +12,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
@@ -171,7 +171,7 @@ func (s *Service) createAt(ctx context.Context, r *repo.Repo, branch string, rq 
 		if err == nil && c.broken() {
 			// A config the task gave is its input: refused, not a failed build.
 			d := c.cfg.Diagnostics().Filter(spec.SeverityError)[0]
-			return nil, api.Invalid("config", "config:%d:%d: %s", d.Pos.Line, d.Pos.Column, d.Message)
+			return nil, fault.Invalid("config", "config:%d:%d: %s", d.Pos.Line, d.Pos.Column, d.Message)
 		}
 	} else {
 		c, err = s.compile(rd, commit)
@@ -204,7 +204,7 @@ func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequ
 	depth := 0
 	for id := parent.BuildID; ; depth++ {
 		if depth >= MaxChildDepth {
-			return nil, api.Conflict("builds started by pipelines nest at most %d deep", MaxChildDepth)
+			return nil, fault.Conflict("builds started by pipelines nest at most %d deep", MaxChildDepth)
 		}
 		var b Build
 		if err := s.db.WithContext(ctx).Select("id, parent_build_id").Take(&b, id).Error; err != nil {
@@ -216,7 +216,7 @@ func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequ
 		id = *b.ParentBuildID
 	}
 	if !strings.HasPrefix(rq.Event, spec.EventAPITrigger) || !isManualEvent(rq.Event) {
-		return nil, api.Invalid("event", "a build a pipeline starts has an api_trigger or api_trigger_* event, not %q", rq.Event)
+		return nil, fault.Invalid("event", "a build a pipeline starts has an api_trigger or api_trigger_* event, not %q", rq.Event)
 	}
 	branch := rq.Branch
 	if branch == "" {
@@ -226,7 +226,7 @@ func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequ
 		return nil, err
 	}
 	if rq.Access.Repo.Archived {
-		return nil, api.Conflict("%s/%s is archived", rq.Access.Org.Name, rq.Access.Repo.Name)
+		return nil, fault.Conflict("%s/%s is archived", rq.Access.Org.Name, rq.Access.Repo.Name)
 	}
 	if rq.OriginPrefix != "" {
 		var pb Build
@@ -250,13 +250,13 @@ func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequ
 	b, err := s.createAt(ctx, rq.Access.Repo, branch, request{repo: rq.Access.Repo, org: rq.Access.Org, user: user, event: rq.Event,
 		branch: branch, trigger: spec.Trigger{Event: rq.Event, Branch: branch}, extraEnv: rq.Env, config: rq.Config, parent: parent})
 	if errors.Is(err, git.ErrUnknownRevision) || errors.Is(err, git.ErrInvalid) {
-		return nil, api.Invalid("branch", "branch %q does not exist", branch)
+		return nil, fault.Invalid("branch", "branch %q does not exist", branch)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if b == nil {
-		return nil, api.Invalid("event", "the .cnb.yml of %s declares no pipeline for %s", branch, rq.Event)
+		return nil, fault.Invalid("event", "the .cnb.yml of %s declares no pipeline for %s", branch, rq.Event)
 	}
 	return b, nil
 }
@@ -277,7 +277,7 @@ func (s *Service) Child(ctx context.Context, parent *Pipeline, slug string, numb
 	err := s.db.WithContext(ctx).Table("builds b").Select("b.*").Joins("JOIN repos r ON r.id = b.repo_id").Joins("JOIN orgs o ON o.id = r.org_id").
 		Where("o.name = ? AND r.name = ? AND b.number = ? AND b.parent_build_id = ?", orgName, repoName, number, parent.BuildID).Take(&b).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("build %s#%d was not started by this pipeline's build", slug, number)
+		return nil, fault.NotFound("build %s#%d was not started by this pipeline's build", slug, number)
 	}
 	if err != nil {
 		return nil, err
@@ -298,7 +298,7 @@ func (s *Service) Manual(ctx context.Context, a *repo.Access, user *auth.User, b
 		event = spec.EventWebTrigger
 	}
 	if !isManualEvent(event) {
-		return nil, api.Invalid("event", "manual builds use web_trigger, web_trigger_*, api_trigger or api_trigger_* events")
+		return nil, fault.Invalid("event", "manual builds use web_trigger, web_trigger_*, api_trigger or api_trigger_* events")
 	}
 	if branch == "" {
 		branch = a.Repo.DefaultBranch
@@ -307,7 +307,7 @@ func (s *Service) Manual(ctx context.Context, a *repo.Access, user *auth.User, b
 		return nil, err
 	}
 	if a.Repo.Archived {
-		return nil, api.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
+		return nil, fault.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
 	}
 	return s.manual(ctx, a, user, branch, event, env)
 }
@@ -319,7 +319,7 @@ func (s *Service) OpenWorkspace(ctx context.Context, a *repo.Access, user *auth.
 		branch = a.Repo.DefaultBranch
 	}
 	if a.Repo.Archived {
-		return nil, api.Conflict("%s/%s is archived; unarchive it to open workspaces", a.Org.Name, a.Repo.Name)
+		return nil, fault.Conflict("%s/%s is archived; unarchive it to open workspaces", a.Org.Name, a.Repo.Name)
 	}
 	return s.manual(ctx, a, user, branch, spec.EventVSCode, nil)
 }
@@ -329,13 +329,13 @@ func (s *Service) manual(ctx context.Context, a *repo.Access, user *auth.User, b
 	b, err := s.createAt(ctx, a.Repo, branch, request{repo: a.Repo, org: a.Org, user: user, event: event, branch: branch,
 		trigger: spec.Trigger{Event: event, Branch: branch}, extraEnv: env})
 	if errors.Is(err, git.ErrUnknownRevision) || errors.Is(err, git.ErrInvalid) {
-		return nil, api.Invalid("branch", "branch %q does not exist", branch)
+		return nil, fault.Invalid("branch", "branch %q does not exist", branch)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if b == nil {
-		return nil, api.Invalid("event", "the .cnb.yml of %s declares no pipeline for %s", branch, event)
+		return nil, fault.Invalid("event", "the .cnb.yml of %s declares no pipeline for %s", branch, event)
 	}
 	return b, nil
 }
@@ -350,10 +350,10 @@ func isManualEvent(e string) bool {
 func checkManualEnv(env map[string]string) error {
 	for k := range env {
 		if !envNameOK(k) {
-			return api.Invalid("env", "%q is not a valid variable name", k)
+			return fault.Invalid("env", "%q is not a valid variable name", k)
 		}
 		if strings.HasPrefix(strings.ToUpper(k), "CNB_") {
-			return api.Invalid("env", "%s is a built-in variable and cannot be set", k)
+			return fault.Invalid("env", "%s is a built-in variable and cannot be set", k)
 		}
 	}
 	return nil
@@ -477,10 +477,10 @@ func (s *Service) fire(ctx context.Context, sc *Schedule) (*Build, error) {
 // as the user who asked. Pipelines the original skipped are skipped again.
 func (s *Service) Rerun(ctx context.Context, a *repo.Access, user *auth.User, orig *Build) (*Build, error) {
 	if orig.Status == StatusFailed && orig.ErrorMessage != "" {
-		return nil, api.Conflict("build #%d never planned a pipeline (%s); push a fixed .cnb.yml instead", orig.Number, orig.ErrorMessage)
+		return nil, fault.Conflict("build #%d never planned a pipeline (%s); push a fixed .cnb.yml instead", orig.Number, orig.ErrorMessage)
 	}
 	if a.Repo.Archived {
-		return nil, api.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
+		return nil, fault.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
 	}
 	return s.rerun(ctx, user, orig, a.Org.ID, nil)
 }
@@ -491,13 +491,13 @@ func (s *Service) Rerun(ctx context.Context, a *repo.Access, user *auth.User, or
 // original must have ended, with something that did not succeed.
 func (s *Service) RerunFailed(ctx context.Context, a *repo.Access, user *auth.User, orig *Build) (*Build, error) {
 	if orig.Status == StatusFailed && orig.ErrorMessage != "" {
-		return nil, api.Conflict("build #%d never planned a pipeline (%s); push a fixed .cnb.yml instead", orig.Number, orig.ErrorMessage)
+		return nil, fault.Conflict("build #%d never planned a pipeline (%s); push a fixed .cnb.yml instead", orig.Number, orig.ErrorMessage)
 	}
 	if !Terminal(orig.Status) {
-		return nil, api.Conflict("build #%d is still %s: re-run its failed jobs once it has ended", orig.Number, orig.Status)
+		return nil, fault.Conflict("build #%d is still %s: re-run its failed jobs once it has ended", orig.Number, orig.Status)
 	}
 	if a.Repo.Archived {
-		return nil, api.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
+		return nil, fault.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
 	}
 	return s.rerunWhere(ctx, user, orig, a.Org.ID, nil, func(p Pipeline) bool {
 		return p.Status == StatusFailed || p.Status == StatusCancelled || p.Status == StatusTerminated
@@ -519,7 +519,7 @@ func (s *Service) rerunWhere(ctx context.Context, user *auth.User, orig *Build, 
 	if keep != nil {
 		ps = slices.DeleteFunc(ps, func(p Pipeline) bool { return !keep(p) })
 		if len(ps) == 0 {
-			return nil, api.Conflict("build #%d has no failed, cancelled or terminated pipeline to re-run", orig.Number)
+			return nil, fault.Conflict("build #%d has no failed, cancelled or terminated pipeline to re-run", orig.Number)
 		}
 	}
 	plans := make([]protocol.Plan, len(ps))

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
@@ -97,7 +98,7 @@ func ingestHandler(svc *logs.Service) http.Handler {
 		offset, _ := strconv.ParseInt(c.Query("offset"), 10, 64)
 		data, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, 8<<20))
 		if err != nil {
-			api.Fail(c, discard, api.BadRequest("body: %v", err))
+			api.Fail(c, discard, fault.BadRequest("body: %v", err))
 			return
 		}
 		ack, err := svc.Append(context.WithoutCancel(c.Request.Context()), job, offset, data)

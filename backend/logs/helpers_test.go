@@ -18,9 +18,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/build/buildtest"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/internal/testenv"
@@ -113,7 +113,7 @@ func server(t *testing.T, svc *logs.Service, cfg logs.HandlerConfig, forbidden .
 	cfg.Authorize = func(c *gin.Context, jobID int64) error {
 		for _, id := range forbidden {
 			if id == jobID {
-				return api.NotFound("job not found")
+				return fault.NotFound("job not found")
 			}
 		}
 		return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // readPiece is how much of a log one database read fetches while serving it: big enough that a
@@ -97,7 +98,7 @@ func (h *Handler) times(c *gin.Context) error {
 	after := int64(-1)
 	if v := c.Query("after"); v != "" {
 		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < -1 {
-			return api.Invalid("after", "after must be a byte offset (an integer of -1 or more)")
+			return fault.Invalid("after", "after must be a byte offset (an integer of -1 or more)")
 		}
 	}
 	marks, err := h.svc.Times(c.Request.Context(), jobID, after)
@@ -119,7 +120,7 @@ func (h *Handler) times(c *gin.Context) error {
 func (h *Handler) job(c *gin.Context) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, api.NotFound("job not found")
+		return 0, fault.NotFound("job not found")
 	}
 	if err := h.cfg.Authorize(c, id); err != nil {
 		return 0, err
@@ -144,7 +145,7 @@ func (h *Handler) get(c *gin.Context) error {
 	if err != nil {
 		if errors.Is(err, errUnsatisfiable) {
 			c.Header("Content-Range", fmt.Sprintf("bytes */%d", st.Size))
-			err = api.Errorf(http.StatusRequestedRangeNotSatisfiable, api.CodeBadRequest,
+			err = fault.New(fault.KindRangeNotSatisfiable, fault.CodeBadRequest,
 				"the range is outside the log, which holds %d bytes", st.Size)
 		}
 		return err
@@ -198,11 +199,11 @@ func requestedRange(c *gin.Context, size int64) (start, end int64, partial bool,
 	rng := c.GetHeader("Range")
 	if s, ok := c.GetQuery("offset"); ok {
 		if rng != "" {
-			return 0, 0, false, api.BadRequest("use either ?offset= or a Range header, not both")
+			return 0, 0, false, fault.BadRequest("use either ?offset= or a Range header, not both")
 		}
 		off, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || off < 0 {
-			return 0, 0, false, api.BadRequest("offset must be a non-negative integer")
+			return 0, 0, false, fault.BadRequest("offset must be a non-negative integer")
 		}
 		if off > size {
 			return 0, 0, false, errUnsatisfiable

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
@@ -33,21 +34,21 @@ func TestGetLog(t *testing.T) {
 		{"a suffix", "log", "", "bytes=-3", want{206, "789", "bytes 7-9/10"}},
 		{"a suffix longer than the log", "log", "", "bytes=-30", want{206, text, "bytes 0-9/10"}},
 		{"a range past the end is clamped", "log", "", "bytes=5-100", want{206, "56789", "bytes 5-9/10"}},
-		{"a range that starts at the end", "log", "", "bytes=10-", want{416, api.CodeBadRequest, "bytes */10"}},
-		{"an empty suffix", "log", "", "bytes=-0", want{416, api.CodeBadRequest, "bytes */10"}},
-		{"any range of an empty log", "empty", "", "bytes=0-", want{416, api.CodeBadRequest, "bytes */0"}},
+		{"a range that starts at the end", "log", "", "bytes=10-", want{416, fault.CodeBadRequest, "bytes */10"}},
+		{"an empty suffix", "log", "", "bytes=-0", want{416, fault.CodeBadRequest, "bytes */10"}},
+		{"any range of an empty log", "empty", "", "bytes=0-", want{416, fault.CodeBadRequest, "bytes */0"}},
 		{"several ranges are ignored", "log", "", "bytes=0-1,3-4", want{200, text, ""}},
 		{"another unit is ignored", "log", "", "items=0-1", want{200, text, ""}},
 		{"a reversed range is ignored", "log", "", "bytes=5-2", want{200, text, ""}},
 		{"garbage is ignored", "log", "", "bytes=abc", want{200, text, ""}},
 		{"from an offset", "log", "?offset=4", "", want{200, "456789", ""}},
 		{"from the end", "log", "?offset=10", "", want{200, "", ""}},
-		{"from past the end", "log", "?offset=11", "", want{416, api.CodeBadRequest, "bytes */10"}},
-		{"a negative offset", "log", "?offset=-1", "", want{400, api.CodeBadRequest, ""}},
-		{"offset and range", "log", "?offset=1", "bytes=0-1", want{400, api.CodeBadRequest, ""}},
+		{"from past the end", "log", "?offset=11", "", want{416, fault.CodeBadRequest, "bytes */10"}},
+		{"a negative offset", "log", "?offset=-1", "", want{400, fault.CodeBadRequest, ""}},
+		{"offset and range", "log", "?offset=1", "bytes=0-1", want{400, fault.CodeBadRequest, ""}},
 		{"an empty log", "empty", "", "", want{200, "", ""}},
-		{"a job the caller may not see", "other", "", "", want{404, api.CodeNotFound, ""}},
-		{"not a job id", "abc", "", "", want{404, api.CodeNotFound, ""}},
+		{"a job the caller may not see", "other", "", "", want{404, fault.CodeNotFound, ""}},
+		{"not a job id", "abc", "", "", want{404, fault.CodeNotFound, ""}},
 	}
 	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
 		ctx := context.Background()

@@ -32,8 +32,8 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
@@ -111,7 +111,7 @@ func NewService(db *gorm.DB, rdb redis.UniversalClient, clk clock.Clock, log *sl
 // ended a moment early, and a later read shows them.
 func (s *Service) Append(ctx context.Context, jobID, offset int64, data []byte) (int64, error) {
 	if offset < 0 {
-		return 0, api.BadRequest("log offset must not be negative")
+		return 0, fault.BadRequest("log offset must not be negative")
 	}
 	var ack int64
 	var changed bool
@@ -317,7 +317,7 @@ func (s *Service) Size(ctx context.Context, jobID int64) (int64, error) {
 // stored, none past it.
 func (s *Service) Read(ctx context.Context, jobID, offset, limit int64) ([]byte, error) {
 	if offset < 0 || limit <= 0 {
-		return nil, api.BadRequest("log range must have a non-negative offset and a positive limit")
+		return nil, fault.BadRequest("log range must have a non-negative offset and a positive limit")
 	}
 	end := offset + limit
 	// The chunks that overlap [offset, end): from the last one starting at or before offset,
@@ -349,7 +349,7 @@ func (s *Service) Read(ctx context.Context, jobID, offset, limit int64) ([]byte,
 // a 404, so an agent API handler can pass it on.
 func (s *Service) rowError(jobID int64, err error) error {
 	if isForeignKeyViolation(err) {
-		return api.NotFound("job %d not found", jobID)
+		return fault.NotFound("job %d not found", jobID)
 	}
 	return fmt.Errorf("logs: job %d: %w", jobID, err)
 }

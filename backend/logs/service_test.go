@@ -15,6 +15,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
@@ -147,9 +148,9 @@ func TestAppendErrors(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				var ae *api.Error
-				if err := tc.call(); !errors.As(err, &ae) || ae.Status != tc.status {
-					t.Fatalf("err = %v, want an api error with status %d", err, tc.status)
+				var ae *fault.Error
+				if err := tc.call(); !errors.As(err, &ae) || api.Status(ae.Kind) != tc.status {
+					t.Fatalf("err = %v, want a fault with status %d", err, tc.status)
 				}
 			})
 		}

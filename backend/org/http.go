@@ -10,6 +10,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // Handler serves the org routes.
@@ -76,7 +77,7 @@ func Load(c *gin.Context, svc *Service, need Need, write bool) (*Org, Role, erro
 		if p.Authenticated() {
 			return nil, "", NotFound(c.Param("org"))
 		}
-		return nil, "", api.Unauthenticated("sign in or send a token")
+		return nil, "", fault.Unauthenticated("sign in or send a token")
 	}
 	o, role, err := svc.Access(c.Request.Context(), p, c.Param("org"))
 	if err != nil {
@@ -91,9 +92,9 @@ func Load(c *gin.Context, svc *Service, need Need, write bool) (*Org, Role, erro
 	}
 	switch {
 	case need == NeedAdmin && !role.CanAdmin():
-		return nil, "", api.Forbidden("this needs the admin or owner role in %s (you are %s)", o.Name, role)
+		return nil, "", fault.Forbidden("this needs the admin or owner role in %s (you are %s)", o.Name, role)
 	case need == NeedOwner && role != Owner:
-		return nil, "", api.Forbidden("this needs the owner role in %s (you are %s)", o.Name, role)
+		return nil, "", fault.Forbidden("this needs the owner role in %s (you are %s)", o.Name, role)
 	}
 	return o, role, nil
 }
@@ -186,7 +187,7 @@ func invitationKey(i InvitationInfo) int64 { return i.ID }
 func invitationID(c *gin.Context) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil {
-		return 0, api.NotFound("invitation not found")
+		return 0, fault.NotFound("invitation not found")
 	}
 	return id, nil
 }

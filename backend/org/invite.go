@@ -8,8 +8,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/internal/human"
 	nmail "github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/store"
@@ -39,14 +39,14 @@ type InvitationInfo struct {
 // invite owners. An email invitation is claimed with the secret the email carries.
 func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRole Role, username, email string, role Role) (*InvitationInfo, error) {
 	if !role.Valid() {
-		return nil, api.Invalid("role", "role must be one of owner, admin, billing, developer, reporter")
+		return nil, fault.Invalid("role", "role must be one of owner, admin, billing, developer, reporter")
 	}
 	if role == Owner && actorRole != Owner {
-		return nil, api.Forbidden("only owners can invite owners")
+		return nil, fault.Forbidden("only owners can invite owners")
 	}
 	username, email = strings.TrimSpace(username), strings.TrimSpace(email)
 	if (username == "") == (email == "") {
-		return nil, api.Invalid("", "give exactly one of username or email")
+		return nil, fault.Invalid("", "give exactly one of username or email")
 	}
 	inv := &Invitation{OrgID: o.ID, Role: role, InvitedBy: actor.ID, CreatedAt: s.clock.Now().UTC()}
 	inv.ExpiresAt = inv.CreatedAt.Add(InvitationTTL)
@@ -62,7 +62,7 @@ func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRol
 		inv.UserID = &id
 	} else {
 		if !strings.Contains(email, "@") || strings.ContainsAny(email, " \r\n") || len(email) > 254 {
-			return nil, api.Invalid("email", "email %q is not a valid address", email)
+			return nil, fault.Invalid("email", "email %q is not a valid address", email)
 		}
 		var err error
 		if secret, err = auth.NewToken(""); err != nil {
@@ -78,7 +78,7 @@ func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRol
 				return err
 			}
 			if n > 0 {
-				return api.Conflict("%s is already a member of %s", invitee.Username, o.Name)
+				return fault.Conflict("%s is already a member of %s", invitee.Username, o.Name)
 			}
 			q = q.Where("user_id = ?", invitee.ID)
 		} else {
@@ -89,7 +89,7 @@ func (s *Service) Invite(ctx context.Context, o *Org, actor *auth.User, actorRol
 			return err
 		}
 		if open > 0 {
-			return api.Conflict("an invitation for them is already open")
+			return fault.Conflict("an invitation for them is already open")
 		}
 		return tx.Create(inv).Error
 	})
@@ -151,7 +151,7 @@ func (s *Service) ListInvitations(ctx context.Context, orgID int64) ([]Invitatio
 // to name the team and the role before anyone accepts.
 func (s *Service) InvitationByToken(ctx context.Context, token string) (*InvitationInfo, error) {
 	if token == "" {
-		return nil, api.Invalid("token", "token is required: the one in the invitation link")
+		return nil, fault.Invalid("token", "token is required: the one in the invitation link")
 	}
 	var out []InvitationInfo
 	err := s.invitationQuery(ctx).Where("i.token_hash = ? AND i.token_hash <> '' AND i.expires_at > ?", auth.HashToken(token), s.clock.Now().UTC()).
@@ -160,7 +160,7 @@ func (s *Service) InvitationByToken(ctx context.Context, token string) (*Invitat
 		return nil, err
 	}
 	if len(out) == 0 {
-		return nil, api.NotFound("invitation not found or expired")
+		return nil, fault.NotFound("invitation not found or expired")
 	}
 	return &out[0], nil
 }
@@ -172,7 +172,7 @@ func (s *Service) CancelInvitation(ctx context.Context, orgID, id int64) error {
 		return res.Error
 	}
 	if res.RowsAffected == 0 {
-		return api.NotFound("invitation not found")
+		return fault.NotFound("invitation not found")
 	}
 	return nil
 }
@@ -200,7 +200,7 @@ func (s *Service) RespondInvitation(ctx context.Context, u *auth.User, id int64,
 // token.
 func (s *Service) AcceptInvitationToken(ctx context.Context, u *auth.User, token string) error {
 	if token == "" {
-		return api.Invalid("token", "token is required")
+		return fault.Invalid("token", "token is required")
 	}
 	return s.respond(ctx, u, true, "token_hash = ? AND token_hash <> ''", auth.HashToken(token))
 }
@@ -210,7 +210,7 @@ func (s *Service) respond(ctx context.Context, u *auth.User, accept bool, where 
 		var inv Invitation
 		err := tx.Where(where, args...).Where("expires_at > ?", s.clock.Now().UTC()).Take(&inv).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return api.NotFound("invitation not found or expired")
+			return fault.NotFound("invitation not found or expired")
 		}
 		if err != nil {
 			return err

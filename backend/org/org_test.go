@@ -11,10 +11,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
@@ -56,7 +56,7 @@ func (f *fixture) user(t *testing.T, name string) *auth.User {
 }
 
 func code(err error) string {
-	var ae *api.Error
+	var ae *fault.Error
 	if errors.As(err, &ae) {
 		return ae.Code
 	}
@@ -82,8 +82,8 @@ func TestCreateOpensBillingAccountAndValidatesNames(t *testing.T) {
 		if role, _ := f.orgs.RoleOf(ctx, o.ID, alice.ID); role != org.Owner {
 			t.Fatalf("creator role %q", role)
 		}
-		for name, want := range map[string]string{"ML-TEAM": api.CodeConflict, "api": api.CodeValidation,
-			"a_b": api.CodeValidation, "-x": api.CodeValidation, "../x": api.CodeValidation, "": api.CodeValidation} {
+		for name, want := range map[string]string{"ML-TEAM": fault.CodeConflict, "api": fault.CodeValidation,
+			"a_b": fault.CodeValidation, "-x": fault.CodeValidation, "../x": fault.CodeValidation, "": fault.CodeValidation} {
 			if _, err := f.orgs.Create(ctx, alice, name); code(err) != want {
 				t.Errorf("create %q: %v, want %s", name, err, want)
 			}
@@ -119,14 +119,14 @@ func TestRolesAndTheLastOwner(t *testing.T) {
 			do   func() error
 			want string
 		}{
-			{"admin cannot grant owner", func() error { return f.orgs.SetRole(ctx, o, org.Admin, "dev", org.Owner) }, api.CodeForbidden},
-			{"admin cannot demote the owner", func() error { return f.orgs.SetRole(ctx, o, org.Admin, "owner", org.Developer) }, api.CodeForbidden},
-			{"last owner cannot be demoted", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "owner", org.Admin) }, api.CodeConflict},
-			{"last owner cannot leave", func() error { return f.orgs.RemoveMember(ctx, o, owner, org.Owner, "owner") }, api.CodeConflict},
-			{"developer cannot remove others", func() error { return f.orgs.RemoveMember(ctx, o, dev, org.Developer, "adm") }, api.CodeForbidden},
-			{"admin cannot remove an owner", func() error { return f.orgs.RemoveMember(ctx, o, adm, org.Admin, "owner") }, api.CodeForbidden},
-			{"unknown role", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "dev", "god") }, api.CodeValidation},
-			{"not a member", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "nobody", org.Admin) }, api.CodeNotFound},
+			{"admin cannot grant owner", func() error { return f.orgs.SetRole(ctx, o, org.Admin, "dev", org.Owner) }, fault.CodeForbidden},
+			{"admin cannot demote the owner", func() error { return f.orgs.SetRole(ctx, o, org.Admin, "owner", org.Developer) }, fault.CodeForbidden},
+			{"last owner cannot be demoted", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "owner", org.Admin) }, fault.CodeConflict},
+			{"last owner cannot leave", func() error { return f.orgs.RemoveMember(ctx, o, owner, org.Owner, "owner") }, fault.CodeConflict},
+			{"developer cannot remove others", func() error { return f.orgs.RemoveMember(ctx, o, dev, org.Developer, "adm") }, fault.CodeForbidden},
+			{"admin cannot remove an owner", func() error { return f.orgs.RemoveMember(ctx, o, adm, org.Admin, "owner") }, fault.CodeForbidden},
+			{"unknown role", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "dev", "god") }, fault.CodeValidation},
+			{"not a member", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "nobody", org.Admin) }, fault.CodeNotFound},
 			{"admin sets developer to billing", func() error { return f.orgs.SetRole(ctx, o, org.Admin, "dev", org.Billing) }, ""},
 			{"owner makes a second owner", func() error { return f.orgs.SetRole(ctx, o, org.Owner, "adm", org.Owner) }, ""},
 			{"then the first owner may leave", func() error { return f.orgs.RemoveMember(ctx, o, owner, org.Owner, "owner") }, ""},
@@ -151,27 +151,27 @@ func TestInvitations(t *testing.T) {
 		owner, bob := f.user(t, "owner"), f.user(t, "bob")
 		o, _ := f.orgs.Create(ctx, owner, "team")
 
-		if _, err := f.orgs.Invite(ctx, o, owner, org.Admin, "bob", "", org.Owner); code(err) != api.CodeForbidden {
+		if _, err := f.orgs.Invite(ctx, o, owner, org.Admin, "bob", "", org.Owner); code(err) != fault.CodeForbidden {
 			t.Fatalf("admin inviting an owner: %v", err)
 		}
-		if _, err := f.orgs.Invite(ctx, o, owner, org.Owner, "bob", "bob@example.com", org.Developer); code(err) != api.CodeValidation {
+		if _, err := f.orgs.Invite(ctx, o, owner, org.Owner, "bob", "bob@example.com", org.Developer); code(err) != fault.CodeValidation {
 			t.Fatalf("both username and email: %v", err)
 		}
-		if _, err := f.orgs.Invite(ctx, o, owner, org.Owner, "owner", "", org.Developer); code(err) != api.CodeConflict {
+		if _, err := f.orgs.Invite(ctx, o, owner, org.Owner, "owner", "", org.Developer); code(err) != fault.CodeConflict {
 			t.Fatalf("inviting a member: %v", err)
 		}
 		inv, err := f.orgs.Invite(ctx, o, owner, org.Owner, "bob", "", org.Reporter)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.orgs.Invite(ctx, o, owner, org.Owner, "bob", "", org.Reporter); code(err) != api.CodeConflict {
+		if _, err := f.orgs.Invite(ctx, o, owner, org.Owner, "bob", "", org.Reporter); code(err) != fault.CodeConflict {
 			t.Fatalf("duplicate invitation: %v", err)
 		}
 		if len(f.mail.sent) != 1 || f.mail.sent[0].To != "bob@example.com" {
 			t.Fatalf("invitation mail: %+v", f.mail.sent)
 		}
 		// Someone else cannot accept bob's invitation.
-		if err := f.orgs.RespondInvitation(ctx, owner, inv.ID, true); code(err) != api.CodeNotFound {
+		if err := f.orgs.RespondInvitation(ctx, owner, inv.ID, true); code(err) != fault.CodeNotFound {
 			t.Fatalf("foreign accept: %v", err)
 		}
 		mine, _ := f.orgs.MyInvitations(ctx, bob)
@@ -203,10 +203,10 @@ func TestInvitations(t *testing.T) {
 		if inv, err := f.orgs.InvitationByToken(ctx, token); err != nil || inv.Org != o.Name || inv.Role != org.Developer || inv.InvitedBy != owner.Username {
 			t.Fatalf("preview %+v: %v", inv, err)
 		}
-		if _, err := f.orgs.InvitationByToken(ctx, "wrong"); code(err) != api.CodeNotFound {
+		if _, err := f.orgs.InvitationByToken(ctx, "wrong"); code(err) != fault.CodeNotFound {
 			t.Fatalf("preview of a wrong token: %v", err)
 		}
-		if err := f.orgs.AcceptInvitationToken(ctx, carol, "wrong"); code(err) != api.CodeNotFound {
+		if err := f.orgs.AcceptInvitationToken(ctx, carol, "wrong"); code(err) != fault.CodeNotFound {
 			t.Fatalf("wrong token: %v", err)
 		}
 		if err := f.orgs.AcceptInvitationToken(ctx, carol, token); err != nil {
@@ -215,17 +215,17 @@ func TestInvitations(t *testing.T) {
 		if r, _ := f.orgs.RoleOf(ctx, o.ID, carol.ID); r != org.Developer {
 			t.Fatalf("carol's role %q", r)
 		}
-		if err := f.orgs.AcceptInvitationToken(ctx, bob, token); code(err) != api.CodeNotFound {
+		if err := f.orgs.AcceptInvitationToken(ctx, bob, token); code(err) != fault.CodeNotFound {
 			t.Fatalf("a used link accepted again: %v", err)
 		}
-		if _, err := f.orgs.InvitationByToken(ctx, token); code(err) != api.CodeNotFound {
+		if _, err := f.orgs.InvitationByToken(ctx, token); code(err) != fault.CodeNotFound {
 			t.Fatalf("preview of a used link: %v", err)
 		}
 		// Invitations expire.
 		dan := f.user(t, "dan")
 		inv, _ = f.orgs.Invite(ctx, o, owner, org.Owner, "dan", "", org.Developer)
 		f.clock.Advance(org.InvitationTTL + time.Minute)
-		if err := f.orgs.RespondInvitation(ctx, dan, inv.ID, true); code(err) != api.CodeNotFound {
+		if err := f.orgs.RespondInvitation(ctx, dan, inv.ID, true); code(err) != fault.CodeNotFound {
 			t.Fatalf("expired invitation accepted: %v", err)
 		}
 	})

@@ -11,9 +11,9 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	nmail "github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
@@ -63,10 +63,10 @@ var reserved = map[string]bool{
 // ValidateName checks an org name.
 func ValidateName(name string) error {
 	if !nameRE.MatchString(name) {
-		return api.Invalid("name", "org name must be 1–39 letters, digits or '-', starting and ending with a letter or digit")
+		return fault.Invalid("name", "org name must be 1–39 letters, digits or '-', starting and ending with a letter or digit")
 	}
 	if reserved[strings.ToLower(name)] {
-		return api.Invalid("name", "%q is reserved; choose another org name", name)
+		return fault.Invalid("name", "%q is reserved; choose another org name", name)
 	}
 	return nil
 }
@@ -93,7 +93,7 @@ func (s *Service) Create(ctx context.Context, u *auth.User, name string) (*Org, 
 		return nil
 	})
 	if store.IsUniqueViolation(err) {
-		return nil, api.Conflict("org name %q is taken", name)
+		return nil, fault.Conflict("org name %q is taken", name)
 	}
 	if err != nil {
 		return nil, err
@@ -104,7 +104,7 @@ func (s *Service) Create(ctx context.Context, u *auth.User, name string) (*Org, 
 
 // NotFound is the answer about a team the caller may not see, and about a name no team has:
 // the same, byte for byte, so that no answer tells them apart (README.md, "Who sees a team").
-func NotFound(name string) *api.Error { return api.NotFound("org %q not found", name) }
+func NotFound(name string) *fault.Error { return fault.NotFound("org %q not found", name) }
 
 // ByName finds an org without any authorization; callers authorize with RoleOf.
 func (s *Service) ByName(ctx context.Context, name string) (*Org, error) {
@@ -121,7 +121,7 @@ func (s *Service) ByID(ctx context.Context, id int64) (*Org, error) {
 	var o Org
 	err := s.db.WithContext(ctx).Take(&o, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("org not found")
+		return nil, fault.NotFound("org not found")
 	}
 	return &o, err
 }
@@ -203,7 +203,7 @@ func (s *Service) Rename(ctx context.Context, o *Org, name string) error {
 	}
 	err := s.db.WithContext(ctx).Model(o).Updates(map[string]any{"name": name, "updated_at": s.clock.Now().UTC()}).Error
 	if store.IsUniqueViolation(err) {
-		return api.Conflict("org name %q is taken", name)
+		return fault.Conflict("org name %q is taken", name)
 	}
 	if err == nil {
 		o.Name = name
@@ -254,7 +254,7 @@ func (s *Service) Members(ctx context.Context, orgID int64) ([]MemberInfo, error
 // owners; the last owner cannot be demoted.
 func (s *Service) SetRole(ctx context.Context, o *Org, actorRole Role, username string, role Role) error {
 	if !role.Valid() {
-		return api.Invalid("role", "role must be one of owner, admin, billing, developer, reporter")
+		return fault.Invalid("role", "role must be one of owner, admin, billing, developer, reporter")
 	}
 	u, err := s.users.UserByName(ctx, username)
 	if err != nil {
@@ -266,7 +266,7 @@ func (s *Service) SetRole(ctx context.Context, o *Org, actorRole Role, username 
 			return err
 		}
 		if (m.Role == Owner || role == Owner) && actorRole != Owner {
-			return api.Forbidden("only owners can grant or change the owner role")
+			return fault.Forbidden("only owners can grant or change the owner role")
 		}
 		if m.Role == Owner && role != Owner {
 			if err := lastOwnerGuard(tx, o.ID); err != nil {
@@ -285,7 +285,7 @@ func (s *Service) RemoveMember(ctx context.Context, o *Org, actor *auth.User, ac
 	}
 	self := u.ID == actor.ID
 	if !self && !actorRole.CanAdmin() {
-		return api.Forbidden("only admins and owners can remove members")
+		return fault.Forbidden("only admins and owners can remove members")
 	}
 	return store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		m, err := lockedMember(tx, o, u)
@@ -294,7 +294,7 @@ func (s *Service) RemoveMember(ctx context.Context, o *Org, actor *auth.User, ac
 		}
 		if m.Role == Owner {
 			if !self && actorRole != Owner {
-				return api.Forbidden("only owners can remove an owner")
+				return fault.Forbidden("only owners can remove an owner")
 			}
 			if err := lastOwnerGuard(tx, o.ID); err != nil {
 				return err
@@ -312,7 +312,7 @@ func lockedMember(tx *gorm.DB, o *Org, u *auth.User) (*Member, error) {
 	var m Member
 	err := tx.Where("org_id = ? AND user_id = ?", o.ID, u.ID).Take(&m).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("%s is not a member of %s", u.Username, o.Name)
+		return nil, fault.NotFound("%s is not a member of %s", u.Username, o.Name)
 	}
 	return &m, err
 }
@@ -323,7 +323,7 @@ func lastOwnerGuard(tx *gorm.DB, orgID int64) error {
 		return err
 	}
 	if owners <= 1 {
-		return api.Conflict("an org must keep at least one owner; make someone else owner first")
+		return fault.Conflict("an org must keep at least one owner; make someone else owner first")
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -88,7 +89,7 @@ func moved(u artifacts.UseJSON) Moved {
 func pipelineID(s string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, api.NotFound("pipeline %q not found", s)
+		return 0, fault.NotFound("pipeline %q not found", s)
 	}
 	return id, nil
 }
@@ -120,11 +121,11 @@ func (h *Handler) compare(c *gin.Context) error {
 	for i, q := range []string{"a", "b"} {
 		v := c.Query(q)
 		if v == "" {
-			return api.Invalid(q, "give the pipeline ids to compare as ?a=…&b=…")
+			return fault.Invalid(q, "give the pipeline ids to compare as ?a=…&b=…")
 		}
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
-			return api.Invalid(q, "%q is not a pipeline id", v)
+			return fault.Invalid(q, "%q is not a pipeline id", v)
 		}
 		ids[i] = n
 	}
@@ -150,7 +151,7 @@ func (h *Handler) compare(c *gin.Context) error {
 func (h *Handler) rerunExact(c *gin.Context) error {
 	p := auth.From(c)
 	if p.Kind == auth.KindJob {
-		return api.Forbidden("a pipeline's job token cannot cancel or re-run builds")
+		return fault.Forbidden("a pipeline's job token cannot cancel or re-run builds")
 	}
 	a, err := repo.Load(c, h.cfg.Repos, repo.Write)
 	if err != nil {
@@ -158,7 +159,7 @@ func (h *Handler) rerunExact(c *gin.Context) error {
 	}
 	n, err := strconv.ParseInt(c.Param("number"), 10, 64)
 	if err != nil || n <= 0 {
-		return api.NotFound("build not found")
+		return fault.NotFound("build not found")
 	}
 	ctx := c.Request.Context()
 	orig, err := h.cfg.Builds.Get(ctx, a.Repo.ID, n)
@@ -211,7 +212,7 @@ func (h *Handler) pinsOf(ctx context.Context, rec *build.Recorded) ([]build.Pin,
 			continue // a built-in task, or a job that never started a container
 		}
 		if j.ImageDigest == "" {
-			return nil, api.Conflict("cannot re-run exactly: job %q of pipeline %s ran %s, which was not recorded by digest",
+			return nil, fault.Conflict("cannot re-run exactly: job %q of pipeline %s ran %s, which was not recorded by digest",
 				j.Name, rec.Pipeline.Name, j.Image)
 		}
 		gone, err := h.imageGone(ctx, j.ImageDigest)
@@ -219,7 +220,7 @@ func (h *Handler) pinsOf(ctx context.Context, rec *build.Recorded) ([]build.Pin,
 			return nil, err
 		}
 		if gone {
-			return nil, api.Conflict("cannot re-run exactly: image %s, which job %q of pipeline %s ran, is no longer in the registry (deleted or collected)",
+			return nil, fault.Conflict("cannot re-run exactly: image %s, which job %q of pipeline %s ran, is no longer in the registry (deleted or collected)",
 				j.ImageDigest, j.Name, rec.Pipeline.Name)
 		}
 		pins = append(pins, build.Pin{Stage: st.Position, Job: j.Position, Image: j.ImageDigest})
@@ -258,7 +259,7 @@ func (h *Handler) inputsAvailable(ctx context.Context, a *repo.Access, rec *buil
 			return err
 		}
 		if !ok {
-			return api.Conflict("cannot re-run exactly: pipeline %s pulled %s/%s/%s (%s), which is no longer there",
+			return fault.Conflict("cannot re-run exactly: pipeline %s pulled %s/%s/%s (%s), which is no longer there",
 				rec.Pipeline.Name, u.Package, u.Version, u.File, u.Digest)
 		}
 	}

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -67,7 +67,7 @@ func (h *Handler) authenticate(r *http.Request, scope string) (caller, error) {
 	req := &http.Request{Header: http.Header{"Authorization": {hdr}}}
 	p, err := h.users.Authenticate(r.Context(), req)
 	if err != nil {
-		var ae *api.Error
+		var ae *fault.Error
 		if errors.As(err, &ae) {
 			return caller{}, unauthorized(scope, "invalid credentials: send a Nimbus token, or log in through the token endpoint")
 		}
@@ -97,14 +97,14 @@ func (h *Handler) authorize(r *http.Request, c caller, rt route, action string) 
 	}
 	a, err := h.repos.ResolveRegistry(r.Context(), c.p, rt.org, rt.repo, levelOf(action))
 	if err != nil {
-		var ae *api.Error
+		var ae *fault.Error
 		if !errors.As(err, &ae) {
 			return nil, err
 		}
 		switch {
 		case !c.p.Authenticated():
 			return nil, unauthorized(scope, "authentication required")
-		case ae.Code == api.CodeForbidden:
+		case ae.Code == fault.CodeForbidden:
 			return nil, ociError(http.StatusForbidden, CodeDenied, "%s", ae.Message)
 		default:
 			return nil, errNameUnknown(rt.name)

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -159,8 +159,8 @@ func (h *Handler) serveToken(w http.ResponseWriter, r *http.Request) {
 		ip, _, _ := net.SplitHostPort(r.RemoteAddr)
 		var err error
 		if p, err = h.users.AuthenticateBasic(r.Context(), user, pass, ip); err != nil {
-			var ae *api.Error
-			if errors.As(err, &ae) && ae.Code == api.CodeRateLimited {
+			var ae *fault.Error
+			if errors.As(err, &ae) && ae.Code == fault.CodeRateLimited {
 				if secs, ok := ae.Details["retry_after_seconds"].(int); ok {
 					w.Header().Set("Retry-After", strconv.Itoa(secs))
 				}

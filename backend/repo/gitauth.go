@@ -7,8 +7,8 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 )
 
@@ -35,14 +35,14 @@ func GitResolver(users *auth.Service, repos *Service) func(ctx context.Context, 
 		}
 		a, err := repos.Resolve(ctx, p, org, name, need)
 		if err != nil {
-			var ae *api.Error
+			var ae *fault.Error
 			if !errors.As(err, &ae) {
 				return git.Repo{}, err
 			}
 			switch {
 			case !p.Authenticated():
 				return git.Repo{}, git.ErrUnauthenticated
-			case ae.Code == api.CodeForbidden:
+			case ae.Code == fault.CodeForbidden:
 				return git.Repo{}, fmt.Errorf("%w: %s", git.ErrForbidden, ae.Message)
 			default:
 				return git.Repo{}, git.ErrNotFound

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/org"
 )
 
@@ -89,7 +90,7 @@ func (h *Handler) create(c *gin.Context) error {
 		return err
 	}
 	if !role.CanWrite() {
-		return api.Forbidden("creating repos needs the developer role or above in %s (you are %s)", o.Name, role)
+		return fault.Forbidden("creating repos needs the developer role or above in %s (you are %s)", o.Name, role)
 	}
 	var req struct {
 		Name          string `json:"name"`
@@ -105,13 +106,13 @@ func (h *Handler) create(c *gin.Context) error {
 	if req.Secret {
 		// A secret repository is private, and its files are on no branch but its own.
 		if req.Visibility != "" && req.Visibility != Private {
-			return api.Invalid("visibility", "a secret repository is private")
+			return fault.Invalid("visibility", "a secret repository is private")
 		}
 		if req.DefaultBranch != "" && req.DefaultBranch != "main" {
-			return api.Invalid("default_branch", "a secret repository's files are on main")
+			return fault.Invalid("default_branch", "a secret repository's files are on main")
 		}
 		if !role.CanAdmin() {
-			return api.Forbidden("creating a secret repository needs the admin role or above in %s (you are %s)", o.Name, role)
+			return fault.Forbidden("creating a secret repository needs the admin role or above in %s (you are %s)", o.Name, role)
 		}
 		r, err = h.svc.CreateSecretRepo(c.Request.Context(), o, req.Name, req.Description)
 	} else {
@@ -270,7 +271,7 @@ func (h *Handler) revokeDeployToken(c *gin.Context) error {
 	}
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil {
-		return api.NotFound("deploy token not found")
+		return fault.NotFound("deploy token not found")
 	}
 	if err := h.svc.RevokeDeployToken(c.Request.Context(), a.Repo.ID, id); err != nil {
 		return err
@@ -323,7 +324,7 @@ func (h *Handler) putSecretFile(c *gin.Context) error {
 		return err
 	}
 	if req.Content == nil {
-		return api.Invalid("content", "content is required (the whole file)")
+		return fault.Invalid("content", "content is required (the whole file)")
 	}
 	info, err := h.svc.PutSecretFile(c.Request.Context(), a.Repo, auth.From(c).UserID(), secretFilePath(c), *req.Content)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"path"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/internal/envfile"
@@ -42,7 +41,7 @@ type FileRef struct {
 // file's path is what follows the ref's "/", as it is: it must follow the path rule
 // (internal/userpath), so …/-/blob/main//etc/x.yml is refused, not read as etc/x.yml.
 func ParseFileRef(raw string) (FileRef, error) {
-	bad := api.BadRequest("%q is not a file URL ({host}/{org}/{repo}/-/blob/{ref}/{path})", raw)
+	bad := fault.BadRequest("%q is not a file URL ({host}/{org}/{repo}/-/blob/{ref}/{path})", raw)
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return FileRef{}, bad
@@ -79,11 +78,11 @@ func (s *Service) ReadImport(ctx context.Context, rd Reader, raw, kind, image st
 	if err != nil {
 		return protocol.ImportFile{}, err
 	}
-	notFound := api.NotFound("%s: no such file in this install (repo %s/%s, ref %s, path %s)", raw, ref.Org, ref.Repo, ref.Ref, ref.Path)
+	notFound := fault.NotFound("%s: no such file in this install (repo %s/%s, ref %s, path %s)", raw, ref.Org, ref.Repo, ref.Ref, ref.Path)
 	o, err := s.orgs.ByName(ctx, ref.Org)
 	if err != nil {
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+		var ae *fault.Error
+		if errors.As(err, &ae) && ae.Code == fault.CodeNotFound {
 			return protocol.ImportFile{}, notFound
 		}
 		return protocol.ImportFile{}, err
@@ -110,20 +109,20 @@ func (s *Service) ReadImport(ctx context.Context, rd Reader, raw, kind, image st
 			}
 			if errors.Is(err, git.ErrTooLarge) || errors.Is(err, git.ErrNotFile) {
 				// The pipeline's author's to fix: the job fails saying so, as for a bad format.
-				return protocol.ImportFile{}, api.Invalid("url", "%s: %v", raw, err)
+				return protocol.ImportFile{}, fault.Invalid("url", "%s: %v", raw, err)
 			}
 			return protocol.ImportFile{}, fmt.Errorf("import %s: %w", raw, err)
 		}
 		return protocol.ImportFile{Name: name, Content: string(b)}, nil
 	}
 	if ref.Ref != r.DefaultBranch && ref.Ref != "HEAD" {
-		return protocol.ImportFile{}, api.NotFound("%s: secret repository %s/%s keeps one version of each file, on %s; ref %s has none",
+		return protocol.ImportFile{}, fault.NotFound("%s: secret repository %s/%s keeps one version of each file, on %s; ref %s has none",
 			raw, o.Name, r.Name, r.DefaultBranch, ref.Ref)
 	}
 	f, err := s.SecretFileContent(ctx, &r, ref.Path)
 	if err != nil {
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+		var ae *fault.Error
+		if errors.As(err, &ae) && ae.Code == fault.CodeNotFound {
 			return protocol.ImportFile{}, notFound
 		}
 		return protocol.ImportFile{}, err
@@ -139,7 +138,7 @@ func (s *Service) ReadImport(ctx context.Context, rd Reader, raw, kind, image st
 		return protocol.ImportFile{}, fmt.Errorf("audit the read of %s: %w", raw, err)
 	}
 	if !allowed {
-		return protocol.ImportFile{}, api.Errorf(http.StatusForbidden, protocol.CodeImportRefused, "%s: %s", raw, reason)
+		return protocol.ImportFile{}, fault.New(fault.KindForbidden, protocol.CodeImportRefused, "%s: %s", raw, reason)
 	}
 	return protocol.ImportFile{Name: name, Content: f.Content, Secret: true}, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -202,7 +203,7 @@ func TestReadImportRules(t *testing.T) {
 				if status(err) != tc.want {
 					t.Fatalf("status %d (%v), want %d", status(err), err, tc.want)
 				}
-				var ae *api.Error
+				var ae *fault.Error
 				if tc.want == 403 && (!errors.As(err, &ae) || ae.Code != protocol.CodeImportRefused) {
 					t.Errorf("a refusal with code %v, want %s", err, protocol.CodeImportRefused)
 				}

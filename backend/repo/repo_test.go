@@ -17,6 +17,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
@@ -73,14 +74,14 @@ func newFixture(t *testing.T, db *gorm.DB) *fixture {
 
 func session(u *auth.User) *auth.Principal { return &auth.Principal{Kind: auth.KindSession, User: u} }
 
-// status is the HTTP status api.Fail gives err: an *api.Error's own, 400 for a path the path
+// status is the HTTP status api.Fail gives err: its fault's kind's (api.Status), 400 for a path the path
 // rule refused, 500 for anything else.
 func status(err error) int {
-	var ae *api.Error
+	var ae *fault.Error
 	var pe *userpath.Error
 	switch {
 	case errors.As(err, &ae):
-		return ae.Status
+		return api.Status(ae.Kind)
 	case errors.As(err, &pe):
 		return 400
 	}

@@ -9,7 +9,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/internal/envfile"
 	"github.com/nimbus-build/nimbus/internal/userpath"
 )
@@ -88,7 +89,7 @@ func secretFileContext(repoID int64, p string) string {
 
 func needSecretRepo(r *Repo) error {
 	if !r.Secret {
-		return api.NotFound("repo has no secret files: it is not a secret repository")
+		return fault.NotFound("repo has no secret files: it is not a secret repository")
 	}
 	return nil
 }
@@ -105,10 +106,10 @@ func (s *Service) PutSecretFile(ctx context.Context, r *Repo, userID int64, p, c
 		return SecretFileInfo{}, err
 	}
 	if len(content) > MaxSecretFileSize {
-		return SecretFileInfo{}, api.Errorf(413, api.CodeTooLarge, "a secret file holds at most %d KiB", MaxSecretFileSize>>10)
+		return SecretFileInfo{}, fault.TooLarge("a secret file holds at most %d KiB", MaxSecretFileSize>>10)
 	}
 	if _, err := envfile.Object(path.Base(p), []byte(content)); err != nil {
-		return SecretFileInfo{}, api.Invalid("content", "%v", err)
+		return SecretFileInfo{}, fault.Invalid("content", "%v", err)
 	}
 	sealed, err := s.box.Seal([]byte(content), secretFileContext(r.ID, p))
 	if err != nil {
@@ -148,7 +149,7 @@ func (s *Service) SecretFileContent(ctx context.Context, r *Repo, p string) (Sec
 	var f SecretFile
 	err := s.db.WithContext(ctx).Where("repo_id = ? AND path = ?", r.ID, p).Take(&f).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return SecretFileJSON{}, api.NotFound("file %q not found", p)
+		return SecretFileJSON{}, fault.NotFound("file %q not found", p)
 	}
 	if err != nil {
 		return SecretFileJSON{}, err
@@ -171,13 +172,13 @@ func (s *Service) DeleteSecretFile(ctx context.Context, r *Repo, p string) error
 		return res.Error
 	}
 	if res.RowsAffected == 0 {
-		return api.NotFound("file %q not found", p)
+		return fault.NotFound("file %q not found", p)
 	}
 	return nil
 }
 
 // SecretFileReads returns the audit of a secret repository, newest first, a page at a time.
-func (s *Service) SecretFileReads(ctx context.Context, r *Repo, page api.Page) ([]SecretFileReadJSON, error) {
+func (s *Service) SecretFileReads(ctx context.Context, r *Repo, page paging.Page) ([]SecretFileReadJSON, error) {
 	if err := needSecretRepo(r); err != nil {
 		return nil, err
 	}

@@ -10,8 +10,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 var secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -35,10 +35,10 @@ type SecretInfo struct {
 // reach jobs as variables.
 func (s *Service) PutSecret(ctx context.Context, r *Repo, name, value string) error {
 	if !secretNameRE.MatchString(name) || strings.HasPrefix(strings.ToUpper(name), "CNB_") {
-		return api.Invalid("name", "secret names are environment variable names ([A-Za-z_][A-Za-z0-9_]*, at most 128) and may not start with CNB_")
+		return fault.Invalid("name", "secret names are environment variable names ([A-Za-z_][A-Za-z0-9_]*, at most 128) and may not start with CNB_")
 	}
 	if value == "" || len(value) > MaxSecretSize {
-		return api.Invalid("value", "value must be 1 to %d bytes", MaxSecretSize)
+		return fault.Invalid("value", "value must be 1 to %d bytes", MaxSecretSize)
 	}
 	sealed, err := s.box.Seal([]byte(value), secretContext(r.ID, name))
 	if err != nil {
@@ -72,7 +72,7 @@ func (s *Service) DeleteSecret(ctx context.Context, repoID int64, name string) e
 		return res.Error
 	}
 	if res.RowsAffected == 0 {
-		return api.NotFound("secret %q not found", name)
+		return fault.NotFound("secret %q not found", name)
 	}
 	return nil
 }
@@ -119,11 +119,11 @@ func deployInfo(t *DeployToken, secret string) DeployTokenInfo {
 func (s *Service) CreateDeployToken(ctx context.Context, r *Repo, creator int64, name string, expiresAt *time.Time) (DeployTokenInfo, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 100 {
-		return DeployTokenInfo{}, api.Invalid("name", "name must be 1–100 characters")
+		return DeployTokenInfo{}, fault.Invalid("name", "name must be 1–100 characters")
 	}
 	now := s.clock.Now().UTC()
 	if expiresAt != nil && !expiresAt.After(now) {
-		return DeployTokenInfo{}, api.Invalid("expires_at", "expires_at must be in the future")
+		return DeployTokenInfo{}, fault.Invalid("expires_at", "expires_at must be in the future")
 	}
 	raw, err := auth.NewToken(auth.PrefixDeploy)
 	if err != nil {
@@ -155,7 +155,7 @@ func (s *Service) RevokeDeployToken(ctx context.Context, repoID, id int64) error
 	var t DeployToken
 	err := s.db.WithContext(ctx).Where("id = ? AND repo_id = ?", id, repoID).Take(&t).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return api.NotFound("deploy token not found")
+		return fault.NotFound("deploy token not found")
 	}
 	if err != nil || t.RevokedAt != nil {
 		return err // revoking twice is a no-op
@@ -165,7 +165,7 @@ func (s *Service) RevokeDeployToken(ctx context.Context, repoID, id int64) error
 
 // ResolveDeployToken authenticates a deploy token; it is registered with auth for its prefix.
 func (s *Service) ResolveDeployToken(ctx context.Context, token string) (*auth.Principal, error) {
-	bad := api.Unauthenticated("the token is invalid, expired or revoked")
+	bad := fault.Unauthenticated("the token is invalid, expired or revoked")
 	var t DeployToken
 	err := s.db.WithContext(ctx).Where("token_hash = ?", auth.HashToken(token)).Take(&t).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {

@@ -13,11 +13,12 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
@@ -41,7 +42,7 @@ func NewService(db *gorm.DB, orgs *org.Service, box *secrets.Box, clk clock.Cloc
 			return err
 		}
 		if n > 0 {
-			return api.Conflict("org %s still has %d repo(s); delete them first", o.Name, n)
+			return fault.Conflict("org %s still has %d repo(s); delete them first", o.Name, n)
 		}
 		return nil
 	})
@@ -59,21 +60,21 @@ var (
 // ValidateName checks a repo name: it becomes a URL and directory segment, so it is strict.
 func ValidateName(name string) error {
 	if !nameRE.MatchString(name) || strings.HasSuffix(strings.ToLower(name), ".git") || strings.Contains(name, "..") {
-		return api.Invalid("name", "repo name must be 1–100 letters, digits, '.', '-' or '_', start with a letter or digit, and not end in .git")
+		return fault.Invalid("name", "repo name must be 1–100 letters, digits, '.', '-' or '_', start with a letter or digit, and not end in .git")
 	}
 	return nil
 }
 
 func validateBranch(b string) error {
 	if !branchRE.MatchString(b) || strings.Contains(b, "..") || strings.HasSuffix(b, "/") || strings.HasSuffix(b, ".lock") || strings.Contains(b, "//") {
-		return api.Invalid("default_branch", "%q is not a valid branch name", b)
+		return fault.Invalid("default_branch", "%q is not a valid branch name", b)
 	}
 	return nil
 }
 
 func validateVisibility(v string) error {
 	if v != Private && v != Public {
-		return api.Invalid("visibility", "visibility must be private or public")
+		return fault.Invalid("visibility", "visibility must be private or public")
 	}
 	return nil
 }
@@ -96,7 +97,7 @@ func (s *Service) Create(ctx context.Context, o *org.Org, name, visibility, defa
 		return nil, err
 	}
 	if len(description) > 1000 {
-		return nil, api.Invalid("description", "description must be at most 1000 characters")
+		return nil, fault.Invalid("description", "description must be at most 1000 characters")
 	}
 	now := s.clock.Now().UTC()
 	r := &Repo{OrgID: o.ID, Name: name, Description: description, Visibility: visibility, DefaultBranch: defaultBranch, CreatedAt: now, UpdatedAt: now}
@@ -111,7 +112,7 @@ func (s *Service) CreateSecretRepo(ctx context.Context, o *org.Org, name, descri
 		return nil, err
 	}
 	if len(description) > 1000 {
-		return nil, api.Invalid("description", "description must be at most 1000 characters")
+		return nil, fault.Invalid("description", "description must be at most 1000 characters")
 	}
 	now := s.clock.Now().UTC()
 	r := &Repo{OrgID: o.ID, Name: name, Description: description, Visibility: Private, DefaultBranch: "main",
@@ -145,12 +146,12 @@ func (s *Service) insert(ctx context.Context, o *org.Org, r *Repo) (*Repo, error
 	case err == nil:
 		return r, nil
 	case store.IsUniqueViolation(err):
-		return nil, api.Conflict("repo %s/%s already exists", o.Name, name)
+		return nil, fault.Conflict("repo %s/%s already exists", o.Name, name)
 	case errors.Is(err, fs.ErrExist):
 		s.log.ErrorContext(ctx, "repository storage is out of step with the database: a directory without a repo row "+
 			"is where a new repo would go; nothing was created and the directory was left as it is", "dir", s.Path(r),
 			"repo_id", r.ID, "org", o.Name, "repo", name)
-		return nil, api.Conflict("repo %s/%s was not created: the server's repository storage already holds a repository "+
+		return nil, fault.Conflict("repo %s/%s was not created: the server's repository storage already holds a repository "+
 			"where this one would go (its data directory is out of step with its database, as after restoring an older "+
 			"database backup). Nothing was created or overwritten; an administrator must reconcile them (the server log "+
 			"names the directory)", o.Name, name)
@@ -184,11 +185,11 @@ func (s *Service) ResolveRegistry(ctx context.Context, p *auth.Principal, orgNam
 }
 
 func (s *Service) resolve(ctx context.Context, p *auth.Principal, orgName, name string, need Level, readScope, writeScope string) (*Access, error) {
-	notFound := api.NotFound("repo %s/%s not found", orgName, name)
+	notFound := fault.NotFound("repo %s/%s not found", orgName, name)
 	o, err := s.orgs.ByName(ctx, orgName)
 	if err != nil {
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Code == api.CodeNotFound {
+		var ae *fault.Error
+		if errors.As(err, &ae) && ae.Code == fault.CodeNotFound {
 			return nil, notFound
 		}
 		return nil, err
@@ -220,9 +221,9 @@ func (s *Service) resolve(ctx context.Context, p *auth.Principal, orgName, name 
 	}
 	if a.Level < need {
 		if !p.Authenticated() {
-			return nil, api.Unauthenticated("sign in or send a token to %s %s/%s", need, o.Name, r.Name)
+			return nil, fault.Unauthenticated("sign in or send a token to %s %s/%s", need, o.Name, r.Name)
 		}
-		return nil, api.Forbidden("this needs %s access to %s/%s (you have %s)", need, o.Name, r.Name, a.Level)
+		return nil, fault.Forbidden("this needs %s access to %s/%s (you have %s)", need, o.Name, r.Name, a.Level)
 	}
 	return a, nil
 }
@@ -297,7 +298,7 @@ func (s *Service) VisibleOrg(ctx context.Context, p *auth.Principal, name string
 
 // List returns the org's repos that the caller may see: all of them for members, the public ones
 // for everyone else.
-func (s *Service) List(ctx context.Context, orgID int64, member bool, page api.Page) ([]Repo, error) {
+func (s *Service) List(ctx context.Context, orgID int64, member bool, page paging.Page) ([]Repo, error) {
 	q := s.db.WithContext(ctx).Where("org_id = ? AND id > ?", orgID, page.After)
 	if !member {
 		q = q.Where("visibility = ?", Public)
@@ -327,7 +328,7 @@ func (s *Service) Update(ctx context.Context, r *Repo, p Patch) error {
 	}
 	if p.Description != nil {
 		if len(*p.Description) > 1000 {
-			return api.Invalid("description", "description must be at most 1000 characters")
+			return fault.Invalid("description", "description must be at most 1000 characters")
 		}
 		changes["description"] = *p.Description
 	}
@@ -347,7 +348,7 @@ func (s *Service) Update(ctx context.Context, r *Repo, p Patch) error {
 		changes["archived"] = *p.Archived
 	}
 	if len(changes) == 0 {
-		return api.Invalid("", "nothing to change")
+		return fault.Invalid("", "nothing to change")
 	}
 	changes["updated_at"] = s.clock.Now().UTC()
 	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
@@ -360,7 +361,7 @@ func (s *Service) Update(ctx context.Context, r *Repo, p Patch) error {
 		return nil
 	})
 	if store.IsUniqueViolation(err) {
-		return api.Conflict("a repo named %q already exists in this org", *p.Name)
+		return fault.Conflict("a repo named %q already exists in this org", *p.Name)
 	}
 	if err != nil {
 		return err
@@ -392,7 +393,7 @@ func (s *Service) ByID(ctx context.Context, id int64) (*Repo, *org.Org, error) {
 	var r Repo
 	if err := s.db.WithContext(ctx).Take(&r, id).Error; err != nil {
 		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return nil, nil, api.NotFound("repo not found")
+			return nil, nil, fault.NotFound("repo not found")
 		}
 		return nil, nil, err
 	}

@@ -13,9 +13,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
@@ -32,24 +32,24 @@ func (s *Service) Register(ctx context.Context, registrationToken string, req pr
 			return nil, err
 		}
 	} else if s.cfg.RegistrationToken == "" || subtle.ConstantTimeCompare([]byte(registrationToken), []byte(s.cfg.RegistrationToken)) != 1 {
-		return nil, api.Unauthenticated("invalid registration token")
+		return nil, fault.Unauthenticated("invalid registration token")
 	}
 	if len(req.Tags) == 0 || req.CPUs < 1 || req.Concurrency < 1 || len(req.Name) > 200 {
-		return nil, api.Invalid("", "an agent needs tags, cpus ≥ 1, concurrency ≥ 1 and a name of at most 200 characters")
+		return nil, fault.Invalid("", "an agent needs tags, cpus ≥ 1, concurrency ≥ 1 and a name of at most 200 characters")
 	}
 	for _, t := range req.Tags {
 		if t == "" || len(t) > 100 || strings.ContainsAny(t, " \t\r\n") {
-			return nil, api.Invalid("tags", "tag %q: a tag is 1–100 characters without spaces", t)
+			return nil, fault.Invalid("tags", "tag %q: a tag is 1–100 characters without spaces", t)
 		}
 	}
 	tags, ignored := req.Tags, []string(nil)
 	if team != nil {
 		tags, ignored = s.teamTags(req.Tags)
 		if len(tags) == 0 {
-			return nil, api.Invalid("tags", "a team runner needs a tag outside the cnb: namespace (this installation lets team runners serve %s)", s.allowedCNBTags())
+			return nil, fault.Invalid("tags", "a team runner needs a tag outside the cnb: namespace (this installation lets team runners serve %s)", s.allowedCNBTags())
 		}
 	} else if len(s.in.classes.servedBy(req.Tags)) == 0 {
-		return nil, api.Invalid("tags", "none of the tags %v names a runner class", req.Tags)
+		return nil, fault.Invalid("tags", "none of the tags %v names a runner class", req.Tags)
 	}
 	token, err := auth.NewToken(auth.PrefixAgent)
 	if err != nil {
@@ -89,12 +89,12 @@ func (s *Service) Register(ctx context.Context, registrationToken string, req pr
 // AgentByToken authenticates an agent token.
 func (s *Service) AgentByToken(ctx context.Context, token string) (*Agent, error) {
 	if !strings.HasPrefix(token, auth.PrefixAgent) {
-		return nil, api.Unauthenticated("an agent token is required")
+		return nil, fault.Unauthenticated("an agent token is required")
 	}
 	var a Agent
 	err := s.db.WithContext(ctx).Where("token_hash = ?", auth.HashToken(token)).Take(&a).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.Unauthenticated("unknown agent token (a revoked runner registers again with a new registration token)")
+		return nil, fault.Unauthenticated("unknown agent token (a revoked runner registers again with a new registration token)")
 	}
 	return &a, err
 }

@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -36,7 +36,7 @@ func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req 
 		return protocol.ChildBuild{}, err
 	}
 	if p.CancelRequested {
-		return protocol.ChildBuild{}, api.Conflict("the pipeline is being stopped: it starts no builds")
+		return protocol.ChildBuild{}, fault.Conflict("the pipeline is being stopped: it starts no builds")
 	}
 	run, err := s.builds.RunInfo(ctx, p)
 	if err != nil {
@@ -49,7 +49,7 @@ func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req 
 	switch req.Kind {
 	case protocol.StartApply:
 		if !applyAllowed(run.Event) {
-			return protocol.ChildBuild{}, api.Forbidden("cnb:apply does not run on %s events", run.Event)
+			return protocol.ChildBuild{}, fault.Forbidden("cnb:apply does not run on %s events", run.Event)
 		}
 		r, o, err := s.repos.ByID(ctx, p.RepoID)
 		if err != nil {
@@ -65,25 +65,25 @@ func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req 
 	case protocol.StartTrigger:
 		prefix = "API_TRIGGER_"
 		if req.Token == "" || s.cfg.ResolveToken == nil {
-			return protocol.ChildBuild{}, api.Invalid("token", "cnb:trigger needs a token that may start builds in %s", req.Slug)
+			return protocol.ChildBuild{}, fault.Invalid("token", "cnb:trigger needs a token that may start builds in %s", req.Slug)
 		}
 		if event == "" {
-			return protocol.ChildBuild{}, api.Invalid("event", "cnb:trigger needs an event (api_trigger or api_trigger_…)")
+			return protocol.ChildBuild{}, fault.Invalid("event", "cnb:trigger needs an event (api_trigger or api_trigger_…)")
 		}
 		pr, err := s.cfg.ResolveToken(ctx, req.Token)
 		if err != nil || pr.Kind == auth.KindJob || pr.User == nil {
-			return protocol.ChildBuild{}, api.Forbidden("cnb:trigger's token is not a valid token of a person of this install")
+			return protocol.ChildBuild{}, fault.Forbidden("cnb:trigger's token is not a valid token of a person of this install")
 		}
 		orgName, repoName, ok := strings.Cut(req.Slug, "/")
 		if !ok {
-			return protocol.ChildBuild{}, api.Invalid("slug", "slug is org/repo, not %q", req.Slug)
+			return protocol.ChildBuild{}, fault.Invalid("slug", "slug is org/repo, not %q", req.Slug)
 		}
 		if access, err = s.repos.Resolve(ctx, pr, orgName, repoName, repo.Write); err != nil {
 			return protocol.ChildBuild{}, err
 		}
 		user = &pr.User.ID
 	default:
-		return protocol.ChildBuild{}, api.Invalid("kind", "kind must be %s or %s", protocol.StartApply, protocol.StartTrigger)
+		return protocol.ChildBuild{}, fault.Invalid("kind", "kind must be %s or %s", protocol.StartApply, protocol.StartTrigger)
 	}
 	env := map[string]string{}
 	for k, v := range req.Env {
@@ -106,7 +106,7 @@ func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req 
 	var config []byte
 	if req.Config != "" {
 		if req.Kind != protocol.StartApply {
-			return protocol.ChildBuild{}, api.Invalid("config", "only cnb:apply takes a config")
+			return protocol.ChildBuild{}, fault.Invalid("config", "only cnb:apply takes a config")
 		}
 		config = []byte(req.Config)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/org"
 )
 
@@ -142,7 +143,7 @@ func (h *Handler) deleteRunnerToken(c *gin.Context) error {
 	}
 	id, ok := parseID(c.Param("id"))
 	if !ok {
-		return api.NotFound("runner token %q not found", c.Param("id"))
+		return fault.NotFound("runner token %q not found", c.Param("id"))
 	}
 	if err := h.svc.DeleteRunnerToken(c.Request.Context(), o.ID, id); err != nil {
 		return err
@@ -155,10 +156,10 @@ func (h *Handler) deleteRunnerToken(c *gin.Context) error {
 func (h *Handler) listAgents(c *gin.Context) error {
 	p := auth.From(c)
 	if !p.Authenticated() {
-		return api.Unauthenticated("sign in or send a token")
+		return fault.Unauthenticated("sign in or send a token")
 	}
 	if !p.IsPlatformAdmin() {
-		return api.Forbidden("only platform admins see the agents (a token needs the admin scope)")
+		return fault.Forbidden("only platform admins see the agents (a token needs the admin scope)")
 	}
 	// Agents are few and never deleted: the cursor is a position in registration order.
 	type positioned struct {
@@ -370,17 +371,17 @@ func (h *Handler) appendLog(c *gin.Context) error {
 	jobID, ok := parseID(c.Param("job"))
 	offset, err := strconv.ParseInt(c.Query("offset"), 10, 64)
 	if !ok || err != nil || offset < 0 {
-		return api.BadRequest("a job id and ?offset= (bytes already sent) are required")
+		return fault.BadRequest("a job id and ?offset= (bytes already sent) are required")
 	}
 	if err := h.svc.builds.CheckJob(c.Request.Context(), agentOf(c).ID, c.Param("lease"), jobID); err != nil {
 		return err
 	}
 	data, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxLogChunk))
 	if err != nil {
-		return api.Errorf(http.StatusRequestEntityTooLarge, api.CodeTooLarge, "a log chunk is at most %d bytes", MaxLogChunk)
+		return fault.TooLarge("a log chunk is at most %d bytes", MaxLogChunk)
 	}
 	if h.svc.logs == nil {
-		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "log storage is not configured")
+		return fault.Unavailable("log storage is not configured")
 	}
 	stored, err := h.svc.logs.Append(c.Request.Context(), jobID, offset, data)
 	if err != nil {

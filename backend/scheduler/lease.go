@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -375,7 +375,7 @@ func (s *Service) Import(ctx context.Context, a *Agent, leaseID string, req prot
 	switch req.Kind {
 	case protocol.ImportEnv, protocol.ImportSettingsFrom, protocol.ImportOptionsFrom:
 	default:
-		return protocol.ImportFile{}, api.Invalid("kind", "kind must be %s, %s or %s", protocol.ImportEnv, protocol.ImportSettingsFrom, protocol.ImportOptionsFrom)
+		return protocol.ImportFile{}, fault.Invalid("kind", "kind must be %s, %s or %s", protocol.ImportEnv, protocol.ImportSettingsFrom, protocol.ImportOptionsFrom)
 	}
 	p, err := s.builds.Leased(ctx, a.ID, leaseID)
 	if err != nil {

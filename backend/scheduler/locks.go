@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // Pipeline locks (`lock:` of a pipeline, ../../shared/cnb-reference.md §2.6) are taken when an
@@ -509,11 +509,11 @@ func (s *Service) Unlock(ctx context.Context, a *Agent, leaseID string, req prot
 func (s *Service) agentLock(ctx context.Context, a *Agent, leaseID string, req protocol.LockRequest) (*build.Pipeline, lockRef, lockHolder, error) {
 	switch {
 	case req.Key == "" || len(req.Key) > 500:
-		return nil, lockRef{}, lockHolder{}, api.Invalid("key", "key must be 1 to 500 characters")
+		return nil, lockRef{}, lockHolder{}, fault.Invalid("key", "key must be 1 to 500 characters")
 	case req.Scope == "" || len(req.Scope) > 300 || strings.ContainsAny(req.Scope, "\r\n"):
-		return nil, lockRef{}, lockHolder{}, api.Invalid("scope", "scope must be 1 to 300 characters on one line")
+		return nil, lockRef{}, lockHolder{}, fault.Invalid("scope", "scope must be 1 to 300 characters on one line")
 	case req.Expires < 0:
-		return nil, lockRef{}, lockHolder{}, api.Invalid("expires", "expires must not be negative")
+		return nil, lockRef{}, lockHolder{}, fault.Invalid("expires", "expires must not be negative")
 	}
 	p, err := s.builds.Leased(ctx, a.ID, leaseID)
 	if err != nil {

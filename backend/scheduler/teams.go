@@ -11,9 +11,9 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/internal/human"
 )
 
@@ -103,7 +103,7 @@ func (s *Service) runnerToken(ctx context.Context, token string) (*RunnerToken, 
 	var t RunnerToken
 	err := s.db.WithContext(ctx).Where("token_hash = ?", auth.HashToken(token)).Take(&t).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.Unauthenticated("invalid registration token (a deleted runner token no longer registers runners)")
+		return nil, fault.Unauthenticated("invalid registration token (a deleted runner token no longer registers runners)")
 	}
 	return &t, err
 }
@@ -127,7 +127,7 @@ func tokenInfo(t RunnerToken) RunnerTokenInfo {
 func (s *Service) CreateRunnerToken(ctx context.Context, orgID, userID int64, name string) (RunnerTokenInfo, error) {
 	name = strings.TrimSpace(name)
 	if name == "" || len(name) > 100 {
-		return RunnerTokenInfo{}, api.Invalid("name", "a runner token needs a name of 1–100 characters")
+		return RunnerTokenInfo{}, fault.Invalid("name", "a runner token needs a name of 1–100 characters")
 	}
 	token, err := auth.NewToken(auth.PrefixRunner)
 	if err != nil {
@@ -163,7 +163,7 @@ func (s *Service) DeleteRunnerToken(ctx context.Context, orgID, id int64) error 
 		return res.Error
 	}
 	if res.RowsAffected == 0 {
-		return api.NotFound("runner token %d not found", id)
+		return fault.NotFound("runner token %d not found", id)
 	}
 	return nil
 }
@@ -178,7 +178,7 @@ func (s *Service) teamAgent(ctx context.Context, orgID int64, id string) (*Agent
 	var a Agent
 	err := s.db.WithContext(ctx).Where("org_id = ? AND id = ?", orgID, id).Take(&a).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil, api.NotFound("runner %q not found", id)
+		return nil, fault.NotFound("runner %q not found", id)
 	}
 	return &a, err
 }

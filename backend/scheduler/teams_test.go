@@ -11,9 +11,9 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
 
@@ -170,8 +170,8 @@ func TestTeamRunners(t *testing.T) {
 }
 
 func isNotFound(err error) bool {
-	var e *api.Error
-	return errors.As(err, &e) && e.Status == 404
+	var e *fault.Error
+	return errors.As(err, &e) && e.Kind == fault.KindNotFound
 }
 
 // A team runner on a platform class takes its own team's entries only, whatever the ring says.

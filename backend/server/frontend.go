@@ -8,8 +8,7 @@ import (
 	"strings"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // placeholderPage is served when the binary was built without the dashboard (`go build` without
@@ -31,7 +30,7 @@ func (s *Server) noRoute(c *gin.Context) {
 		return
 	}
 	if p == "/api" || strings.HasPrefix(p, "/api/") || (c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead) {
-		s.fail(c, api.NotFound("no route for %s %s", c.Request.Method, p))
+		s.fail(c, fault.NotFound("no route for %s %s", c.Request.Method, p))
 		return
 	}
 	fsys := s.deps.Frontend

@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/reqlog"
 )
 
@@ -50,7 +51,7 @@ func (s *Server) recover(c *gin.Context) {
 			}
 			s.deps.Log.ErrorContext(c.Request.Context(), "panic in handler", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			if !c.Writer.Written() {
-				c.AbortWithStatusJSON(http.StatusInternalServerError, api.Envelope{Error: api.Errorf(http.StatusInternalServerError, api.CodeInternal, "internal error")})
+				api.Abort(c, http.StatusInternalServerError, &api.Body{Code: fault.CodeInternal, Message: "internal error"})
 			}
 		}
 	}()
@@ -149,7 +150,7 @@ func (s *Server) refuse(c *gin.Context, status int, message string) {
 	case s.deps.Git != nil && isGitPath(p):
 		s.deps.Git.Refuse(c.Writer, c.Request, status, message)
 	default:
-		c.AbortWithStatusJSON(status, api.Envelope{Error: api.Errorf(status, edgeCode(status), "%s", message)})
+		api.Abort(c, status, &api.Body{Code: edgeCode(status), Message: message})
 	}
 	c.Abort()
 }
@@ -157,7 +158,7 @@ func (s *Server) refuse(c *gin.Context, status int, message string) {
 // edgeCode is the envelope's code of the statuses the edge answers.
 func edgeCode(status int) string {
 	if status == http.StatusNotFound {
-		return api.CodeNotFound
+		return fault.CodeNotFound
 	}
-	return api.CodeBadRequest
+	return fault.CodeBadRequest
 }

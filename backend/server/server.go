@@ -24,6 +24,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // Module is a domain's HTTP surface: it adds its routes to the /api/v1 group (and, for
@@ -113,7 +114,8 @@ func New(d Deps) *Server {
 	}
 	e.NoRoute(s.noRoute)
 	e.NoMethod(func(c *gin.Context) {
-		s.fail(c, api.Errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
+		api.Abort(c, http.StatusMethodNotAllowed, &api.Body{Code: fault.CodeMethodNotAllowed,
+			Message: fmt.Sprintf("method %s is not allowed on %s", c.Request.Method, c.Request.URL.Path)})
 	})
 	return s
 }
@@ -198,9 +200,8 @@ func (s *Server) readyz(c *gin.Context) {
 	default:
 	}
 	if len(failed) > 0 {
-		e := api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "not ready: %v", failed)
-		e.Details = map[string]any{"checks": checks}
-		c.AbortWithStatusJSON(e.Status, api.Envelope{Error: e})
+		api.Abort(c, http.StatusServiceUnavailable, &api.Body{Code: fault.CodeUnavailable,
+			Message: fmt.Sprintf("not ready: %v", failed), Details: map[string]any{"checks": checks}})
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"status": "ready", "checks": checks})

@@ -376,7 +376,7 @@ func TestEdgeRefusesURLsThatNameNothing(t *testing.T) {
 		{"/acme//app.git/info/refs?service=git-upload-pack", `the URL path has an empty segment ("//")`}, // no git path
 	} {
 		w := f.do("GET", tc.target, nil)
-		var env struct{ Error api.Error }
+		var env struct{ Error api.Body }
 		json.Unmarshal(w.Body.Bytes(), &env)
 		if w.Code != 400 || env.Error.Code != "bad_request" || env.Error.Message != tc.say {
 			t.Errorf("GET %s: %d %s, want 400 bad_request saying %q", tc.target, w.Code, w.Body, tc.say)

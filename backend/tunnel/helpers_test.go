@@ -18,7 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	agenttunnel "github.com/nimbus-build/nimbus/agent/tunnel"
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
@@ -57,7 +57,7 @@ func (a *agents) authenticate(_ context.Context, token string) (string, error) {
 	if id, ok := a.tokens[token]; ok {
 		return id, nil
 	}
-	return "", api.Unauthenticated("unknown agent token")
+	return "", fault.Unauthenticated("unknown agent token")
 }
 
 // newReplica starts a hub (cfg's Authenticate, Secret and InternalURL are filled in) behind an

@@ -13,6 +13,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/protocol"
 	agenttunnel "github.com/nimbus-build/nimbus/agent/tunnel"
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // Routes implements server.Module: the agents' tunnel beside the rest of the agent API (outside
@@ -38,10 +39,10 @@ func (h *Hub) serveAgent(c *gin.Context) error {
 		return err
 	}
 	if !hasToken(c.Request.Header, "Connection", "upgrade") || !hasToken(c.Request.Header, "Upgrade", "websocket") {
-		return api.BadRequest("the tunnel is a WebSocket (Upgrade: websocket, subprotocol %s)", protocol.TunnelSubprotocol)
+		return fault.BadRequest("the tunnel is a WebSocket (Upgrade: websocket, subprotocol %s)", protocol.TunnelSubprotocol)
 	}
 	if h.stopping() || !h.enter() {
-		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "this replica is shutting down; connect again")
+		return fault.Unavailable("this replica is shutting down; connect again")
 	}
 	defer h.active.Done()
 	s := h.newSession(agentID)

@@ -7,7 +7,7 @@
 //
 // Open returns once the agent has accepted the stream; from then on conn is raw bytes to and
 // from the agent's handler of that kind. The agent's connection may be on another replica:
-// Open finds it through a record in Redis and reaches it through that replica (forward.go).
+// Open finds it through a record in Redis and reaches it through that replica (forward_http.go).
 // README.md draws the flow; start there.
 package tunnel
 

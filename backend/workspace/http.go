@@ -18,6 +18,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -86,7 +87,7 @@ func idOf(c *gin.Context) (int64, error) {
 func portOf(c *gin.Context) (int, error) {
 	p, err := strconv.Atoi(c.Param("port"))
 	if err != nil || p < 1 || p > 65535 {
-		return 0, api.Invalid("port", "%q is not a TCP port (1-65535)", c.Param("port"))
+		return 0, fault.Invalid("port", "%q is not a TCP port (1-65535)", c.Param("port"))
 	}
 	return p, nil
 }
@@ -127,7 +128,7 @@ func (h *Handler) restore(c *gin.Context) error {
 		return err
 	}
 	if req.Ref == "" {
-		return api.Invalid("ref", "required: one of the workspace's saved_work refs")
+		return fault.Invalid("ref", "required: one of the workspace's saved_work refs")
 	}
 	out, err := h.s.Restore(c.Request.Context(), auth.From(c), id, req.Ref)
 	if err != nil {
@@ -186,7 +187,7 @@ func (h *Handler) stream(c *gin.Context, kind string, fields map[string]string) 
 		return nil, err
 	}
 	if !websocket.IsWebSocketUpgrade(c.Request) {
-		return nil, api.BadRequest("this route is a WebSocket: connect with Upgrade: websocket")
+		return nil, fault.BadRequest("this route is a WebSocket: connect with Upgrade: websocket")
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 15*time.Second)
 	defer cancel()

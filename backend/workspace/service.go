@@ -22,11 +22,11 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/tunnel"
@@ -78,7 +78,7 @@ type Service struct {
 	cfg Config
 
 	mu     sync.Mutex
-	access map[accessKey]checked // preview access checked (preview.go)
+	access map[accessKey]checked // preview access checked (preview_http.go)
 	used   map[string]time.Time  // one-time preview logins spent, until they expire
 }
 
@@ -97,13 +97,13 @@ func New(cfg Config) *Service {
 type record struct{ build.WorkspaceRun }
 
 // errNotFound is every workspace the caller may not see.
-func errNotFound() error { return api.NotFound("workspace not found") }
+func errNotFound() error { return fault.NotFound("workspace not found") }
 
 // load authorizes the caller for workspace id: write access to its repo. A workspace the
 // caller cannot read is a 404, as one that does not exist.
 func (s *Service) load(ctx context.Context, p *auth.Principal, id int64) (*record, error) {
 	if p.Kind == auth.KindJob {
-		return nil, api.Forbidden("a pipeline's job token cannot enter workspaces")
+		return nil, fault.Forbidden("a pipeline's job token cannot enter workspaces")
 	}
 	run, err := s.cfg.Builds.Workspace(ctx, id)
 	if errors.Is(err, gorm.ErrRecordNotFound) {
@@ -114,8 +114,7 @@ func (s *Service) load(ctx context.Context, p *auth.Principal, id int64) (*recor
 	}
 	r := record{*run}
 	if _, err := s.cfg.Repos.Resolve(ctx, p, r.OrgName, r.RepoName, repo.Write); err != nil {
-		var ae *api.Error
-		if errors.As(err, &ae) && ae.Status == 404 {
+		if fault.KindOf(err) == fault.KindNotFound {
 			return nil, errNotFound()
 		}
 		return nil, err
@@ -264,18 +263,18 @@ func (s *Service) Get(ctx context.Context, p *auth.Principal, id int64) (*View, 
 // ones, or all.
 func (s *Service) List(ctx context.Context, p *auth.Principal, orgName string, all bool) ([]View, error) {
 	if p.Kind == auth.KindJob {
-		return nil, api.Forbidden("a pipeline's job token cannot list workspaces")
+		return nil, fault.Forbidden("a pipeline's job token cannot list workspaces")
 	}
 	// As every org route (org.Load): anonymous callers 401, non-members 404, then the scope.
 	if !p.Authenticated() {
-		return nil, api.Unauthenticated("sign in or send a token")
+		return nil, fault.Unauthenticated("sign in or send a token")
 	}
 	o, role, err := s.cfg.Orgs.Access(ctx, p, orgName)
 	if err != nil {
 		return nil, err
 	}
 	if !role.IsMember() {
-		return nil, api.NotFound("team not found")
+		return nil, fault.NotFound("team not found")
 	}
 	// The list shows what GET /workspaces/{id} shows, which needs repo:write.
 	if err := p.Need(auth.ScopeRepoWrite); err != nil {
@@ -302,7 +301,7 @@ func (s *Service) Stop(ctx context.Context, p *auth.Principal, id int64) (*View,
 		return nil, err
 	}
 	if r.Status != build.StatusRunning && r.Status != build.StatusQueued {
-		return nil, api.Conflict("workspace %d has already ended (%s)", id, r.Status)
+		return nil, fault.Conflict("workspace %d has already ended (%s)", id, r.Status)
 	}
 	if r.Status == build.StatusQueued {
 		// Not started: nothing to save; its build is cancelled (a workspace's build holds
@@ -326,7 +325,7 @@ func (s *Service) KeepAlive(ctx context.Context, p *auth.Principal, id int64) (*
 		return nil, err
 	}
 	if !r.ready() {
-		return nil, api.Conflict("workspace %d is not ready (%s)", id, r.Status)
+		return nil, fault.Conflict("workspace %d is not ready (%s)", id, r.Status)
 	}
 	if _, err := s.agentStatus(ctx, r, protocol.KindWorkspaceKeepAlive); err != nil {
 		return nil, err
@@ -341,7 +340,7 @@ func (s *Service) Restore(ctx context.Context, p *auth.Principal, id int64, ref 
 		return nil, err
 	}
 	if !r.ready() {
-		return nil, api.Conflict("workspace %d is not ready (%s)", id, r.Status)
+		return nil, fault.Conflict("workspace %d is not ready (%s)", id, r.Status)
 	}
 	saved, err := s.savedWork(ctx, r)
 	if err != nil {
@@ -352,7 +351,7 @@ func (s *Service) Restore(ctx context.Context, p *auth.Principal, id int64, ref 
 		found = found || w.Ref == ref
 	}
 	if !found {
-		return nil, api.Invalid("ref", "%q is not a saved work of branch %s", ref, r.Branch)
+		return nil, fault.Invalid("ref", "%q is not a saved work of branch %s", ref, r.Branch)
 	}
 	conn, err := s.open(ctx, r, protocol.KindWorkspaceRestore, map[string]string{"ref": ref})
 	if err != nil {
@@ -361,10 +360,10 @@ func (s *Service) Restore(ctx context.Context, p *auth.Principal, id int64, ref 
 	defer conn.Close()
 	var out protocol.WorkspaceRestore
 	if err := protocol.ReadTunnelLine(conn, &out); err != nil {
-		return nil, api.Errorf(502, api.CodeUnavailable, "the workspace's agent did not answer: %v", err)
+		return nil, fault.New(fault.KindUpstreamFailed, fault.CodeUnavailable, "the workspace's agent did not answer: %v", err)
 	}
 	if out.Error != "" {
-		return nil, api.Conflict("%s", out.Error)
+		return nil, fault.Conflict("%s", out.Error)
 	}
 	return &out, nil
 }
@@ -404,7 +403,7 @@ func (s *Service) savedWork(ctx context.Context, r *record) ([]SavedWork, error)
 // workspace its agent cannot be reached for is a 503, one it refuses a 409.
 func (s *Service) open(ctx context.Context, r *record, kind string, fields map[string]string) (net.Conn, error) {
 	if !r.ready() {
-		return nil, api.Conflict("workspace %d is not ready (%s)", r.ID, build.WorkspaceState(build.Pipeline{
+		return nil, fault.Conflict("workspace %d is not ready (%s)", r.ID, build.WorkspaceState(build.Pipeline{
 			Status: r.Status, Workspace: true, ReadyAt: r.ReadyAt, StartedAt: r.StartedAt}))
 	}
 	f := map[string]string{"lease": r.LeaseID}
@@ -417,10 +416,10 @@ func (s *Service) open(ctx context.Context, r *record, kind string, fields map[s
 	}
 	conn, err := open(ctx, r.AgentID, tunnel.Header{Kind: kind, Fields: f})
 	if errors.Is(err, tunnel.ErrNoTunnel) {
-		return nil, api.Errorf(503, api.CodeUnavailable, "the agent of workspace %d is not connected: try again in a moment", r.ID)
+		return nil, fault.Unavailable("the agent of workspace %d is not connected: try again in a moment", r.ID)
 	}
 	if err != nil {
-		return nil, api.Errorf(503, api.CodeUnavailable, "the agent of workspace %d cannot be reached: %v", r.ID, err)
+		return nil, fault.Unavailable("the agent of workspace %d cannot be reached: %v", r.ID, err)
 	}
 	if d, ok := ctx.Deadline(); ok {
 		conn.SetReadDeadline(d)
@@ -430,7 +429,7 @@ func (s *Service) open(ctx context.Context, r *record, kind string, fields map[s
 	var reply protocol.TunnelReply
 	if err := protocol.ReadTunnelLine(conn, &reply); err != nil {
 		conn.Close()
-		return nil, api.Errorf(503, api.CodeUnavailable, "the agent of workspace %d did not answer: %v", r.ID, err)
+		return nil, fault.Unavailable("the agent of workspace %d did not answer: %v", r.ID, err)
 	}
 	conn.SetReadDeadline(time.Time{})
 	if !reply.Accepted {
@@ -438,7 +437,7 @@ func (s *Service) open(ctx context.Context, r *record, kind string, fields map[s
 		if reply.Code == protocol.TunnelPortClosed {
 			return nil, &PortClosedError{Message: reply.Message}
 		}
-		return nil, api.Conflict("workspace %d refused the connection (%s): %s", r.ID, reply.Code, reply.Message)
+		return nil, fault.Conflict("workspace %d refused the connection (%s): %s", r.ID, reply.Code, reply.Message)
 	}
 	return conn, nil
 }
@@ -457,7 +456,7 @@ func (s *Service) agentStatus(ctx context.Context, r *record, kind string) (prot
 	}
 	defer conn.Close()
 	if err := protocol.ReadTunnelLine(conn, &st); err != nil {
-		return st, api.Errorf(503, api.CodeUnavailable, "the agent of workspace %d did not answer: %v", r.ID, err)
+		return st, fault.Unavailable("the agent of workspace %d did not answer: %v", r.ID, err)
 	}
 	return st, nil
 }

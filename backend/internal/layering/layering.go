@@ -423,3 +423,49 @@ func CheckImports(c *Code, rules []ImportRule) []string {
 	sort.Strings(out)
 	return out
 }
+
+// HTTPUse is what CheckHTTP reports: a file outside the handler files that imports an HTTP
+// framework package or names one of net/http's status codes.
+type HTTPUse struct {
+	Pos  token.Position
+	What string // `imports "github.com/gin-gonic/gin"`, "names http.StatusNotFound"
+}
+
+func (u HTTPUse) String() string {
+	return fmt.Sprintf("%s: %s outside a handler file", u.Pos, u.What)
+}
+
+// CheckHTTP returns every place, in the non-test files of the loaded packages that handler
+// does not accept (it is given the package path and the file's base name), that imports one of
+// framework (import paths) or names an http.Status… constant. net/http itself may be imported
+// (an HTTP client needs it); a service says what went wrong with a fault kind, never a status.
+func CheckHTTP(c *Code, framework []string, handler func(pkgPath, file string) bool) []HTTPUse {
+	var out []HTTPUse
+	for _, p := range c.Packages {
+		for _, f := range p.Syntax {
+			pos := p.Fset.Position(f.Pos())
+			if handler(p.PkgPath, filepath.Base(pos.Filename)) {
+				continue
+			}
+			for _, spec := range f.Imports {
+				if imp, _ := strconv.Unquote(spec.Path.Value); slices.Contains(framework, imp) {
+					out = append(out, HTTPUse{Pos: p.Fset.Position(spec.Pos()), What: "imports " + spec.Path.Value})
+				}
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok || !strings.HasPrefix(sel.Sel.Name, "Status") {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok {
+					if pn, ok := p.TypesInfo.Uses[x].(*types.PkgName); ok && pn.Imported().Path() == "net/http" {
+						out = append(out, HTTPUse{Pos: p.Fset.Position(sel.Pos()), What: "names http." + sel.Sel.Name})
+					}
+				}
+				return true
+			})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Pos.String() < out[j].Pos.String() })
+	return out
+}

@@ -76,3 +76,29 @@ func TestCheckReadsFindsEveryRead(t *testing.T) {
 		t.Fatalf("the owner's own reads were reported: %v", got)
 	}
 }
+
+// CheckHTTP finds, outside the files the handler rule accepts, each import of a framework
+// package and each http.Status… constant (under any import name), and nothing a client may do.
+func TestCheckHTTP(t *testing.T) {
+	code, err := Load(".", "./testdata/httpuse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	framework := []string{"github.com/gin-gonic/gin", "github.com/nimbus-build/nimbus/backend/api"}
+	handler := func(_, file string) bool { return file == "http.go" }
+	var lines []string
+	for _, u := range CheckHTTP(code, framework, handler) {
+		lines = append(lines, fmt.Sprintf("%s:%d %s", filepath.Base(u.Pos.Filename), u.Pos.Line, u.What))
+	}
+	want := []string{"client.go:19 names http.StatusNoContent",
+		`service.go:11 imports "github.com/nimbus-build/nimbus/backend/api"`,
+		"service.go:18 names http.StatusNotFound",
+		`service.go:9 imports "github.com/gin-gonic/gin"`}
+	if !slices.Equal(lines, want) {
+		t.Fatalf("found\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	// The handler files are the rule's to name: with every file a handler file, nothing is found.
+	if got := CheckHTTP(code, framework, func(string, string) bool { return true }); len(got) != 0 {
+		t.Fatalf("handler files reported: %v", got)
+	}
+}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // Forwarding: the replica that opens a stream (the opener) and the one holding the agent's
@@ -192,18 +192,18 @@ func (h *Hub) upgrade(ctx context.Context, conn net.Conn, u *url.URL, agentID st
 func (h *Hub) serveForward(c *gin.Context) error {
 	agentID := c.Query("agent")
 	if err := h.verify(c.Request.Context(), c.GetHeader("Authorization"), agentID, time.Now()); err != nil {
-		return api.Unauthenticated("replicas only: %v", err)
+		return fault.Unauthenticated("replicas only: %v", err)
 	}
 	if !hasToken(c.Request.Header, "Connection", "upgrade") || !hasToken(c.Request.Header, "Upgrade", forwardProtocol) {
-		return api.BadRequest("a forwarded stream is an upgrade to %s", forwardProtocol)
+		return fault.BadRequest("a forwarded stream is an upgrade to %s", forwardProtocol)
 	}
 	if !h.enter() {
-		return api.Errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "this replica is shutting down")
+		return fault.Unavailable("this replica is shutting down")
 	}
 	defer h.active.Done()
 	st, err := h.localStream(c.Request.Context(), agentID)
 	if err != nil {
-		return api.NotFound("agent %s has no tunnel on this replica", agentID)
+		return fault.NotFound("agent %s has no tunnel on this replica", agentID)
 	}
 	c.Writer.WriteHeader(http.StatusSwitchingProtocols) // for the access log; the 101 is written below
 	conn, rw, err := c.Writer.Hijack()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -82,8 +83,8 @@ type hfModel struct {
 
 // hfNotFound marks err, when it is a 404, with the hub's error code and message headers.
 func hfNotFound(c *gin.Context, err error, code string) error {
-	var ae *api.Error
-	if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+	var ae *fault.Error
+	if errors.As(err, &ae) && ae.Kind == fault.KindNotFound {
 		c.Header("X-Error-Code", code)
 		c.Header("X-Error-Message", ae.Message)
 	}
@@ -108,7 +109,7 @@ func (h *Handler) hfResolveModel(c *gin.Context) (*hfModel, error) {
 		pkgName = a.Repo.Name // the default package: named like the repo, as stored
 	}
 	if !packageRE.MatchString(pkgName) {
-		return nil, hfNotFound(c, api.NotFound("model %s/%s not found", owner, name), hfRepoNotFound)
+		return nil, hfNotFound(c, fault.NotFound("model %s/%s not found", owner, name), hfRepoNotFound)
 	}
 	p, err := h.svc.pkgOf(ctx, a.Repo.ID, pkgName)
 	if err != nil {
@@ -131,11 +132,10 @@ func (s *Service) hfVersion(ctx context.Context, p *Package, rev string) (*Versi
 	if rev == "main" || rev == "HEAD" || rev == Latest {
 		return s.versionOf(ctx, p, Latest)
 	}
-	notFound := api.NotFound("revision %s of %s not found", rev, p.Name)
+	notFound := fault.NotFound("revision %s of %s not found", rev, p.Name)
 	if versionRE.MatchString(rev) {
 		v, err := s.versionOf(ctx, p, rev)
-		var ae *api.Error
-		if err == nil || !errors.As(err, &ae) || ae.Status != http.StatusNotFound || !hfCommitRE.MatchString(rev) {
+		if err == nil || fault.KindOf(err) != fault.KindNotFound || !hfCommitRE.MatchString(rev) {
 			return v, err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/org"
 )
 
@@ -54,10 +55,10 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 func allow(c *gin.Context) error {
 	p := auth.From(c)
 	if !p.Authenticated() {
-		return api.Unauthenticated("sign in or send a token")
+		return fault.Unauthenticated("sign in or send a token")
 	}
 	if !p.IsPlatformAdmin() {
-		return api.Forbidden("only platform admins see this (a token needs the admin scope)")
+		return fault.Forbidden("only platform admins see this (a token needs the admin scope)")
 	}
 	return nil
 }

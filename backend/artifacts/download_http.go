@@ -17,6 +17,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -50,7 +51,7 @@ func (h *Handler) serve(c *gin.Context, e *Entry) error {
 }
 
 // serveTagged is serve with the ETag given: the Hugging Face endpoint's clients want the bare
-// hex digest (hf.go). If-Range and If-None-Match compare against it.
+// hex digest (hf_http.go). If-Range and If-None-Match compare against it.
 func (h *Handler) serveTagged(c *gin.Context, e *Entry, tag string) error {
 	ctx := c.Request.Context()
 	d := digest.Digest(e.File.Digest)
@@ -111,8 +112,8 @@ func (w *rangeErrorWriter) WriteHeader(code int) {
 	w.failed = true
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.ResponseWriter.WriteHeader(code)
-	e := api.Errorf(code, api.CodeBadRequest, "the range is not within the file (%s)", w.Header().Get("Content-Range"))
-	json.NewEncoder(w.ResponseWriter).Encode(api.Envelope{Error: e})
+	json.NewEncoder(w.ResponseWriter).Encode(api.Envelope{Error: &api.Body{Code: fault.CodeBadRequest,
+		Message: fmt.Sprintf("the range is not within the file (%s)", w.Header().Get("Content-Range"))}})
 }
 
 func (w *rangeErrorWriter) Write(b []byte) (int, error) {

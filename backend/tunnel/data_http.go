@@ -13,7 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/nimbus-build/nimbus/agent/protocol"
-	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // Data connections (agent/protocol/tunnel.go): a bulk stream's bytes on a TCP connection of its
@@ -144,11 +144,11 @@ func (h *Hub) serveData(c *gin.Context) error {
 		return err
 	}
 	if !hasToken(c.Request.Header, "Connection", "upgrade") || !hasToken(c.Request.Header, "Upgrade", protocol.TunnelDataProtocol) {
-		return api.BadRequest("a data connection is an upgrade to %s", protocol.TunnelDataProtocol)
+		return fault.BadRequest("a data connection is an upgrade to %s", protocol.TunnelDataProtocol)
 	}
 	w := h.takeData(agentID, c.GetHeader(protocol.TunnelDataHeader))
 	if w == nil {
-		return api.NotFound("no stream of this agent waits for that data connection here")
+		return fault.NotFound("no stream of this agent waits for that data connection here")
 	}
 	c.Writer.WriteHeader(http.StatusSwitchingProtocols) // for the access log; the 101 is written below
 	conn, rw, err := c.Writer.Hijack()

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // stream follows a job's log with Server-Sent Events, from Last-Event-ID, else ?offset=, else the
@@ -64,7 +65,7 @@ func (h *Handler) stream(c *gin.Context) error {
 	}
 	if from > st.Size {
 		c.Header("Content-Range", fmt.Sprintf("bytes */%d", st.Size))
-		return api.Errorf(http.StatusRequestedRangeNotSatisfiable, api.CodeBadRequest,
+		return fault.New(fault.KindRangeNotSatisfiable, fault.CodeBadRequest,
 			"offset %d is past the end of the log, which holds %d bytes", from, st.Size)
 	}
 	var draining <-chan struct{}
@@ -154,7 +155,7 @@ func streamOffset(c *gin.Context) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
-		return 0, api.BadRequest("Last-Event-ID and offset must be a non-negative log offset")
+		return 0, fault.BadRequest("Last-Event-ID and offset must be a non-negative log offset")
 	}
 	return n, nil
 }

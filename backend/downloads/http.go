@@ -28,6 +28,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/fault"
 )
 
 // CLIName is the CLI's name under /downloads.
@@ -91,11 +92,11 @@ func (h *Handler) Routes(root *gin.Engine, _ *gin.RouterGroup) {
 
 func (h *Handler) open() (*os.File, os.FileInfo, error) {
 	if h.path == "" {
-		return nil, nil, api.NotFound("this installation serves no nimbus CLI: %s", h.why)
+		return nil, nil, fault.NotFound("this installation serves no nimbus CLI: %s", h.why)
 	}
 	f, err := os.Open(h.path)
 	if err != nil {
-		return nil, nil, api.NotFound("the nimbus CLI is not readable on this installation: %v", err)
+		return nil, nil, fault.NotFound("the nimbus CLI is not readable on this installation: %v", err)
 	}
 	st, err := f.Stat()
 	if err != nil {

@@ -1,7 +1,7 @@
 // Package agent is the Nimbus agent: the process on a CPU or GPU host that runs pipelines. It is
 // used by the nimbus-agent binary and, in the all-in-one mode, inside nimbus-server as the
 // built-in agent. It never imports backend packages; it talks to the server only through the
-// HTTP API whose wire types are in agent/protocol (agent/client).
+// HTTP API whose wire types are in internal/protocol (agent/client).
 //
 // New establishes the agent's identity (an id kept in its work dir, so a restart recognises what
 // the previous run left behind), chooses and verifies its executor (Docker when an engine answers,
@@ -32,7 +32,7 @@
 // agent deregisters, so the server shows it offline at once.
 //
 // Dying (kill -9, the OOM killer, a crash, its cgroup killed) skips all that, so what the agent
-// started ends by itself: every step runs under a lifeline the agent holds (agent/lifeline,
+// started ends by itself: every step runs under a lifeline the agent holds (internal/lifeline,
 // with the nimbus CLI as the init; newLifelines), and each docker service engine gets SIGKILL
 // from the kernel (agent/dockerservice). Containers stop within about a second of the death,
 // with nobody restarting the agent; the server fails the pipelines agent_lost one lease TTL
@@ -59,13 +59,13 @@ import (
 	"github.com/nimbus-build/nimbus/agent/dockerservice"
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/gpu"
-	"github.com/nimbus-build/nimbus/agent/lifeline"
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/agent/runner"
 	"github.com/nimbus-build/nimbus/agent/tunnel"
 	"github.com/nimbus-build/nimbus/agent/volumes"
 	"github.com/nimbus-build/nimbus/agent/workspace"
 	"github.com/nimbus-build/nimbus/internal/backoff"
+	"github.com/nimbus-build/nimbus/internal/lifeline"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Config is an agent's configuration.

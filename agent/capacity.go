@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // capacity is what the agent has free: cores, GPU device ids and pipeline slots. Every lease

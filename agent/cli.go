@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/lifeline"
+	"github.com/nimbus-build/nimbus/internal/lifeline"
 )
 
 // Every job step gets the nimbus CLI (nimbus artifact push|pull, with the job's CNB_TOKEN), the
@@ -69,7 +69,7 @@ func findCLI(configured string) (string, string) {
 }
 
 // setUpCLI finds the nimbus CLI, places a copy of it in the work dir and makes the lifelines
-// (agent/lifeline) that run every step under it, so that the steps end when the agent dies. It
+// (internal/lifeline) that run every step under it, so that the steps end when the agent dies. It
 // returns the CLI the jobs get ("" when configured off or when there is none) and the lifelines
 // (nil without a CLI that can run steps), and logs why either is missing.
 //

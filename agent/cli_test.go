@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
+	"github.com/nimbus-build/nimbus/internal/lifeline/lifelinetest"
 )
 
 // The agent finds its nimbus CLI, places a copy in its work dir (the path the engine sees, even

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/client"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // errNoToken means the agent has neither a saved registration nor a registration token.

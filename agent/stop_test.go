@@ -7,7 +7,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/client"
 	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // A cancel reaches the agent through the control long-poll at once. It used to wait for the

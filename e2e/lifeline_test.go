@@ -1,7 +1,7 @@
 package e2e
 
 // What an agent started must end when the agent dies, with nobody restarting it
-// (agent/lifeline): kill -9 of a real nimbus-agent mid-pipeline, then the host is searched for
+// (internal/lifeline): kill -9 of a real nimbus-agent mid-pipeline, then the host is searched for
 // what still runs.
 
 import (
@@ -19,7 +19,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	docker "github.com/docker/docker/client"
 
-	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
+	"github.com/nimbus-build/nimbus/internal/lifeline/lifelinetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 

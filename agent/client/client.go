@@ -1,5 +1,5 @@
 // Package client is the agent's HTTP client of the Nimbus agent API described in
-// agent/protocol: one file per resource (register, poll, leases, logs) and one retry policy
+// internal/protocol: one file per resource (register, poll, leases, logs) and one retry policy
 // (retry.go) that every call goes through. It is intended for internal use of the agent only.
 //
 // A Client is safe for concurrent use. Every call takes a context; cancelling it ends the call
@@ -17,7 +17,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Client talks to one Nimbus server with one bearer token.

@@ -12,7 +12,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Renew extends a lease. RenewResponse.Cancel tells the agent to stop the pipeline. A lease the

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/internal/backoff"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // This file is the agent's one retry policy. Every API call goes through Retry.do; nobody else

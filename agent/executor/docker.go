@@ -22,7 +22,7 @@ import (
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
-	"github.com/nimbus-build/nimbus/agent/lifeline"
+	"github.com/nimbus-build/nimbus/internal/lifeline"
 )
 
 // Docker runs each step in its own container.
@@ -37,7 +37,7 @@ type Docker struct {
 	// NetworkMode for step containers ("none", "host", "bridge", …); "" = the engine's default.
 	NetworkMode string
 	// Lifelines, when set, end every container within a second of the agent's death
-	// (agent/lifeline): its main process runs under the init, which watches a lifeline the
+	// (internal/lifeline): its main process runs under the init, which watches a lifeline the
 	// agent holds. Without them a crashed agent's containers run until it is started again.
 	Lifelines *lifeline.Lines
 }

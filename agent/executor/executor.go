@@ -11,7 +11,7 @@
 // Cancellation is the context: when it ends, the step is killed (SIGKILL to the container or the
 // process group) and Run returns the context's error.
 //
-// The agent's death ends the steps too, when the executor has Lifelines (agent/lifeline, whose
+// The agent's death ends the steps too, when the executor has Lifelines (internal/lifeline, whose
 // doc says why it is built so): a step's main process runs under the nimbus CLI's `lifeline`
 // command (the container's entrypoint, docker-init still PID 1, the binary at InitPath and the
 // FIFO at LifelinePath; on the host in front of `sh -c`), which kills it and its process group

@@ -18,8 +18,8 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 
-	"github.com/nimbus-build/nimbus/agent/lifeline"
-	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
+	"github.com/nimbus-build/nimbus/internal/lifeline"
+	"github.com/nimbus-build/nimbus/internal/lifeline/lifelinetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 

@@ -14,14 +14,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nimbus-build/nimbus/agent/lifeline"
+	"github.com/nimbus-build/nimbus/internal/lifeline"
 )
 
 // Shell runs steps as host processes, each in its own process group so that cancelling kills the
 // script and everything it started, and so does the step's end: what a script left running in
 // the background ends with it, as it does in a container.
 type Shell struct {
-	// Lifelines, when set, kill a step's process group when the agent dies (agent/lifeline): the
+	// Lifelines, when set, kill a step's process group when the agent dies (internal/lifeline): the
 	// step runs under the init, which watches a lifeline the agent holds. Without them a crashed
 	// agent's steps run on.
 	Lifelines *lifeline.Lines

@@ -38,7 +38,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 	"golang.org/x/sys/unix"
 
-	"github.com/nimbus-build/nimbus/agent/lifeline"
+	"github.com/nimbus-build/nimbus/internal/lifeline"
 )
 
 // ErrNeedsDocker is returned by the shell executor for what only containers can do.
@@ -62,7 +62,7 @@ type Container struct {
 	ID   string
 	name string // the step's, for errors
 
-	// line is the container's lifeline (agent/lifeline), released by Stop; nil without one.
+	// line is the container's lifeline (internal/lifeline), released by Stop; nil without one.
 	line *lifeline.Line
 	// att streams the main process's output to the step's writers; nil when it has none.
 	att      *types.HijackedResponse

@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // TagGPU is the tag of every GPU host; TagGPU + ":" + model names one model.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Outputs recorded from real hosts (UUIDs shortened by hand where noted).

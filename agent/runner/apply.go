@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // cnb:apply and cnb:trigger start a build through the server (protocol/builds.go): cnb:apply

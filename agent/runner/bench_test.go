@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/lifeline"
-	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
+	"github.com/nimbus-build/nimbus/internal/lifeline"
+	"github.com/nimbus-build/nimbus/internal/lifeline/lifelinetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
@@ -24,7 +24,7 @@ import (
 //	e2e/testenv.sh go test -run '^$' -bench AgentOverhead -benchtime 10x ./agent/runner
 func BenchmarkAgentOverhead(b *testing.B) {
 	h := newHarness(b, executor.ModeDocker)
-	// As the agent runs them: every step under its lifeline (agent/lifeline), whose cost is part
+	// As the agent runs them: every step under its lifeline (internal/lifeline), whose cost is part
 	// of the overhead.
 	lines, err := lifeline.New(context.Background(), filepath.Join(b.TempDir(), "lifelines"), lifelinetest.Init(b))
 	if err != nil {

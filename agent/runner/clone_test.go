@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 func TestCloneChecksOutTheCommitWithTheJobToken(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // A workspace pipeline (Plan.Workspace: the vscode event, or services: vscode) is a pipeline

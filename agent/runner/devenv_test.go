@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 func TestParseKeepAlive(t *testing.T) {

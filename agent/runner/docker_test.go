@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 func TestPluginJobsGetSettingsAndBuiltinsButNotUserEnv(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/imagebuild"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // imageName is the name of environment images below the repo's namespace in the registry.

@@ -16,7 +16,7 @@ import (
 	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/agent/imagebuild"
 	"github.com/nimbus-build/nimbus/agent/imagebuild/imagebuildtest"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // imageWorld is a Docker harness with a registry of its own and a repo namespace in it.

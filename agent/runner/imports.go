@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/internal/envfile"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Importer is the part of the server's API that reads files of its repositories for imports.

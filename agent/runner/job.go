@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // How long a job waits for its log to be taken before it is reported finished, and how long the

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Keyer is the part of the agent's client behind cnb:resolve and cnb:await (protocol/builds.go).

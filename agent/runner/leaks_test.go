@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // leakedIn lists where any of the values shows in what the server recorded of a lease: its job

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Locker is the part of the server's API that holds the locks of stages and jobs

@@ -15,7 +15,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/client"
 	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 func TestLogsSurviveServerErrorsWithoutLossOrDuplicates(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // The server goes away while a job runs, for longer than the API client retries one call (2 s

@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // outcome is where a group of stages got to.

@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // What a pipeline needs before its first stage, beside the checkout and the clone, is prepared

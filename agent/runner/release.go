@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 

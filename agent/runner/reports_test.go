@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/client"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // clientCalls classifies every call of the agent's client by what it sends back: a report

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Result keys of a script job that `exports` may name.

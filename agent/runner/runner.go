@@ -50,7 +50,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/client"
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // API is the part of the agent API a run needs; *client.Client implements it. A call on a lease

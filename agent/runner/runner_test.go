@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // span is when a job ran, by its events.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/dockerservice"
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent/client"
 	"github.com/nimbus-build/nimbus/agent/internal/fakeserver"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // waitStarted waits until the job reported it started and printed its first line.

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/agent/volumes"
 	"github.com/nimbus-build/nimbus/internal/envflag"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/agent/volumes"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // docker.volumes through a real runner: the real Docker engine of the tests, the fake control

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -15,29 +14,13 @@ import (
 	"github.com/gorilla/websocket"
 	yamux "github.com/libp2p/go-yamux/v5"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
+	"github.com/nimbus-build/nimbus/internal/tunnelwire"
 )
 
 // dialTimeout bounds one connection attempt, the WebSocket handshake included: an answer takes
 // well under a second, and a path that died during the handshake must not hold the agent long.
 const dialTimeout = 15 * time.Second
-
-// Flow control of the tunnel's streams (libp2p/go-yamux). A stream's window starts at yamux's
-// 256 KiB and doubles, up to StreamWindow, each time its reader takes a whole window within
-// four round trips of the connection (measured by a ping when it starts and every
-// rttInterval). The cap is a trade: what is in flight on a short path (a LAN, loopback) stays
-// in the CPU's caches below about 1 MiB (on loopback 2 MiB cost a quarter of the throughput and
-// 4 MiB or more a third to a half), while one stream over a long path moves at most
-// StreamWindow per round trip (1 MiB: 50 MiB/s at 20 ms, 20 MiB/s at 50 ms).
-const (
-	StreamWindow = 1 << 20
-	// MaxFrame bounds a yamux frame (header included): a 256 KiB write goes out as one frame,
-	// and one WebSocket message, while a bulk stream holds the connection for at most that much
-	// before a keystroke on another stream gets its turn.
-	MaxFrame = 256<<10 + 12
-	// rttInterval is how often the round trip is measured again.
-	rttInterval = 10 * time.Second
-)
 
 // errSessionEnded marks the end of a connection that had been established (as opposed to an
 // attempt that failed).
@@ -59,7 +42,7 @@ func (c *Client) connect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mux, err := yamux.Client(conn, MuxConfig(c.cfg.Keepalive, c.cfg.Timeout, c.log), nil)
+	mux, err := yamux.Client(conn, tunnelwire.MuxConfig(c.cfg.Keepalive, c.cfg.Timeout, c.log), nil)
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("tunnel: start session: %w", err)
@@ -99,7 +82,7 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 		ws.Close()
 		return nil, fmt.Errorf("tunnel: the server did not agree to %s", protocol.TunnelSubprotocol)
 	}
-	return WebSocketConn(ws, true), nil
+	return tunnelwire.WebSocketConn(ws, true), nil
 }
 
 // responseMessage is the start of a refused handshake's body (the server's error envelope).
@@ -128,7 +111,7 @@ func (c *Client) serve(ctx context.Context, mux *yamux.Session) error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", errSessionEnded, err)
 		}
-		handlers.Go(func() { c.serveStream(sctx, Stream(st)) })
+		handlers.Go(func() { c.serveStream(sctx, tunnelwire.Stream(st)) })
 	}
 }
 
@@ -171,28 +154,4 @@ func (c *Client) serveStream(ctx context.Context, st net.Conn) {
 func (c *Client) refuse(st net.Conn, code, msg string) {
 	c.log.Warn("tunnel stream refused", "code", code, "why", msg)
 	protocol.WriteTunnelLine(st, protocol.TunnelReply{Code: code, Message: msg})
-}
-
-// MuxConfig is the yamux configuration of both ends of the tunnel: pings every keepalive (when
-// nothing was received in between), and a connection whose ping or write is not through within
-// timeout is dropped.
-func MuxConfig(keepalive, timeout time.Duration, log *slog.Logger) *yamux.Config {
-	c := yamux.DefaultConfig()
-	c.EnableKeepAlive = true
-	c.KeepAliveInterval = keepalive
-	c.ConnectionWriteTimeout = timeout
-	c.MaxStreamWindowSize = StreamWindow
-	c.MaxMessageSize = MaxFrame
-	c.MeasureRTTInterval = rttInterval
-	c.LogOutput = muxLogger{log}
-	return c
-}
-
-// muxLogger sends yamux's log lines (a failed keepalive, a write to a dead connection) to the
-// debug level: what matters of them reaches the caller as the session's end.
-type muxLogger struct{ log *slog.Logger }
-
-func (l muxLogger) Write(p []byte) (int, error) {
-	l.log.Debug(strings.TrimSpace(string(p)))
-	return len(p), nil
 }

@@ -12,14 +12,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // dataTimeout bounds making a data connection: the stream waits for it, and the tunnel is a
 // fine fallback.
 const dataTimeout = 5 * time.Second
 
-// dialData makes the data connection a bulk stream's header offered (agent/protocol/tunnel.go):
+// dialData makes the data connection a bulk stream's header offered (internal/protocol/tunnel.go):
 // a TCP (or TLS) connection to the server upgraded to TunnelDataProtocol. It is not made
 // through an HTTP proxy (the upgrade is not a WebSocket, which proxies may not pass): with a
 // proxy for the server, the stream keeps its bytes.

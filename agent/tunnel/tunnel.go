@@ -1,4 +1,4 @@
-// Package tunnel is the agent's end of the tunnel (see agent/protocol/tunnel.go): one WebSocket
+// Package tunnel is the agent's end of the tunnel (see internal/protocol/tunnel.go): one WebSocket
 // connection the agent opens to the server, carrying a yamux session on which the server opens
 // streams to this host. Agent hosts accept no inbound connections; everything the server needs
 // to reach on them (a workspace's terminal, a forwarded port) rides this connection.
@@ -29,8 +29,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/internal/backoff"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Header is what the server asks of a stream: its kind and that kind's fields.

@@ -18,7 +18,8 @@ import (
 	"github.com/gorilla/websocket"
 	yamux "github.com/libp2p/go-yamux/v5"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
+	"github.com/nimbus-build/nimbus/internal/tunnelwire"
 )
 
 // fakeServer is the server's end of the tunnel reduced to what the client sees: the handshake
@@ -54,7 +55,7 @@ func newFakeServer(t *testing.T, token string) *fakeServer {
 		if err != nil {
 			return
 		}
-		mux, err := yamux.Server(WebSocketConn(ws, false), MuxConfig(time.Second, time.Second, slog.New(slog.DiscardHandler)), nil)
+		mux, err := yamux.Server(tunnelwire.WebSocketConn(ws, false), tunnelwire.MuxConfig(time.Second, time.Second, slog.New(slog.DiscardHandler)), nil)
 		if err != nil {
 			t.Error(err)
 			return
@@ -108,7 +109,7 @@ func open(t *testing.T, s *yamux.Session, hdr any) (net.Conn, protocol.TunnelRep
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := Stream(raw)
+	st := tunnelwire.Stream(raw)
 	st.SetDeadline(time.Now().Add(5 * time.Second))
 	switch h := hdr.(type) {
 	case string:

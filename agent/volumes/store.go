@@ -55,7 +55,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // DefaultBudget is the cache budget of an agent that sets none.

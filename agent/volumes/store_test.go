@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Runtime is what the runner (agent/runner.Runner) tells about its workspaces.

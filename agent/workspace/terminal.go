@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/executor"
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // A terminal is a shell on a PTY in the workspace. It outlives the stream that started it: a

@@ -54,7 +54,7 @@ func Bind(c *gin.Context, v any) error { return bind(c, v, true) }
 // Bind: one JSON object, nothing after it but whitespace, no duplicate keys (in unknown fields
 // too), UTF-8, right types, the size cap.
 //
-// It is meant for the agent protocol (/api/v1/agent/…, agent/protocol): agents are released and
+// It is meant for the agent protocol (/api/v1/agent/…, internal/protocol): agents are released and
 // upgraded apart from the server, so a newer agent may send a field an older server does not
 // know yet (and never retries a 4xx); refusing it would take the agent out of service instead of
 // degrading to what both sides know. API bodies that people and the dashboard send use Bind, so

@@ -9,10 +9,10 @@ import (
 
 	"gorm.io/gorm/clause"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // The authorization matrix's table (the harness that runs it is authz_test.go): the world's

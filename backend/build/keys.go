@@ -12,8 +12,8 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // cnb:resolve and cnb:await order pipelines of one build (../../shared/cnb-reference.md §2.3,

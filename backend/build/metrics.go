@@ -9,8 +9,8 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Metrics across commits: a job reports a number as `##[set-output metric.<name>=<number>]`

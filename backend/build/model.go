@@ -16,7 +16,7 @@ package build
 import (
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Statuses of builds, pipelines, stages and jobs.

@@ -7,10 +7,10 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/paging"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // RunInfo is what an agent needs to know of a claimed pipeline beyond its Plan: its build, the

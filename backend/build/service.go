@@ -13,7 +13,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/git"
@@ -21,6 +20,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // ConfigFile is the pipeline file at the repository root.

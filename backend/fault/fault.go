@@ -73,7 +73,7 @@ func (k Kind) String() string {
 }
 
 // Stable error codes. Clients switch on these, so they never change meaning. Domain packages
-// may use codes of their own (agent/protocol's lease_lost, import_refused) with New.
+// may use codes of their own (internal/protocol's lease_lost, import_refused) with New.
 const (
 	CodeBadRequest       = "bad_request"
 	CodeValidation       = "validation_failed"

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // fiftyJobs is a 50-job GPU pipeline (10 stages of 5 parallel jobs, each its own image from the

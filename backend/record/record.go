@@ -26,8 +26,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // The statement's fixed type URIs.

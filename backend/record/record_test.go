@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 const (

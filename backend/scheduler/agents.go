@@ -12,11 +12,11 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/store"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Register admits an agent that presents the registration token and gives it its own token.

@@ -6,11 +6,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Builds that pipelines start (protocol/builds.go). cnb:apply builds the pipeline's own repo as

@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/runnerclass"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Intake is where queued pipelines enter the scheduler: it puts each on its class's Redis queue

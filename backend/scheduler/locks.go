@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Pipeline locks (`lock:` of a pipeline, ../../shared/cnb-reference.md §2.6) are taken when an

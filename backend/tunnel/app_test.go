@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent"
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/app"
 	"github.com/nimbus-build/nimbus/backend/app/apptest"
 	"github.com/nimbus-build/nimbus/backend/tunnel"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // TestAssembledServerReachesARealAgent runs the whole server (backend/app) and a real agent

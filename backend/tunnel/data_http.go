@@ -12,11 +12,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
-// Data connections (agent/protocol/tunnel.go): a bulk stream's bytes on a TCP connection of its
+// Data connections (internal/protocol/tunnel.go): a bulk stream's bytes on a TCP connection of its
 // own, which the agent makes to GET /api/v1/agent/tunnel/data when the stream's header offers a
 // token. Through the tunnel a download is cut into yamux frames, WebSocket messages the agent
 // masks and the server unmasks, and copied in and out of both processes, with at most a window

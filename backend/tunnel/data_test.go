@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	agenttunnel "github.com/nimbus-build/nimbus/agent/tunnel"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // which is the type of the connection the agent's handler was given, as the "which" kind

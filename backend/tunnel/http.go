@@ -10,10 +10,10 @@ import (
 	"github.com/gorilla/websocket"
 	yamux "github.com/libp2p/go-yamux/v5"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
-	agenttunnel "github.com/nimbus-build/nimbus/agent/tunnel"
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/internal/protocol"
+	"github.com/nimbus-build/nimbus/internal/tunnelwire"
 )
 
 // Routes implements server.Module: the agents' tunnel beside the rest of the agent API (outside
@@ -64,8 +64,8 @@ func (h *Hub) serveAgent(c *gin.Context) error {
 		ws.Close()
 		return nil
 	}
-	conn := agenttunnel.WebSocketConn(ws, false)
-	s.mux, err = yamux.Server(conn, agenttunnel.MuxConfig(h.cfg.Keepalive, h.cfg.Timeout, h.log), nil)
+	conn := tunnelwire.WebSocketConn(ws, false)
+	s.mux, err = yamux.Server(conn, tunnelwire.MuxConfig(h.cfg.Keepalive, h.cfg.Timeout, h.log), nil)
 	if err != nil {
 		conn.Close()
 		h.log.Error("tunnel session not started", "agent_id", agentID, "err", err)

@@ -1,5 +1,5 @@
 // Package tunnel is the server's end of the agent tunnel (the protocol is in
-// agent/protocol/tunnel.go; the agent's end is agent/tunnel). Agents open one WebSocket to
+// internal/protocol/tunnel.go; the agent's end is agent/tunnel). Agents open one WebSocket to
 // GET /api/v1/agent/tunnel and run a yamux session over it; the Hub keeps this replica's
 // sessions and opens streams to agents for the rest of the server:
 //
@@ -25,8 +25,8 @@ import (
 	yamux "github.com/libp2p/go-yamux/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
-	agenttunnel "github.com/nimbus-build/nimbus/agent/tunnel"
+	"github.com/nimbus-build/nimbus/internal/protocol"
+	"github.com/nimbus-build/nimbus/internal/tunnelwire"
 )
 
 // Header is what a stream is for: a kind the agent has a handler for, and its fields.
@@ -181,7 +181,7 @@ func (h *Hub) localStream(ctx context.Context, agentID string) (net.Conn, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w: agent %s: %w", ErrNoTunnel, agentID, err)
 	}
-	return agenttunnel.Stream(st), nil
+	return tunnelwire.Stream(st), nil
 }
 
 func (h *Hub) local(agentID string) *session {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 func TestOpenEcho(t *testing.T) {

@@ -20,8 +20,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Preview credentials. The dashboard's origin signs a short-lived, single-use login for one

@@ -21,7 +21,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
@@ -30,6 +29,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/tunnel"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Opener opens a stream to an agent over its tunnel (*tunnel.Hub); OpenBulk for a stream that

@@ -12,9 +12,9 @@ import (
 	"github.com/nimbus-build/nimbus/agent"
 	"github.com/nimbus-build/nimbus/agent/dockerservice"
 	"github.com/nimbus-build/nimbus/agent/gpu"
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/agent/volumes"
 	"github.com/nimbus-build/nimbus/internal/envflag"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 var version = "dev"

@@ -1,6 +1,6 @@
 // Package fakeserver is a fake Nimbus control plane over real HTTP, for the agent's tests only.
 //
-// It implements the agent API of agent/protocol with a small state machine — a lease is queued,
+// It implements the agent API of internal/protocol with a small state machine — a lease is queued,
 // leased by a poll, then finished, cancelled (renew answers Cancel) or lost (every lease call
 // answers 409 lease_lost) — and records what the agent sent: registrations, polls, renewals,
 // events, log bytes by offset and the finish. Like Buildkite's fake API server it is real HTTP on
@@ -22,7 +22,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Fault says how the server mishandles one log append.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 )
 
-// lifelineCommand exists only where agents run (agent/lifeline needs FIFOs and process groups).
+// lifelineCommand exists only where agents run (internal/lifeline needs FIFOs and process groups).
 func lifelineCommand() command {
 	return command{summary: "run a command under an agent's lifeline (Linux only, used by nimbus-agent)",
 		run: func(_ context.Context, e env, _ []string) int {

@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/internal/envflag"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // pathList collects --changed values: comma-separated, repeatable. set tells "no diff" (flag

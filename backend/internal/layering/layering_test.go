@@ -49,6 +49,14 @@ func TestCheckImports(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], "imports github.com/nimbus-build/nimbus/backend/build: test") {
 		t.Fatalf("import violations %v", got)
 	}
+	// The same import from a test file only is not reported under NotTests.
+	got = CheckImports(code, []ImportRule{{From: "github.com/nimbus-build/nimbus/backend/internal", To: "testing", Why: "test", NotTests: true}})
+	if len(got) != 0 {
+		t.Fatalf("a test file's import was reported under NotTests: %v", got)
+	}
+	if got = CheckImports(code, []ImportRule{{From: "github.com/nimbus-build/nimbus/backend/internal", To: "testing", Why: "test"}}); len(got) != 1 {
+		t.Fatalf("a test file's import was not reported: %v", got)
+	}
 }
 
 // CheckReads finds every way testdata/writer names build's tables or models when it reads them

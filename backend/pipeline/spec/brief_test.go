@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden plan files in testdata/brief")

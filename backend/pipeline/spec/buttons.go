@@ -9,8 +9,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/yamlpos"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Buttons: `.cnb/web_trigger.yml` (../../../shared/cnb-reference.md §3.5) puts custom buttons on

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // This file decodes the merged node tree into the declarations of model.go: branch keys, events,

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // selfFS serves the fuzzed document under every name, so includes recurse into it.

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/runnerclass"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // maxChangedFiles is how many changed files ifModify considers.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 var pushMain = Trigger{Event: "push", Branch: "main"}

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
 	"github.com/nimbus-build/nimbus/backend/runnerclass"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // runnerClasses indexes the configured runner classes (backend/runnerclass) by tag.

@@ -5,7 +5,7 @@
 //
 // It is a pure library: bytes in, Plans or diagnostics out, with no I/O of its own. Included
 // files are read through the FileSource the caller provides. It imports nothing else of the
-// project except agent/protocol, because the Plan it produces is the agent's wire contract and
+// project except internal/protocol, because the Plan it produces is the agent's wire contract and
 // must live where the agent (which never imports backend/) can import it, and
 // backend/runnerclass, the runner classes runner: is checked against.
 //
@@ -29,8 +29,8 @@ package spec
 import (
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/runnerclass"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Options configure the engine. The zero value works: default runner classes, Asia/Shanghai,

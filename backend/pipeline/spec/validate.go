@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
 	"github.com/nimbus-build/nimbus/backend/runnerclass"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Validation rules that need configuration: runner classes and their caps, the built-in tasks

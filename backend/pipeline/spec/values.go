@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/suggest"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // Decoding of leaf values: scalars, string lists, durations, images, env maps, locks and the

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // The lint of variable references. A ${NAME} in a substituted field (env.go lists them) that is

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nimbus-build/nimbus/agent/protocol"
+	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
 // A repo secret referenced from env used to become empty: the planner took every name it did not

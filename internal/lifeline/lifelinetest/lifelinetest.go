@@ -1,5 +1,5 @@
 // Package lifelinetest helps the tests of what must end with the agent: it builds the init that
-// agent/lifeline runs steps under (the statically linked nimbus CLI, from this module's source)
+// internal/lifeline runs steps under (the statically linked nimbus CLI, from this module's source)
 // and starts a test binary again as an agent to be killed.
 package lifelinetest
 

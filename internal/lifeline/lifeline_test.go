@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/agent/lifeline"
-	"github.com/nimbus-build/nimbus/agent/lifeline/lifelinetest"
+	"github.com/nimbus-build/nimbus/internal/lifeline"
+	"github.com/nimbus-build/nimbus/internal/lifeline/lifelinetest"
 )
 
 func newLines(t *testing.T) *lifeline.Lines {

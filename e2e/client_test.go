@@ -26,7 +26,7 @@ type client struct {
 
 func newClient(t testing.TB, base string) *client {
 	jar, _ := cookiejar.New(nil)
-	contract, err := openapitest.Load()
+	contract, err := openapitest.Shared()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -257,7 +257,7 @@ func newMXWorld(t *testing.T, databaseURL string) *mxWorld {
 			t.Errorf("close app: %v", err)
 		}
 	})
-	contract, err := openapitest.Load()
+	contract, err := openapitest.Shared()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,8 +40,8 @@ func which(t *testing.T, r *replica, agentID string, bulk bool) (string, net.Con
 }
 
 const (
-	onStream = "*tunnel.stream"   // agent/tunnel's stream: the bytes ride the tunnel
-	onData   = "*tunnel.testConn" // the test network's connection: a data connection
+	onStream = "*tunnelwire.stream" // internal/tunnelwire's stream: the bytes ride the tunnel
+	onData   = "*tunnel.testConn"   // the test network's connection: a data connection
 )
 
 func withWhich(c *agenttunnel.Client) {

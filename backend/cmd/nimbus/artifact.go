@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/internal/backoff"
 	"github.com/nimbus-build/nimbus/internal/envflag"
 )
@@ -48,10 +49,11 @@ cnb:await for the key the first resolved. Only the build's jobs push to it, it i
 "latest", and the server removes it a while after the build ended. Directories travel as one
 archive: tar czf processed.tgz processed.`
 
-// artifactClient talks to one server's model-file API.
+// artifactClient talks to one server's model-file API (through backend/apiclient; transfers
+// stream, resume and retry here).
 type artifactClient struct {
 	server, token string
-	http          *http.Client
+	api           *apiclient.Client
 	stderr        io.Writer
 	every         time.Duration // progress lines when stderr is not a terminal
 	retries       int           // attempts of a download after the first
@@ -118,7 +120,7 @@ func runArtifact(ctx context.Context, e env, args []string) int {
 		return 2
 	}
 	c.server = strings.TrimRight(c.server, "/")
-	c.http = &http.Client{CheckRedirect: dropIfRange}
+	c.api = apiclient.New(c.server, apiclient.WithToken(c.token), apiclient.WithHTTPClient(&http.Client{CheckRedirect: dropIfRange}))
 	var err error
 	if verb == "push" {
 		err = c.push(ctx, e.stdout, rest[0], rest[1], rest[2], rest[3:])
@@ -143,34 +145,10 @@ func dropIfRange(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// versionURL is the API URL of a version ("latest" too) of a package of repo ("org/name").
-func (c *artifactClient) versionURL(repo, pkg, version string) string {
+// versionPath is the API path of a version ("latest" too) of a package of repo ("org/name").
+func versionPath(repo, pkg, version string) string {
 	org, name, _ := strings.Cut(repo, "/")
-	return c.server + "/api/v1/repos/" + url.PathEscape(org) + "/" + url.PathEscape(name) + "/artifacts/" +
-		url.PathEscape(pkg) + "/" + url.PathEscape(version)
-}
-
-func (c *artifactClient) request(ctx context.Context, method, u string, body io.Reader) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, method, u, body)
-	if err != nil {
-		return nil, err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	return req, nil
-}
-
-// apiError reads the API's error envelope of a failed response.
-func apiError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	var env struct {
-		Error struct{ Code, Message string }
-	}
-	if json.Unmarshal(b, &env) == nil && env.Error.Message != "" {
-		return fmt.Errorf("%s: %s (%s)", resp.Status, env.Error.Message, env.Error.Code)
-	}
-	return fmt.Errorf("%s", resp.Status)
+	return apiclient.ArtifactPath(org, name, pkg, version)
 }
 
 // fileSum hashes a file: its sha256 in hex and its size.
@@ -195,10 +173,8 @@ func (c *artifactClient) push(ctx context.Context, out io.Writer, repo, pkg, ver
 		if err != nil {
 			return err
 		}
-		u := c.versionURL(repo, pkg, version) + "/" + url.PathEscape(filepath.Base(path))
-		var res struct {
-			DownloadURL string `json:"download_url"`
-		}
+		u := versionPath(repo, pkg, version) + "/" + url.PathEscape(filepath.Base(path))
+		var res apiclient.Published
 		for attempt := 0; ; attempt++ {
 			status, err := c.upload(ctx, u, path, sum, size, &res)
 			if err == nil {
@@ -234,14 +210,14 @@ func (c *artifactClient) upload(ctx context.Context, u, path, sum string, size i
 	}
 	defer f.Close()
 	p := newProgress(c.stderr, filepath.Base(path), size, 0, c.every)
-	req, err := c.request(ctx, http.MethodPut, u, counter{f, p})
+	req, err := c.api.NewRequest(ctx, http.MethodPut, u, counter{f, p})
 	if err != nil {
 		return 0, permanent{err}
 	}
 	req.ContentLength = size
 	req.Header.Set("Content-Type", "application/octet-stream")
 	req.Header.Set("X-Checksum-Sha256", sum)
-	resp, err := c.http.Do(req)
+	resp, err := c.api.Send(req)
 	if err != nil {
 		return 0, err
 	}
@@ -251,9 +227,9 @@ func (c *artifactClient) upload(ctx context.Context, u, path, sum string, size i
 	case resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated:
 		return resp.StatusCode, json.NewDecoder(resp.Body).Decode(res)
 	case resp.StatusCode >= 500:
-		return 0, apiError(resp)
+		return 0, apiclient.ErrorOf(resp)
 	}
-	return 0, permanent{apiError(resp)}
+	return 0, permanent{apiclient.ErrorOf(resp)}
 }
 
 // retryWait is the pause before a retry: the retry-wait flag times the attempt's number.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -17,37 +16,20 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/internal/backoff"
 	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
 // remoteFile is a file of a version as the server lists it.
-type remoteFile struct {
-	Name   string `json:"name"`
-	Size   int64  `json:"size"`
-	Digest string `json:"digest"`
-}
+type remoteFile = apiclient.ArtifactFile
 
 // pull downloads the version's files (all, or those named) into dir.
 func (c *artifactClient) pull(ctx context.Context, out io.Writer, repo, pkg, version string, names []string, dir string) error {
-	req, err := c.request(ctx, http.MethodGet, c.versionURL(repo, pkg, version), nil)
+	org, name, _ := strings.Cut(repo, "/")
+	v, err := c.api.ArtifactVersion(ctx, org, name, pkg, version)
 	if err != nil {
 		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return apiError(resp)
-	}
-	var v struct {
-		Version string       `json:"version"`
-		Files   []remoteFile `json:"files"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
-		return fmt.Errorf("the version's listing: %w", err)
 	}
 	files := v.Files
 	if len(names) > 0 {
@@ -69,7 +51,7 @@ func (c *artifactClient) pull(ctx context.Context, out io.Writer, repo, pkg, ver
 		if userpath.Name(f.Name) != nil || !strings.HasPrefix(f.Digest, "sha256:") || len(f.Digest) != len("sha256:")+64 {
 			return fmt.Errorf("the server listed a file this client will not write: %q (%s)", f.Name, f.Digest)
 		}
-		u := c.versionURL(repo, pkg, v.Version) + "/" + url.PathEscape(f.Name)
+		u := versionPath(repo, pkg, v.Version) + "/" + url.PathEscape(f.Name)
 		dst, err := c.fetch(ctx, u, f, dir)
 		if err != nil {
 			return fmt.Errorf("%s: %w", f.Name, err)
@@ -155,7 +137,7 @@ func (c *artifactClient) receive(ctx context.Context, u string, f remoteFile, fi
 	defer cancel()
 	watchdog := time.AfterFunc(c.stall, cancel)
 	defer watchdog.Stop()
-	req, err := c.request(actx, http.MethodGet, u, nil)
+	req, err := c.api.NewRequest(actx, http.MethodGet, u, nil)
 	if err != nil {
 		return permanent{err}
 	}
@@ -163,7 +145,7 @@ func (c *artifactClient) receive(ctx context.Context, u string, f remoteFile, fi
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", *have))
 		req.Header.Set("If-Range", `"`+f.Digest+`"`)
 	}
-	resp, err := c.http.Do(req)
+	resp, err := c.api.Send(req)
 	if err != nil {
 		return err
 	}
@@ -185,9 +167,9 @@ func (c *artifactClient) receive(ctx context.Context, u string, f remoteFile, fi
 		*have = 0
 		return errors.New("the server cannot resume this partial file; starting over")
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return apiError(resp)
+		return apiclient.ErrorOf(resp)
 	default:
-		return permanent{apiError(resp)}
+		return permanent{apiclient.ErrorOf(resp)}
 	}
 	p := newProgress(c.stderr, f.Name, f.Size, *have, c.every)
 	defer p.finish()

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/term"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/internal/envflag"
 )
 
@@ -53,10 +53,11 @@ The token is a personal token (a pipeline's job token cannot open workspaces).`
 // sshSubprotocol is the WebSocket subprotocol of /api/v1/workspaces/{id}/ssh.
 const sshSubprotocol = "nimbus-ssh.v1"
 
-// workspaceClient talks to one server's workspace API.
+// workspaceClient talks to one server's workspace API (through backend/apiclient; the SSH
+// tunnel is a WebSocket of its own).
 type workspaceClient struct {
 	server, token string
-	http          *http.Client
+	api           *apiclient.Client
 }
 
 func runWorkspace(ctx context.Context, e env, args []string) int {
@@ -70,7 +71,7 @@ func runWorkspace(ctx context.Context, e env, args []string) int {
 		return 2
 	}
 	verb := args[0]
-	c := &workspaceClient{http: &http.Client{Timeout: time.Minute}}
+	c := &workspaceClient{}
 	var branch string
 	var all, stdio, tty bool
 	fs := envflag.New("workspace "+verb, workspaceUsage)
@@ -99,6 +100,7 @@ func runWorkspace(ctx context.Context, e env, args []string) int {
 		c.server = e.getenv("CNB_WEB_ENDPOINT")
 	}
 	c.server = strings.TrimRight(c.server, "/")
+	c.api = apiclient.New(c.server, apiclient.WithToken(c.token), apiclient.WithHTTPClient(&http.Client{Timeout: time.Minute}))
 	switch {
 	case c.server == "":
 		fmt.Fprintf(e.stderr, "nimbus workspace %s: --server (NIMBUS_SERVER) is required\n", verb)
@@ -185,79 +187,9 @@ func (c *workspaceClient) report(e env, verb string, err error) int {
 	return 0
 }
 
-// call sends a JSON request to the API and decodes the answer into out (unless nil); an answer
-// other than a 2xx is the error envelope's message.
-func (c *workspaceClient) call(ctx context.Context, method, path string, body, out any) error {
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		r = strings.NewReader(string(b))
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.server+path, r)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return apiError(resp)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("%s %s: the answer is not the JSON expected: %w", method, path, err)
-	}
-	return nil
-}
-
-// workspaceJSON is what the CLI reads of a workspace (backend/workspace's WorkspaceJSON).
-type workspaceJSON struct {
-	ID          int64  `json:"id"`
-	Org         string `json:"org"`
-	Repo        string `json:"repo"`
-	Branch      string `json:"branch"`
-	BuildNumber int64  `json:"build_number"`
-	Name        string `json:"pipeline_name"`
-	State       string `json:"state"`
-	Reason      string `json:"reason"`
-}
-
-// openedJSON is the answer to opening workspaces: the build the vscode event made, whose
-// pipelines are the workspaces (backend/build's JSON).
-type openedJSON struct {
-	Number    int64  `json:"number"`
-	Branch    string `json:"branch"`
-	Status    string `json:"status"`
-	Pipelines []struct {
-		ID             int64   `json:"id"`
-		Name           string  `json:"name"`
-		Status         string  `json:"status"`
-		Workspace      bool    `json:"workspace"`
-		WorkspaceState *string `json:"workspace_state"`
-	} `json:"pipelines"`
-	Error *struct {
-		Message string `json:"message"`
-		File    string `json:"file"`
-		Line    int    `json:"line"`
-	} `json:"error"`
-}
-
 func (c *workspaceClient) open(ctx context.Context, out io.Writer, org, repo, branch string) error {
-	var b openedJSON
-	path := "/api/v1/repos/" + url.PathEscape(org) + "/" + url.PathEscape(repo) + "/workspaces"
-	if err := c.call(ctx, http.MethodPost, path, map[string]string{"branch": branch}, &b); err != nil {
+	b, err := c.api.OpenWorkspaces(ctx, org, repo, branch)
+	if err != nil {
 		return err
 	}
 	if b.Error != nil {
@@ -285,39 +217,9 @@ func (c *workspaceClient) open(ctx context.Context, out io.Writer, org, repo, br
 }
 
 func (c *workspaceClient) list(ctx context.Context, out io.Writer, org string, all bool) error {
-	base := "/api/v1/orgs/" + url.PathEscape(org) + "/workspaces"
-	q := url.Values{}
-	if all {
-		q.Set("all", "true")
-	}
-	var items []workspaceJSON
-	// The route may page its list ({"items", "next_cursor"}) or answer it whole; the page limit
-	// guards against a server that keeps answering the same cursor.
-	for page := 0; page < 1000; page++ {
-		path := base
-		if len(q) > 0 {
-			path += "?" + q.Encode()
-		}
-		var raw json.RawMessage
-		if err := c.call(ctx, http.MethodGet, path, nil, &raw); err != nil {
-			return err
-		}
-		var l struct {
-			Items      []workspaceJSON `json:"items"`
-			NextCursor string          `json:"next_cursor"`
-		}
-		if strings.HasPrefix(strings.TrimSpace(string(raw)), "[") {
-			if err := json.Unmarshal(raw, &l.Items); err != nil {
-				return fmt.Errorf("GET %s: %w", path, err)
-			}
-		} else if err := json.Unmarshal(raw, &l); err != nil {
-			return fmt.Errorf("GET %s: %w", path, err)
-		}
-		items = append(items, l.Items...)
-		if l.NextCursor == "" {
-			break
-		}
-		q.Set("cursor", l.NextCursor)
+	items, err := c.api.Workspaces(ctx, org, all)
+	if err != nil {
+		return err
 	}
 	if len(items) == 0 {
 		if all {
@@ -340,7 +242,8 @@ func (c *workspaceClient) list(ctx context.Context, out io.Writer, org string, a
 }
 
 func (c *workspaceClient) stop(ctx context.Context, out io.Writer, id string) error {
-	if err := c.call(ctx, http.MethodPost, "/api/v1/workspaces/"+id+"/stop", nil, nil); err != nil {
+	n, _ := strconv.ParseInt(id, 10, 64) // checked by runWorkspace
+	if err := c.api.StopWorkspace(ctx, n); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "workspace %s is stopping: its endStages run and its work is saved\n", id)
@@ -387,7 +290,7 @@ func (c *workspaceClient) dialSSH(ctx context.Context, id string) (*wsConn, erro
 	ws, resp, err := d.DialContext(ctx, u.String(), http.Header{"Authorization": {"Bearer " + c.token}})
 	if err != nil {
 		if resp != nil {
-			return nil, fmt.Errorf("workspace %s: %w", id, apiError(resp))
+			return nil, fmt.Errorf("workspace %s: %w", id, apiclient.ErrorOf(resp))
 		}
 		return nil, fmt.Errorf("workspace %s: %w", id, err)
 	}

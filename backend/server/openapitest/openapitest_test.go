@@ -121,3 +121,18 @@ func TestMatchingResponsesPass(t *testing.T) {
 		}
 	}
 }
+
+// Shared loads the document once per process: two calls give the same Validator, and it checks.
+func TestSharedIsLoadedOnce(t *testing.T) {
+	a, err := Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Shared()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || len(a.ops) == 0 {
+		t.Fatalf("Shared gave %p and %p (%d operations)", a, b, len(a.ops))
+	}
+}

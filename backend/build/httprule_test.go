@@ -9,7 +9,7 @@ import (
 
 // handlerFile says whether a file may import gin or backend/api and name net/http's status
 // codes: a file named http.go, http_*.go or *_http.go, or any file of an edge package. Those
-// speak HTTP in every file: the edge itself (api, server), the composition root (app), the
+// speak HTTP in every file: the edge itself (api, server, and apiclient, its Go client), the composition root (app), the
 // binaries (cmd), and the packages that implement an HTTP protocol of their own — registry
 // (OCI distribution), git (smart HTTP) and artifacts/storage (an S3 client and range serving).
 // backend/fault's doc says the same.
@@ -17,7 +17,7 @@ func handlerFile(pkg, file string) bool {
 	if file == "http.go" || strings.HasPrefix(file, "http_") || strings.HasSuffix(file, "_http.go") {
 		return true
 	}
-	for _, e := range []string{"api", "server", "app", "cmd", "registry", "git", "artifacts/storage"} {
+	for _, e := range []string{"api", "apiclient", "server", "app", "cmd", "registry", "git", "artifacts/storage"} {
 		if p := module + "/backend/" + e; pkg == p || strings.HasPrefix(pkg, p+"/") {
 			return true
 		}

@@ -100,7 +100,7 @@ func TestExternalPostgresAndRedis(t *testing.T) {
 }
 
 func TestMigrateCommand(t *testing.T) {
-	dbURL := storetest.PostgresURL(t)
+	dbURL := storetest.EmptyPostgresURL(t)
 	run := func() string {
 		cmd := exec.Command(bin("nimbus-server"), "migrate")
 		cmd.Env = []string{"NIMBUS_DATABASE_URL=" + dbURL, "PATH=" + os.Getenv("PATH")}

@@ -230,7 +230,7 @@ func newMXWorld(t *testing.T, databaseURL string) *mxWorld {
 	if err := os.WriteFile(cli, []byte("#!/bin/sh\necho nimbus\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"--data-dir", t.TempDir(), "--builtin-agent", "false", "--stripe-webhook-secret", mxStripeWebhookSecret,
+	args := []string{"--data-dir", storetest.DataDir(t, databaseURL), "--builtin-agent", "false", "--stripe-webhook-secret", mxStripeWebhookSecret,
 		"--storage-quota", "1MiB", "--publish-webhook-private=true", "--cli-path", cli}
 	dialect := "sqlite"
 	if databaseURL != "" {

@@ -13,13 +13,14 @@ import (
 	"testing"
 
 	"github.com/nimbus-build/nimbus/backend/config"
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
 
 // TestOpenAPICoversEveryRoute builds the real app and compares the routes its engine registered
 // under /api/v1 with the operations of the document it serves at /api/v1/openapi.json: a route
 // missing from the document fails, and so does a documented operation that no route serves.
 func TestOpenAPICoversEveryRoute(t *testing.T) {
-	dir := t.TempDir()
+	dir := storetest.SQLiteDataDir(t)
 	cfg, _, err := config.Load("nimbus-server", []string{"--data-dir", dir, "--builtin-agent", "false"},
 		func(string) string { return "" }, io.Discard)
 	if err != nil {

@@ -81,7 +81,7 @@ func (c *htCounter) count(call string) int {
 
 func newHTWorld(t *testing.T, o htOptions) *htWorld {
 	t.Helper()
-	args := []string{"--data-dir", t.TempDir(), "--builtin-agent", "false"}
+	args := []string{"--data-dir", storetest.DataDir(t, o.databaseURL), "--builtin-agent", "false"}
 	if o.databaseURL != "" {
 		args = append(args, "--database-url", o.databaseURL)
 	}

@@ -50,7 +50,7 @@ func TestFreshDatabaseMigratesFromZero(t *testing.T) {
 			return db
 		}},
 		{store.Postgres, func(t *testing.T) *gorm.DB {
-			db, err := store.Open(ctx, storetest.PostgresURL(t), "")
+			db, err := store.Open(ctx, storetest.EmptyPostgresURL(t), "")
 			if err != nil {
 				t.Fatal(err)
 			}

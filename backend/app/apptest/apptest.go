@@ -18,6 +18,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
 
 // Server is one app and its HTTP server.
@@ -28,15 +29,20 @@ type Server struct {
 }
 
 // Start assembles the app from the server settings in env (NIMBUS_*; by default SQLite in a
-// temp dir, the embedded Redis, local storage, no built-in agent, the public URL of the test
-// server) and serves it until the test ends.
+// temp dir, copied already migrated from storetest's template, the embedded Redis, local
+// storage, no built-in agent, the public URL of the test server) and serves it until the test
+// ends.
 func Start(t testing.TB, env map[string]string, opt app.Options) *Server {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(nil)
-	all := map[string]string{"NIMBUS_DATA_DIR": t.TempDir(), "NIMBUS_BUILTIN_AGENT": "false",
+	all := map[string]string{"NIMBUS_BUILTIN_AGENT": "false",
 		"NIMBUS_PUBLIC_URL": "http://" + srv.Listener.Addr().String()}
 	for k, v := range env {
 		all[k] = v
+	}
+	if all["NIMBUS_DATA_DIR"] == "" {
+		// On SQLite, an already migrated file, so the app's migrate step has nothing to do.
+		all["NIMBUS_DATA_DIR"] = storetest.DataDir(t, all["NIMBUS_DATABASE_URL"])
 	}
 	cfg, _, err := config.Load("nimbus-server", nil, func(k string) string { return all[k] }, io.Discard)
 	if err != nil {

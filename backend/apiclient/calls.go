@@ -7,48 +7,9 @@ import (
 	"strconv"
 )
 
-// The calls below are the API as the CLI and the end-to-end tests use it. Each response type
+// The calls below are the API as the CLI uses it. Each response type
 // holds only the fields its callers read; contract_test.go checks every one of them against
 // the operation's documented response, so a renamed or removed field fails there first.
-
-// Session is the answer to signup and login: the session cookie is in the http.Client's jar,
-// and the CSRF token goes with every later request (Signup keeps it).
-type Session struct {
-	CSRF string `json:"csrf_token"`
-}
-
-// Signup creates an account and signs it in (POST /auth/signup); the client keeps the
-// session's CSRF token. It needs a client with a cookie jar.
-func (c *Client) Signup(ctx context.Context, email, username, password string) (*Session, error) {
-	var s Session
-	err := c.Do(ctx, http.MethodPost, Path("auth", "signup"),
-		map[string]string{"email": email, "username": username, "password": password}, &s)
-	if err != nil {
-		return nil, err
-	}
-	c.SetCSRF(s.CSRF)
-	return &s, nil
-}
-
-// NewToken is a personal access token as it is created: the secret is shown only here.
-type NewToken struct {
-	ID     int64    `json:"id"`
-	Name   string   `json:"name"`
-	Token  string   `json:"token"`
-	Scopes []string `json:"scopes"`
-}
-
-// CreateToken creates a personal access token of the signed-in user (POST /user/tokens).
-func (c *Client) CreateToken(ctx context.Context, name string, scopes ...string) (*NewToken, error) {
-	if scopes == nil {
-		scopes = []string{}
-	}
-	var t NewToken
-	if err := c.Do(ctx, http.MethodPost, Path("user", "tokens"), map[string]any{"name": name, "scopes": scopes}, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
-}
 
 // Workspace is a cloud workspace as the team's list shows it (GET /orgs/{org}/workspaces).
 type Workspace struct {

@@ -1,12 +1,12 @@
 // Package apiclient is the Go client of Nimbus's HTTP API (/api/v1, documented in
-// backend/server/openapi.yaml). The `nimbus` CLI and the end-to-end tests both talk to the
-// server through it, so the API's paths, its authentication and its error envelope are written
-// down once on the client side, and the response types the client reads are checked against
-// the document by this package's tests (contract_test.go): a field the document does not
-// declare fails CI, as a response the server sends that the document does not declare does
-// (backend/server/openapitest).
+// backend/server/openapi.yaml). The `nimbus` CLI talks to the server through it (the
+// end-to-end tests still have their own client; they are to move here), so the API's paths,
+// its authentication and its error envelope are written down once on the client side, and the
+// response types the client reads are checked against the document by this package's tests
+// (contract_test.go): a field the document does not declare fails CI, as a response the server
+// sends that the document does not declare does (backend/server/openapitest).
 //
-//	caller ──New(server, WithToken(t))──► Client ──Do / Raw / Send──► net/http ──► /api/v1/…
+//	caller ──New(server, WithToken(t))──► Client ──Do / Send──► net/http ──► /api/v1/…
 //	                                          ◄── JSON into the caller's type, or *Error (the envelope)
 //
 // It is hand-written, not generated: the document is the reference, and the few calls the
@@ -26,12 +26,11 @@ import (
 	"strings"
 )
 
-// Client talks to one server as one caller: a bearer token (personal, deploy, job), or a
-// browser-like session (the http.Client's cookie jar and the CSRF token of SetCSRF).
+// Client talks to one server as one caller, authenticated by a bearer token (personal,
+// deploy, job).
 type Client struct {
 	server string // without a trailing slash
 	token  string
-	csrf   string
 	http   *http.Client
 }
 
@@ -55,16 +54,6 @@ func New(server string, opts ...Option) *Client {
 	return c
 }
 
-// Server is the server's URL, without a trailing slash.
-func (c *Client) Server() string { return c.server }
-
-// SetCSRF keeps the CSRF token of a session (signup and login answer it): cookie sessions send
-// it with every request, as the dashboard does.
-func (c *Client) SetCSRF(token string) { c.csrf = token }
-
-// SetToken replaces the bearer token.
-func (c *Client) SetToken(token string) { c.token = token }
-
 // NewRequest is a request to path (under the server, e.g. "/api/v1/user") with the client's
 // credentials; the caller sends it with Send and reads the answer.
 func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Reader) (*http.Request, error) {
@@ -75,18 +64,14 @@ func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Re
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	if c.csrf != "" {
-		req.Header.Set("X-CSRF-Token", c.csrf)
-	}
 	return req, nil
 }
 
 // Send sends a request made by NewRequest.
 func (c *Client) Send(req *http.Request) (*http.Response, error) { return c.http.Do(req) }
 
-// Raw sends in (JSON, unless nil) and returns the status and the body whatever the status:
-// for callers that look at error answers themselves (tests of the error paths).
-func (c *Client) Raw(ctx context.Context, method, path string, in any) (int, []byte, error) {
+// send sends in (JSON, unless nil) and returns the status and the body whatever the status.
+func (c *Client) send(ctx context.Context, method, path string, in any) (int, []byte, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -118,7 +103,7 @@ func (c *Client) Raw(ctx context.Context, method, path string, in any) (int, []b
 // Do sends in (JSON, unless nil) and decodes a 2xx answer into out (unless nil). Any other
 // answer is an *Error read from the API's envelope.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	status, raw, err := c.Raw(ctx, method, path, in)
+	status, raw, err := c.send(ctx, method, path, in)
 	if err != nil {
 		return err
 	}
@@ -150,10 +135,6 @@ func (e *Error) Error() string {
 	}
 	return fmt.Sprintf("%s: %s (%s)", status, e.Message, e.Code)
 }
-
-// Temporary says whether another attempt may get another answer: a server error (5xx) may,
-// a refusal (4xx) will not.
-func (e *Error) Temporary() bool { return e.Status >= 500 }
 
 // ErrorOf reads the error envelope of a response that is not a 2xx (at most 64 KiB of it).
 func ErrorOf(resp *http.Response) *Error {

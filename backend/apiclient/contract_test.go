@@ -18,8 +18,6 @@ var calls = []struct {
 	method, path, status string
 	typ                  any
 }{
-	{"POST", "/auth/signup", "201", Session{}},
-	{"POST", "/user/tokens", "201", NewToken{}},
 	{"GET", "/orgs/{org}/workspaces", "200", WorkspaceList{}},
 	{"POST", "/repos/{org}/{repo}/workspaces", "201", Build{}},
 	{"GET", "/repos/{org}/{repo}/artifacts/{package}/{version}", "200", ArtifactVersion{}},

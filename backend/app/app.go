@@ -192,6 +192,16 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		WorkspaceEnv: workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}.Env,
 		ResolveToken: a.Auth.PrincipalForToken,
 	})
+	// What follows a pipeline's end, from the agent's finish or the reaper alike: the scheduler
+	// frees the team's slot and the locks, then billing settles (once: billing claims the
+	// settlement itself; a failure is retried by the billing tick, which settles what ended
+	// unsettled).
+	a.Builds.OnEnded(a.Scheduler.Ended)
+	a.Builds.OnEnded(func(ctx context.Context, p *build.Pipeline) {
+		if err := a.Billing.Settle(ctx, p.ID, *p.FinishedAt); err != nil {
+			log.ErrorContext(ctx, "settlement failed; the billing tick retries it", "pipeline", p.ID, "err", err)
+		}
+	})
 	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Builds.ResolveJobToken)
 
 	// The git handler's scratch space is per process: a crashed process's leftovers are

@@ -14,7 +14,8 @@ import (
 
 // Reap has build handle the leases that expired (the agent stopped renewing) — a pipeline whose
 // user code may have run fails with reason agent_lost, one that had not started any job goes
-// back to the queue — and releases what each held here. It returns how many it handled.
+// back to the queue — and releases what each re-queued one held here (an end is build's OnEnded
+// hook's, see Ended). It returns how many it handled.
 //
 // Time no server could hear renewals in does not count against a lease. An outage of the whole
 // server (a restart, an upgrade, every replica down) or of its database leaves healthy agents
@@ -33,8 +34,7 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 	for i := range reaped {
 		p := &reaped[i].Pipeline
 		if !reaped[i].Requeued {
-			s.ended(ctx, p)
-			continue
+			continue // build's OnEnded hook released what it held (Ended)
 		}
 		s.queue.Released(ctx, s.in.queueClass(p.OrgID, p.RunnerTag), p.OrgID)
 		s.releaseLocks(ctx, p) // it takes its lock again when it is dispatched again

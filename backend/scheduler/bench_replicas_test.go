@@ -69,6 +69,7 @@ func (w *benchWorld) replicas(b *testing.B, n int) ([]*Service, func()) {
 		builds := build.NewService(build.Config{DB: w.db, Repos: w.sched.repos, Users: users, Queue: in, Clock: clock.Real{}, Log: log,
 			PublicURL: "http://nimbus.test", Spec: spec.Options{}})
 		s := NewService(w.db, in, builds, w.sched.repos, nil, nil, clock.Real{}, log, w.sched.cfg)
+		builds.OnEnded(s.Ended)
 		go in.listen(ctx)
 		out = append(out, s)
 	}

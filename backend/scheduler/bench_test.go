@@ -54,6 +54,7 @@ func newBenchWorld(b *testing.B, teams, agents int, cfg Config) *benchWorld {
 	cfg.RegistrationToken = "reg"
 	cfg.PublicURL = "http://nimbus.test"
 	w := &benchWorld{db: db, sched: NewService(db, intake, builds, repos, nil, nil, clk, log, cfg)}
+	builds.OnEnded(w.sched.Ended)
 	u, err := users.Signup(ctx, "bench", "bench@example.com", "a long enough passphrase")
 	if err != nil {
 		b.Fatal(err)

@@ -391,34 +391,18 @@ func (s *Service) Import(ctx context.Context, a *Agent, leaseID string, req prot
 }
 
 // Finish records a pipeline's final status. Repeating it is harmless; a lease that is gone
-// gets ErrLeaseLost.
+// gets ErrLeaseLost. What follows an end is build's OnEnded hook (Ended, here).
 func (s *Service) Finish(ctx context.Context, a *Agent, leaseID string, req protocol.FinishRequest) error {
-	p, ended, err := s.builds.Finish(ctx, a.ID, leaseID, req)
-	if err != nil || !ended {
-		return err
-	}
-	s.ended(ctx, p)
-	return nil
+	_, _, err := s.builds.Finish(ctx, a.ID, leaseID, req)
+	return err
 }
 
-// ended releases the team's concurrency slot and the locks of a pipeline that just ended and
-// settles its bill. The end is committed, so these follow whether or not the agent that reported
-// it is still waiting for the answer: an agent that hung up must not leave the slot taken, the
-// locks held or the bill to the next tick.
-func (s *Service) ended(ctx context.Context, p *build.Pipeline) {
-	ctx = context.WithoutCancel(ctx)
+// Ended releases the team's concurrency slot and the locks of a pipeline that just ended. It is
+// subscribed to build's OnEnded hook (app.New), which calls it after the end is committed, from
+// the agent's finish and from the reaper alike.
+func (s *Service) Ended(ctx context.Context, p *build.Pipeline) {
 	s.queue.Released(ctx, s.in.queueClass(p.OrgID, p.RunnerTag), p.OrgID)
 	s.releaseLocks(ctx, p)
-	if err := s.builds.EndAwait(ctx, p); err != nil {
-		s.log.WarnContext(ctx, "forget the pipeline's awaits", "pipeline", p.ID, "err", err)
-	}
-	if s.bill != nil {
-		// Settled after the status commit, once (billing claims the settlement itself); a
-		// failure here is retried by the tick, which settles what ended unsettled.
-		if err := s.bill.Settle(ctx, p.ID, *p.FinishedAt); err != nil {
-			s.log.ErrorContext(ctx, "settlement failed; the billing tick retries it", "pipeline", p.ID, "err", err)
-		}
-	}
 	s.log.InfoContext(ctx, "pipeline finished", "pipeline", p.ID, "status", p.Status, "reason", p.Reason)
 }
 

@@ -161,10 +161,9 @@ func (b flakyBilling) Start(_ context.Context, r billing.Run, _ time.Time) error
 	}
 	return nil
 }
-func (flakyBilling) Tick(context.Context) ([]int64, error)          { return nil, nil }
-func (flakyBilling) Settle(context.Context, int64, time.Time) error { return nil }
-func (flakyBilling) SettleEnded(context.Context) (int, error)       { return 0, nil }
-func (flakyBilling) CanStart(context.Context, billing.Run) error    { return nil }
+func (flakyBilling) Tick(context.Context) ([]int64, error)       { return nil, nil }
+func (flakyBilling) SettleEnded(context.Context) (int, error)    { return 0, nil }
+func (flakyBilling) CanStart(context.Context, billing.Run) error { return nil }
 
 // A team's pipelines are handed out in the order they were queued, also after they come back to
 // the queue out of order: a pipeline put back in its place (its start failed), and everything

@@ -60,11 +60,11 @@ type LogSink interface {
 	Append(ctx context.Context, jobID, offset int64, data []byte) (int64, error)
 }
 
-// Billing freezes, ticks and settles what pipelines cost (package billing).
+// Billing freezes and ticks what pipelines cost (package billing); settling an end is
+// billing's own subscription to build's OnEnded hook.
 type Billing interface {
 	Start(ctx context.Context, r billing.Run, at time.Time) error
 	Tick(ctx context.Context) ([]int64, error)
-	Settle(ctx context.Context, pipelineID int64, end time.Time) error
 	SettleEnded(ctx context.Context) (int, error)
 	CanStart(ctx context.Context, r billing.Run) error
 }

@@ -99,6 +99,8 @@ func newFixture(t *testing.T, db *gorm.DB, cfg Config) *fixture {
 		cfg.PublicURL = "http://nimbus.test"
 	}
 	f.sched = NewService(db, f.intake, f.builds, f.repos, nil, nil, f.clock, f.log, cfg)
+	// As app.New wires it; through f.sched, which tests may replace.
+	f.builds.OnEnded(func(ctx context.Context, p *build.Pipeline) { f.sched.Ended(ctx, p) })
 	var err error
 	if f.user, err = users.Signup(ctx, "alice", "alice@example.com", "a long enough passphrase"); err != nil {
 		t.Fatal(err)
@@ -556,10 +558,9 @@ func (b refusingBilling) Start(_ context.Context, r billing.Run, _ time.Time) er
 	}
 	return nil
 }
-func (refusingBilling) Tick(context.Context) ([]int64, error)          { return nil, nil }
-func (refusingBilling) Settle(context.Context, int64, time.Time) error { return nil }
-func (refusingBilling) SettleEnded(context.Context) (int, error)       { return 0, nil }
-func (refusingBilling) CanStart(context.Context, billing.Run) error    { return nil }
+func (refusingBilling) Tick(context.Context) ([]int64, error)       { return nil, nil }
+func (refusingBilling) SettleEnded(context.Context) (int, error)    { return 0, nil }
+func (refusingBilling) CanStart(context.Context, billing.Run) error { return nil }
 
 // A pipeline billing refuses ends failed at dispatch, and the team's running count (what caps
 // read) is given back once, not twice: the team's other running pipeline still counts.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/agent"
 	"github.com/nimbus-build/nimbus/backend/admin"
+	"github.com/nimbus-build/nimbus/backend/agentapi"
 	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/artifacts/storage"
 	"github.com/nimbus-build/nimbus/backend/auth"
@@ -168,10 +169,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	if err != nil {
 		return nil, err
 	}
-	// Billing settles by when pipelines ended, which build knows; a.Builds is made below, before
-	// anything runs.
+	// Billing settles by when pipelines ended and stops the ones it cannot cover, which build
+	// knows and does; a.Builds is made below, before anything runs.
 	billCfg.EndedAt = func(ctx context.Context, ids []int64) (map[int64]time.Time, error) {
 		return a.Builds.PipelinesEndedAt(ctx, ids)
+	}
+	billCfg.Stop = func(ctx context.Context, pipelineID int64) error {
+		return a.Builds.RequestStop(ctx, pipelineID, build.ReasonInsufficientBalance)
 	}
 	a.Billing = billing.NewService(a.DB, clk, log, billCfg)
 	if a.Stripe, err = newStripe(cfg, a.Billing, opt.StripeClient, log); err != nil {
@@ -185,12 +189,21 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	a.Builds = build.NewService(build.Config{DB: a.DB, Repos: a.Repos, Users: a.Auth, Queue: intake, Agents: intake, Logs: a.Logs, Clock: clk,
 		Log: log, PublicURL: cfg.PublicURL, Spec: spec.Options{Location: loc, DefaultBuildImage: cfg.DefaultBuildImage, DefaultDevImage: cfg.DefaultDevImage,
 			Limits: cfg.Limits}})
-	a.Scheduler = scheduler.NewService(a.DB, intake, a.Builds, a.Repos, a.Logs, a.Billing, clk, log, scheduler.Config{
+	a.Scheduler = scheduler.NewService(a.DB, intake, a.Builds, a.Repos, meter{a.Billing}, clk, log, scheduler.Config{
 		PublicURL: cfg.PublicURL, RegistrationToken: a.RegistrationToken, LeaseTTL: cfg.LeaseTTL, Caps: caps, Location: loc,
 		TeamRunnerCNBTags: splitList(cfg.TeamRunnerCNBTags), TeamRunnerWait: waitLimit(cfg.TeamRunnerWait),
 		QueueTimeout: waitLimit(cfg.QueueTimeout),
 		WorkspaceEnv: workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}.Env,
-		ResolveToken: a.Auth.PrincipalForToken,
+	})
+	// What follows a pipeline's end, from the agent's finish or the reaper alike: the scheduler
+	// frees the team's slot and the locks, then billing settles (once: billing claims the
+	// settlement itself; a failure is retried by the billing tick, which settles what ended
+	// unsettled).
+	a.Builds.OnEnded(a.Scheduler.Ended)
+	a.Builds.OnEnded(func(ctx context.Context, p *build.Pipeline) {
+		if err := a.Billing.Settle(ctx, p.ID, *p.FinishedAt); err != nil {
+			log.ErrorContext(ctx, "settlement failed; the billing tick retries it", "pipeline", p.ID, "err", err)
+		}
 	})
 	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Builds.ResolveJobToken)
 
@@ -284,7 +297,10 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			a.Publisher,
 			record.NewHandler(record.Config{Builds: a.Builds, Describe: buildHandler.Describe, Files: a.Files, Repos: a.Repos,
 				Manifests: a.Registry, PublicURL: cfg.PublicURL, Log: log}),
-			scheduler.NewHandler(a.Scheduler, a.Orgs, func() <-chan struct{} { return a.Server.Draining() }, log),
+			scheduler.NewHandler(a.Scheduler, a.Orgs, log),
+			agentapi.NewHandler(agentapi.Config{Dispatch: a.Scheduler, Runs: a.Builds, Repos: a.Repos, Logs: a.Logs,
+				PublicURL: cfg.PublicURL, ResolveToken: a.Auth.PrincipalForToken,
+				Draining: func() <-chan struct{} { return a.Server.Draining() }, Log: log}),
 			a.Tunnel,
 			workspace.NewHandler(a.Workspaces, buildHandler, log),
 			logHandler,
@@ -366,6 +382,9 @@ func (a *App) Serve(ctx context.Context, ready func(addr string)) error {
 	bgCtx, stopBackground := context.WithCancel(ctx)
 	defer stopBackground()
 	go a.Scheduler.Run(bgCtx, a.Config.SchedulerTick)
+	// Billing freezes the next windows and settles what a failed settlement left, on its own
+	// leader, at the scheduler's tick.
+	go a.Billing.Run(bgCtx, a.Redis.Client, a.Config.SchedulerTick)
 	// Webhooks are network calls to teams' servers: the outbox's own loop, so a slow webhook
 	// never delays the scheduler's leader tick (each replica runs it: claims are fenced).
 	go a.Outbox.Run(bgCtx, a.Config.SchedulerTick)

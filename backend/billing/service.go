@@ -43,6 +43,10 @@ type Config struct {
 	// (build.Service.PipelinesEndedAt): billing may not read build's tables, and cannot import
 	// build, which imports billing, so app.New hands it in. SettleEnded needs it.
 	EndedAt func(ctx context.Context, ids []int64) (map[int64]time.Time, error)
+	// Stop asks the agent of a running pipeline the account can no longer cover to stop it,
+	// with reason insufficient_balance (build.Service.RequestStop, handed in by app.New for the
+	// same reason as EndedAt). TickOnce calls it; nil stops nothing.
+	Stop func(ctx context.Context, pipelineID int64) error
 }
 
 // DefaultConfig is Part A's pricing: CPU 0.125 per core-hour after 160 free core-hours a month

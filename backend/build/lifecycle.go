@@ -55,18 +55,18 @@ type Lifecycle interface {
 	// Child reads one it started.
 	StartChild(ctx context.Context, parent *Pipeline, rq ChildRequest) (*Build, error)
 	Child(ctx context.Context, parent *Pipeline, slug string, number int64) (*ChildState, error)
-	// Resolve and Await are cnb:resolve and cnb:await (keys.go); EndAwait forgets a pipeline's
-	// waits.
+	// Resolve and Await are cnb:resolve and cnb:await (keys.go); build forgets a pipeline's
+	// waits itself when it ends.
 	Resolve(ctx context.Context, p *Pipeline, key string, data map[string]any) error
 	Await(ctx context.Context, p *Pipeline, key string) (map[string]any, bool, error)
-	EndAwait(ctx context.Context, p *Pipeline) error
 	// Renew extends the agent's lease until the given time and returns its pipeline, whose
 	// CancelRequested and Reason say whether it must stop.
 	Renew(ctx context.Context, agentID, leaseID string, until time.Time) (*Pipeline, error)
 	// Event records a job's start or end under the agent's lease.
 	Event(ctx context.Context, agentID, leaseID string, ev protocol.Event) error
 	// Finish ends the agent's pipeline as the agent reports, unless billing or a user stopped it
-	// (then their reason wins). It returns the pipeline and whether this call ended it.
+	// (then their reason wins). It returns the pipeline and whether this call ended it; an end
+	// goes to the OnEnded subscribers.
 	Finish(ctx context.Context, agentID, leaseID string, req protocol.FinishRequest) (*Pipeline, bool, error)
 	// CheckJob says whether jobID belongs to the pipeline the agent's lease holds (log uploads).
 	CheckJob(ctx context.Context, agentID, leaseID string, jobID int64) error
@@ -76,7 +76,7 @@ type Lifecycle interface {
 	// an agent's request on behalf of the pipeline (an import) is checked against.
 	Leased(ctx context.Context, agentID, leaseID string) (*Pipeline, error)
 	// Reap handles up to 500 running pipelines whose lease expired before now: it ends or
-	// re-queues each and returns them.
+	// re-queues each and returns them. The ends go to the OnEnded subscribers.
 	Reap(ctx context.Context, now time.Time, leaseTTL time.Duration) ([]Reaped, error)
 	// RequestStop asks the agent of a running pipeline to stop it, with a reason; the agent is
 	// told at once through Config.Agents (and at its next renew in any case).
@@ -456,7 +456,31 @@ func (s *Service) Finish(ctx context.Context, agentID, leaseID string, req proto
 		status, reason = stoppedStatus(p.Reason), p.Reason
 	}
 	ended, err := s.end(ctx, p, status, reason, s.observed(req.FinishedAt, p), false)
+	if ended && err == nil {
+		s.notifyEnded(ctx, p)
+	}
 	return p, ended, err
+}
+
+// OnEnded subscribes fn to the end of a running pipeline that an agent's finish or the reaper
+// brought about (Finish when that call ended it, Reap for the pipelines it ended, not those it
+// re-queued): the scheduler frees the team's slot and the locks, billing settles. Subscribers
+// are registered before anything runs (app.New) and called in registration order, once per
+// end, after the end is committed, with a context that is never cancelled: an agent that hung
+// up must not leave the slot taken, the locks held or the bill to the next tick.
+func (s *Service) OnEnded(fn func(ctx context.Context, p *Pipeline)) {
+	s.ended = append(s.ended, fn)
+}
+
+// notifyEnded forgets the awaits of a pipeline that just ended, then tells the subscribers.
+func (s *Service) notifyEnded(ctx context.Context, p *Pipeline) {
+	ctx = context.WithoutCancel(ctx)
+	if err := s.EndAwait(ctx, p); err != nil {
+		s.log.WarnContext(ctx, "forget the pipeline's awaits", "pipeline", p.ID, "err", err)
+	}
+	for _, fn := range s.ended {
+		fn(ctx, p)
+	}
 }
 
 // observed is when the agent saw something happen to pipeline p, bounded by what the server
@@ -560,6 +584,7 @@ func (s *Service) Reap(ctx context.Context, now time.Time, leaseTTL time.Duratio
 			return out, err
 		}
 		if done {
+			s.notifyEnded(ctx, p)
 			out = append(out, Reaped{Pipeline: *p})
 		}
 	}

@@ -41,6 +41,8 @@ type Service struct {
 	log       *slog.Logger
 	publicURL string
 	opts      spec.Options
+	// ended are the subscribers to a pipeline's end (OnEnded), in registration order.
+	ended []func(ctx context.Context, p *Pipeline)
 }
 
 // Users finds the people builds name (package auth).

@@ -249,7 +249,7 @@ func (f *fixture) replica(cfg Config, listen bool) *Service {
 	f.t.Helper()
 	cfg.RegistrationToken, cfg.PublicURL = "reg-secret", "http://nimbus.test"
 	in := NewIntake(f.rdb, nil)
-	s := NewService(f.db, in, f.builds, f.repos, nil, nil, f.clock, f.log, cfg)
+	s := NewService(f.db, in, f.builds, f.repos, nil, f.clock, f.log, cfg)
 	if listen {
 		ctx, cancel := context.WithCancel(context.Background())
 		f.t.Cleanup(cancel)

@@ -2,19 +2,18 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
 )
 
 // Reap has build handle the leases that expired (the agent stopped renewing) — a pipeline whose
 // user code may have run fails with reason agent_lost, one that had not started any job goes
-// back to the queue — and releases what each held here. It returns how many it handled.
+// back to the queue — and releases what each re-queued one held here (an end is build's OnEnded
+// hook's, see Ended). It returns how many it handled.
 //
 // Time no server could hear renewals in does not count against a lease. An outage of the whole
 // server (a restart, an upgrade, every replica down) or of its database leaves healthy agents
@@ -33,8 +32,7 @@ func (s *Service) Reap(ctx context.Context) (int, error) {
 	for i := range reaped {
 		p := &reaped[i].Pipeline
 		if !reaped[i].Requeued {
-			s.ended(ctx, p)
-			continue
+			continue // build's OnEnded hook released what it held (Ended)
 		}
 		s.queue.Released(ctx, s.in.queueClass(p.OrgID, p.RunnerTag), p.OrgID)
 		s.releaseLocks(ctx, p) // it takes its lock again when it is dispatched again
@@ -159,7 +157,6 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 			failed("reconciler", err)
 			_, err = s.FireSchedules(ctx)
 			failed("cron", err)
-			failed("billing tick", s.BillingTick(ctx))
 			_, err = s.RefuseUnaffordable(ctx)
 			failed("refuse unaffordable pipelines", err)
 			_, err = s.FailUnserved(ctx)
@@ -183,7 +180,7 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 // account can pay for look unaffordable. Where agents serve the class, dispatch decides.
 // Accounts are asked once per team, class, size and kind.
 func (s *Service) RefuseUnaffordable(ctx context.Context) (int, error) {
-	if s.bill == nil {
+	if s.meter == nil {
 		return 0, nil
 	}
 	queued, err := s.builds.Queued(ctx)
@@ -217,13 +214,10 @@ func (s *Service) RefuseUnaffordable(ctx context.Context) (int, error) {
 		k := key{p.OrgID, p.RunnerTag, p.CPUs, p.Workspace}
 		reason, seen := verdict[k]
 		if !seen {
-			err := s.bill.CanStart(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs, Workspace: p.Workspace})
-			switch {
-			case errors.Is(err, billing.ErrSpendingCap):
-				reason = build.ReasonSpendingCap
-			case errors.Is(err, billing.ErrInsufficientBalance):
-				reason = build.ReasonInsufficientBalance
-			case err != nil:
+			err := s.meter.CanStart(ctx, Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs, Workspace: p.Workspace})
+			if r := refusal(err); r != nil {
+				reason = r.Reason
+			} else if err != nil {
 				return n, err
 			}
 			verdict[k] = reason
@@ -241,27 +235,6 @@ func (s *Service) RefuseUnaffordable(ctx context.Context) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// BillingTick freezes the next window of running pipelines and stops the ones their account can
-// no longer cover: their agents are told at once (the control long-poll), and they end
-// terminated with reason insufficient_balance when the agent reports, or when their lease
-// expires. It also settles pipelines that ended while
-// a settlement failed.
-func (s *Service) BillingTick(ctx context.Context) error {
-	if s.bill == nil {
-		return nil
-	}
-	stop, err := s.bill.Tick(ctx)
-	for _, id := range stop {
-		if cerr := s.builds.RequestStop(ctx, id, build.ReasonInsufficientBalance); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-	}
-	if _, serr := s.bill.SettleEnded(ctx); serr != nil {
-		err = errors.Join(err, serr)
-	}
-	return err
 }
 
 // servedClasses are the queue classes some online agent that is not paused serves.

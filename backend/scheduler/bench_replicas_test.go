@@ -66,9 +66,10 @@ func (w *benchWorld) replicas(b *testing.B, n int) ([]*Service, func()) {
 	for range n {
 		in := NewIntake(rdb, nil)
 		users := auth.NewService(w.db, rdb, clock.Real{}, mail.Log{Logger: log}, log, auth.Config{})
-		builds := build.NewService(build.Config{DB: w.db, Repos: w.sched.repos, Users: users, Queue: in, Clock: clock.Real{}, Log: log,
+		builds := build.NewService(build.Config{DB: w.db, Repos: w.svc, Users: users, Queue: in, Clock: clock.Real{}, Log: log,
 			PublicURL: "http://nimbus.test", Spec: spec.Options{}})
-		s := NewService(w.db, in, builds, w.sched.repos, nil, nil, clock.Real{}, log, w.sched.cfg)
+		s := NewService(w.db, in, builds, w.svc, nil, clock.Real{}, log, w.sched.cfg)
+		builds.OnEnded(s.Ended)
 		go in.listen(ctx)
 		out = append(out, s)
 	}

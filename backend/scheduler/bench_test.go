@@ -31,6 +31,7 @@ import (
 type benchWorld struct {
 	db     *gorm.DB
 	sched  *Service
+	svc    *repo.Service // the repos' service, which replicas share
 	agents []*Agent
 	repos  []*repo.Repo
 	orgIDs []int64
@@ -53,7 +54,8 @@ func newBenchWorld(b *testing.B, teams, agents int, cfg Config) *benchWorld {
 		PublicURL: "http://nimbus.test", Spec: spec.Options{}})
 	cfg.RegistrationToken = "reg"
 	cfg.PublicURL = "http://nimbus.test"
-	w := &benchWorld{db: db, sched: NewService(db, intake, builds, repos, nil, nil, clk, log, cfg)}
+	w := &benchWorld{db: db, svc: repos, sched: NewService(db, intake, builds, repos, nil, clk, log, cfg)}
+	builds.OnEnded(w.sched.Ended)
 	u, err := users.Signup(ctx, "bench", "bench@example.com", "a long enough passphrase")
 	if err != nil {
 		b.Fatal(err)

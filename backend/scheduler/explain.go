@@ -2,12 +2,10 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/internal/human"
 )
@@ -97,14 +95,15 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64][]
 				add(build.BlockerBusy, "", "%s", s.waiting(ctx, p))
 			}
 		}
-		if s.bill != nil {
+		if s.meter != nil {
 			// A pipeline its account cannot pay for would fail at dispatch.
-			if err := s.bill.CanStart(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs, Workspace: p.Workspace}); err != nil {
-				if errors.Is(err, billing.ErrSpendingCap) {
-					add(build.BlockerSpendingCap, build.RemedySpendingCap, "the team's monthly spending cap is reached")
-				} else if errors.Is(err, billing.ErrInsufficientBalance) {
-					add(build.BlockerBalance, build.RemedyTopUp, "balance insufficient: %s", strings.TrimPrefix(err.Error(), billing.ErrInsufficientBalance.Error()+": "))
-				}
+			err := s.meter.CanStart(ctx, Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs, Workspace: p.Workspace})
+			switch r := refusal(err); {
+			case r == nil:
+			case r.Reason == build.ReasonSpendingCap:
+				add(build.BlockerSpendingCap, build.RemedySpendingCap, "the team's monthly spending cap is reached")
+			default:
+				add(build.BlockerBalance, build.RemedyTopUp, "balance insufficient: %s", r.Detail)
 			}
 		}
 		out[p.ID] = bs

@@ -14,10 +14,7 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/auth"
-	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
-	"github.com/nimbus-build/nimbus/backend/fault"
-	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
@@ -263,23 +260,19 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 			return nil, nil // parked to wait, or failed: the caller takes the next entry
 		}
 	}
-	if s.bill != nil {
+	if s.meter != nil {
 		// The first window is frozen before the agent hears of the pipeline: one the account
 		// cannot cover never starts.
-		err := s.bill.Start(ctx, billing.Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: billedClass(a, p.RunnerTag), Cores: p.CPUs,
+		err := s.meter.Start(ctx, Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: billedClass(a, p.RunnerTag), Cores: p.CPUs,
 			Workspace: p.Workspace}, *p.StartedAt)
-		if errors.Is(err, billing.ErrInsufficientBalance) || errors.Is(err, billing.ErrSpendingCap) {
-			reason := build.ReasonInsufficientBalance
-			if errors.Is(err, billing.ErrSpendingCap) {
-				reason = build.ReasonSpendingCap
-			}
+		if r := refusal(err); r != nil {
 			// Nothing was frozen and the caller releases the team's slot (it got no lease):
 			// only the rows end.
-			if _, err := s.builds.Refuse(ctx, p, reason); err != nil {
+			if _, err := s.builds.Refuse(ctx, p, r.Reason); err != nil {
 				return nil, err
 			}
 			s.releaseLocks(ctx, p)
-			s.log.InfoContext(ctx, "pipeline refused by billing", "pipeline", p.ID, "reason", reason)
+			s.log.InfoContext(ctx, "pipeline refused by billing", "pipeline", p.ID, "reason", r.Reason)
 			return nil, nil
 		}
 		if err != nil {
@@ -309,7 +302,7 @@ func (s *Service) leaseFor(ctx context.Context, a *Agent, p *build.Pipeline, lea
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := s.repos.SecretValues(ctx, p.RepoID)
+	secrets, err := s.secrets.SecretValues(ctx, p.RepoID)
 	if err != nil {
 		return nil, err
 	}
@@ -364,61 +357,12 @@ func (s *Service) Renew(ctx context.Context, a *Agent, leaseID string) (*protoco
 	return out, nil
 }
 
-// Event records a step of a running pipeline (build does, fenced by the lease).
-func (s *Service) Event(ctx context.Context, a *Agent, leaseID string, ev protocol.Event) error {
-	return s.builds.Event(ctx, a.ID, leaseID, ev)
-}
-
-// Import reads a file a job of the agent's running pipeline imports (protocol.ImportRequest),
-// with the pipeline's own rights: repo.ReadImport checks and audits.
-func (s *Service) Import(ctx context.Context, a *Agent, leaseID string, req protocol.ImportRequest) (protocol.ImportFile, error) {
-	switch req.Kind {
-	case protocol.ImportEnv, protocol.ImportSettingsFrom, protocol.ImportOptionsFrom:
-	default:
-		return protocol.ImportFile{}, fault.Invalid("kind", "kind must be %s, %s or %s", protocol.ImportEnv, protocol.ImportSettingsFrom, protocol.ImportOptionsFrom)
-	}
-	p, err := s.builds.Leased(ctx, a.ID, leaseID)
-	if err != nil {
-		return protocol.ImportFile{}, err
-	}
-	run, err := s.builds.RunInfo(ctx, p)
-	if err != nil {
-		return protocol.ImportFile{}, err
-	}
-	rd := repo.Reader{OrgID: p.OrgID, RepoID: run.RepoID, Slug: run.OrgName + "/" + run.RepoName, Event: run.Event,
-		Branch: run.Branch, UserID: run.TriggeredBy, PipelineID: p.ID, BuildNumber: run.BuildNumber}
-	return s.repos.ReadImport(ctx, rd, req.URL, req.Kind, req.Image)
-}
-
-// Finish records a pipeline's final status. Repeating it is harmless; a lease that is gone
-// gets ErrLeaseLost.
-func (s *Service) Finish(ctx context.Context, a *Agent, leaseID string, req protocol.FinishRequest) error {
-	p, ended, err := s.builds.Finish(ctx, a.ID, leaseID, req)
-	if err != nil || !ended {
-		return err
-	}
-	s.ended(ctx, p)
-	return nil
-}
-
-// ended releases the team's concurrency slot and the locks of a pipeline that just ended and
-// settles its bill. The end is committed, so these follow whether or not the agent that reported
-// it is still waiting for the answer: an agent that hung up must not leave the slot taken, the
-// locks held or the bill to the next tick.
-func (s *Service) ended(ctx context.Context, p *build.Pipeline) {
-	ctx = context.WithoutCancel(ctx)
+// Ended releases the team's concurrency slot and the locks of a pipeline that just ended. It is
+// subscribed to build's OnEnded hook (app.New), which calls it after the end is committed, from
+// the agent's finish and from the reaper alike.
+func (s *Service) Ended(ctx context.Context, p *build.Pipeline) {
 	s.queue.Released(ctx, s.in.queueClass(p.OrgID, p.RunnerTag), p.OrgID)
 	s.releaseLocks(ctx, p)
-	if err := s.builds.EndAwait(ctx, p); err != nil {
-		s.log.WarnContext(ctx, "forget the pipeline's awaits", "pipeline", p.ID, "err", err)
-	}
-	if s.bill != nil {
-		// Settled after the status commit, once (billing claims the settlement itself); a
-		// failure here is retried by the tick, which settles what ended unsettled.
-		if err := s.bill.Settle(ctx, p.ID, *p.FinishedAt); err != nil {
-			s.log.ErrorContext(ctx, "settlement failed; the billing tick retries it", "pipeline", p.ID, "err", err)
-		}
-	}
 	s.log.InfoContext(ctx, "pipeline finished", "pipeline", p.ID, "status", p.Status, "reason", p.Reason)
 }
 

@@ -40,7 +40,7 @@ func (f *fixture) pushAndPoll(a *Agent, cnb string) (*protocol.Lease, int64) {
 
 func (f *fixture) finish(a *Agent, l *protocol.Lease, status string) {
 	f.t.Helper()
-	if err := f.sched.Finish(context.Background(), a, l.ID, protocol.FinishRequest{Status: status}); err != nil {
+	if err := f.agentFinish(context.Background(), a, l.ID, protocol.FinishRequest{Status: status}); err != nil {
 		f.t.Fatal(err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/protocol"
@@ -20,7 +19,7 @@ import (
 func (f *fixture) restart(cfg Config) {
 	cfg.RegistrationToken = "reg-secret"
 	cfg.PublicURL = "http://nimbus.test"
-	f.sched = NewService(f.db, f.intake, f.builds, f.repos, nil, nil, f.clock, f.log, cfg)
+	f.sched = NewService(f.db, f.intake, f.builds, f.repos, nil, f.clock, f.log, cfg)
 }
 
 // A server outage longer than the lease TTL used to fail every running pipeline agent_lost the
@@ -37,7 +36,7 @@ func TestRestartDoesNotReapLeasesTheServerCouldNotHear(t *testing.T) {
 		a := f.agent("a", 8)
 		live, gone := f.poll(a, 8), f.poll(a, 8)
 		for _, l := range []*protocol.Lease{live, gone} {
-			if err := f.sched.Event(ctx, a, l.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: l.Jobs[0].ID}); err != nil {
+			if err := f.builds.Event(ctx, a.ID, l.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: l.Jobs[0].ID}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -65,11 +64,11 @@ func TestRestartDoesNotReapLeasesTheServerCouldNotHear(t *testing.T) {
 		// when the agent saw them end, not when the server heard of it.
 		ended := f.clock.Now().Add(-20 * time.Second)
 		code := 0
-		if err := f.sched.Event(ctx, a, live.ID, protocol.Event{Kind: protocol.EventJobFinished, JobID: live.Jobs[0].ID,
+		if err := f.builds.Event(ctx, a.ID, live.ID, protocol.Event{Kind: protocol.EventJobFinished, JobID: live.Jobs[0].ID,
 			Status: "success", ExitCode: &code, At: ended}); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.sched.Finish(ctx, a, live.ID, protocol.FinishRequest{Status: "failed", FinishedAt: ended}); err != nil {
+		if err := f.agentFinish(ctx, a, live.ID, protocol.FinishRequest{Status: "failed", FinishedAt: ended}); err != nil {
 			t.Fatal(err)
 		}
 		p := f.pipeline(live.PipelineID)
@@ -81,7 +80,7 @@ func TestRestartDoesNotReapLeasesTheServerCouldNotHear(t *testing.T) {
 		// A time the server cannot have seen (before the start, in the future) is bounded.
 		f.push("main", oneJob)
 		l := f.poll(a, 8)
-		if err := f.sched.Finish(ctx, a, l.ID, protocol.FinishRequest{Status: "failed", FinishedAt: f.clock.Now().Add(time.Hour)}); err != nil {
+		if err := f.agentFinish(ctx, a, l.ID, protocol.FinishRequest{Status: "failed", FinishedAt: f.clock.Now().Add(time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 		if p := f.pipeline(l.PipelineID); !p.FinishedAt.Equal(f.clock.Now()) {
@@ -99,7 +98,7 @@ func TestDatabaseOutageRestartsTheReapersCount(t *testing.T) {
 	f.push("main", oneJob)
 	a := f.agent("a", 8)
 	l := f.poll(a, 8)
-	f.sched.Event(ctx, a, l.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: l.Jobs[0].ID})
+	f.builds.Event(ctx, a.ID, l.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: l.Jobs[0].ID})
 	f.clock.Advance(40 * time.Second)
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel() // a reap whose queries fail, as with the database away
@@ -146,25 +145,22 @@ func (f *fixture) queueSpaced(n int) []int64 {
 }
 
 // billWith makes the scheduler bill through b.
-func (f *fixture) billWith(b Billing) {
-	f.sched = NewService(f.db, f.intake, f.builds, f.repos, nil, b, f.clock, f.log,
+func (f *fixture) billWith(b Meter) {
+	f.sched = NewService(f.db, f.intake, f.builds, f.repos, b, f.clock, f.log,
 		Config{PollTimeout: 50 * time.Millisecond, RegistrationToken: "reg-secret", PublicURL: "http://nimbus.test"})
 }
 
 // flakyBilling fails the start of the pipelines in fail once, as a database hiccup would.
 type flakyBilling struct{ fail map[int64]bool }
 
-func (b flakyBilling) Start(_ context.Context, r billing.Run, _ time.Time) error {
+func (b flakyBilling) Start(_ context.Context, r Run, _ time.Time) error {
 	if b.fail[r.PipelineID] {
 		delete(b.fail, r.PipelineID)
 		return errors.New("billing: connection reset")
 	}
 	return nil
 }
-func (flakyBilling) Tick(context.Context) ([]int64, error)          { return nil, nil }
-func (flakyBilling) Settle(context.Context, int64, time.Time) error { return nil }
-func (flakyBilling) SettleEnded(context.Context) (int, error)       { return 0, nil }
-func (flakyBilling) CanStart(context.Context, billing.Run) error    { return nil }
+func (flakyBilling) CanStart(context.Context, Run) error { return nil }
 
 // A team's pipelines are handed out in the order they were queued, also after they come back to
 // the queue out of order: a pipeline put back in its place (its start failed), and everything
@@ -191,7 +187,7 @@ func TestQueueOrderSurvivesRequeueAndRedisRebuild(t *testing.T) {
 				if l == nil || l.PipelineID != want {
 					t.Fatalf("%s: lease %d is %+v, want pipeline %d (order %v)", what, i, l, want, ids)
 				}
-				f.sched.Finish(ctx, a, l.ID, protocol.FinishRequest{Status: "success"})
+				f.agentFinish(ctx, a, l.ID, protocol.FinishRequest{Status: "success"})
 			}
 		}
 		// Redis loses everything; the reconciler rebuilds it from the database.
@@ -227,7 +223,7 @@ func TestRefusedAtDispatchHasNoStartTime(t *testing.T) {
 	b := f.push("main", oneJob)[0]
 	var p build.Pipeline
 	db.Omit("plan").Where("build_id = ?", b.ID).Take(&p)
-	f.sched = NewService(db, f.intake, f.builds, f.repos, nil, refusingBilling{map[int64]bool{p.ID: true}}, f.clock, f.log,
+	f.sched = NewService(db, f.intake, f.builds, f.repos, refusingBilling{map[int64]bool{p.ID: true}}, f.clock, f.log,
 		Config{PollTimeout: 50 * time.Millisecond, RegistrationToken: "reg-secret"})
 	a := f.agent("a", 8)
 	if l := f.poll(a, 8); l != nil {

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync/atomic"
@@ -9,11 +10,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/auth"
-	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
-	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
 // Config tunes the scheduler. Zero values take the defaults in NewService.
@@ -50,46 +48,82 @@ type Config struct {
 	// WorkspaceEnv is what a workspace pipeline's lease adds to its built-in variables
 	// (CNB_VSCODE_WEB_URL, CNB_VSCODE_PROXY_URI: package workspace); nil adds nothing.
 	WorkspaceEnv func(org, repo string, pipelineID int64) map[string]string
-	// ResolveToken resolves the token a cnb:trigger task names (auth.Service.PrincipalForToken);
-	// nil refuses every cnb:trigger.
-	ResolveToken func(ctx context.Context, token string) (*auth.Principal, error)
 }
 
-// LogSink stores job logs (package logs).
-type LogSink interface {
-	Append(ctx context.Context, jobID, offset int64, data []byte) (int64, error)
+// Secrets reads the secret values a repository's pipelines get in their lease (package repo's
+// SecretValues, for a secret repository a team imports).
+type Secrets interface {
+	SecretValues(ctx context.Context, repoID int64) (map[string]string, error)
 }
 
-// Billing freezes, ticks and settles what pipelines cost (package billing).
-type Billing interface {
-	Start(ctx context.Context, r billing.Run, at time.Time) error
-	Tick(ctx context.Context) ([]int64, error)
-	Settle(ctx context.Context, pipelineID int64, end time.Time) error
-	SettleEnded(ctx context.Context) (int, error)
-	CanStart(ctx context.Context, r billing.Run) error
+// Run is a pipeline as the meter sees it: who pays, on which class, for how many cores, and in
+// which bucket (billing.Run, field for field; app.New adapts).
+type Run struct {
+	PipelineID int64
+	OrgID      int64
+	RepoID     int64
+	Class      string
+	Cores      int
+	Workspace  bool
+}
+
+// Meter is what the scheduler asks of billing (app.New adapts package billing): whether a
+// team's account can pay for a pipeline's first window — asked for the blockers and for queued
+// pipelines no agent serves — and freezing that window when an agent claims the pipeline.
+// An account that cannot pay answers *Refusal; any other error is a failure to ask.
+//
+// Settling an end and freezing the next windows of running pipelines are billing's own: its
+// subscription to build's OnEnded hook and its leader tick (billing.Service.Run).
+type Meter interface {
+	CanStart(ctx context.Context, r Run) error
+	Start(ctx context.Context, r Run, at time.Time) error
+}
+
+// Refusal is the meter's "this account cannot pay for it".
+type Refusal struct {
+	// Reason is the end reason of a pipeline refused for it: build.ReasonInsufficientBalance
+	// or build.ReasonSpendingCap.
+	Reason string
+	// Detail says why for people ("the first 5-minute window costs …, the balance is …").
+	Detail string
+}
+
+func (r *Refusal) Error() string {
+	if r.Detail == "" {
+		return r.Reason
+	}
+	return r.Reason + ": " + r.Detail
+}
+
+// refusal is err's *Refusal, or nil when err is nil or another failure.
+func refusal(err error) *Refusal {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r
+	}
+	return nil
 }
 
 // Service is the scheduler.
 type Service struct {
-	db     *gorm.DB // the agents table; build's tables are reached through builds
-	in     *Intake
-	queue  *Queue
-	locks  *Locks
-	builds build.Lifecycle
-	repos  *repo.Service
-	logs   LogSink
-	bill   Billing
-	clock  clock.Clock
-	log    *slog.Logger
-	cfg    Config
+	db      *gorm.DB // the agents table; build's tables are reached through builds
+	in      *Intake
+	queue   *Queue
+	locks   *Locks
+	builds  build.Lifecycle
+	secrets Secrets
+	meter   Meter
+	clock   clock.Clock
+	log     *slog.Logger
+	cfg     Config
 	// heardSince is when this replica last began to be able to hear renewals: its start, or the
 	// end of a database outage the reaper saw. Reap counts lease time only after it (see Reap).
 	heardSince atomic.Int64 // unix nanoseconds
 }
 
-// NewService returns the scheduler over the intake that the build service enqueues into.
-// logs and bill may be nil (tests): log uploads are then refused and nothing is billed.
-func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, repos *repo.Service, logs LogSink, bill Billing, clk clock.Clock, log *slog.Logger, cfg Config) *Service {
+// NewService returns the scheduler over the intake that the build service enqueues into. meter
+// may be nil (tests): then nothing is billed.
+func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, secrets Secrets, meter Meter, clk clock.Clock, log *slog.Logger, cfg Config) *Service {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = 30 * time.Second
 	}
@@ -120,7 +154,7 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, repos *repo.Ser
 	if cfg.Location == nil {
 		cfg.Location = time.FixedZone("UTC+8", 8*3600)
 	}
-	s := &Service{db: db, in: in, queue: in.queue, locks: &Locks{rdb: in.rdb}, builds: builds, repos: repos, logs: logs, bill: bill, clock: clk, log: log, cfg: cfg}
+	s := &Service{db: db, in: in, queue: in.queue, locks: &Locks{rdb: in.rdb}, builds: builds, secrets: secrets, meter: meter, clock: clk, log: log, cfg: cfg}
 	s.heardSince.Store(clk.Now().UnixNano())
 	return s
 }

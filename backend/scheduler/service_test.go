@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,7 +17,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/auth"
-	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/git"
@@ -26,41 +24,16 @@ import (
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
+	"github.com/nimbus-build/nimbus/backend/redisconn/redistest"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/protocol"
-	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
-// isolatedRedis returns a Redis database of this package's own (index 7 of the test server,
-// flushed), or the embedded server on a developer machine without one. On a Redis Cluster (make
-// test's second pass sets NIMBUS_TEST_REDIS_URL to one) it is the whole cluster, flushed: that
-// pass runs this package alone.
-func isolatedRedis(t testing.TB) redis.UniversalClient {
-	t.Helper()
-	raw := ""
-	if testenv.CI() || testenv.Has(testenv.EnvRedis) {
-		raw = testenv.RedisURL(t)
-		if _, cluster := redisconn.ClusterURL(raw); !cluster {
-			u, err := url.Parse(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			u.Path = "/7"
-			raw = u.String()
-		}
-	}
-	c, err := redisconn.Connect(context.Background(), raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if err := redisconn.FlushAll(context.Background(), c.Client); err != nil {
-		t.Fatal(err)
-	}
-	return c.Client
-}
+// isolatedRedis is this package's own Redis database (index 7; the whole cluster on make
+// test's Redis Cluster pass).
+func isolatedRedis(t testing.TB) redis.UniversalClient { return redistest.Isolated(t, 7) }
 
 type fixture struct {
 	t      *testing.T
@@ -78,6 +51,13 @@ type fixture struct {
 	bare   string
 	work   string
 	log    *slog.Logger
+}
+
+// agentFinish is an agent's finish as the agent API makes it (build's Finish, under the lease);
+// what follows the end is build's OnEnded hook, which newFixture subscribes the scheduler to.
+func (f *fixture) agentFinish(ctx context.Context, a *Agent, leaseID string, req protocol.FinishRequest) error {
+	_, _, err := f.builds.Finish(ctx, a.ID, leaseID, req)
+	return err
 }
 
 func newFixture(t *testing.T, db *gorm.DB, cfg Config) *fixture {
@@ -98,7 +78,9 @@ func newFixture(t *testing.T, db *gorm.DB, cfg Config) *fixture {
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = "http://nimbus.test"
 	}
-	f.sched = NewService(db, f.intake, f.builds, f.repos, nil, nil, f.clock, f.log, cfg)
+	f.sched = NewService(db, f.intake, f.builds, f.repos, nil, f.clock, f.log, cfg)
+	// As app.New wires it; through f.sched, which tests may replace.
+	f.builds.OnEnded(func(ctx context.Context, p *build.Pipeline) { f.sched.Ended(ctx, p) })
 	var err error
 	if f.user, err = users.Signup(ctx, "alice", "alice@example.com", "a long enough passphrase"); err != nil {
 		t.Fatal(err)
@@ -225,20 +207,20 @@ func TestLeaseLifecycle(t *testing.T) {
 		}
 		code := 0
 		for _, j := range l.Jobs {
-			if err := f.sched.Event(ctx, a, l.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: j.ID}); err != nil {
+			if err := f.builds.Event(ctx, a.ID, l.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: j.ID}); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.sched.Event(ctx, a, l.ID, protocol.Event{Kind: protocol.EventJobFinished, JobID: j.ID, Status: "success", ExitCode: &code}); err != nil {
+			if err := f.builds.Event(ctx, a.ID, l.ID, protocol.Event{Kind: protocol.EventJobFinished, JobID: j.ID, Status: "success", ExitCode: &code}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := f.sched.Event(ctx, a, l.ID, protocol.Event{Kind: protocol.EventJobFinished, JobID: 999999, Status: "success"}); err == nil {
+		if err := f.builds.Event(ctx, a.ID, l.ID, protocol.Event{Kind: protocol.EventJobFinished, JobID: 999999, Status: "success"}); err == nil {
 			t.Fatal("an event for a job of another pipeline was accepted")
 		}
-		if err := f.sched.Finish(ctx, a, l.ID, protocol.FinishRequest{Status: "success"}); err != nil {
+		if err := f.agentFinish(ctx, a, l.ID, protocol.FinishRequest{Status: "success"}); err != nil {
 			t.Fatal(err)
 		}
-		if err := f.sched.Finish(ctx, a, l.ID, protocol.FinishRequest{Status: "failed"}); err != nil {
+		if err := f.agentFinish(ctx, a, l.ID, protocol.FinishRequest{Status: "failed"}); err != nil {
 			t.Fatalf("a repeated finish must be harmless: %v", err)
 		}
 		p = f.pipeline(l.PipelineID)
@@ -279,14 +261,14 @@ func TestExpiredLeaseRequeuesOrFailsAndFencesTheOldAgent(t *testing.T) {
 		if _, err := f.sched.Renew(ctx, a, first.ID); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("renew of a stale lease: %v", err)
 		}
-		if err := f.sched.Finish(ctx, a, first.ID, protocol.FinishRequest{Status: "failed"}); !errors.Is(err, ErrLeaseLost) {
+		if err := f.agentFinish(ctx, a, first.ID, protocol.FinishRequest{Status: "failed"}); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("finish of a stale lease: %v", err)
 		}
-		if err := f.sched.Event(ctx, a, first.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: second.Jobs[0].ID}); !errors.Is(err, ErrLeaseLost) {
+		if err := f.builds.Event(ctx, a.ID, first.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: second.Jobs[0].ID}); !errors.Is(err, ErrLeaseLost) {
 			t.Fatalf("event of a stale lease: %v", err)
 		}
 		// A job starts, then the agent vanishes: the pipeline fails with agent_lost, never re-runs.
-		f.sched.Event(ctx, b, second.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: second.Jobs[0].ID})
+		f.builds.Event(ctx, b.ID, second.ID, protocol.Event{Kind: protocol.EventJobStarted, JobID: second.Jobs[0].ID})
 		f.clock.Advance(31 * time.Second)
 		if n, err := f.sched.Reap(ctx); err != nil || n != 1 {
 			t.Fatalf("reap: %d %v", n, err)
@@ -325,7 +307,7 @@ func TestCancelQueuedAndRunning(t *testing.T) {
 		if err != nil || !r.Cancel {
 			t.Fatalf("renew after cancel: %+v %v", r, err)
 		}
-		f.sched.Finish(ctx, a, l.ID, protocol.FinishRequest{Status: "cancelled"})
+		f.agentFinish(ctx, a, l.ID, protocol.FinishRequest{Status: "cancelled"})
 		if p := f.pipeline(l.PipelineID); p.Status != build.StatusCancelled || f.buildStatus(running.ID) != build.StatusCancelled {
 			t.Fatalf("running pipeline after cancel: %s / %s", p.Status, f.buildStatus(running.ID))
 		}
@@ -472,7 +454,7 @@ func TestCronFiresOncePerTimeAcrossReplicas(t *testing.T) {
       stages: [ { name: train, script: python train.py } ]
 `)
 		// A second replica on the same database and Redis.
-		other := NewService(db, NewIntake(f.rdb, nil), f.builds, f.repos, nil, nil, f.clock, f.log, Config{RegistrationToken: "x"})
+		other := NewService(db, NewIntake(f.rdb, nil), f.builds, f.repos, nil, f.clock, f.log, Config{RegistrationToken: "x"})
 		count := func() int64 {
 			var n int64
 			db.Model(&build.Build{}).Where("event = ?", "schedule").Count(&n)
@@ -550,16 +532,13 @@ func TestAgentsListsCapacityHeartbeatAndHeldPipelines(t *testing.T) {
 // of balance. Billing's own rules are tested in package billing; here only the refusal matters.
 type refusingBilling struct{ refuse map[int64]bool }
 
-func (b refusingBilling) Start(_ context.Context, r billing.Run, _ time.Time) error {
+func (b refusingBilling) Start(_ context.Context, r Run, _ time.Time) error {
 	if b.refuse[r.PipelineID] {
-		return billing.ErrInsufficientBalance
+		return &Refusal{Reason: build.ReasonInsufficientBalance}
 	}
 	return nil
 }
-func (refusingBilling) Tick(context.Context) ([]int64, error)          { return nil, nil }
-func (refusingBilling) Settle(context.Context, int64, time.Time) error { return nil }
-func (refusingBilling) SettleEnded(context.Context) (int, error)       { return 0, nil }
-func (refusingBilling) CanStart(context.Context, billing.Run) error    { return nil }
+func (refusingBilling) CanStart(context.Context, Run) error { return nil }
 
 // A pipeline billing refuses ends failed at dispatch, and the team's running count (what caps
 // read) is given back once, not twice: the team's other running pipeline still counts.
@@ -568,7 +547,7 @@ func TestRefusedPipelineReleasesItsSlotOnce(t *testing.T) {
 	f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
 	ctx := context.Background()
 	refuse := map[int64]bool{}
-	f.sched = NewService(db, f.intake, f.builds, f.repos, nil, refusingBilling{refuse}, f.clock, f.log, Config{PollTimeout: 50 * time.Millisecond, RegistrationToken: "reg-secret"})
+	f.sched = NewService(db, f.intake, f.builds, f.repos, refusingBilling{refuse}, f.clock, f.log, Config{PollTimeout: 50 * time.Millisecond, RegistrationToken: "reg-secret"})
 	a := f.agent("a", 8)
 	f.push("main", oneJob)
 	if l := f.poll(a, 8); l == nil {

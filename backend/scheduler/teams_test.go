@@ -3,14 +3,12 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -211,8 +209,8 @@ func TestDispatchOnlyOrg(t *testing.T) {
 // poorBilling says no account can pay for anything.
 type poorBilling struct{ refusingBilling }
 
-func (poorBilling) CanStart(context.Context, billing.Run) error {
-	return fmt.Errorf("%w: the first 5-minute window costs 0.6667 CNY, the balance is 0.0000 CNY", billing.ErrInsufficientBalance)
+func (poorBilling) CanStart(context.Context, Run) error {
+	return &Refusal{Reason: build.ReasonInsufficientBalance, Detail: "the first 5-minute window costs 0.6667 CNY, the balance is 0.0000 CNY"}
 }
 
 // A GPU pipeline that no agent serves on an account without money names both blockers at
@@ -220,7 +218,7 @@ func (poorBilling) CanStart(context.Context, billing.Run) error {
 func TestBlockersAllAtOnceAndQueueTimeout(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
 		f := newFixture(t, db, Config{PollTimeout: 30 * time.Millisecond})
-		s := NewService(db, f.intake, f.builds, f.repos, nil, poorBilling{}, f.clock, f.log,
+		s := NewService(db, f.intake, f.builds, f.repos, poorBilling{}, f.clock, f.log,
 			Config{RegistrationToken: "reg-secret", PublicURL: "http://nimbus.test", QueueTimeout: time.Hour})
 		ctx := context.Background()
 		f.push("main", "main:\n  push:\n    - name: gpu\n      runner: { tags: cnb:arch:amd64:gpu }\n      stages: [ { name: s, script: x } ]\n")

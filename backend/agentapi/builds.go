@@ -1,4 +1,4 @@
-package scheduler
+package agentapi
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/scheduler"
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
@@ -30,15 +31,15 @@ func applyAllowed(event string) bool {
 }
 
 // StartBuild starts the build a job of the agent's running pipeline asks for.
-func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req protocol.StartBuildRequest) (protocol.ChildBuild, error) {
-	p, err := s.builds.Leased(ctx, a.ID, leaseID)
+func (h *Handler) StartBuild(ctx context.Context, a *scheduler.Agent, leaseID string, req protocol.StartBuildRequest) (protocol.ChildBuild, error) {
+	p, err := h.cfg.Runs.Leased(ctx, a.ID, leaseID)
 	if err != nil {
 		return protocol.ChildBuild{}, err
 	}
 	if p.CancelRequested {
 		return protocol.ChildBuild{}, fault.Conflict("the pipeline is being stopped: it starts no builds")
 	}
-	run, err := s.builds.RunInfo(ctx, p)
+	run, err := h.cfg.Runs.RunInfo(ctx, p)
 	if err != nil {
 		return protocol.ChildBuild{}, err
 	}
@@ -51,7 +52,7 @@ func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req 
 		if !applyAllowed(run.Event) {
 			return protocol.ChildBuild{}, fault.Forbidden("cnb:apply does not run on %s events", run.Event)
 		}
-		r, o, err := s.repos.ByID(ctx, p.RepoID)
+		r, o, err := h.cfg.Repos.ByID(ctx, p.RepoID)
 		if err != nil {
 			return protocol.ChildBuild{}, err
 		}
@@ -64,13 +65,13 @@ func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req 
 		}
 	case protocol.StartTrigger:
 		prefix = "API_TRIGGER_"
-		if req.Token == "" || s.cfg.ResolveToken == nil {
+		if req.Token == "" || h.cfg.ResolveToken == nil {
 			return protocol.ChildBuild{}, fault.Invalid("token", "cnb:trigger needs a token that may start builds in %s", req.Slug)
 		}
 		if event == "" {
 			return protocol.ChildBuild{}, fault.Invalid("event", "cnb:trigger needs an event (api_trigger or api_trigger_…)")
 		}
-		pr, err := s.cfg.ResolveToken(ctx, req.Token)
+		pr, err := h.cfg.ResolveToken(ctx, req.Token)
 		if err != nil || pr.Kind == auth.KindJob || pr.User == nil {
 			return protocol.ChildBuild{}, fault.Forbidden("cnb:trigger's token is not a valid token of a person of this install")
 		}
@@ -78,7 +79,7 @@ func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req 
 		if !ok {
 			return protocol.ChildBuild{}, fault.Invalid("slug", "slug is org/repo, not %q", req.Slug)
 		}
-		if access, err = s.repos.Resolve(ctx, pr, orgName, repoName, repo.Write); err != nil {
+		if access, err = h.cfg.Repos.Resolve(ctx, pr, orgName, repoName, repo.Write); err != nil {
 			return protocol.ChildBuild{}, err
 		}
 		user = &pr.User.ID
@@ -94,8 +95,8 @@ func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req 
 	if len(short) > 8 {
 		short = short[:8]
 	}
-	origin := map[string]string{"BUILD_ID": "nimbus-" + itoa(run.BuildID), "PIPELINE_ID": itoa(p.ID), "REPO_SLUG": slug,
-		"REPO_ID": itoa(p.RepoID), "BRANCH": run.Branch, "COMMIT": run.CommitSHA, "COMMIT_SHORT": short}
+	origin := map[string]string{"BUILD_ID": "nimbus-" + strconv.FormatInt(run.BuildID, 10), "PIPELINE_ID": strconv.FormatInt(p.ID, 10), "REPO_SLUG": slug,
+		"REPO_ID": strconv.FormatInt(p.RepoID, 10), "BRANCH": run.Branch, "COMMIT": run.CommitSHA, "COMMIT_SHORT": short}
 	for k, v := range origin {
 		env[prefix+k] = v // set last: the task cannot override them
 	}
@@ -110,52 +111,73 @@ func (s *Service) StartBuild(ctx context.Context, a *Agent, leaseID string, req 
 		}
 		config = []byte(req.Config)
 	}
-	b, err := s.builds.StartChild(ctx, p, build.ChildRequest{Access: access, UserID: user, Branch: req.Branch, Event: event, Env: env, Config: config,
+	b, err := h.cfg.Runs.StartChild(ctx, p, build.ChildRequest{Access: access, UserID: user, Branch: req.Branch, Event: event, Env: env, Config: config,
 		OriginPrefix: prefix})
 	if err != nil {
 		return protocol.ChildBuild{}, err
 	}
 	child := access.Org.Name + "/" + access.Repo.Name
-	s.log.InfoContext(ctx, "pipeline started a build", "pipeline", p.ID, "build", child+"#"+strconv.FormatInt(b.Number, 10), "kind", req.Kind)
-	return protocol.ChildBuild{Slug: child, Number: b.Number, URL: s.buildURL(child, b.Number), Status: b.Status, Finished: build.Terminal(b.Status)}, nil
+	h.log.InfoContext(ctx, "pipeline started a build", "pipeline", p.ID, "build", child+"#"+strconv.FormatInt(b.Number, 10), "kind", req.Kind)
+	return protocol.ChildBuild{Slug: child, Number: b.Number, URL: h.buildURL(child, b.Number), Status: b.Status, Finished: build.Terminal(b.Status)}, nil
 }
 
 // ChildBuild says how a build the agent's pipeline started stands.
-func (s *Service) ChildBuild(ctx context.Context, a *Agent, leaseID string, ref protocol.ChildBuildRef) (protocol.ChildBuild, error) {
-	p, err := s.builds.Leased(ctx, a.ID, leaseID)
+func (h *Handler) ChildBuild(ctx context.Context, a *scheduler.Agent, leaseID string, ref protocol.ChildBuildRef) (protocol.ChildBuild, error) {
+	p, err := h.cfg.Runs.Leased(ctx, a.ID, leaseID)
 	if err != nil {
 		return protocol.ChildBuild{}, err
 	}
-	st, err := s.builds.Child(ctx, p, ref.Slug, ref.Number)
+	st, err := h.cfg.Runs.Child(ctx, p, ref.Slug, ref.Number)
 	if err != nil {
 		return protocol.ChildBuild{}, err
 	}
-	return protocol.ChildBuild{Slug: st.Slug, Number: st.Build.Number, URL: s.buildURL(st.Slug, st.Build.Number), Status: st.Build.Status,
+	return protocol.ChildBuild{Slug: st.Slug, Number: st.Build.Number, URL: h.buildURL(st.Slug, st.Build.Number), Status: st.Build.Status,
 		Finished: build.Terminal(st.Build.Status), LastJobExports: st.LastJobExports}, nil
 }
 
-func (s *Service) buildURL(slug string, n int64) string {
-	return s.cfg.PublicURL + "/" + slug + "/builds/" + strconv.FormatInt(n, 10)
+func (h *Handler) buildURL(slug string, n int64) string {
+	return h.cfg.PublicURL + "/" + slug + "/builds/" + strconv.FormatInt(n, 10)
 }
 
 // ResolveKey is cnb:resolve for the agent's running pipeline.
-func (s *Service) ResolveKey(ctx context.Context, a *Agent, leaseID string, req protocol.KeyRequest) error {
-	p, err := s.builds.Leased(ctx, a.ID, leaseID)
+func (h *Handler) ResolveKey(ctx context.Context, a *scheduler.Agent, leaseID string, req protocol.KeyRequest) error {
+	p, err := h.cfg.Runs.Leased(ctx, a.ID, leaseID)
 	if err != nil {
 		return err
 	}
-	return s.builds.Resolve(ctx, p, req.Key, req.Data)
+	return h.cfg.Runs.Resolve(ctx, p, req.Key, req.Data)
 }
 
 // AwaitKey is one ask of cnb:await for the agent's running pipeline.
-func (s *Service) AwaitKey(ctx context.Context, a *Agent, leaseID string, req protocol.KeyRequest) (protocol.KeyAnswer, error) {
-	p, err := s.builds.Leased(ctx, a.ID, leaseID)
+func (h *Handler) AwaitKey(ctx context.Context, a *scheduler.Agent, leaseID string, req protocol.KeyRequest) (protocol.KeyAnswer, error) {
+	p, err := h.cfg.Runs.Leased(ctx, a.ID, leaseID)
 	if err != nil {
 		return protocol.KeyAnswer{}, err
 	}
-	data, ok, err := s.builds.Await(ctx, p, req.Key)
+	data, ok, err := h.cfg.Runs.Await(ctx, p, req.Key)
 	if err != nil {
 		return protocol.KeyAnswer{}, err
 	}
 	return protocol.KeyAnswer{Resolved: ok, Data: data}, nil
+}
+
+// Import reads a file a job of the agent's running pipeline imports (protocol.ImportRequest),
+// with the pipeline's own rights: repo.ReadImport checks and audits.
+func (h *Handler) Import(ctx context.Context, a *scheduler.Agent, leaseID string, req protocol.ImportRequest) (protocol.ImportFile, error) {
+	switch req.Kind {
+	case protocol.ImportEnv, protocol.ImportSettingsFrom, protocol.ImportOptionsFrom:
+	default:
+		return protocol.ImportFile{}, fault.Invalid("kind", "kind must be %s, %s or %s", protocol.ImportEnv, protocol.ImportSettingsFrom, protocol.ImportOptionsFrom)
+	}
+	p, err := h.cfg.Runs.Leased(ctx, a.ID, leaseID)
+	if err != nil {
+		return protocol.ImportFile{}, err
+	}
+	run, err := h.cfg.Runs.RunInfo(ctx, p)
+	if err != nil {
+		return protocol.ImportFile{}, err
+	}
+	rd := repo.Reader{OrgID: p.OrgID, RepoID: run.RepoID, Slug: run.OrgName + "/" + run.RepoName, Event: run.Event,
+		Branch: run.Branch, UserID: run.TriggeredBy, PipelineID: p.ID, BuildNumber: run.BuildNumber}
+	return h.cfg.Repos.ReadImport(ctx, rd, req.URL, req.Kind, req.Image)
 }

@@ -3,8 +3,6 @@ package auth_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -19,8 +17,8 @@ import (
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/mail"
-	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/backend/testworld"
 )
 
 // outbox records the emails the service sends.
@@ -53,14 +51,10 @@ type fixture struct {
 
 func newFixture(t *testing.T, db *gorm.DB) *fixture {
 	t.Helper()
-	rc, err := redisconn.Connect(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.Close() })
-	f := &fixture{clock: clock.NewFake(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)), mail: &outbox{}}
-	f.svc = auth.NewService(db, rc.Client, f.clock, f.mail, slog.New(slog.NewTextHandler(io.Discard, nil)),
-		auth.Config{PublicURL: "https://nimbus.test", LoginLimitPerAccount: 3, LoginLimitPerIP: 5})
+	f := &fixture{mail: &outbox{}}
+	w := testworld.New(t, db, testworld.Options{Now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), Mail: f.mail,
+		Auth: auth.Config{PublicURL: "https://nimbus.test", LoginLimitPerAccount: 3, LoginLimitPerIP: 5}})
+	f.svc, f.clock = w.Users, w.Clock
 	return f
 }
 

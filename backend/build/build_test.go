@@ -20,13 +20,9 @@ import (
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
-	"github.com/nimbus-build/nimbus/backend/mail"
-	"github.com/nimbus-build/nimbus/backend/org"
-	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
-	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/repo"
-	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/backend/testworld"
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
@@ -48,24 +44,15 @@ type fixture struct {
 func newFixture(t *testing.T, db *gorm.DB) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	rc, err := redisconn.Connect(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.Close() })
 	logs := &bytes.Buffer{}
-	log := slog.New(slog.NewTextHandler(logs, nil))
-	clk := clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
-	users := auth.NewService(db, rc.Client, clk, mail.Log{Logger: log}, log, auth.Config{})
-	orgs := org.NewService(db, users, clk, mail.Log{Logger: log}, "http://nimbus.test", log)
-	box, _ := secrets.NewBox(make([]byte, 32))
-	repos := repo.NewService(db, orgs, box, clk, t.TempDir(), log)
-	f := &fixture{t: t, db: db, repos: repos, users: users, clock: clk, log: log, logs: logs,
-		builds: build.NewService(build.Config{DB: db, Repos: repos, Users: users, Clock: clk, Log: log, PublicURL: "http://nimbus.test", Spec: spec.Options{}})}
+	w := testworld.New(t, db, testworld.Options{Log: slog.New(slog.NewTextHandler(logs, nil))})
+	repos, users := w.Repos, w.Users
+	f := &fixture{t: t, db: db, repos: repos, users: users, clock: w.Clock, log: w.Log, logs: logs, builds: w.Builds}
+	var err error
 	if f.user, err = users.Signup(ctx, "alice", "alice@example.com", "a long enough passphrase"); err != nil {
 		t.Fatal(err)
 	}
-	o, err := orgs.Create(ctx, f.user, "team")
+	o, err := w.Orgs.Create(ctx, f.user, "team")
 	if err != nil {
 		t.Fatal(err)
 	}

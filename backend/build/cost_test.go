@@ -26,12 +26,9 @@ func TestPipelineCostInTheBuildAPI(t *testing.T) {
 			t.Fatalf("pipelines %v %v", ps, err)
 		}
 		now := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC) // the fixture's clock
-		// This fixture's orgs have no billing hook: open the account by hand.
-		if err := billing.OpenAccount(db, f.access.Org.ID, now); err != nil {
-			t.Fatal(err)
-		}
+		// The team's account was opened with the team (testworld, as app.New).
 		var acct billing.Account
-		if err := db.Take(&acct).Error; err != nil {
+		if err := db.Where("org_id = ?", f.access.Org.ID).Take(&acct).Error; err != nil {
 			t.Fatal(err)
 		}
 		// train-cpu: 8 cores for 100.2 s (rounded up to 101), 600 core-seconds of frozen quota,

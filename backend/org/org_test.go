@@ -17,8 +17,8 @@ import (
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
-	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/backend/testworld"
 )
 
 type sink struct{ sent []mail.Message }
@@ -34,16 +34,9 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, db *gorm.DB) *fixture {
-	rc, err := redisconn.Connect(context.Background(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f := &fixture{clock: clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)), mail: &sink{}, db: db}
-	f.users = auth.NewService(db, rc.Client, f.clock, f.mail, log, auth.Config{})
-	f.orgs = org.NewService(db, f.users, f.clock, f.mail, "https://nimbus.test", log)
-	f.orgs.OnCreate(func(tx *gorm.DB, o *org.Org) error { return billing.OpenAccount(tx, o.ID, f.clock.Now()) })
+	f := &fixture{mail: &sink{}, db: db}
+	w := testworld.New(t, db, testworld.Options{Mail: f.mail, PublicURL: "https://nimbus.test"})
+	f.users, f.orgs, f.clock = w.Users, w.Orgs, w.Clock
 	return f
 }
 

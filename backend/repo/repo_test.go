@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -19,12 +18,11 @@ import (
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
-	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
-	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/backend/testworld"
 	"github.com/nimbus-build/nimbus/internal/userpath"
 )
 
@@ -40,17 +38,8 @@ type fixture struct {
 
 func newFixture(t *testing.T, db *gorm.DB) *fixture {
 	ctx := context.Background()
-	rc, err := redisconn.Connect(ctx, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rc.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	f := &fixture{clock: clock.NewFake(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)), by: map[string]*auth.User{}}
-	f.users = auth.NewService(db, rc.Client, f.clock, mail.Log{Logger: log}, log, auth.Config{})
-	f.orgs = org.NewService(db, f.users, f.clock, mail.Log{Logger: log}, "", log)
-	box, _ := secrets.NewBox(bytes.Repeat([]byte{1}, 32))
-	f.repos = repo.NewService(db, f.orgs, box, f.clock, t.TempDir(), log)
+	w := testworld.New(t, db, testworld.Options{})
+	f := &fixture{clock: w.Clock, users: w.Users, orgs: w.Orgs, repos: w.Repos, by: map[string]*auth.User{}}
 	for _, n := range []string{"owner", "admin", "developer", "reporter", "billing", "outsider"} {
 		u, err := f.users.Signup(ctx, n, n+"@example.com", "a long enough passphrase")
 		if err != nil {

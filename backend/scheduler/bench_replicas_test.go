@@ -12,11 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
-	"github.com/nimbus-build/nimbus/backend/mail"
-	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/testworld"
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
@@ -65,9 +63,8 @@ func (w *benchWorld) replicas(b *testing.B, n int) ([]*Service, func()) {
 	var out []*Service
 	for range n {
 		in := NewIntake(rdb, nil)
-		users := auth.NewService(w.db, rdb, clock.Real{}, mail.Log{Logger: log}, log, auth.Config{})
-		builds := build.NewService(build.Config{DB: w.db, Repos: w.svc, Users: users, Queue: in, Clock: clock.Real{}, Log: log,
-			PublicURL: "http://nimbus.test", Spec: spec.Options{}})
+		// Each replica has its own services over the shared database and Redis, as processes do.
+		builds := testworld.New(b, w.db, testworld.Options{Clock: clock.Real{}, Redis: rdb, Log: log, Build: build.Config{Queue: in}}).Builds
 		s := NewService(w.db, in, builds, w.svc, nil, clock.Real{}, log, w.sched.cfg)
 		builds.OnEnded(s.Ended)
 		go in.listen(ctx)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -14,16 +12,12 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/build/buildtest"
 	"github.com/nimbus-build/nimbus/backend/clock"
-	"github.com/nimbus-build/nimbus/backend/mail"
-	"github.com/nimbus-build/nimbus/backend/org"
-	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/repo"
-	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/backend/testworld"
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
@@ -43,15 +37,9 @@ func newBenchWorld(b *testing.B, teams, agents int, cfg Config) *benchWorld {
 	ctx := context.Background()
 	db := storetest.Postgres(b)
 	rdb := isolatedRedis(b)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	clk := clock.Real{}
-	users := auth.NewService(db, rdb, clk, mail.Log{Logger: log}, log, auth.Config{})
-	orgs := org.NewService(db, users, clk, mail.Log{Logger: log}, "", log)
-	box, _ := secrets.NewBox(make([]byte, 32))
-	repos := repo.NewService(db, orgs, box, clk, b.TempDir(), log)
 	intake := NewIntake(rdb, nil)
-	builds := build.NewService(build.Config{DB: db, Repos: repos, Users: users, Queue: intake, Clock: clk, Log: log,
-		PublicURL: "http://nimbus.test", Spec: spec.Options{}})
+	tw := testworld.New(b, db, testworld.Options{Clock: clock.Real{}, Redis: rdb, Build: build.Config{Queue: intake}})
+	users, orgs, repos, builds, clk, log := tw.Users, tw.Orgs, tw.Repos, tw.Builds, clock.Real{}, tw.Log
 	cfg.RegistrationToken = "reg"
 	cfg.PublicURL = "http://nimbus.test"
 	w := &benchWorld{db: db, svc: repos, sched: NewService(db, intake, builds, repos, nil, clk, log, cfg)}

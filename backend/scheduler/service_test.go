@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -20,14 +19,12 @@ import (
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/git"
-	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
-	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/redisconn/redistest"
 	"github.com/nimbus-build/nimbus/backend/repo"
-	"github.com/nimbus-build/nimbus/backend/secrets"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/backend/testworld"
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
@@ -63,15 +60,12 @@ func (f *fixture) agentFinish(ctx context.Context, a *Agent, leaseID string, req
 func newFixture(t *testing.T, db *gorm.DB, cfg Config) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{t: t, db: db, rdb: isolatedRedis(t), clock: clock.NewFake(time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC)),
-		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	users := auth.NewService(db, f.rdb, f.clock, mail.Log{Logger: f.log}, f.log, auth.Config{})
-	orgs := org.NewService(db, users, f.clock, mail.Log{Logger: f.log}, "", f.log)
-	box, _ := secrets.NewBox(make([]byte, 32))
-	f.repos = repo.NewService(db, orgs, box, f.clock, t.TempDir(), f.log)
+	f := &fixture{t: t, db: db, rdb: isolatedRedis(t)}
 	f.intake = NewIntake(f.rdb, nil)
-	f.builds = build.NewService(build.Config{DB: db, Repos: f.repos, Users: users, Queue: f.intake, Agents: f.intake, Clock: f.clock, Log: f.log,
-		PublicURL: "http://nimbus.test", Spec: spec.Options{}})
+	w := testworld.New(t, db, testworld.Options{Now: time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC), Redis: f.rdb,
+		Build: build.Config{Queue: f.intake, Agents: f.intake}})
+	users, orgs := w.Users, w.Orgs
+	f.clock, f.log, f.repos, f.builds = w.Clock, w.Log, w.Repos, w.Builds
 	if cfg.RegistrationToken == "" {
 		cfg.RegistrationToken = "reg-secret"
 	}

@@ -4,12 +4,12 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/nimbus-build/nimbus/backend/redisconn/redistest"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -22,8 +22,6 @@ import (
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/logs"
-	"github.com/nimbus-build/nimbus/backend/redisconn"
-	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 var discard = slog.New(slog.DiscardHandler)
@@ -32,23 +30,7 @@ var discard = slog.New(slog.DiscardHandler)
 // embedded one. Log channels are per job id, and every test database numbers its jobs from 1, so
 // tests sharing the real server may see each other's notifications: harmless, a notification
 // only makes a stream re-read the database.
-func newRedis(t testing.TB) redis.UniversalClient {
-	t.Helper()
-	url := ""
-	if testenv.CI() || os.Getenv(testenv.EnvRedis) != "" {
-		url = testenv.RedisURL(t)
-	}
-	return connectRedis(t, url)
-}
-
-func connectRedis(t testing.TB, url string) redis.UniversalClient {
-	c, err := redisconn.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c.Client
-}
+func newRedis(t testing.TB) redis.UniversalClient { return redistest.Shared(t) }
 
 func newService(db *gorm.DB, rdb redis.UniversalClient, cfg logs.Config) *logs.Service {
 	return logs.NewService(db, rdb, clock.NewFake(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)), discard, cfg)

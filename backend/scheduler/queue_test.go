@@ -4,33 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nimbus-build/nimbus/backend/redisconn/redistest"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
-
-	"github.com/nimbus-build/nimbus/backend/redisconn"
-	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
-// redisFor returns a clean Redis: the real one when available (flushed DB), else embedded.
-func redisFor(t testing.TB) redis.UniversalClient {
-	t.Helper()
-	url := ""
-	if testenv.CI() || testenvHas() {
-		url = testenv.RedisURL(t)
-	}
-	c, err := redisconn.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	// Tests sharing the real server never collide: each uses class names of its own.
-	return c.Client
-}
-
-func testenvHas() bool { return testenv.Has(testenv.EnvRedis) }
+// redisFor returns the test Redis (shared: each test uses class names of its own), or an
+// embedded one on a developer machine without it.
+func redisFor(t testing.TB) redis.UniversalClient { return redistest.Shared(t) }
 
 var classSeq int
 

@@ -13,6 +13,18 @@ import (
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
+// Shared returns the test Redis server as it is (database 0, not flushed), or the embedded
+// server on a developer machine without one (with CI=true a missing server fails the test). For
+// tests whose keys are their own (class names, job ids), so packages can share it.
+func Shared(t testing.TB) redis.UniversalClient {
+	t.Helper()
+	raw := ""
+	if testenv.CI() || testenv.Has(testenv.EnvRedis) {
+		raw = testenv.RedisURL(t)
+	}
+	return connect(t, raw)
+}
+
 // Isolated returns database index of the test Redis server, flushed, or the embedded server on
 // a developer machine without one (with CI=true a missing server fails the test). Packages that
 // flush, or that hold a fixed leader key other packages' servers also take, use an index of
@@ -33,13 +45,19 @@ func Isolated(t testing.TB, index int) redis.UniversalClient {
 			raw = u.String()
 		}
 	}
+	c := connect(t, raw)
+	if err := redisconn.FlushAll(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func connect(t testing.TB, raw string) redis.UniversalClient {
+	t.Helper()
 	c, err := redisconn.Connect(context.Background(), raw)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if err := redisconn.FlushAll(context.Background(), c.Client); err != nil {
-		t.Fatal(err)
-	}
 	return c.Client
 }

@@ -7,9 +7,106 @@ import (
 	"strconv"
 )
 
-// The calls below are the API as the CLI uses it. Each response type
+// The calls below are the API as the CLI and the end-to-end tests use it. Each response type
 // holds only the fields its callers read; contract_test.go checks every one of them against
 // the operation's documented response, so a renamed or removed field fails there first.
+
+// Session is the answer to signup: the session cookie is in the client's jar, and the CSRF
+// token goes with every later request (Signup keeps it in the client).
+type Session struct {
+	CSRF string `json:"csrf_token"`
+}
+
+// Signup creates an account and signs it in (POST /auth/signup). On a client made
+// WithSession, the client keeps the session for its later requests; sign up before sharing the
+// client between goroutines.
+func (c *Client) Signup(ctx context.Context, email, username, password string) (*Session, error) {
+	var s Session
+	err := c.Do(ctx, http.MethodPost, Path("auth", "signup"),
+		map[string]string{"email": email, "username": username, "password": password}, &s)
+	if err != nil {
+		return nil, err
+	}
+	if c.session {
+		c.csrf = s.CSRF
+	}
+	return &s, nil
+}
+
+// Token is a personal access token or a repo's deploy token as it is created: the secret
+// (Token) is in this answer only.
+type Token struct {
+	ID     int64    `json:"id"`
+	Name   string   `json:"name"`
+	Token  string   `json:"token"`
+	Scopes []string `json:"scopes"`
+}
+
+// CreateToken creates a personal access token of the signed-in user with the scopes
+// (POST /user/tokens); the route takes only a session (WithSession, after Signup).
+func (c *Client) CreateToken(ctx context.Context, name string, scopes ...string) (*Token, error) {
+	if scopes == nil {
+		scopes = []string{} // the document wants an array; the server says which scopes are missing
+	}
+	var t Token
+	if err := c.Do(ctx, http.MethodPost, Path("user", "tokens"), map[string]any{"name": name, "scopes": scopes}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// CreateDeployToken creates a read-only token of one repo (POST
+// /repos/{org}/{repo}/deploy-tokens): what inference services pull models and images with.
+func (c *Client) CreateDeployToken(ctx context.Context, org, repo, name string) (*Token, error) {
+	var t Token
+	if err := c.Do(ctx, http.MethodPost, Path("repos", org, repo, "deploy-tokens"), map[string]string{"name": name}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Org is an organization (a team) as its member sees it.
+type Org struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+	Role string `json:"role"`
+}
+
+// CreateOrg creates a team whose owner is the caller (POST /orgs).
+func (c *Client) CreateOrg(ctx context.Context, name string) (*Org, error) {
+	var o Org
+	if err := c.Do(ctx, http.MethodPost, Path("orgs"), map[string]string{"name": name}, &o); err != nil {
+		return nil, err
+	}
+	return &o, nil
+}
+
+// NewRepo is what CreateRepo creates: the zero values of the optional fields are the
+// server's defaults (a private repo with git content).
+type NewRepo struct {
+	Name       string `json:"name"`
+	Visibility string `json:"visibility,omitempty"` // "private" (the default), "internal", "public"
+	Secret     bool   `json:"secret,omitempty"`     // files for pipelines to import, no git content
+}
+
+// Repo is a repo as its answer shows it.
+type Repo struct {
+	ID         int64  `json:"id"`
+	Org        string `json:"org"`
+	Name       string `json:"name"`
+	Visibility string `json:"visibility"`
+	Secret     bool   `json:"secret"`
+	CloneURL   string `json:"clone_url"`
+}
+
+// CreateRepo creates a repo in the org (POST /orgs/{org}/repos).
+func (c *Client) CreateRepo(ctx context.Context, org string, r NewRepo) (*Repo, error) {
+	var out Repo
+	if err := c.Do(ctx, http.MethodPost, Path("orgs", org, "repos"), r, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
 
 // Workspace is a cloud workspace as the team's list shows it (GET /orgs/{org}/workspaces).
 type Workspace struct {
@@ -41,24 +138,52 @@ func (c *Client) Workspaces(ctx context.Context, org string, all bool) ([]Worksp
 	return l.Items, nil
 }
 
-// Build is a build as the routes that start one answer it (opening workspaces, running a
-// build): its number, branch and status, its pipelines, and the error of a file that does not
-// compile.
+// Build is a build as GET /repos/{org}/{repo}/builds/{number} and the routes that start one
+// (opening workspaces, running a build) answer it: its number, event, commit and status, its
+// pipelines with their stages and jobs, and the error of a file that does not compile.
 type Build struct {
 	Number    int64           `json:"number"`
+	Event     string          `json:"event"`
 	Branch    string          `json:"branch"`
+	Commit    string          `json:"commit"`
 	Status    string          `json:"status"`
+	Waiting   bool            `json:"waiting"` // nothing runs, and a pipeline is held back by blockers
 	Pipelines []BuildPipeline `json:"pipelines"`
 	Error     *FileError      `json:"error"`
 }
 
 // BuildPipeline is a pipeline of a Build.
 type BuildPipeline struct {
-	ID             int64   `json:"id"`
-	Name           string  `json:"name"`
-	Status         string  `json:"status"`
-	Workspace      bool    `json:"workspace"`
-	WorkspaceState *string `json:"workspace_state"`
+	ID             int64        `json:"id"`
+	Name           string       `json:"name"`
+	Status         string       `json:"status"`
+	Reason         string       `json:"reason"` // for people: why it still waits, or why it ended so
+	Waiting        bool         `json:"waiting"`
+	Blockers       []Blocker    `json:"blockers"`
+	RunnerTag      string       `json:"runner_tag"`
+	CPUs           int          `json:"cpus"`
+	Stages         []BuildStage `json:"stages"`
+	Workspace      bool         `json:"workspace"`
+	WorkspaceState *string      `json:"workspace_state"`
+}
+
+// Blocker is something a queued pipeline waits for, and what fixes it.
+type Blocker struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Remedy  string `json:"remedy"`
+}
+
+// BuildStage is a stage of a BuildPipeline (only a single build carries them, not lists).
+type BuildStage struct {
+	Name string     `json:"name"`
+	Jobs []BuildJob `json:"jobs"`
+}
+
+// BuildJob is a job of a BuildStage.
+type BuildJob struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
 }
 
 // FileError is where a build's file fails to compile.
@@ -66,6 +191,17 @@ type FileError struct {
 	Message string `json:"message"`
 	File    string `json:"file"`
 	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+}
+
+// GetBuild reads a build with its first 100 pipelines, their stages and jobs
+// (GET /repos/{org}/{repo}/builds/{number}).
+func (c *Client) GetBuild(ctx context.Context, org, repo string, number int64) (*Build, error) {
+	var b Build
+	if err := c.Do(ctx, http.MethodGet, Path("repos", org, repo, "builds", strconv.FormatInt(number, 10)), nil, &b); err != nil {
+		return nil, err
+	}
+	return &b, nil
 }
 
 // OpenWorkspaces fires the vscode event on the head of branch (the default branch when empty):

@@ -18,6 +18,12 @@ var calls = []struct {
 	method, path, status string
 	typ                  any
 }{
+	{"POST", "/auth/signup", "201", Session{}},
+	{"POST", "/user/tokens", "201", Token{}},
+	{"POST", "/repos/{org}/{repo}/deploy-tokens", "201", Token{}},
+	{"POST", "/orgs", "201", Org{}},
+	{"POST", "/orgs/{org}/repos", "201", Repo{}},
+	{"GET", "/repos/{org}/{repo}/builds/{number}", "200", Build{}},
 	{"GET", "/orgs/{org}/workspaces", "200", WorkspaceList{}},
 	{"POST", "/repos/{org}/{repo}/workspaces", "201", Build{}},
 	{"GET", "/repos/{org}/{repo}/artifacts/{package}/{version}", "200", ArtifactVersion{}},

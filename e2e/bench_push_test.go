@@ -138,8 +138,7 @@ func newPushWorld(b testing.TB, countGit bool) *pushWorld {
 	owner.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
 	owner.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
 	tok := owner.newToken("bench", "repo:write")
-	w.api = newClient(b, w.base)
-	w.api.token = tok
+	w.api = tokenClient(b, w.base, tok)
 	remote, _ := url.Parse(w.base + "/ml/trainer.git")
 	remote.User = url.UserPassword("bench", tok)
 	w.remote = remote.String()

@@ -1,31 +1,38 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/server/openapitest"
 )
 
-// client talks to the API as a browser would: cookie jar and CSRF header, or a bearer token.
+// client is the API's Go client (backend/apiclient, the one the nimbus CLI uses) in a test:
+// its calls fail the test instead of returning an error, and every answer it gets is checked
+// against openapi.yaml.
 type client struct {
-	t     testing.TB
-	base  string
-	http  *http.Client
-	csrf  string
-	token string
+	t   testing.TB
+	api *apiclient.Client
 }
 
+// newClient talks to the API as a browser would: a cookie jar, and the CSRF header once signup
+// has answered one.
 func newClient(t testing.TB, base string) *client {
-	jar, _ := cookiejar.New(nil)
+	return newAPIClient(t, base, apiclient.WithSession())
+}
+
+// tokenClient talks to the API with a bearer token (personal, deploy).
+func tokenClient(t testing.TB, base, token string) *client {
+	return newAPIClient(t, base, apiclient.WithToken(token))
+}
+
+func newAPIClient(t testing.TB, base string, auth apiclient.Option) *client {
 	contract, err := openapitest.Shared()
 	if err != nil {
 		t.Fatal(err)
@@ -33,76 +40,95 @@ func newClient(t testing.TB, base string) *client {
 	// Every answer the client gets is checked against the OpenAPI document: an undeclared status,
 	// field or type fails the test that made the call.
 	tr := contract.Transport(nil, func(err error) { t.Errorf("response does not match openapi.yaml: %v", err) })
-	return &client{t: t, base: base, http: &http.Client{Jar: jar, Timeout: 30 * time.Second, Transport: tr}}
+	h := &http.Client{Timeout: 30 * time.Second, Transport: tr}
+	return &client{t: t, api: apiclient.New(base, apiclient.WithHTTPClient(h), auth)}
 }
 
-// do sends a JSON request and decodes the JSON answer into out (when non-nil); it returns the
-// status.
+// do sends a JSON request and decodes the JSON answer, whatever its status, into out (when
+// non-nil); it returns the status, for the tests that look at refusals.
 func (c *client) do(method, path string, body any, out any) int {
 	c.t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req, err := http.NewRequest(method, c.base+path, r)
+	status, raw, err := c.api.Raw(c.t.Context(), method, path, body)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	if c.csrf != "" {
-		req.Header.Set("X-CSRF-Token", c.csrf)
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
 	if out != nil && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {
-			c.t.Fatalf("%s %s: %d %q: %v", method, path, resp.StatusCode, raw, err)
+			c.t.Fatalf("%s %s: %d %q: %v", method, path, status, raw, err)
 		}
 	}
-	return resp.StatusCode
+	return status
 }
 
 // must is do that fails the test unless the status is want.
 func (c *client) must(want int, method, path string, body any, out any) {
 	c.t.Helper()
-	var raw json.RawMessage
-	if got := c.do(method, path, body, &raw); got != want {
-		c.t.Fatalf("%s %s: status %d, want %d: %s", method, path, got, want, raw)
+	status, raw, err := c.api.Raw(c.t.Context(), method, path, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if status != want {
+		c.t.Fatalf("%s %s: status %d, want %d: %s", method, path, status, want, raw)
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
-			c.t.Fatal(err)
+			c.t.Fatalf("%s %s: %q: %v", method, path, raw, err)
 		}
+	}
+}
+
+// check fails the test on an error of a typed call.
+func (c *client) check(what string, err error) {
+	c.t.Helper()
+	if err != nil {
+		c.t.Fatalf("%s: %v", what, err)
 	}
 }
 
 // signup creates an account and keeps its session.
 func (c *client) signup(username string) {
 	c.t.Helper()
-	var out struct {
-		CSRF string `json:"csrf_token"`
-	}
-	c.must(201, "POST", "/api/v1/auth/signup", map[string]string{"email": username + "@example.com",
-		"username": username, "password": "a long enough passphrase"}, &out)
-	c.csrf = out.CSRF
+	_, err := c.api.Signup(c.t.Context(), username+"@example.com", username, "a long enough passphrase")
+	c.check("signup "+username, err)
 }
 
 // newToken creates a personal access token of the client's user and returns it.
 func (c *client) newToken(name string, scopes ...string) string {
 	c.t.Helper()
-	var tok struct {
-		Token string `json:"token"`
-	}
-	c.must(201, "POST", "/api/v1/user/tokens", map[string]any{"name": name, "scopes": scopes}, &tok)
+	tok, err := c.api.CreateToken(c.t.Context(), name, scopes...)
+	c.check("new token "+name, err)
 	return tok.Token
+}
+
+// deployToken creates a read-only deploy token of a repo and returns it.
+func (c *client) deployToken(org, repo, name string) string {
+	c.t.Helper()
+	tok, err := c.api.CreateDeployToken(c.t.Context(), org, repo, name)
+	c.check("deploy token "+name, err)
+	return tok.Token
+}
+
+// createOrg creates a team owned by the client's user.
+func (c *client) createOrg(name string) {
+	c.t.Helper()
+	_, err := c.api.CreateOrg(c.t.Context(), name)
+	c.check("create org "+name, err)
+}
+
+// createRepo creates a repo in the org.
+func (c *client) createRepo(org string, r apiclient.NewRepo) *apiclient.Repo {
+	c.t.Helper()
+	repo, err := c.api.CreateRepo(c.t.Context(), org, r)
+	c.check("create repo "+org+"/"+r.Name, err)
+	return repo
+}
+
+// build reads a build with its pipelines, stages and jobs.
+func (c *client) build(org, repo string, number int64) apiclient.Build {
+	c.t.Helper()
+	b, err := c.api.GetBuild(c.t.Context(), org, repo, number)
+	c.check("build "+org+"/"+repo, err)
+	return *b
 }
 
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.

@@ -57,8 +57,7 @@ func newWorld(t testing.TB, extraEnv ...string) *world {
 	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
 	tok := alice.newToken("git", "repo:write")
 	w.token = tok
-	w.api = newClient(t, w.base)
-	w.api.token = tok
+	w.api = tokenClient(t, w.base, tok)
 	gitRun(t, w.work, "init", "-q", "-b", "main")
 	return w
 }

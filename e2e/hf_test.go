@@ -23,8 +23,7 @@ import (
 func TestHuggingFaceClientPullsModel(t *testing.T) {
 	dir := hfClient(t)
 	w := newWorld(t)
-	reg := newClient(t, w.base)
-	reg.token = w.alice.newToken("publish", "registry:write")
+	reg := tokenClient(t, w.base, w.alice.newToken("publish", "registry:write"))
 
 	weights := make([]byte, 3<<20)
 	rand.Read(weights)
@@ -67,13 +66,12 @@ func TestHuggingFaceClientPullsModel(t *testing.T) {
 func hfPut(t *testing.T, c *client, path string, data []byte) {
 	t.Helper()
 	sum := sha256.Sum256(data)
-	req, err := http.NewRequest("PUT", c.base+path, bytes.NewReader(data))
+	req, err := c.api.NewRequest(t.Context(), "PUT", path, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("X-Checksum-Sha256", hex.EncodeToString(sum[:]))
-	res, err := c.http.Do(req)
+	res, err := c.api.Send(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,8 +98,7 @@ func TestPipelineRunsOnAnAgentInDocker(t *testing.T) {
 	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
 	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
 	tok := alice.newToken("git", "repo:write")
-	api := newClient(t, base)
-	api.token = tok
+	api := tokenClient(t, base, tok)
 
 	work := t.TempDir()
 	gitRun(t, work, "init", "-q", "-b", "main")

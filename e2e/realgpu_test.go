@@ -58,8 +58,7 @@ func TestRealGPUPipeline(t *testing.T) {
 	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
 	alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "10", "note": "gpu money"}, nil)
 	token := alice.newToken("git", "repo:write")
-	api := newClient(t, base)
-	api.token = token
+	api := tokenClient(t, base, token)
 	w := &world{t: t, base: base, alice: alice, api: api, token: token}
 
 	agentDir := t.TempDir()

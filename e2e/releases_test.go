@@ -60,8 +60,7 @@ func TestGitReleasePublishesFiles(t *testing.T) {
 		Token string `json:"token"`
 	}
 	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "inference"}, &dt)
-	deploy := newClient(t, w.base)
-	deploy.token = dt.Token
+	deploy := tokenClient(t, w.base, dt.Token)
 	deploy.must(200, "GET", "/api/v1/repos/ml/trainer/releases/v1.0", nil, &rel)
 	if rel.Title != "Model v1.0" || rel.Notes != "Notes of v1.0\n" || rel.Build == nil || rel.Build.Number != 1 || rel.Commit != b.Commit || len(rel.Files) != 3 {
 		t.Fatalf("the release %+v (build %+v)", rel, rel.Build)

@@ -149,8 +149,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
 	alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "100", "note": "cpu money"}, nil)
 	w.token = alice.newToken("git", "repo:write")
-	w.api = newClient(t, w.base)
-	w.api.token = w.token
+	w.api = tokenClient(t, w.base, w.token)
 	gitRun(t, w.work, "init", "-q", "-b", "main")
 	for range 4 {
 		w.agent("")

@@ -121,8 +121,7 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 	gitRun(t, src, "push", "-q", "origin", "main")
 	head := gitRun(t, src, "rev-parse", "HEAD")
 
-	api := newClient(t, base)
-	api.token = tok
+	api := tokenClient(t, base, tok)
 	var list struct {
 		Items []buildJSON `json:"items"`
 	}

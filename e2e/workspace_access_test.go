@@ -281,8 +281,7 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	bob.signup("bob")
 	bob.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "other"}, nil)
 	bobToken := bob.newToken("t", "repo:write")
-	bobAPI := newClient(t, w.base)
-	bobAPI.token = bobToken
+	bobAPI := tokenClient(t, w.base, bobToken)
 	for _, r := range []struct{ method, path string }{
 		{"GET", "/api/v1/workspaces/" + itoa(id)},
 		{"POST", "/api/v1/workspaces/" + itoa(id) + "/stop"},

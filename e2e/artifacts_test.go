@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // Issue 7's model journey: a pipeline (real nimbus-agent, Docker, the busybox image, host
@@ -43,7 +45,7 @@ func TestModelFromPipelineToInference(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := w.push(`head -c 8388608 /dev/urandom > model.bin && echo '{"dim":768}' > config.json && ./nimbus artifact push ml/trainer bert v1 model.bin config.json`)
-	b := w.waitFor(n, 120*time.Second, "finished", func(b buildJSON) bool { return b.Status == "success" || b.Status == "failed" })
+	b := w.waitFor(n, 120*time.Second, "finished", func(b apiclient.Build) bool { return b.Status == "success" || b.Status == "failed" })
 	if b.Status != "success" {
 		t.Fatalf("the pipeline failed: %s", w.jobLog(b.Pipelines[0].Stages[0].Jobs[0].ID))
 	}
@@ -69,10 +71,7 @@ func TestModelFromPipelineToInference(t *testing.T) {
 	model := v.Files[1].Digest
 
 	// The inference service: a deploy token, and a connection that breaks after 3 MiB.
-	var dt struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "inference"}, &dt)
+	dt := w.alice.deployToken("ml", "trainer", "inference")
 	proxy := startCutProxy(t, strings.TrimPrefix(w.base, "http://"), 3<<20)
 	dst := t.TempDir()
 	pull := exec.Command(cli, "artifact", "pull", "--dir", dst, "ml/trainer", "bert", "latest", "model.bin")
@@ -109,8 +108,8 @@ func checkArtifactBadInput(t *testing.T, w *world, deploy string) {
 	write := w.alice.newToken("rw", "registry:write")
 	bob := newClient(t, w.base)
 	bob.signup("bob")
-	bob.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "rival"}, nil)
-	bob.must(201, "POST", "/api/v1/orgs/rival/repos", map[string]string{"name": "vault"}, nil)
+	bob.createOrg("rival")
+	bob.createRepo("rival", apiclient.NewRepo{Name: "vault"})
 	bobs := bob.newToken("rw", "registry:write")
 
 	small := []byte("weights")

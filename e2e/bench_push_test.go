@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -135,8 +136,8 @@ func newPushWorld(b testing.TB, countGit bool) *pushWorld {
 	waitReady(b, w.base, w.server, 30*time.Second)
 	owner := newClient(b, w.base)
 	owner.signup("bench")
-	owner.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
-	owner.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
+	owner.createOrg("ml")
+	owner.createRepo("ml", apiclient.NewRepo{Name: "trainer"})
 	tok := owner.newToken("bench", "repo:write")
 	w.api = tokenClient(b, w.base, tok)
 	remote, _ := url.Parse(w.base + "/ml/trainer.git")

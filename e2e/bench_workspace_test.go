@@ -19,6 +19,8 @@ import (
 	docker "github.com/docker/docker/client"
 	"github.com/gorilla/websocket"
 	"golang.org/x/sys/unix"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // BenchmarkWorkspace prints what a workspace user feels, through the real server, the agent's
@@ -76,7 +78,7 @@ func verdict(ok bool) string {
 // openToPrompt opens a workspace and waits for the shell's prompt on a terminal.
 func (w *world) openToPrompt(tb testing.TB) (time.Duration, int64, *terminal) {
 	start := time.Now()
-	var opened buildJSON
+	var opened apiclient.Build
 	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/workspaces", map[string]string{"branch": "main"}, &opened)
 	id := opened.Pipelines[0].ID
 	for {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/billing"
 )
 
@@ -83,7 +84,7 @@ func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
 	window := billing.CostOf(16*10, billing.Scale/2)
 	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": (2 * window).String(), "note": "two windows"}, nil)
 	n := w.pushOn("{ tags: cnb:arch:amd64:gpu }", "echo training; sleep 120")
-	b := w.waitFor(n, 60*time.Second, "terminated", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+	b := w.waitFor(n, 60*time.Second, "terminated", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
 	if b.Status != "terminated" || b.Pipelines[0].Status != "terminated" || b.Pipelines[0].Reason != "insufficient_balance" {
 		t.Fatalf("GPU build: %s, pipeline %s (%q)", b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
 	}
@@ -119,7 +120,7 @@ func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
 	var before billingJSON
 	w.alice.must(200, "GET", "/api/v1/orgs/ml/billing", nil, &before)
 	n = w.pushOn("{ tags: cnb:arch:amd64, cpus: 4 }", "sleep 12")
-	b = w.waitFor(n, 90*time.Second, "success", func(b buildJSON) bool {
+	b = w.waitFor(n, 90*time.Second, "success", func(b apiclient.Build) bool {
 		return b.Status == "success" || b.Status == "failed" || b.Status == "terminated"
 	})
 	if b.Status != "success" {
@@ -141,7 +142,7 @@ func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
 func TestUnaffordableGPUPipelineFailsWithoutAnAgent(t *testing.T) {
 	w := newWorld(t)
 	n := w.pushOn("{ tags: cnb:arch:amd64:gpu }", "echo never")
-	b := w.waitFor(n, 20*time.Second, "failed", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+	b := w.waitFor(n, 20*time.Second, "failed", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
 	if b.Status != "failed" || b.Pipelines[0].Status != "failed" || b.Pipelines[0].Reason != "insufficient_balance" {
 		t.Fatalf("GPU build without money: %s, pipeline %s (%q)", b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
 	}

@@ -100,12 +100,12 @@ func (c *client) newToken(name string, scopes ...string) string {
 	return tok.Token
 }
 
-// deployToken creates a read-only deploy token of a repo and returns it.
-func (c *client) deployToken(org, repo, name string) string {
+// deployToken creates a read-only deploy token of a repo.
+func (c *client) deployToken(org, repo, name string) *apiclient.Token {
 	c.t.Helper()
 	tok, err := c.api.CreateDeployToken(c.t.Context(), org, repo, name)
 	c.check("deploy token "+name, err)
-	return tok.Token
+	return tok
 }
 
 // createOrg creates a team owned by the client's user.

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // gpuPipeline is one GPU pipeline of a gpuRun: its times as the server recorded them (claim and
@@ -81,7 +83,7 @@ func TestSharedGPUHost(t *testing.T) {
 	w := gpuWorld(t, 4)
 	ps := w.gpuRun(t, []string{"4", "12", "12", "12", "1"}, func(n int64) {
 		// While four run, the fifth waits and says why.
-		b := w.waitFor(n, 30*time.Second, "four running, one waiting", func(b buildJSON) bool {
+		b := w.waitFor(n, 30*time.Second, "four running, one waiting", func(b apiclient.Build) bool {
 			run := 0
 			for _, p := range b.Pipelines {
 				if p.Status == "running" {

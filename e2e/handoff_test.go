@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/webhook"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -188,10 +189,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	}
 
 	// The inference service downloads the model with a deploy token, and checks its digest.
-	var dt struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "inference"}, &dt)
+	dt := w.alice.deployToken("ml", "trainer", "inference")
 	if got := download(t, w.base+"/api/v1/repos/ml/trainer/artifacts/model/"+b.Commit+"/model.tgz", dt.Token); got != digests["model"] {
 		t.Errorf("the deploy token downloaded %s, the pipeline pushed %s", got, digests["model"])
 	}
@@ -366,7 +364,7 @@ func (w *world) compare(a, b int64) diffJSON {
 // rerunExactly re-runs build n exactly, waits for it to succeed and returns its pipelines' ids
 // by name.
 func (w *world) rerunExactly(n int64) map[string]int64 {
-	var nb buildJSON
+	var nb apiclient.Build
 	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/builds/"+itoa(n)+"/rerun-exact", nil, &nb)
 	b := w.waitBuildSuccess(nb.Number, 3*time.Minute)
 	ids := map[string]int64{}

@@ -32,10 +32,7 @@ func TestHuggingFaceClientPullsModel(t *testing.T) {
 	for name, data := range map[string][]byte{"model.safetensors": weights, "config.json": []byte(`{"hidden_size": 8}`)} {
 		hfPut(t, reg, "/api/v1/repos/ml/trainer/artifacts/trainer/v1/"+name, data)
 	}
-	var dt struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "inference"}, &dt)
+	dt := w.alice.deployToken("ml", "trainer", "inference")
 
 	// The default package (named like the repo) as ml/trainer, and the same as ml.trainer/trainer.
 	for _, model := range []string{"ml/trainer", "ml.trainer/trainer"} {

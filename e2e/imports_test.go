@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // TestSecretRepoImports: a secret repository holds env.yml whose allow_slugs names one repo.
@@ -17,8 +19,8 @@ import (
 func TestSecretRepoImports(t *testing.T) {
 	w := newWorld(t)
 	w.agent("")
-	w.alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]any{"name": "keys", "secret": true}, nil)
-	w.alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]any{"name": "other"}, nil)
+	w.alice.createRepo("ml", apiclient.NewRepo{Name: "keys", Secret: true})
+	w.alice.createRepo("ml", apiclient.NewRepo{Name: "other"})
 	const envYml = "allow_slugs: ml/trainer\nDOCKER_USER: robot-42\nDOCKER_PASSWORD: hunter2-s3cret\nnested:\n  token: tok-xyz-987\n"
 	w.alice.must(200, "PUT", "/api/v1/repos/ml/keys/secret-files/env.yml", map[string]string{"content": envYml}, nil)
 	// A file pipelines could not import is refused, and the stored one stays.
@@ -85,10 +87,10 @@ func TestSecretRepoImports(t *testing.T) {
 	ou, _ := url.Parse(w.base + "/ml/other.git")
 	ou.User = url.UserPassword("alice", w.token)
 	gitRun(t, other, "push", "-q", ou.String(), "main")
-	var refused buildJSON
+	var refused apiclient.Build
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		w.api.must(200, "GET", "/api/v1/repos/ml/other/builds/1", nil, &refused)
+		refused = w.api.build("ml", "other", 1)
 		if refused.Status == "failed" || refused.Status == "success" {
 			break
 		}

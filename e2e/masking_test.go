@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // The secrets of TestSecretsNeverLeak. None is written in the .cnb.yml: jobs reach them by
@@ -110,13 +112,13 @@ func TestSecretsNeverLeak(t *testing.T) {
 	for name, value := range map[string]string{"SINGLE": leakSingle, "MULTI": leakMulti, "NUM": leakNum} {
 		w.alice.must(204, "PUT", "/api/v1/repos/ml/trainer/secrets/"+name, map[string]string{"value": value}, nil)
 	}
-	w.alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]any{"name": "keys", "secret": true}, nil)
+	w.alice.createRepo("ml", apiclient.NewRepo{Name: "keys", Secret: true})
 	cert := "-----BEGIN TEST CERT-----\n" + leakCertBody + "\n-----END TEST CERT-----\n"
 	envYml, _ := json.Marshal(map[string]any{"allow_slugs": "ml/trainer", "IMPORTED": leakImported, "CERT": cert})
 	w.alice.must(200, "PUT", "/api/v1/repos/ml/keys/secret-files/env.yml", map[string]string{"content": string(envYml)}, nil)
 
 	n := w.pushFiles(map[string]string{".cnb.yml": strings.ReplaceAll(maskingCI, "IMAGE", w.image)})
-	b := w.waitFor(n, 3*time.Minute, "the end", func(b buildJSON) bool { return b.Status == "success" || b.Status == "failed" })
+	b := w.waitFor(n, 3*time.Minute, "the end", func(b apiclient.Build) bool { return b.Status == "success" || b.Status == "failed" })
 	if len(b.Pipelines) != 1 {
 		t.Fatalf("build #%d: %s, %d pipelines, error %+v", n, b.Status, len(b.Pipelines), b.Error)
 	}
@@ -182,7 +184,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	get(repoAPI + "/builds")
 	var pipelines []int64
 	for _, num := range []int64{n, n + 1, n + 2} {
-		var bj buildJSON
+		var bj apiclient.Build
 		if err := json.Unmarshal([]byte(get(repoAPI+"/builds/"+itoa(num))), &bj); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // countJob prints line-1 … line-N, one a second.
@@ -59,7 +61,7 @@ func TestJobSurvivesServerOutage(t *testing.T) {
 			w.server = start(t, w.dir, w.env, "nimbus-server")
 			waitReady(t, w.base, w.server, 30*time.Second)
 			t.Logf("server away %v", time.Since(down).Round(time.Second))
-			b = w.waitFor(n, 60*time.Second, "the end", func(b buildJSON) bool { return b.Status != "running" && b.Status != "queued" })
+			b = w.waitFor(n, 60*time.Second, "the end", func(b apiclient.Build) bool { return b.Status != "running" && b.Status != "queued" })
 			if b.Status != "success" {
 				t.Fatalf("after a %s outage of 45 s: %s, pipeline %s %q", how, b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
 			}

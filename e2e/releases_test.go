@@ -56,10 +56,7 @@ func TestGitReleasePublishesFiles(t *testing.T) {
 		Build                     *struct{ Number int64 }
 		Files                     []struct{ Name, Digest string }
 	}
-	var dt struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "inference"}, &dt)
+	dt := w.alice.deployToken("ml", "trainer", "inference")
 	deploy := tokenClient(t, w.base, dt.Token)
 	deploy.must(200, "GET", "/api/v1/repos/ml/trainer/releases/v1.0", nil, &rel)
 	if rel.Title != "Model v1.0" || rel.Notes != "Notes of v1.0\n" || rel.Build == nil || rel.Build.Number != 1 || rel.Commit != b.Commit || len(rel.Files) != 3 {

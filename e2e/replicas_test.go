@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
@@ -145,8 +146,8 @@ func TestReplicasUnderFaults(t *testing.T) {
 	alice := newClient(t, w.base)
 	alice.signup("alice")
 	w.alice = alice
-	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
-	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
+	alice.createOrg("ml")
+	alice.createRepo("ml", apiclient.NewRepo{Name: "trainer"})
 	alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "100", "note": "cpu money"}, nil)
 	w.token = alice.newToken("git", "repo:write")
 	w.api = tokenClient(t, w.base, w.token)
@@ -247,7 +248,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 
 	// Every build succeeds; every pipeline's log has its lines once, in order.
 	for _, n := range pushed {
-		b := w.waitFor(n, 5*time.Minute, "the end", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+		b := w.waitFor(n, 5*time.Minute, "the end", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
 		if b.Status != "success" || len(b.Pipelines) != 4 {
 			t.Errorf("build #%d: %s %+v", n, b.Status, b.Pipelines)
 			continue
@@ -285,7 +286,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	liveBuild := w.waitFor(liveN, time.Minute, "the live pipeline running", func(b buildJSON) bool {
+	liveBuild := w.waitFor(liveN, time.Minute, "the live pipeline running", func(b apiclient.Build) bool {
 		for _, p := range b.Pipelines {
 			if p.Name == "live" && p.Status == "running" {
 				return true

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // workspaceJSON is GET /api/v1/workspaces/{id}, as far as the tests read it.
@@ -43,7 +45,7 @@ type workspaceJSON struct {
 // openWorkspace fires the vscode event on main and returns the workspace's id once it is ready.
 func (w *world) openWorkspace(within time.Duration) int64 {
 	w.t.Helper()
-	var opened buildJSON
+	var opened apiclient.Build
 	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/workspaces", map[string]string{"branch": "main"}, &opened)
 	if len(opened.Pipelines) != 1 {
 		w.t.Fatalf("opened %+v", opened)
@@ -279,7 +281,7 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	// Another team's user: 404 on every workspace URL.
 	bob := newClient(t, w.base)
 	bob.signup("bob")
-	bob.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "other"}, nil)
+	bob.createOrg("other")
 	bobToken := bob.newToken("t", "repo:write")
 	bobAPI := tokenClient(t, w.base, bobToken)
 	for _, r := range []struct{ method, path string }{

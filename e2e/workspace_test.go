@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // A workspace opened through the API runs its stages, becomes ready (its agent says so), is
@@ -27,7 +29,7 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
         - name: bye
           script: echo leaving
 `})
-	var opened buildJSON
+	var opened apiclient.Build
 	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/workspaces", map[string]string{"branch": "main"}, &opened)
 	if opened.Event != "vscode" || len(opened.Pipelines) != 1 {
 		t.Fatalf("opened %+v", opened)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // The calls below are the API as the CLI and the end-to-end tests use it. Each response type
@@ -108,16 +109,52 @@ func (c *Client) CreateRepo(ctx context.Context, org string, r NewRepo) (*Repo, 
 	return &out, nil
 }
 
-// Workspace is a cloud workspace as the team's list shows it (GET /orgs/{org}/workspaces).
+// Workspace is a cloud workspace (GET /workspaces/{id}, and the items of the team's list,
+// GET /orgs/{org}/workspaces). The fields its agent reports (Connections, IdleDeadline, IDE)
+// are nil while it is not ready; SavedWork is empty in the list.
 type Workspace struct {
-	ID           int64  `json:"id"`
-	Org          string `json:"org"`
-	Repo         string `json:"repo"`
-	Branch       string `json:"branch"`
-	BuildNumber  int64  `json:"build_number"`
-	PipelineName string `json:"pipeline_name"`
-	State        string `json:"state"`
-	Reason       string `json:"reason"`
+	ID                 int64         `json:"id"`
+	Org                string        `json:"org"`
+	Repo               string        `json:"repo"`
+	Branch             string        `json:"branch"`
+	BuildNumber        int64         `json:"build_number"`
+	PipelineName       string        `json:"pipeline_name"`
+	Status             string        `json:"status"` // the pipeline's
+	State              string        `json:"state"`  // queued, starting, ready, stopping, stopped, failed
+	Reason             string        `json:"reason"`
+	GPUs               int           `json:"gpus"`
+	ReadyAt            *time.Time    `json:"ready_at"`
+	CoreSeconds        int64         `json:"core_seconds"`
+	Cost               string        `json:"cost"`
+	Connections        *int          `json:"connections"`
+	IdleDeadline       *time.Time    `json:"idle_deadline"`
+	IDE                *WorkspaceIDE `json:"ide"`
+	PreviewURLTemplate string        `json:"preview_url_template"`
+	SavedWork          []SavedWork   `json:"saved_work"`
+}
+
+// WorkspaceIDE is how a workspace's editor is reached: its kind, and its URL or the reason
+// there is none.
+type WorkspaceIDE struct {
+	Kind   string  `json:"kind"`
+	Reason string  `json:"reason"`
+	URL    *string `json:"url"`
+}
+
+// SavedWork is the uncommitted work of an earlier workspace of the branch, saved when it
+// stopped: a ref of the repo that RestoreWorkspace puts back.
+type SavedWork struct {
+	Ref        string `json:"ref"`
+	PipelineID int64  `json:"pipeline_id"`
+}
+
+// GetWorkspace reads a workspace (GET /workspaces/{id}; its id is its pipeline's).
+func (c *Client) GetWorkspace(ctx context.Context, id int64) (*Workspace, error) {
+	var w Workspace
+	if err := c.Do(ctx, http.MethodGet, Path("workspaces", strconv.FormatInt(id, 10)), nil, &w); err != nil {
+		return nil, err
+	}
+	return &w, nil
 }
 
 // WorkspaceList is the team's workspaces, newest first (at most 200, one page).

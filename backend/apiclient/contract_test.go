@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
@@ -25,6 +26,7 @@ var calls = []struct {
 	{"POST", "/orgs/{org}/repos", "201", Repo{}},
 	{"GET", "/repos/{org}/{repo}/builds/{number}", "200", Build{}},
 	{"GET", "/orgs/{org}/workspaces", "200", WorkspaceList{}},
+	{"GET", "/workspaces/{id}", "200", Workspace{}},
 	{"POST", "/repos/{org}/{repo}/workspaces", "201", Build{}},
 	{"GET", "/repos/{org}/{repo}/artifacts/{package}/{version}", "200", ArtifactVersion{}},
 	{"PUT", "/repos/{org}/{repo}/artifacts/{package}/{version}/{file}", "201", Published{}},
@@ -90,6 +92,9 @@ func mismatches(t reflect.Type, s *openapi3.Schema, at string) []string {
 			return nil
 		}
 		return []string{fmt.Sprintf("%s: Go %s, but the document says %v", at, t, types)}
+	}
+	if t == reflect.TypeFor[time.Time]() {
+		return want("string") // RFC 3339 text (format: date-time), which time.Time decodes
 	}
 	switch t.Kind() {
 	case reflect.Struct:

@@ -53,8 +53,8 @@ func BenchmarkWorkspace(b *testing.B) {
 			opens = append(opens, d)
 			if i < 4 {
 				term.ws.Close()
-				w.api.must(202, "POST", "/api/v1/workspaces/"+itoa(id)+"/stop", nil, nil)
-				w.waitWorkspace(id, time.Minute, "stopped", func(v workspaceJSON) bool { return v.Status != "running" })
+				w.api.stopWorkspace(id)
+				w.waitWorkspace(id, time.Minute, "stopped", func(v apiclient.Workspace) bool { return v.Status != "running" })
 			} else {
 				last = id
 				w.echoAndPreview(b, id, term)
@@ -78,12 +78,10 @@ func verdict(ok bool) string {
 // openToPrompt opens a workspace and waits for the shell's prompt on a terminal.
 func (w *world) openToPrompt(tb testing.TB) (time.Duration, int64, *terminal) {
 	start := time.Now()
-	var opened apiclient.Build
-	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/workspaces", map[string]string{"branch": "main"}, &opened)
+	opened := w.api.openWorkspaces("ml", "trainer", "main")
 	id := opened.Pipelines[0].ID
 	for {
-		var v workspaceJSON
-		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &v)
+		v := w.api.workspace(id)
 		if v.State == "ready" {
 			break
 		}

@@ -131,6 +131,37 @@ func (c *client) build(org, repo string, number int64) apiclient.Build {
 	return *b
 }
 
+// openWorkspaces fires the vscode event on the branch: the build whose pipelines are the
+// workspaces.
+func (c *client) openWorkspaces(org, repo, branch string) apiclient.Build {
+	c.t.Helper()
+	b, err := c.api.OpenWorkspaces(c.t.Context(), org, repo, branch)
+	c.check("open workspaces on "+org+"/"+repo+" "+branch, err)
+	return *b
+}
+
+// workspace reads a workspace.
+func (c *client) workspace(id int64) apiclient.Workspace {
+	c.t.Helper()
+	v, err := c.api.GetWorkspace(c.t.Context(), id)
+	c.check("workspace "+itoa(id), err)
+	return *v
+}
+
+// workspaces lists the team's active workspaces.
+func (c *client) workspaces(org string) []apiclient.Workspace {
+	c.t.Helper()
+	l, err := c.api.Workspaces(c.t.Context(), org, false)
+	c.check("workspaces of "+org, err)
+	return l
+}
+
+// stopWorkspace stops a workspace gracefully (its endStages run, its work is saved).
+func (c *client) stopWorkspace(id int64) {
+	c.t.Helper()
+	c.check("stop workspace "+itoa(id), c.api.StopWorkspace(c.t.Context(), id))
+}
+
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.
 func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()

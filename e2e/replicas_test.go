@@ -380,7 +380,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 
 	// A workspace's terminal reaches its agent from every replica.
 	id := w.openWorkspace(2 * time.Minute)
-	w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.Connections != nil })
+	w.waitWorkspace(id, 30*time.Second, "reachable", func(v apiclient.Workspace) bool { return v.Connections != nil })
 	for i, r := range replicas {
 		w.base = "http://" + r.addr
 		term := w.dialTerminal(id, "")

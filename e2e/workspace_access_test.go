@@ -18,50 +18,24 @@ import (
 	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
-// workspaceJSON is GET /api/v1/workspaces/{id}, as far as the tests read it.
-type workspaceJSON struct {
-	ID                 int64      `json:"id"`
-	State              string     `json:"state"`
-	Status             string     `json:"status"`
-	Reason             string     `json:"reason"`
-	ReadyAt            *time.Time `json:"ready_at"`
-	Connections        *int       `json:"connections"`
-	IdleDeadline       *time.Time `json:"idle_deadline"`
-	PreviewURLTemplate string     `json:"preview_url_template"`
-	CoreSeconds        int64      `json:"core_seconds"`
-	Cost               string     `json:"cost"`
-	GPUs               int        `json:"gpus"`
-	IDE                *struct {
-		Kind   string  `json:"kind"`
-		Reason string  `json:"reason"`
-		URL    *string `json:"url"`
-	} `json:"ide"`
-	SavedWork []struct {
-		Ref        string `json:"ref"`
-		PipelineID int64  `json:"pipeline_id"`
-	} `json:"saved_work"`
-}
-
 // openWorkspace fires the vscode event on main and returns the workspace's id once it is ready.
 func (w *world) openWorkspace(within time.Duration) int64 {
 	w.t.Helper()
-	var opened apiclient.Build
-	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/workspaces", map[string]string{"branch": "main"}, &opened)
+	opened := w.api.openWorkspaces("ml", "trainer", "main")
 	if len(opened.Pipelines) != 1 {
 		w.t.Fatalf("opened %+v", opened)
 	}
 	id := opened.Pipelines[0].ID
-	w.waitWorkspace(id, within, "ready", func(v workspaceJSON) bool { return v.State == "ready" })
+	w.waitWorkspace(id, within, "ready", func(v apiclient.Workspace) bool { return v.State == "ready" })
 	return id
 }
 
 // waitWorkspace polls the workspace until cond holds.
-func (w *world) waitWorkspace(id int64, within time.Duration, what string, cond func(workspaceJSON) bool) workspaceJSON {
+func (w *world) waitWorkspace(id int64, within time.Duration, what string, cond func(apiclient.Workspace) bool) apiclient.Workspace {
 	w.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		var v workspaceJSON
-		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &v)
+		v := w.api.workspace(id)
 		if cond(v) {
 			return v
 		}
@@ -159,7 +133,7 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
           script: echo prepared
 `})
 	id := w.openWorkspace(2 * time.Minute)
-	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.Connections != nil })
+	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v apiclient.Workspace) bool { return v.Connections != nil })
 	if v.IDE == nil || v.IDE.Kind != "none" || v.IDE.Reason == "" {
 		t.Fatalf("ide %+v: the busybox image has no code-server", v.IDE)
 	}
@@ -172,7 +146,7 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	term.send("echo hi-$((40+2)); echo \"proxy=$CNB_VSCODE_PROXY_URI\"\n")
 	term.expect("hi-42", 20*time.Second)
 	term.expect("proxy="+v.PreviewURLTemplate, 10*time.Second)
-	w.waitWorkspace(id, 10*time.Second, "connected", func(v workspaceJSON) bool {
+	w.waitWorkspace(id, 10*time.Second, "connected", func(v apiclient.Workspace) bool {
 		return v.Connections != nil && *v.Connections >= 1 && v.IdleDeadline == nil
 	})
 
@@ -308,16 +282,11 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 		http.Header{"Authorization": {"Bearer " + bobToken}}); err == nil || resp == nil || resp.StatusCode != 404 {
 		t.Fatalf("bob's terminal WebSocket: %v %v", resp, err)
 	}
-	var list struct {
-		Items []workspaceJSON `json:"items"`
+	if items := bobAPI.workspaces("other"); len(items) != 0 {
+		t.Fatalf("bob's team lists %d workspaces", len(items))
 	}
-	bobAPI.must(200, "GET", "/api/v1/orgs/other/workspaces", nil, &list)
-	if len(list.Items) != 0 {
-		t.Fatalf("bob's team lists %d workspaces", len(list.Items))
-	}
-	w.api.must(200, "GET", "/api/v1/orgs/ml/workspaces", nil, &list)
-	if len(list.Items) != 1 || list.Items[0].ID != id {
-		t.Fatalf("alice's team lists %+v", list.Items)
+	if items := w.api.workspaces("ml"); len(items) != 1 || items[0].ID != id {
+		t.Fatalf("alice's team lists %+v", items)
 	}
 
 	// Stop: an uncommitted file is saved; the next workspace offers it and restores it.
@@ -325,13 +294,13 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	// never matches it.)
 	again.send("echo draft-7 > notes.txt && echo written-$((1+1))\n")
 	again.expect("written-2", 10*time.Second)
-	w.api.must(202, "POST", "/api/v1/workspaces/"+itoa(id)+"/stop", nil, nil)
-	ended := w.waitWorkspace(id, time.Minute, "stopped", func(v workspaceJSON) bool { return v.State == "stopped" })
+	w.api.stopWorkspace(id)
+	ended := w.waitWorkspace(id, time.Minute, "stopped", func(v apiclient.Workspace) bool { return v.State == "stopped" })
 	if !strings.Contains(ended.Reason, "by the user") || !strings.Contains(ended.Reason, "work saved") {
 		t.Fatalf("stopped with reason %q", ended.Reason)
 	}
 	next := w.openWorkspace(2 * time.Minute)
-	nv := w.waitWorkspace(next, 10*time.Second, "offering the saved work", func(v workspaceJSON) bool { return len(v.SavedWork) > 0 })
+	nv := w.waitWorkspace(next, 10*time.Second, "offering the saved work", func(v apiclient.Workspace) bool { return len(v.SavedWork) > 0 })
 	if nv.SavedWork[0].PipelineID != id {
 		t.Fatalf("saved work %+v, want the one of workspace %d", nv.SavedWork, id)
 	}
@@ -363,7 +332,7 @@ func TestWorkspaceOnlyPreviewLaunch(t *testing.T) {
             launch: mkdir -p /tmp/site && echo launched-app > /tmp/site/index.html && exec httpd -f -p 127.0.0.1:8686 -h /tmp/site
 `})
 	id := w.openWorkspace(2 * time.Minute)
-	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.IDE != nil })
+	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v apiclient.Workspace) bool { return v.IDE != nil })
 	if v.IDE.Kind != "launch" || v.IDE.URL == nil || !strings.HasSuffix(*v.IDE.URL, "/preview/8686") {
 		t.Fatalf("ide %+v", v.IDE)
 	}

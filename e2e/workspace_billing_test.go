@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -31,7 +32,7 @@ func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
 	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": (3 * window).String(), "note": "three windows"}, nil)
 
 	id := w.openWorkspace(2 * time.Minute)
-	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.Connections != nil })
+	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v apiclient.Workspace) bool { return v.Connections != nil })
 	if v.GPUs != 1 {
 		t.Fatalf("the GPU workspace shows %d GPUs", v.GPUs)
 	}
@@ -39,7 +40,7 @@ func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
 	term.send("echo 'lr = 3e-4' > train.py && echo edited-$((1+1))\n")
 	term.expect("edited-2", 20*time.Second)
 	// Keep it connected until the money runs out: it is terminated, not idle.
-	ended := w.waitWorkspace(id, 90*time.Second, "ended", func(v workspaceJSON) bool { return v.Status != "running" && v.Status != "queued" })
+	ended := w.waitWorkspace(id, 90*time.Second, "ended", func(v apiclient.Workspace) bool { return v.Status != "running" && v.Status != "queued" })
 	if ended.Status != "terminated" || ended.State != "stopped" || !strings.Contains(ended.Reason, "insufficient_balance") ||
 		!strings.Contains(ended.Reason, "work saved to refs/nimbus/workspaces/main/"+itoa(id)) {
 		t.Fatalf("the workspace ended %s/%s (%q)", ended.Status, ended.State, ended.Reason)
@@ -79,7 +80,7 @@ func TestWorkspaceAgentKilledIsLostAndBilledToTheLastHeartbeat(t *testing.T) {
 	ag.done <- nil
 	killed := time.Now().UTC()
 	w.waitUntil(10*time.Second, "the workspace's container stopping after kill -9 of its agent", func() bool { return w.runningContainers(dir) == 0 })
-	ended := w.waitWorkspace(id, 45*time.Second, "lost", func(v workspaceJSON) bool { return v.Status != "running" })
+	ended := w.waitWorkspace(id, 45*time.Second, "lost", func(v apiclient.Workspace) bool { return v.Status != "running" })
 	if ended.Status != "failed" || ended.Reason != "agent_lost" || ended.State != "failed" {
 		t.Fatalf("after kill -9: %s/%s (%q)", ended.Status, ended.State, ended.Reason)
 	}
@@ -126,7 +127,7 @@ func TestWorkspaceSavedWhenItsAgentStops(t *testing.T) {
 	if err, _ := ag.stop(t, 2*time.Minute); err != nil {
 		t.Fatalf("the agent's stop: %v", err)
 	}
-	ended := w.waitWorkspace(id, 30*time.Second, "ended", func(v workspaceJSON) bool { return v.Status != "running" })
+	ended := w.waitWorkspace(id, 30*time.Second, "ended", func(v apiclient.Workspace) bool { return v.Status != "running" })
 	if ended.State != "stopped" || !strings.Contains(ended.Reason, "the agent is stopping") || !strings.Contains(ended.Reason, "work saved") {
 		t.Fatalf("after the agent's stop: %s/%s (%q)", ended.Status, ended.State, ended.Reason)
 	}
@@ -139,12 +140,11 @@ func TestWorkspaceSavedWhenItsAgentStops(t *testing.T) {
 }
 
 // waitSettled waits until the ended workspace's usage shows (its settlement).
-func (w *world) waitSettled(id int64) workspaceJSON {
+func (w *world) waitSettled(id int64) apiclient.Workspace {
 	w.t.Helper()
-	var v workspaceJSON
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &v)
+		v := w.api.workspace(id)
 		if v.CoreSeconds > 0 || time.Now().After(deadline) {
 			return v
 		}

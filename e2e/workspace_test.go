@@ -29,8 +29,7 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
         - name: bye
           script: echo leaving
 `})
-	var opened apiclient.Build
-	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/workspaces", map[string]string{"branch": "main"}, &opened)
+	opened := w.api.openWorkspaces("ml", "trainer", "main")
 	if opened.Event != "vscode" || len(opened.Pipelines) != 1 {
 		t.Fatalf("opened %+v", opened)
 	}
@@ -104,7 +103,7 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
       services: [vscode]
 `})
 	next := w.openWorkspace(2 * time.Minute)
-	nv := w.waitWorkspace(next, 10*time.Second, "offering the saved work", func(v workspaceJSON) bool { return len(v.SavedWork) > 0 })
+	nv := w.waitWorkspace(next, 10*time.Second, "offering the saved work", func(v apiclient.Workspace) bool { return len(v.SavedWork) > 0 })
 	if nv.SavedWork[0].Ref != ref {
 		t.Fatalf("saved work offered: %+v, want %s", nv.SavedWork, ref)
 	}

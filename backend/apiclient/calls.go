@@ -199,6 +199,13 @@ type BuildPipeline struct {
 	Blockers       []Blocker    `json:"blockers"`
 	RunnerTag      string       `json:"runner_tag"`
 	CPUs           int          `json:"cpus"`
+	StartedAt      *time.Time   `json:"started_at"`  // its lease
+	FinishedAt     *time.Time   `json:"finished_at"` // its final report: billed up to here
+	CoreSeconds    int64        `json:"core_seconds"`
+	Cost           string       `json:"cost"`
+	WrittenOff     string       `json:"written_off"`  // the part of Cost nobody paid, once settled
+	UncoveredMs    *int64       `json:"uncovered_ms"` // run past its last paid window; nil until settled
+	AwaitedMs      *int64       `json:"awaited_ms"`   // time in cnb:await jobs (a single build only)
 	Stages         []BuildStage `json:"stages"`
 	Workspace      bool         `json:"workspace"`
 	WorkspaceState *string      `json:"workspace_state"`

@@ -90,16 +90,10 @@ func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
 	}
 	// It was stopped before its unpaid window started: nothing, or well under a second, ran
 	// uncovered and was written off.
-	var settled struct {
-		Pipelines []struct {
-			UncoveredMs *int64 `json:"uncovered_ms"`
-			WrittenOff  string `json:"written_off"`
-			Cost        string `json:"cost"`
-		} `json:"pipelines"`
-	}
+	var settled apiclient.Build
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &settled)
+		settled = w.build(n)
 		if settled.Pipelines[0].UncoveredMs != nil || time.Now().After(deadline) {
 			break
 		}

@@ -38,24 +38,11 @@ func (w *world) gpuRun(tb testing.TB, sleeps []string, during func(n int64)) []g
 		during(n)
 	}
 	b := w.waitBuildSuccess(n, 3*time.Minute)
-	var full struct {
-		Pipelines []struct {
-			Name       string     `json:"name"`
-			StartedAt  *time.Time `json:"started_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-		} `json:"pipelines"`
-	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &full)
+	full := w.build(n)
 	out := make([]gpuPipeline, len(sleeps))
 	for i := range sleeps {
 		name := fmt.Sprintf("g%d", i)
-		k := slices.IndexFunc(full.Pipelines, func(p struct {
-			Name       string     `json:"name"`
-			StartedAt  *time.Time `json:"started_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-		}) bool {
-			return p.Name == name
-		})
+		k := slices.IndexFunc(full.Pipelines, func(p apiclient.BuildPipeline) bool { return p.Name == name })
 		if k < 0 || full.Pipelines[k].StartedAt == nil || full.Pipelines[k].FinishedAt == nil {
 			tb.Fatalf("pipeline %s: %+v", name, full.Pipelines)
 		}

@@ -82,14 +82,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	}
 
 	// The awaits took time, shown apart.
-	var raw struct {
-		Pipelines []struct {
-			ID        int64  `json:"id"`
-			Name      string `json:"name"`
-			AwaitedMs *int64 `json:"awaited_ms"`
-		} `json:"pipelines"`
-	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &raw)
+	raw := w.build(n)
 	for _, p := range raw.Pipelines {
 		if p.AwaitedMs == nil || *p.AwaitedMs <= 0 {
 			t.Errorf("pipeline %s shows no awaited time: %v", p.Name, p.AwaitedMs)

@@ -147,19 +147,15 @@ func (w *world) checkLostAndBilled(n int64, killed time.Time) {
 	if b.Pipelines[0].Reason != "agent_lost" {
 		w.t.Fatalf("the killed agent's pipeline failed with %q, want agent_lost", b.Pipelines[0].Reason)
 	}
-	var p struct {
-		Pipelines []struct {
-			StartedAt   time.Time `json:"started_at"`
-			FinishedAt  time.Time `json:"finished_at"`
-			CoreSeconds int64     `json:"core_seconds"`
-		} `json:"pipelines"`
+	p := w.build(n)
+	if p.Pipelines[0].StartedAt == nil || p.Pipelines[0].FinishedAt == nil {
+		w.t.Fatalf("the lost pipeline has no start or end: %+v", p.Pipelines[0])
 	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &p)
-	end := p.Pipelines[0].FinishedAt
+	end := *p.Pipelines[0].FinishedAt
 	if end.After(killed) || end.Before(killed.Add(-3*time.Second)) {
 		w.t.Fatalf("billed until %v; the agent was killed at %v and renewed every 2 s", end, killed)
 	}
-	if secs := end.Sub(p.Pipelines[0].StartedAt).Seconds(); p.Pipelines[0].CoreSeconds > int64(secs+1) {
+	if secs := end.Sub(*p.Pipelines[0].StartedAt).Seconds(); p.Pipelines[0].CoreSeconds > int64(secs+1) {
 		w.t.Fatalf("%d core-seconds for %.1f s on one core", p.Pipelines[0].CoreSeconds, secs)
 	}
 }

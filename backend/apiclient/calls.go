@@ -302,3 +302,67 @@ func (c *Client) ArtifactVersion(ctx context.Context, org, repo, pkg, version st
 	}
 	return &v, nil
 }
+
+// Billing is a team's account (GET /orgs/{org}/billing). Amounts are decimal strings in the
+// account's currency ("12.3400"), as the API gives them, so that no float rounds them.
+type Billing struct {
+	Balance   string    `json:"balance"`
+	Frozen    string    `json:"frozen"` // held for running pipelines' current windows
+	FreeQuota FreeQuota `json:"free_quota"`
+}
+
+// FreeQuota is the builds' free CPU quota of the month.
+type FreeQuota struct {
+	TotalCoreSeconds int64 `json:"total_core_seconds"`
+	UsedCoreSeconds  int64 `json:"used_core_seconds"`
+}
+
+// GetBilling reads the team's account.
+func (c *Client) GetBilling(ctx context.Context, org string) (*Billing, error) {
+	var b Billing
+	if err := c.Do(ctx, http.MethodGet, Path("orgs", org, "billing"), nil, &b); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// LedgerEntry is a transaction of a team's account: its balance and frozen changes add up to
+// the account's balance and frozen amount.
+type LedgerEntry struct {
+	Kind          string `json:"kind"` // topup, grant, refund, freeze, settle, release
+	Amount        string `json:"amount"`
+	BalanceChange string `json:"balance_change"`
+	FrozenChange  string `json:"frozen_change"`
+	PipelineID    *int64 `json:"pipeline_id"` // the pipeline a freeze, settle or release is for
+}
+
+// LedgerPage is a page of a team's ledger, newest first; NextCursor is "" on the last page.
+type LedgerPage struct {
+	Items      []LedgerEntry `json:"items"`
+	NextCursor string        `json:"next_cursor"`
+}
+
+// Ledger reads a page of the team's ledger (GET /orgs/{org}/billing/ledger): up to limit
+// entries after cursor ("" for the first page).
+func (c *Client) Ledger(ctx context.Context, org string, limit int, cursor string) (*LedgerPage, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	var p LedgerPage
+	if err := c.Do(ctx, http.MethodGet, Path("orgs", org, "billing", "ledger")+"?"+q.Encode(), nil, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// GrantCredits credits a team's account (POST /admin/orgs/{org}/credits; platform admins
+// only): amount is a decimal string ("10.00"), note one line recorded with the grant.
+func (c *Client) GrantCredits(ctx context.Context, org, amount, note string) (*LedgerEntry, error) {
+	var e LedgerEntry
+	err := c.Do(ctx, http.MethodPost, Path("admin", "orgs", org, "credits"), map[string]string{"amount": amount, "note": note}, &e)
+	if err != nil {
+		return nil, err
+	}
+	return &e, nil
+}

@@ -162,6 +162,29 @@ func (c *client) stopWorkspace(id int64) {
 	c.check("stop workspace "+itoa(id), c.api.StopWorkspace(c.t.Context(), id))
 }
 
+// billing reads the team's account.
+func (c *client) billing(org string) apiclient.Billing {
+	c.t.Helper()
+	b, err := c.api.GetBilling(c.t.Context(), org)
+	c.check("billing of "+org, err)
+	return *b
+}
+
+// ledgerPage reads up to 100 entries of the team's ledger after cursor ("" for the newest).
+func (c *client) ledgerPage(org, cursor string) apiclient.LedgerPage {
+	c.t.Helper()
+	p, err := c.api.Ledger(c.t.Context(), org, 100, cursor)
+	c.check("ledger of "+org, err)
+	return *p
+}
+
+// grantCredits credits the team's account (the client's user is a platform admin).
+func (c *client) grantCredits(org, amount, note string) {
+	c.t.Helper()
+	_, err := c.api.GrantCredits(c.t.Context(), org, amount, note)
+	c.check("grant "+amount+" to "+org, err)
+}
+
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.
 func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()

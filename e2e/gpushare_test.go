@@ -58,7 +58,7 @@ func (w *world) gpuRun(tb testing.TB, sleeps []string, during func(n int64)) []g
 // gpuWorld is a server with GPU money and one agent with n simulated L40s (16 cores each).
 func gpuWorld(tb testing.TB, n int) *world {
 	w := newWorld(tb)
-	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "500", "note": "gpu money"}, nil)
+	w.alice.grantCredits("ml", "500", "gpu money")
 	w.agent("", fmt.Sprintf("NIMBUS_AGENT_GPUS=simulate:%d:L40", n), fmt.Sprintf("NIMBUS_AGENT_CPUS=%d", 16*n))
 	return w
 }

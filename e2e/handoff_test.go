@@ -48,7 +48,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	w.alice.must(200, "PUT", "/api/v1/repos/ml/trainer/webhooks/publish", map[string]string{"url": hookSrv.URL + "/roll-forward"}, &hookSet)
 	w.agent("", "NIMBUS_AGENT_NETWORK=host", "NIMBUS_AGENT_CPUS=8")
 	w.agent("", "NIMBUS_AGENT_NETWORK=host", "NIMBUS_AGENT_TAGS=cnb:arch:amd64:gpu", "NIMBUS_AGENT_CPUS=16", "NIMBUS_AGENT_GPUS=simulate:1:L40")
-	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "100", "note": "gpu money"}, nil)
+	w.alice.grantCredits("ml", "100", "gpu money")
 
 	files := map[string]string{}
 	root := filepath.Join("..", "examples", "train-cpu-gpu")

@@ -58,7 +58,7 @@ func TestRealGPUPipeline(t *testing.T) {
 	alice.signup("alice") // the install's first user: a platform admin
 	alice.createOrg("ml")
 	alice.createRepo("ml", apiclient.NewRepo{Name: "trainer"})
-	alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "10", "note": "gpu money"}, nil)
+	alice.grantCredits("ml", "10", "gpu money")
 	token := alice.newToken("git", "repo:write")
 	api := tokenClient(t, base, token)
 	w := &world{t: t, base: base, alice: alice, api: api, token: token}
@@ -188,8 +188,7 @@ print("##[set-output metric.loss=%f]" % float(loss))
 	// Billing: the GPU pipeline at the GPU price, the CPU one from the free quota; the ledger
 	// adds up (the same check as the other billing e2e tests, on the install's own API).
 	kinds := w.checkLedgerAddsUp("ml")
-	var acct billingJSON
-	alice.must(200, "GET", "/api/v1/orgs/ml/billing", nil, &acct)
+	acct := alice.billing("ml")
 	if amount(t, acct.Balance) >= amount(t, "10") {
 		t.Errorf("the GPU run cost nothing: balance %s after a 10.00 grant; ledger %v", acct.Balance, kinds)
 	}

@@ -148,7 +148,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 	w.alice = alice
 	alice.createOrg("ml")
 	alice.createRepo("ml", apiclient.NewRepo{Name: "trainer"})
-	alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "100", "note": "cpu money"}, nil)
+	alice.grantCredits("ml", "100", "cpu money")
 	w.token = alice.newToken("git", "repo:write")
 	w.api = tokenClient(t, w.base, w.token)
 	gitRun(t, w.work, "init", "-q", "-b", "main")
@@ -339,20 +339,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 	var bal, frozen billing.Amount
 	cursor := ""
 	for {
-		var page struct {
-			Items []struct {
-				Kind          string `json:"kind"`
-				BalanceChange string `json:"balance_change"`
-				FrozenChange  string `json:"frozen_change"`
-				PipelineID    *int64 `json:"pipeline_id"`
-			} `json:"items"`
-			NextCursor string `json:"next_cursor"`
-		}
-		path := "/api/v1/orgs/ml/billing/ledger?limit=100"
-		if cursor != "" {
-			path += "&cursor=" + url.QueryEscape(cursor)
-		}
-		alice.must(200, "GET", path, nil, &page)
+		page := alice.ledgerPage("ml", cursor)
 		for _, e := range page.Items {
 			if e.Kind == "settle" && e.PipelineID != nil {
 				settles[*e.PipelineID]++
@@ -372,8 +359,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 	if len(settles) != len(ran) {
 		t.Errorf("%d pipelines settled, %d ran", len(settles), len(ran))
 	}
-	var acct billingJSON
-	alice.must(200, "GET", "/api/v1/orgs/ml/billing", nil, &acct)
+	acct := alice.billing("ml")
 	if got := bal.Display() + "/" + frozen.Display(); got != acct.Balance+"/"+acct.Frozen {
 		t.Errorf("the ledger sums to %s, the account shows %s/%s", got, acct.Balance, acct.Frozen)
 	}

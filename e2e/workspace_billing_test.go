@@ -29,7 +29,7 @@ func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
 `})
 	// A GPU window is 16 cores × 10 s at 0.5 per core-hour: money for three.
 	window := billing.CostOf(16*10, billing.Scale/2)
-	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": (3 * window).String(), "note": "three windows"}, nil)
+	w.alice.grantCredits("ml", (3 * window).String(), "three windows")
 
 	id := w.openWorkspace(2 * time.Minute)
 	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v apiclient.Workspace) bool { return v.Connections != nil })

@@ -238,6 +238,25 @@ type FileError struct {
 	Column  int    `json:"column"`
 }
 
+// BuildList is a page of a repo's builds, newest first; their pipelines carry no stages.
+type BuildList struct {
+	Items []Build `json:"items"`
+}
+
+// Builds lists the repo's newest builds (GET /repos/{org}/{repo}/builds): up to limit of them,
+// or the server's default page when limit is 0.
+func (c *Client) Builds(ctx context.Context, org, repo string, limit int) ([]Build, error) {
+	path := Path("repos", org, repo, "builds")
+	if limit > 0 {
+		path += "?" + url.Values{"limit": {strconv.Itoa(limit)}}.Encode()
+	}
+	var l BuildList
+	if err := c.Do(ctx, http.MethodGet, path, nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Items, nil
+}
+
 // GetBuild reads a build with its first 100 pipelines, their stages and jobs
 // (GET /repos/{org}/{repo}/builds/{number}).
 func (c *Client) GetBuild(ctx context.Context, org, repo string, number int64) (*Build, error) {
@@ -272,7 +291,14 @@ func (c *Client) StopWorkspace(ctx context.Context, id int64) error {
 // (GET /repos/{org}/{repo}/artifacts/{package}/{version}; "latest" names the newest).
 type ArtifactVersion struct {
 	Version string         `json:"version"`
+	Build   *ArtifactBuild `json:"build"` // nil when a person published it
 	Files   []ArtifactFile `json:"files"`
+}
+
+// ArtifactBuild is the build whose pipeline published an ArtifactVersion.
+type ArtifactBuild struct {
+	Number int64  `json:"number"`
+	Commit string `json:"commit"`
 }
 
 // ArtifactFile is a file of an ArtifactVersion: its name, size and "sha256:<hex>" digest.

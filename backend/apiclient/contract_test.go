@@ -25,6 +25,7 @@ var calls = []struct {
 	{"POST", "/orgs", "201", Org{}},
 	{"POST", "/orgs/{org}/repos", "201", Repo{}},
 	{"GET", "/repos/{org}/{repo}/builds/{number}", "200", Build{}},
+	{"GET", "/repos/{org}/{repo}/builds", "200", BuildList{}},
 	{"GET", "/orgs/{org}/billing", "200", Billing{}},
 	{"GET", "/orgs/{org}/billing/ledger", "200", LedgerPage{}},
 	{"POST", "/admin/orgs/{org}/credits", "201", LedgerEntry{}},

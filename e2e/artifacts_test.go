@@ -51,19 +51,7 @@ func TestModelFromPipelineToInference(t *testing.T) {
 	}
 
 	// The version says what produced it.
-	var v struct {
-		Version string `json:"version"`
-		Build   *struct {
-			Number int64  `json:"number"`
-			Commit string `json:"commit"`
-		} `json:"build"`
-		Files []struct {
-			Name   string `json:"name"`
-			Size   int64  `json:"size"`
-			Digest string `json:"digest"`
-		} `json:"files"`
-	}
-	w.alice.must(200, "GET", "/api/v1/repos/ml/trainer/artifacts/bert/latest", nil, &v)
+	v := w.alice.artifactVersion("ml", "trainer", "bert", "latest")
 	if v.Version != "v1" || v.Build == nil || v.Build.Number != n || v.Build.Commit != b.Commit || len(v.Files) != 2 ||
 		v.Files[1].Name != "model.bin" || v.Files[1].Size != 8<<20 {
 		t.Fatalf("the published version %+v (build %+v), want build #%d at %s", v, v.Build, n, b.Commit)

@@ -223,19 +223,9 @@ func (w *pushWorld) triggered(b *testing.B, n int) time.Duration {
 // checkQueued checks that every pipeline of the newest builds builds is queued in Redis.
 func (w *pushWorld) checkQueued(b *testing.B, builds int) {
 	b.Helper()
-	var list struct {
-		Items []struct {
-			Number    int64 `json:"number"`
-			Pipelines []struct {
-				ID        int64  `json:"id"`
-				Status    string `json:"status"`
-				RunnerTag string `json:"runner_tag"`
-			} `json:"pipelines"`
-		} `json:"items"`
-	}
-	w.api.must(200, "GET", fmt.Sprintf("/api/v1/repos/ml/trainer/builds?limit=%d", builds), nil, &list)
+	list := w.api.builds("ml", "trainer", builds)
 	n := 0
-	for _, bd := range list.Items {
+	for _, bd := range list {
 		for _, p := range bd.Pipelines {
 			in, err := w.rdb.SIsMember(context.Background(), "{q:"+p.RunnerTag+"}:members", p.ID).Result()
 			if err != nil || !in || p.Status != "queued" {

@@ -185,6 +185,22 @@ func (c *client) grantCredits(org, amount, note string) {
 	c.check("grant "+amount+" to "+org, err)
 }
 
+// builds lists the repo's newest builds (limit 0: the server's default page).
+func (c *client) builds(org, repo string, limit int) []apiclient.Build {
+	c.t.Helper()
+	l, err := c.api.Builds(c.t.Context(), org, repo, limit)
+	c.check("builds of "+org+"/"+repo, err)
+	return l
+}
+
+// artifactVersion reads a version of a package ("latest" names the newest) and its files.
+func (c *client) artifactVersion(org, repo, pkg, version string) apiclient.ArtifactVersion {
+	c.t.Helper()
+	v, err := c.api.ArtifactVersion(c.t.Context(), org, repo, pkg, version)
+	c.check("version "+version+" of "+pkg, err)
+	return *v
+}
+
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.
 func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()

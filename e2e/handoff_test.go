@@ -149,9 +149,6 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 
 	// The hand-off versions are the build's; the packaged model is a plain version, latest.
 	for _, pkg := range []string{"data", "ckpt"} {
-		var v struct {
-			Files []struct{ Name string }
-		}
 		var list struct {
 			Items []struct {
 				Version     string `json:"version"`
@@ -162,18 +159,12 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 		if len(list.Items) != 1 || !list.Items[0].BuildScoped || !strings.HasPrefix(list.Items[0].Version, "nimbus-") {
 			t.Fatalf("%s versions: %+v", pkg, list.Items)
 		}
-		w.alice.must(200, "GET", "/api/v1/repos/ml/trainer/artifacts/"+pkg+"/"+list.Items[0].Version, nil, &v)
+		v := w.alice.artifactVersion("ml", "trainer", pkg, list.Items[0].Version)
 		if len(v.Files) != 1 {
 			t.Errorf("%s: %+v", pkg, v)
 		}
 	}
-	var model struct {
-		Version string `json:"version"`
-		Build   *struct {
-			Number int64 `json:"number"`
-		} `json:"build"`
-	}
-	w.alice.must(200, "GET", "/api/v1/repos/ml/trainer/artifacts/model/latest", nil, &model)
+	model := w.alice.artifactVersion("ml", "trainer", "model", "latest")
 	if model.Version != b.Commit || model.Build == nil || model.Build.Number != n {
 		t.Fatalf("the packaged model: %+v, want version %s of build #%d", model, b.Commit, n)
 	}

@@ -223,19 +223,12 @@ func TestReplicasUnderFaults(t *testing.T) {
 
 	// builds lists the repo's builds of an event (or events with that prefix: a schedule's event
 	// is its key, "crontab: …"), oldest first (the cron build may fall between pushes).
-	type buildItem struct {
-		Number int64  `json:"number"`
-		Event  string `json:"event"`
-	}
 	builds := func(event string) []int64 {
-		var list struct {
-			Items []buildItem `json:"items"`
-		}
-		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds?limit=100", nil, &list)
+		list := w.api.builds("ml", "trainer", 100)
 		var out []int64
-		for i := len(list.Items) - 1; i >= 0; i-- {
-			if strings.HasPrefix(list.Items[i].Event, event) {
-				out = append(out, list.Items[i].Number)
+		for i := len(list) - 1; i >= 0; i-- {
+			if strings.HasPrefix(list[i].Event, event) {
+				out = append(out, list[i].Number)
 			}
 		}
 		slices.Sort(out)

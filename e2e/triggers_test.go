@@ -85,14 +85,11 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 	head := gitRun(t, src, "rev-parse", "HEAD")
 
 	api := tokenClient(t, base, tok)
-	var list struct {
-		Items []apiclient.Build `json:"items"`
+	list := api.builds("ml-team", "trainer", 0)
+	if len(list) != 1 {
+		t.Fatalf("builds after the push: %+v", list)
 	}
-	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/builds", nil, &list)
-	if len(list.Items) != 1 {
-		t.Fatalf("builds after the push: %+v", list.Items)
-	}
-	b := list.Items[0]
+	b := list[0]
 	// The scheduler's billing pass may already have refused the GPU pipeline (the team has no
 	// money and GPU time has no free quota), which leaves the build running; before it, queued.
 	refused := len(b.Pipelines) == 2 && b.Pipelines[1].Status == "failed" && b.Pipelines[1].Reason == "insufficient_balance"

@@ -123,7 +123,9 @@ type Workspace struct {
 	State              string        `json:"state"`  // queued, starting, ready, stopping, stopped, failed
 	Reason             string        `json:"reason"`
 	GPUs               int           `json:"gpus"`
+	StartedAt          *time.Time    `json:"started_at"`
 	ReadyAt            *time.Time    `json:"ready_at"`
+	FinishedAt         *time.Time    `json:"finished_at"` // billed up to here
 	CoreSeconds        int64         `json:"core_seconds"`
 	Cost               string        `json:"cost"`
 	Connections        *int          `json:"connections"`
@@ -208,6 +210,7 @@ type BuildPipeline struct {
 	AwaitedMs      *int64       `json:"awaited_ms"`   // time in cnb:await jobs (a single build only)
 	Stages         []BuildStage `json:"stages"`
 	Workspace      bool         `json:"workspace"`
+	ReadyAt        *time.Time   `json:"ready_at"` // when a workspace could be entered
 	WorkspaceState *string      `json:"workspace_state"`
 }
 
@@ -279,6 +282,41 @@ func (c *Client) OpenWorkspaces(ctx context.Context, org, repo, branch string) (
 		return nil, err
 	}
 	return &b, nil
+}
+
+// Restored is what RestoreWorkspace put back: the files of the saved work, relative to the
+// workspace's tree.
+type Restored struct {
+	Files []string `json:"files"`
+}
+
+// RestoreWorkspace puts the saved work at ref (one of the workspace's SavedWork) back into a
+// ready workspace's tree (POST /workspaces/{id}/restore).
+func (c *Client) RestoreWorkspace(ctx context.Context, id int64, ref string) (*Restored, error) {
+	var r Restored
+	err := c.Do(ctx, http.MethodPost, Path("workspaces", strconv.FormatInt(id, 10), "restore"), map[string]string{"ref": ref}, &r)
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// PreviewToken is a short-lived credential of one port of a workspace: send Token as the
+// X-Nimbus-Preview-Token header to URL, for clients that keep no cookies.
+type PreviewToken struct {
+	URL   string `json:"url"`
+	Token string `json:"token"`
+}
+
+// NewPreviewToken issues a preview credential of a workspace's port
+// (POST /workspaces/{id}/preview/{port}/token).
+func (c *Client) NewPreviewToken(ctx context.Context, id int64, port int) (*PreviewToken, error) {
+	var t PreviewToken
+	path := Path("workspaces", strconv.FormatInt(id, 10), "preview", strconv.Itoa(port), "token")
+	if err := c.Do(ctx, http.MethodPost, path, nil, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
 }
 
 // StopWorkspace stops a workspace gracefully (POST /workspaces/{id}/stop): its endStages run

@@ -32,6 +32,8 @@ var calls = []struct {
 	{"POST", "/admin/orgs/{org}/credits", "200", LedgerEntry{}},
 	{"GET", "/orgs/{org}/workspaces", "200", WorkspaceList{}},
 	{"GET", "/workspaces/{id}", "200", Workspace{}},
+	{"POST", "/workspaces/{id}/restore", "200", Restored{}},
+	{"POST", "/workspaces/{id}/preview/{port}/token", "200", PreviewToken{}},
 	{"POST", "/repos/{org}/{repo}/workspaces", "201", Build{}},
 	{"GET", "/repos/{org}/{repo}/artifacts/{package}/{version}", "200", ArtifactVersion{}},
 	{"PUT", "/repos/{org}/{repo}/artifacts/{package}/{version}/{file}", "201", Published{}},

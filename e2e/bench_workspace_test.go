@@ -147,8 +147,7 @@ func (w *world) echoAndPreview(tb testing.TB, id int64, term *terminal) {
 		return dialInNetns(pid, 8686)
 	}}, "http://127.0.0.1:8686/file", nil)
 
-	var tok struct{ Token, URL string }
-	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(id)+"/preview/8686/token", nil, &tok)
+	tok := w.api.previewToken(id, 8686)
 	proxied := timedDownload(tb, w.previewClient().Transport, tok.URL+"file", http.Header{"X-Nimbus-Preview-Token": {tok.Token}})
 	mibs := func(d time.Duration) float64 { return 1024 / d.Seconds() }
 	ratio := direct.Seconds() / proxied.Seconds()

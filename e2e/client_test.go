@@ -201,6 +201,22 @@ func (c *client) artifactVersion(org, repo, pkg, version string) apiclient.Artif
 	return *v
 }
 
+// restoreWorkspace puts saved work back into a ready workspace and returns its files.
+func (c *client) restoreWorkspace(id int64, ref string) []string {
+	c.t.Helper()
+	r, err := c.api.RestoreWorkspace(c.t.Context(), id, ref)
+	c.check("restore "+ref+" into workspace "+itoa(id), err)
+	return r.Files
+}
+
+// previewToken issues a preview credential of a workspace's port.
+func (c *client) previewToken(id int64, port int) apiclient.PreviewToken {
+	c.t.Helper()
+	t, err := c.api.NewPreviewToken(c.t.Context(), id, port)
+	c.check("preview token of workspace "+itoa(id), err)
+	return *t
+}
+
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.
 func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()

@@ -245,8 +245,7 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	}
 	// A port nothing listens on.
 	closedReq, _ := http.NewRequest("GET", strings.Replace(v.PreviewURLTemplate, "{{port}}", "8687", 1), nil)
-	var tok struct{ Token, URL string }
-	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(id)+"/preview/8687/token", nil, &tok)
+	tok := w.api.previewToken(id, 8687)
 	closedReq.Header.Set("X-Nimbus-Preview-Token", tok.Token)
 	if resp, err := pc.Do(closedReq); err != nil || resp.StatusCode != 502 {
 		t.Fatalf("a closed port: %v %v", resp, err)
@@ -304,12 +303,8 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	if nv.SavedWork[0].PipelineID != id {
 		t.Fatalf("saved work %+v, want the one of workspace %d", nv.SavedWork, id)
 	}
-	var restored struct {
-		Files []string `json:"files"`
-	}
-	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(next)+"/restore", map[string]string{"ref": nv.SavedWork[0].Ref}, &restored)
-	if fmt.Sprint(restored.Files) != "[notes.txt www/cgi-bin/env www/index.html]" {
-		t.Fatalf("restored %v", restored.Files)
+	if restored := w.api.restoreWorkspace(next, nv.SavedWork[0].Ref); fmt.Sprint(restored) != "[notes.txt www/cgi-bin/env www/index.html]" {
+		t.Fatalf("restored %v", restored)
 	}
 	nt := w.dialTerminal(next, "")
 	nt.send("cat notes.txt\n")
@@ -336,8 +331,7 @@ func TestWorkspaceOnlyPreviewLaunch(t *testing.T) {
 	if v.IDE.Kind != "launch" || v.IDE.URL == nil || !strings.HasSuffix(*v.IDE.URL, "/preview/8686") {
 		t.Fatalf("ide %+v", v.IDE)
 	}
-	var tok struct{ Token, URL string }
-	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(id)+"/preview/8686/token", nil, &tok)
+	tok := w.api.previewToken(id, 8686)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		req, _ := http.NewRequest("GET", tok.URL, nil)

@@ -35,31 +35,16 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
 	}
 	pid := opened.Pipelines[0].ID
 
-	type wsJSON struct {
-		Pipelines []struct {
-			ID        int64      `json:"id"`
-			Status    string     `json:"status"`
-			Reason    string     `json:"reason"`
-			Workspace bool       `json:"workspace"`
-			ReadyAt   *time.Time `json:"ready_at"`
-			State     *string    `json:"workspace_state"`
-		} `json:"pipelines"`
-	}
-	get := func() wsJSON {
-		var b wsJSON
-		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(opened.Number), nil, &b)
-		return b
-	}
 	deadline := time.Now().Add(90 * time.Second)
 	var readyAt time.Time
 	states := map[string]bool{}
 	for {
-		b := get()
+		b := w.build(opened.Number)
 		p := b.Pipelines[0]
-		if !p.Workspace || p.State == nil {
+		if !p.Workspace || p.WorkspaceState == nil {
 			t.Fatalf("the pipeline is not a workspace: %+v", p)
 		}
-		states[*p.State] = true
+		states[*p.WorkspaceState] = true
 		if p.ReadyAt != nil && readyAt.IsZero() {
 			readyAt = *p.ReadyAt
 		}
@@ -71,8 +56,8 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
 				!strings.Contains(p.Reason, "work saved to refs/nimbus/workspaces/main/"+itoa(pid)) {
 				t.Fatalf("the workspace ended %s (%s)", p.Status, p.Reason)
 			}
-			if *p.State != "stopped" || !states["ready"] {
-				t.Fatalf("workspace states %v, ending %s; want ready, then stopped", states, *p.State)
+			if *p.WorkspaceState != "stopped" || !states["ready"] {
+				t.Fatalf("workspace states %v, ending %s; want ready, then stopped", states, *p.WorkspaceState)
 			}
 			break
 		}
@@ -107,7 +92,7 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
 	if nv.SavedWork[0].Ref != ref {
 		t.Fatalf("saved work offered: %+v, want %s", nv.SavedWork, ref)
 	}
-	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(next)+"/restore", map[string]string{"ref": ref}, nil)
+	w.api.restoreWorkspace(next, ref)
 	term := w.dialTerminal(next, "")
 	term.send("cat notes.txt\n")
 	term.expect("draft", 10*time.Second)

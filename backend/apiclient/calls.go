@@ -260,6 +260,23 @@ func (c *Client) Builds(ctx context.Context, org, repo string, limit int) ([]Bui
 	return l.Items, nil
 }
 
+// CancelBuild asks a build's running and queued pipelines to stop
+// (POST /repos/{org}/{repo}/builds/{number}/cancel): the answer comes before its agents have
+// stopped them.
+func (c *Client) CancelBuild(ctx context.Context, org, repo string, number int64) error {
+	return c.Do(ctx, http.MethodPost, Path("repos", org, repo, "builds", strconv.FormatInt(number, 10), "cancel"), nil, nil)
+}
+
+// RerunExact starts a new build of a build's commit with its recorded images, by digest
+// (POST /repos/{org}/{repo}/builds/{number}/rerun-exact), and returns it.
+func (c *Client) RerunExact(ctx context.Context, org, repo string, number int64) (*Build, error) {
+	var b Build
+	if err := c.Do(ctx, http.MethodPost, Path("repos", org, repo, "builds", strconv.FormatInt(number, 10), "rerun-exact"), nil, &b); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
 // GetBuild reads a build with its first 100 pipelines, their stages and jobs
 // (GET /repos/{org}/{repo}/builds/{number}).
 func (c *Client) GetBuild(ctx context.Context, org, repo string, number int64) (*Build, error) {
@@ -350,6 +367,25 @@ type ArtifactFile struct {
 // stored, 200 when the same bytes were there already.
 type Published struct {
 	DownloadURL string `json:"download_url"`
+}
+
+// Release is a tag's release: its title and notes, the build that published it, and its files.
+type Release struct {
+	Tag    string         `json:"tag"`
+	Title  string         `json:"title"`
+	Notes  string         `json:"notes"`
+	Commit string         `json:"commit"`
+	Build  *ArtifactBuild `json:"build"`
+	Files  []ArtifactFile `json:"files"`
+}
+
+// GetRelease reads the release of a tag (GET /repos/{org}/{repo}/releases/{tag}).
+func (c *Client) GetRelease(ctx context.Context, org, repo, tag string) (*Release, error) {
+	var r Release
+	if err := c.Do(ctx, http.MethodGet, Path("repos", org, repo, "releases", tag), nil, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // ArtifactPath is the API path of a package's version, or of one of its files when file is

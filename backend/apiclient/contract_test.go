@@ -26,6 +26,8 @@ var calls = []struct {
 	{"POST", "/orgs/{org}/repos", "201", Repo{}},
 	{"GET", "/repos/{org}/{repo}/builds/{number}", "200", Build{}},
 	{"GET", "/repos/{org}/{repo}/builds", "200", BuildList{}},
+	{"POST", "/repos/{org}/{repo}/builds/{number}/rerun-exact", "201", Build{}},
+	{"GET", "/repos/{org}/{repo}/releases/{tag}", "200", Release{}},
 	{"GET", "/orgs/{org}/billing", "200", Billing{}},
 	{"GET", "/orgs/{org}/billing/ledger", "200", LedgerPage{}},
 	{"POST", "/admin/orgs/{org}/credits", "201", LedgerEntry{}},

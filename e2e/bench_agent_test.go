@@ -76,7 +76,7 @@ func (w *world) pushToFirstLine(tb testing.TB) (time.Duration, int64) {
 func (w *world) cancelBuild(tb testing.TB, n int64, dir string) time.Duration {
 	w.waitContainer(dir)
 	begin := time.Now()
-	w.api.must(202, "POST", "/api/v1/repos/ml/trainer/builds/"+itoa(n)+"/cancel", nil, nil)
+	w.api.cancelBuild("ml", "trainer", n)
 	deadline := begin.Add(15 * time.Second)
 	for w.containers(dir) != 0 {
 		if time.Now().After(deadline) {

@@ -217,6 +217,28 @@ func (c *client) previewToken(id int64, port int) apiclient.PreviewToken {
 	return *t
 }
 
+// release reads the release of a tag.
+func (c *client) release(org, repo, tag string) apiclient.Release {
+	c.t.Helper()
+	r, err := c.api.GetRelease(c.t.Context(), org, repo, tag)
+	c.check("release "+tag, err)
+	return *r
+}
+
+// cancelBuild asks a build's pipelines to stop.
+func (c *client) cancelBuild(org, repo string, number int64) {
+	c.t.Helper()
+	c.check("cancel build "+itoa(number), c.api.CancelBuild(c.t.Context(), org, repo, number))
+}
+
+// rerunExact starts a new build of a build's commit with its recorded images and returns it.
+func (c *client) rerunExact(org, repo string, number int64) apiclient.Build {
+	c.t.Helper()
+	b, err := c.api.RerunExact(c.t.Context(), org, repo, number)
+	c.check("rerun build "+itoa(number)+" exactly", err)
+	return *b
+}
+
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.
 func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()

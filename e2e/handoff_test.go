@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/webhook"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -348,8 +347,7 @@ func (w *world) compare(a, b int64) diffJSON {
 // rerunExactly re-runs build n exactly, waits for it to succeed and returns its pipelines' ids
 // by name.
 func (w *world) rerunExactly(n int64) map[string]int64 {
-	var nb apiclient.Build
-	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/builds/"+itoa(n)+"/rerun-exact", nil, &nb)
+	nb := w.api.rerunExact("ml", "trainer", n)
 	b := w.waitBuildSuccess(nb.Number, 3*time.Minute)
 	ids := map[string]int64{}
 	for _, p := range b.Pipelines {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -386,6 +387,40 @@ func (c *Client) GetRelease(ctx context.Context, org, repo, tag string) (*Releas
 		return nil, err
 	}
 	return &r, nil
+}
+
+// SetSecret creates or replaces a repo's secret (PUT /repos/{org}/{repo}/secrets/{name}):
+// pipelines read it as an env var, and their logs mask it.
+func (c *Client) SetSecret(ctx context.Context, org, repo, name, value string) error {
+	return c.Do(ctx, http.MethodPut, Path("repos", org, repo, "secrets", name), map[string]string{"value": value}, nil)
+}
+
+// SecretFile is a file of a secret repository with its content (GET …/secret-files/{path}).
+type SecretFile struct {
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	Content string `json:"content"`
+}
+
+// secretFilePath is the API path of a secret file: its slashes stay separators.
+func secretFilePath(org, repo, file string) string {
+	return Path(append([]string{"repos", org, repo, "secret-files"}, strings.Split(file, "/")...)...)
+}
+
+// PutSecretFile creates or replaces a file of a secret repository
+// (PUT /repos/{org}/{repo}/secret-files/{path}). Content that does not parse as the env file
+// its name says is an *Error with Status 422, and the stored version stays.
+func (c *Client) PutSecretFile(ctx context.Context, org, repo, file, content string) error {
+	return c.Do(ctx, http.MethodPut, secretFilePath(org, repo, file), map[string]string{"content": content}, nil)
+}
+
+// GetSecretFile reads a file of a secret repository with its content.
+func (c *Client) GetSecretFile(ctx context.Context, org, repo, file string) (*SecretFile, error) {
+	var f SecretFile
+	if err := c.Do(ctx, http.MethodGet, secretFilePath(org, repo, file), nil, &f); err != nil {
+		return nil, err
+	}
+	return &f, nil
 }
 
 // ArtifactPath is the API path of a package's version, or of one of its files when file is

@@ -239,6 +239,18 @@ func (c *client) rerunExact(org, repo string, number int64) apiclient.Build {
 	return *b
 }
 
+// putSecretFile writes a file of a secret repository.
+func (c *client) putSecretFile(org, repo, file, content string) {
+	c.t.Helper()
+	c.check("put secret file "+file, c.api.PutSecretFile(c.t.Context(), org, repo, file, content))
+}
+
+// setSecret creates or replaces a repo's secret.
+func (c *client) setSecret(org, repo, name, value string) {
+	c.t.Helper()
+	c.check("set secret "+name, c.api.SetSecret(c.t.Context(), org, repo, name, value))
+}
+
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.
 func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()

@@ -110,12 +110,12 @@ func TestSecretsNeverLeak(t *testing.T) {
 	w := newWorld(t)
 	agent, _ := w.agent("")
 	for name, value := range map[string]string{"SINGLE": leakSingle, "MULTI": leakMulti, "NUM": leakNum} {
-		w.alice.must(204, "PUT", "/api/v1/repos/ml/trainer/secrets/"+name, map[string]string{"value": value}, nil)
+		w.alice.setSecret("ml", "trainer", name, value)
 	}
 	w.alice.createRepo("ml", apiclient.NewRepo{Name: "keys", Secret: true})
 	cert := "-----BEGIN TEST CERT-----\n" + leakCertBody + "\n-----END TEST CERT-----\n"
 	envYml, _ := json.Marshal(map[string]any{"allow_slugs": "ml/trainer", "IMPORTED": leakImported, "CERT": cert})
-	w.alice.must(200, "PUT", "/api/v1/repos/ml/keys/secret-files/env.yml", map[string]string{"content": string(envYml)}, nil)
+	w.alice.putSecretFile("ml", "keys", "env.yml", string(envYml))
 
 	n := w.pushFiles(map[string]string{".cnb.yml": strings.ReplaceAll(maskingCI, "IMAGE", w.image)})
 	b := w.waitFor(n, 3*time.Minute, "the end", func(b apiclient.Build) bool { return b.Status == "success" || b.Status == "failed" })

@@ -346,9 +346,25 @@ func (c *Client) StopWorkspace(ctx context.Context, id int64) error {
 // ArtifactVersion is a version of a model package with its files
 // (GET /repos/{org}/{repo}/artifacts/{package}/{version}; "latest" names the newest).
 type ArtifactVersion struct {
-	Version string         `json:"version"`
-	Build   *ArtifactBuild `json:"build"` // nil when a person published it
-	Files   []ArtifactFile `json:"files"`
+	Version     string         `json:"version"`
+	Build       *ArtifactBuild `json:"build"`        // nil when a person published it
+	BuildScoped bool           `json:"build_scoped"` // a hand-off between a build's pipelines
+	Files       []ArtifactFile `json:"files"`        // not in lists
+}
+
+// ArtifactVersionList is a page of a package's versions, newest first.
+type ArtifactVersionList struct {
+	Items []ArtifactVersion `json:"items"`
+}
+
+// ArtifactVersions lists a package's newest versions, without their files
+// (GET /repos/{org}/{repo}/artifacts/{package}; one page).
+func (c *Client) ArtifactVersions(ctx context.Context, org, repo, pkg string) ([]ArtifactVersion, error) {
+	var l ArtifactVersionList
+	if err := c.Do(ctx, http.MethodGet, Path("repos", org, repo, "artifacts", pkg), nil, &l); err != nil {
+		return nil, err
+	}
+	return l.Items, nil
 }
 
 // ArtifactBuild is the build whose pipeline published an ArtifactVersion.

@@ -38,6 +38,7 @@ var calls = []struct {
 	{"POST", "/workspaces/{id}/restore", "200", Restored{}},
 	{"POST", "/workspaces/{id}/preview/{port}/token", "200", PreviewToken{}},
 	{"POST", "/repos/{org}/{repo}/workspaces", "201", Build{}},
+	{"GET", "/repos/{org}/{repo}/artifacts/{package}", "200", ArtifactVersionList{}},
 	{"GET", "/repos/{org}/{repo}/artifacts/{package}/{version}", "200", ArtifactVersion{}},
 	{"PUT", "/repos/{org}/{repo}/artifacts/{package}/{version}/{file}", "201", Published{}},
 	{"PUT", "/repos/{org}/{repo}/artifacts/{package}/{version}/{file}", "200", Published{}},

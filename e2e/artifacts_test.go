@@ -138,12 +138,8 @@ func checkArtifactBadInput(t *testing.T, w *world, deploy string) {
 	if st := bob.do("GET", base, nil, &bobSees); st != 404 {
 		t.Errorf("another team lists our artifacts: %d", st)
 	}
-	var vers struct {
-		Items []struct{ Version string } `json:"items"`
-	}
-	w.alice.must(200, "GET", base+"/bert", nil, &vers)
-	if len(vers.Items) != 1 {
-		t.Errorf("refused uploads made versions: %+v", vers.Items)
+	if vers := w.alice.artifactVersions("ml", "trainer", "bert"); len(vers) != 1 {
+		t.Errorf("refused uploads made versions: %+v", vers)
 	}
 }
 

@@ -251,6 +251,14 @@ func (c *client) setSecret(org, repo, name, value string) {
 	c.check("set secret "+name, c.api.SetSecret(c.t.Context(), org, repo, name, value))
 }
 
+// artifactVersions lists a package's newest versions.
+func (c *client) artifactVersions(org, repo, pkg string) []apiclient.ArtifactVersion {
+	c.t.Helper()
+	l, err := c.api.ArtifactVersions(c.t.Context(), org, repo, pkg)
+	c.check("versions of "+pkg, err)
+	return l
+}
+
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.
 func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()

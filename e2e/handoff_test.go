@@ -148,17 +148,11 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 
 	// The hand-off versions are the build's; the packaged model is a plain version, latest.
 	for _, pkg := range []string{"data", "ckpt"} {
-		var list struct {
-			Items []struct {
-				Version     string `json:"version"`
-				BuildScoped bool   `json:"build_scoped"`
-			} `json:"items"`
+		list := w.alice.artifactVersions("ml", "trainer", pkg)
+		if len(list) != 1 || !list[0].BuildScoped || !strings.HasPrefix(list[0].Version, "nimbus-") {
+			t.Fatalf("%s versions: %+v", pkg, list)
 		}
-		w.alice.must(200, "GET", "/api/v1/repos/ml/trainer/artifacts/"+pkg, nil, &list)
-		if len(list.Items) != 1 || !list.Items[0].BuildScoped || !strings.HasPrefix(list.Items[0].Version, "nimbus-") {
-			t.Fatalf("%s versions: %+v", pkg, list.Items)
-		}
-		v := w.alice.artifactVersion("ml", "trainer", pkg, list.Items[0].Version)
+		v := w.alice.artifactVersion("ml", "trainer", pkg, list[0].Version)
 		if len(v.Files) != 1 {
 			t.Errorf("%s: %+v", pkg, v)
 		}

@@ -190,6 +190,14 @@ type Build struct {
 	Waiting   bool            `json:"waiting"` // nothing runs, and a pipeline is held back by blockers
 	Pipelines []BuildPipeline `json:"pipelines"`
 	Error     *FileError      `json:"error"`
+	Parent    *BuildLink      `json:"parent"`   // the build whose pipeline started this one (a single build only)
+	Children  []BuildLink     `json:"children"` // the builds its pipelines started (a single build only)
+}
+
+// BuildLink names another build, maybe of another repo: a build's parent or child.
+type BuildLink struct {
+	Repo   string `json:"repo"` // org/repo
+	Number int64  `json:"number"`
 }
 
 // BuildPipeline is a pipeline of a Build.

@@ -447,6 +447,46 @@ func (c *Client) GetSecretFile(ctx context.Context, org, repo, file string) (*Se
 	return &f, nil
 }
 
+// ArtifactUse is a file a pipeline pushed or pulled: which package and version, and its digest.
+type ArtifactUse struct {
+	Package string `json:"package"`
+	Version string `json:"version"`
+	File    string `json:"file"`
+	Digest  string `json:"digest"` // "sha256:<hex>"
+}
+
+// ArtifactUses is what a pipeline moved, oldest first.
+type ArtifactUses struct {
+	Pushed []ArtifactUse `json:"pushed"`
+	Pulled []ArtifactUse `json:"pulled"`
+}
+
+// PipelineArtifacts reads what a pipeline pushed and pulled
+// (GET /repos/{org}/{repo}/pipelines/{id}/artifacts).
+func (c *Client) PipelineArtifacts(ctx context.Context, org, repo string, pipeline int64) (*ArtifactUses, error) {
+	var u ArtifactUses
+	if err := c.Do(ctx, http.MethodGet, Path("repos", org, repo, "pipelines", strconv.FormatInt(pipeline, 10), "artifacts"), nil, &u); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
+// PublishWebhook is the URL a repo tells of each new model version; Secret, which signs the
+// deliveries, is only in the answer to SetPublishWebhook.
+type PublishWebhook struct {
+	URL    string `json:"url"`
+	Secret string `json:"secret"`
+}
+
+// SetPublishWebhook sets the repo's publish webhook (PUT /repos/{org}/{repo}/webhooks/publish).
+func (c *Client) SetPublishWebhook(ctx context.Context, org, repo, hookURL string) (*PublishWebhook, error) {
+	var h PublishWebhook
+	if err := c.Do(ctx, http.MethodPut, Path("repos", org, repo, "webhooks", "publish"), map[string]string{"url": hookURL}, &h); err != nil {
+		return nil, err
+	}
+	return &h, nil
+}
+
 // ArtifactPath is the API path of a package's version, or of one of its files when file is
 // given.
 func ArtifactPath(org, repo, pkg, version string, file ...string) string {

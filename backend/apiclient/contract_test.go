@@ -28,6 +28,8 @@ var calls = []struct {
 	{"GET", "/repos/{org}/{repo}/builds", "200", BuildList{}},
 	{"POST", "/repos/{org}/{repo}/builds/{number}/rerun-exact", "201", Build{}},
 	{"GET", "/repos/{org}/{repo}/releases/{tag}", "200", Release{}},
+	{"GET", "/repos/{org}/{repo}/pipelines/{id}/artifacts", "200", ArtifactUses{}},
+	{"PUT", "/repos/{org}/{repo}/webhooks/publish", "200", PublishWebhook{}},
 	{"GET", "/repos/{org}/{repo}/secret-files/{path}", "200", SecretFile{}},
 	{"GET", "/orgs/{org}/billing", "200", Billing{}},
 	{"GET", "/orgs/{org}/billing/ledger", "200", LedgerPage{}},

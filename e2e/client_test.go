@@ -259,6 +259,23 @@ func (c *client) artifactVersions(org, repo, pkg string) []apiclient.ArtifactVer
 	return l
 }
 
+// pipelineArtifacts reads what a pipeline pushed and pulled.
+func (c *client) pipelineArtifacts(org, repo string, pipeline int64) apiclient.ArtifactUses {
+	c.t.Helper()
+	u, err := c.api.PipelineArtifacts(c.t.Context(), org, repo, pipeline)
+	c.check("artifacts of pipeline "+itoa(pipeline), err)
+	return *u
+}
+
+// setPublishWebhook sets the URL the repo tells of each new model version and returns the
+// webhook with the secret that signs the deliveries.
+func (c *client) setPublishWebhook(org, repo, hookURL string) apiclient.PublishWebhook {
+	c.t.Helper()
+	h, err := c.api.SetPublishWebhook(c.t.Context(), org, repo, hookURL)
+	c.check("set the publish webhook", err)
+	return *h
+}
+
 // gitRun runs the real git client in dir with a throwaway HOME and no prompts.
 func gitRun(t testing.TB, dir string, args ...string) string {
 	t.Helper()

@@ -41,10 +41,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	hook := &hookReceiver{}
 	hookSrv := httptest.NewServer(hook)
 	defer hookSrv.Close()
-	var hookSet struct {
-		Secret string `json:"secret"`
-	}
-	w.alice.must(200, "PUT", "/api/v1/repos/ml/trainer/webhooks/publish", map[string]string{"url": hookSrv.URL + "/roll-forward"}, &hookSet)
+	hookSet := w.alice.setPublishWebhook("ml", "trainer", hookSrv.URL+"/roll-forward")
 	w.agent("", "NIMBUS_AGENT_NETWORK=host", "NIMBUS_AGENT_CPUS=8")
 	w.agent("", "NIMBUS_AGENT_NETWORK=host", "NIMBUS_AGENT_TAGS=cnb:arch:amd64:gpu", "NIMBUS_AGENT_CPUS=16", "NIMBUS_AGENT_GPUS=simulate:1:L40")
 	w.alice.grantCredits("ml", "100", "gpu money")
@@ -129,10 +126,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	moved := map[string]string{"train-cpu": "push data, push model, pull ckpt", "train-gpu": "push ckpt, pull data"}
 	digests := map[string]string{} // package → digest of its file, as the server saw it pushed
 	for _, p := range raw.Pipelines {
-		var uses struct {
-			Pushed, Pulled []struct{ Package, Digest string }
-		}
-		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/pipelines/"+itoa(p.ID)+"/artifacts", nil, &uses)
+		uses := w.api.pipelineArtifacts("ml", "trainer", p.ID)
 		var got []string
 		for _, u := range uses.Pushed {
 			got = append(got, "push "+u.Package)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // cnb:apply with sync waits for the build it starts in the same repo and carries its result and
@@ -14,7 +16,7 @@ import (
 func TestPipelinesStartPipelines(t *testing.T) {
 	w := newWorld(t)
 	w.agent("")
-	w.alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "other"}, nil)
+	w.alice.createRepo("ml", apiclient.NewRepo{Name: "other"})
 	other := t.TempDir()
 	gitRun(t, other, "init", "-q", "-b", "main")
 	os.WriteFile(filepath.Join(other, ".cnb.yml"), []byte(`main:
@@ -66,28 +68,16 @@ func TestPipelinesStartPipelines(t *testing.T) {
 	if log := w.jobLog(child.Pipelines[0].Stages[0].Jobs[0].ID); !strings.Contains(log, "origin=push by=alice epochs=3") {
 		t.Errorf("the child's env:\n%s", log)
 	}
-	var links struct {
-		Parent *struct {
-			Repo   string
-			Number int64
-		}
-		Children []struct {
-			Repo   string
-			Number int64
-		}
-	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/2", nil, &links)
-	if links.Parent == nil || links.Parent.Repo != "ml/trainer" || links.Parent.Number != n {
+	if links := w.build(2); links.Parent == nil || links.Parent.Repo != "ml/trainer" || links.Parent.Number != n {
 		t.Errorf("the child's parent: %+v", links.Parent)
 	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &links)
-	if len(links.Children) != 2 || links.Children[0].Repo != "ml/trainer" || links.Children[1].Repo != "ml/other" || links.Children[1].Number != 1 {
+	if links := w.build(n); len(links.Children) != 2 || links.Children[0].Repo != "ml/trainer" || links.Children[1].Repo != "ml/other" || links.Children[1].Number != 1 {
 		t.Errorf("the parent's children: %+v", links.Children)
 	}
-	var deployed buildJSON
+	var deployed apiclient.Build
 	deadline := time.Now().Add(time.Minute)
 	for {
-		w.api.must(200, "GET", "/api/v1/repos/ml/other/builds/1", nil, &deployed)
+		deployed = w.api.build("ml", "other", 1)
 		if deployed.Status == "success" || time.Now().After(deadline) {
 			break
 		}

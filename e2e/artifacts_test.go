@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // Issue 7's model journey: a pipeline (real nimbus-agent, Docker, the busybox image, host
@@ -43,25 +45,13 @@ func TestModelFromPipelineToInference(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := w.push(`head -c 8388608 /dev/urandom > model.bin && echo '{"dim":768}' > config.json && ./nimbus artifact push ml/trainer bert v1 model.bin config.json`)
-	b := w.waitFor(n, 120*time.Second, "finished", func(b buildJSON) bool { return b.Status == "success" || b.Status == "failed" })
+	b := w.waitFor(n, 120*time.Second, "finished", func(b apiclient.Build) bool { return b.Status == "success" || b.Status == "failed" })
 	if b.Status != "success" {
 		t.Fatalf("the pipeline failed: %s", w.jobLog(b.Pipelines[0].Stages[0].Jobs[0].ID))
 	}
 
 	// The version says what produced it.
-	var v struct {
-		Version string `json:"version"`
-		Build   *struct {
-			Number int64  `json:"number"`
-			Commit string `json:"commit"`
-		} `json:"build"`
-		Files []struct {
-			Name   string `json:"name"`
-			Size   int64  `json:"size"`
-			Digest string `json:"digest"`
-		} `json:"files"`
-	}
-	w.alice.must(200, "GET", "/api/v1/repos/ml/trainer/artifacts/bert/latest", nil, &v)
+	v := w.alice.artifactVersion("ml", "trainer", "bert", "latest")
 	if v.Version != "v1" || v.Build == nil || v.Build.Number != n || v.Build.Commit != b.Commit || len(v.Files) != 2 ||
 		v.Files[1].Name != "model.bin" || v.Files[1].Size != 8<<20 {
 		t.Fatalf("the published version %+v (build %+v), want build #%d at %s", v, v.Build, n, b.Commit)
@@ -69,10 +59,7 @@ func TestModelFromPipelineToInference(t *testing.T) {
 	model := v.Files[1].Digest
 
 	// The inference service: a deploy token, and a connection that breaks after 3 MiB.
-	var dt struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "inference"}, &dt)
+	dt := w.alice.deployToken("ml", "trainer", "inference")
 	proxy := startCutProxy(t, strings.TrimPrefix(w.base, "http://"), 3<<20)
 	dst := t.TempDir()
 	pull := exec.Command(cli, "artifact", "pull", "--dir", dst, "ml/trainer", "bert", "latest", "model.bin")
@@ -109,8 +96,8 @@ func checkArtifactBadInput(t *testing.T, w *world, deploy string) {
 	write := w.alice.newToken("rw", "registry:write")
 	bob := newClient(t, w.base)
 	bob.signup("bob")
-	bob.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "rival"}, nil)
-	bob.must(201, "POST", "/api/v1/orgs/rival/repos", map[string]string{"name": "vault"}, nil)
+	bob.createOrg("rival")
+	bob.createRepo("rival", apiclient.NewRepo{Name: "vault"})
 	bobs := bob.newToken("rw", "registry:write")
 
 	small := []byte("weights")
@@ -151,12 +138,8 @@ func checkArtifactBadInput(t *testing.T, w *world, deploy string) {
 	if st := bob.do("GET", base, nil, &bobSees); st != 404 {
 		t.Errorf("another team lists our artifacts: %d", st)
 	}
-	var vers struct {
-		Items []struct{ Version string } `json:"items"`
-	}
-	w.alice.must(200, "GET", base+"/bert", nil, &vers)
-	if len(vers.Items) != 1 {
-		t.Errorf("refused uploads made versions: %+v", vers.Items)
+	if vers := w.alice.artifactVersions("ml", "trainer", "bert"); len(vers) != 1 {
+		t.Errorf("refused uploads made versions: %+v", vers)
 	}
 }
 

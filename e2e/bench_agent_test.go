@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // BenchmarkAgentLatency prints what users feel of the agent path, on the Docker executor with a
@@ -54,7 +56,7 @@ func (w *world) pushToFirstLine(tb testing.TB) (time.Duration, int64) {
 	job := int64(0)
 	for time.Now().Before(deadline) {
 		if job == 0 {
-			var b buildJSON
+			var b apiclient.Build
 			if w.api.do("GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &b) == 200 &&
 				len(b.Pipelines) > 0 && len(b.Pipelines[0].Stages) > 0 && len(b.Pipelines[0].Stages[0].Jobs) > 0 {
 				job = b.Pipelines[0].Stages[0].Jobs[0].ID
@@ -74,7 +76,7 @@ func (w *world) pushToFirstLine(tb testing.TB) (time.Duration, int64) {
 func (w *world) cancelBuild(tb testing.TB, n int64, dir string) time.Duration {
 	w.waitContainer(dir)
 	begin := time.Now()
-	w.api.must(202, "POST", "/api/v1/repos/ml/trainer/builds/"+itoa(n)+"/cancel", nil, nil)
+	w.api.cancelBuild("ml", "trainer", n)
 	deadline := begin.Add(15 * time.Second)
 	for w.containers(dir) != 0 {
 		if time.Now().After(deadline) {
@@ -83,7 +85,7 @@ func (w *world) cancelBuild(tb testing.TB, n int64, dir string) time.Duration {
 		time.Sleep(10 * time.Millisecond)
 	}
 	took := time.Since(begin)
-	b := w.waitFor(n, 15*time.Second, "cancelled", func(b buildJSON) bool { return b.Status == "cancelled" })
+	b := w.waitFor(n, 15*time.Second, "cancelled", func(b apiclient.Build) bool { return b.Status == "cancelled" })
 	if b.Pipelines[0].Status != "cancelled" {
 		tb.Fatalf("pipeline %+v", b.Pipelines[0])
 	}
@@ -125,7 +127,7 @@ func (w *world) rideOutage(tb testing.TB, outage time.Duration) (time.Duration, 
 			tb.Fatalf("%q not in the log 30 s after the restart: %q", want, w.jobLog(job))
 		}
 	}
-	b = w.waitFor(n, 60*time.Second, "the end", func(b buildJSON) bool { return b.Status != "running" && b.Status != "queued" })
+	b = w.waitFor(n, 60*time.Second, "the end", func(b apiclient.Build) bool { return b.Status != "running" && b.Status != "queued" })
 	if b.Status != "success" {
 		tb.Fatalf("after the outage: %s %q", b.Status, b.Pipelines[0].Reason)
 	}

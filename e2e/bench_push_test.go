@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -135,11 +136,10 @@ func newPushWorld(b testing.TB, countGit bool) *pushWorld {
 	waitReady(b, w.base, w.server, 30*time.Second)
 	owner := newClient(b, w.base)
 	owner.signup("bench")
-	owner.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
-	owner.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
+	owner.createOrg("ml")
+	owner.createRepo("ml", apiclient.NewRepo{Name: "trainer"})
 	tok := owner.newToken("bench", "repo:write")
-	w.api = newClient(b, w.base)
-	w.api.token = tok
+	w.api = tokenClient(b, w.base, tok)
 	remote, _ := url.Parse(w.base + "/ml/trainer.git")
 	remote.User = url.UserPassword("bench", tok)
 	w.remote = remote.String()
@@ -223,19 +223,9 @@ func (w *pushWorld) triggered(b *testing.B, n int) time.Duration {
 // checkQueued checks that every pipeline of the newest builds builds is queued in Redis.
 func (w *pushWorld) checkQueued(b *testing.B, builds int) {
 	b.Helper()
-	var list struct {
-		Items []struct {
-			Number    int64 `json:"number"`
-			Pipelines []struct {
-				ID        int64  `json:"id"`
-				Status    string `json:"status"`
-				RunnerTag string `json:"runner_tag"`
-			} `json:"pipelines"`
-		} `json:"items"`
-	}
-	w.api.must(200, "GET", fmt.Sprintf("/api/v1/repos/ml/trainer/builds?limit=%d", builds), nil, &list)
+	list := w.api.builds("ml", "trainer", builds)
 	n := 0
-	for _, bd := range list.Items {
+	for _, bd := range list {
 		for _, p := range bd.Pipelines {
 			in, err := w.rdb.SIsMember(context.Background(), "{q:"+p.RunnerTag+"}:members", p.ID).Result()
 			if err != nil || !in || p.Status != "queued" {

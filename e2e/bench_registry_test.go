@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
@@ -93,8 +94,8 @@ func startBenchNimbus(b *testing.B) benchNimbus {
 	waitReady(b, "http://"+addr, srv, 30*time.Second)
 	owner := newClient(b, "http://"+addr)
 	owner.signup("bench")
-	owner.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "bench"}, nil)
-	owner.must(201, "POST", "/api/v1/orgs/bench/repos", map[string]string{"name": "models"}, nil)
+	owner.createOrg("bench")
+	owner.createRepo("bench", apiclient.NewRepo{Name: "models"})
 	tok := owner.newToken("bench", "registry:write")
 	return benchNimbus{host: addr, token: tok, server: srv}
 }

@@ -65,13 +65,7 @@ func uptimeSpan(tb testing.TB, log string) time.Duration {
 // firstPipelineDuration is how long the server recorded build n's first pipeline running, from
 // its lease to its finish.
 func firstPipelineDuration(tb testing.TB, w *world, n int64) time.Duration {
-	var b struct {
-		Pipelines []struct {
-			StartedAt  *time.Time `json:"started_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-		} `json:"pipelines"`
-	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &b)
+	b := w.build(n)
 	if len(b.Pipelines) == 0 || b.Pipelines[0].StartedAt == nil || b.Pipelines[0].FinishedAt == nil {
 		tb.Fatalf("build #%d has no pipeline times: %+v", n, b)
 	}

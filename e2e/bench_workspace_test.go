@@ -19,6 +19,8 @@ import (
 	docker "github.com/docker/docker/client"
 	"github.com/gorilla/websocket"
 	"golang.org/x/sys/unix"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // BenchmarkWorkspace prints what a workspace user feels, through the real server, the agent's
@@ -51,8 +53,8 @@ func BenchmarkWorkspace(b *testing.B) {
 			opens = append(opens, d)
 			if i < 4 {
 				term.ws.Close()
-				w.api.must(202, "POST", "/api/v1/workspaces/"+itoa(id)+"/stop", nil, nil)
-				w.waitWorkspace(id, time.Minute, "stopped", func(v workspaceJSON) bool { return v.Status != "running" })
+				w.api.stopWorkspace(id)
+				w.waitWorkspace(id, time.Minute, "stopped", func(v apiclient.Workspace) bool { return v.Status != "running" })
 			} else {
 				last = id
 				w.echoAndPreview(b, id, term)
@@ -76,12 +78,10 @@ func verdict(ok bool) string {
 // openToPrompt opens a workspace and waits for the shell's prompt on a terminal.
 func (w *world) openToPrompt(tb testing.TB) (time.Duration, int64, *terminal) {
 	start := time.Now()
-	var opened buildJSON
-	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/workspaces", map[string]string{"branch": "main"}, &opened)
+	opened := w.api.openWorkspaces("ml", "trainer", "main")
 	id := opened.Pipelines[0].ID
 	for {
-		var v workspaceJSON
-		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &v)
+		v := w.api.workspace(id)
 		if v.State == "ready" {
 			break
 		}
@@ -147,8 +147,7 @@ func (w *world) echoAndPreview(tb testing.TB, id int64, term *terminal) {
 		return dialInNetns(pid, 8686)
 	}}, "http://127.0.0.1:8686/file", nil)
 
-	var tok struct{ Token, URL string }
-	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(id)+"/preview/8686/token", nil, &tok)
+	tok := w.api.previewToken(id, 8686)
 	proxied := timedDownload(tb, w.previewClient().Transport, tok.URL+"file", http.Header{"X-Nimbus-Preview-Token": {tok.Token}})
 	mibs := func(d time.Duration) float64 { return 1024 / d.Seconds() }
 	ratio := direct.Seconds() / proxied.Seconds()

@@ -5,27 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/billing"
 )
-
-type billingJSON struct {
-	Balance   string `json:"balance"`
-	Frozen    string `json:"frozen"`
-	FreeQuota struct {
-		Total int64 `json:"total_core_seconds"`
-		Used  int64 `json:"used_core_seconds"`
-	} `json:"free_quota"`
-}
-
-type ledgerJSON struct {
-	Items []struct {
-		Kind          string `json:"kind"`
-		Amount        string `json:"amount"`
-		BalanceChange string `json:"balance_change"`
-		FrozenChange  string `json:"frozen_change"`
-		PipelineID    *int64 `json:"pipeline_id"`
-	} `json:"items"`
-}
 
 func amount(t testing.TB, s string) billing.Amount {
 	t.Helper()
@@ -44,10 +26,8 @@ func amount(t testing.TB, s string) billing.Amount {
 // balance and frozen amount, and returns the transaction kinds, oldest first.
 func (w *world) checkLedgerAddsUp(org string) []string {
 	w.t.Helper()
-	var b billingJSON
-	w.alice.must(200, "GET", "/api/v1/orgs/"+org+"/billing", nil, &b)
-	var l ledgerJSON
-	w.alice.must(200, "GET", "/api/v1/orgs/"+org+"/billing/ledger?limit=100", nil, &l)
+	b := w.alice.billing(org)
+	l := w.alice.ledgerPage(org, "")
 	var bal, frozen billing.Amount
 	var kinds []string
 	for i := len(l.Items) - 1; i >= 0; i-- { // newest first
@@ -81,31 +61,28 @@ func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
 
 	// A GPU window is 16 cores × 10 s at 0.5 per core-hour = 0.02222223: money for two.
 	window := billing.CostOf(16*10, billing.Scale/2)
-	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": (2 * window).String(), "note": "two windows"}, nil)
+	w.alice.grantCredits("ml", (2 * window).String(), "two windows")
 	n := w.pushOn("{ tags: cnb:arch:amd64:gpu }", "echo training; sleep 120")
-	b := w.waitFor(n, 60*time.Second, "terminated", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+	b := w.waitFor(n, 60*time.Second, "terminated", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
 	if b.Status != "terminated" || b.Pipelines[0].Status != "terminated" || b.Pipelines[0].Reason != "insufficient_balance" {
 		t.Fatalf("GPU build: %s, pipeline %s (%q)", b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
 	}
 	// It was stopped before its unpaid window started: nothing, or well under a second, ran
 	// uncovered and was written off.
-	var settled struct {
-		Pipelines []struct {
-			UncoveredMs *int64 `json:"uncovered_ms"`
-			WrittenOff  string `json:"written_off"`
-			Cost        string `json:"cost"`
-		} `json:"pipelines"`
-	}
+	var settled apiclient.Build
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &settled)
+		settled = w.build(n)
 		if settled.Pipelines[0].UncoveredMs != nil || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if u := settled.Pipelines[0].UncoveredMs; u == nil || *u >= 1000 {
-		t.Fatalf("the terminated pipeline ran %v ms past its last paid window (written off %s), want < 1000", u, settled.Pipelines[0].WrittenOff)
+	if u := settled.Pipelines[0].UncoveredMs; u == nil {
+		t.Fatalf("the terminated pipeline was not settled within 30 s: %+v", settled.Pipelines[0])
+	} else if *u >= 1000 {
+		// The value, not the pointer's address, so that a failure says by how much.
+		t.Fatalf("the terminated pipeline ran %d ms past its last paid window (written off %s), want < 1000", *u, settled.Pipelines[0].WrittenOff)
 	}
 	t.Logf("terminated: uncovered run time %d ms, paid %s, written off %s", *settled.Pipelines[0].UncoveredMs,
 		settled.Pipelines[0].Cost, settled.Pipelines[0].WrittenOff)
@@ -115,19 +92,17 @@ func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
 	}
 
 	// A CPU pipeline of 4 cores for ~12 s: 48 core-seconds, of which the free quota pays 36.
-	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "1", "note": "cpu money"}, nil)
-	var before billingJSON
-	w.alice.must(200, "GET", "/api/v1/orgs/ml/billing", nil, &before)
+	w.alice.grantCredits("ml", "1", "cpu money")
+	before := w.alice.billing("ml")
 	n = w.pushOn("{ tags: cnb:arch:amd64, cpus: 4 }", "sleep 12")
-	b = w.waitFor(n, 90*time.Second, "success", func(b buildJSON) bool {
+	b = w.waitFor(n, 90*time.Second, "success", func(b apiclient.Build) bool {
 		return b.Status == "success" || b.Status == "failed" || b.Status == "terminated"
 	})
 	if b.Status != "success" {
 		t.Fatalf("CPU build: %+v", b)
 	}
-	var after billingJSON
-	w.alice.must(200, "GET", "/api/v1/orgs/ml/billing", nil, &after)
-	if after.FreeQuota.Total != 36 || after.FreeQuota.Used != 36 {
+	after := w.alice.billing("ml")
+	if after.FreeQuota.TotalCoreSeconds != 36 || after.FreeQuota.UsedCoreSeconds != 36 {
 		t.Fatalf("free quota %+v: the CPU pipeline must use all 36 free core-seconds", after.FreeQuota)
 	}
 	if amount(t, after.Balance) >= amount(t, before.Balance) {
@@ -141,7 +116,7 @@ func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
 func TestUnaffordableGPUPipelineFailsWithoutAnAgent(t *testing.T) {
 	w := newWorld(t)
 	n := w.pushOn("{ tags: cnb:arch:amd64:gpu }", "echo never")
-	b := w.waitFor(n, 20*time.Second, "failed", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+	b := w.waitFor(n, 20*time.Second, "failed", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
 	if b.Status != "failed" || b.Pipelines[0].Status != "failed" || b.Pipelines[0].Reason != "insufficient_balance" {
 		t.Fatalf("GPU build without money: %s, pipeline %s (%q)", b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
 	}

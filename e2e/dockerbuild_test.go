@@ -15,6 +15,8 @@ import (
 
 	"github.com/docker/docker/api/types/image"
 	docker "github.com/docker/docker/client"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // envImageCI has two pipelines: "env" runs its job in the image docker.build makes from
@@ -60,9 +62,9 @@ func envImageFiles(image, deps string) map[string]string {
 }
 
 // waitBuildSuccess waits for the build to end and fails the test unless it succeeded.
-func (w *world) waitBuildSuccess(n int64, within time.Duration) buildJSON {
+func (w *world) waitBuildSuccess(n int64, within time.Duration) apiclient.Build {
 	w.t.Helper()
-	b := w.waitFor(n, within, "the end", func(b buildJSON) bool { return b.Status == "success" || b.Status == "failed" })
+	b := w.waitFor(n, within, "the end", func(b apiclient.Build) bool { return b.Status == "success" || b.Status == "failed" })
 	if b.Status != "success" {
 		for _, p := range b.Pipelines {
 			for _, st := range p.Stages {
@@ -77,7 +79,7 @@ func (w *world) waitBuildSuccess(n int64, within time.Duration) buildJSON {
 }
 
 // jobLogIn is the log of a job, found by the names of its pipeline and job.
-func (w *world) jobLogIn(b buildJSON, pipeline, job string) string {
+func (w *world) jobLogIn(b apiclient.Build, pipeline, job string) string {
 	w.t.Helper()
 	for _, p := range b.Pipelines {
 		for _, st := range p.Stages {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
@@ -124,7 +125,7 @@ func TestDockerServiceInPipelines(t *testing.T) {
 		".cnb.yml":   cnb,
 		"Dockerfile": "FROM " + base + "\nRUN echo built-in-the-pipeline > /built.txt\n",
 	})
-	b := w.waitFor(n, 3*time.Minute, "finished", func(b buildJSON) bool { return b.Status == "success" || b.Status == "failed" })
+	b := w.waitFor(n, 3*time.Minute, "finished", func(b apiclient.Build) bool { return b.Status == "success" || b.Status == "failed" })
 	logs := map[string]string{}
 	for _, p := range b.Pipelines {
 		var all strings.Builder
@@ -158,10 +159,7 @@ func TestDockerServiceInPipelines(t *testing.T) {
 	}
 
 	// The pushed image is in Nimbus's registry: a deploy token pulls it and it runs.
-	var dt struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "puller"}, &dt)
+	dt := w.alice.deployToken("ml", "trainer", "puller")
 	cfg := t.TempDir()
 	env := []string{"DOCKER_HOST=" + w.docker, "DOCKER_CONFIG=" + cfg, "HOME=" + cfg}
 	ref := reg + "/ml/trainer:t"

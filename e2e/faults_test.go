@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -53,12 +54,11 @@ func newWorld(t testing.TB, extraEnv ...string) *world {
 	alice := newClient(t, w.base)
 	alice.signup("alice")
 	w.alice = alice
-	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
-	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
+	alice.createOrg("ml")
+	alice.createRepo("ml", apiclient.NewRepo{Name: "trainer"})
 	tok := alice.newToken("git", "repo:write")
 	w.token = tok
-	w.api = newClient(t, w.base)
-	w.api.token = tok
+	w.api = tokenClient(t, w.base, tok)
 	gitRun(t, w.work, "init", "-q", "-b", "main")
 	return w
 }
@@ -87,14 +87,12 @@ func (w *world) pushOn(runner, script string) int64 {
 	return w.pushFiles(map[string]string{".cnb.yml": cnb})
 }
 
-func (w *world) build(n int64) buildJSON {
-	var b buildJSON
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &b)
-	return b
+func (w *world) build(n int64) apiclient.Build {
+	return w.api.build("ml", "trainer", n)
 }
 
 // waitFor polls the build until cond holds.
-func (w *world) waitFor(n int64, within time.Duration, what string, cond func(buildJSON) bool) buildJSON {
+func (w *world) waitFor(n int64, within time.Duration, what string, cond func(apiclient.Build) bool) apiclient.Build {
 	w.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -109,7 +107,7 @@ func (w *world) waitFor(n int64, within time.Duration, what string, cond func(bu
 	}
 }
 
-func running(b buildJSON) bool {
+func running(b apiclient.Build) bool {
 	return len(b.Pipelines) > 0 && b.Pipelines[0].Status == "running"
 }
 
@@ -145,7 +143,7 @@ func TestAgentKilledMidJob(t *testing.T) {
 	<-ag.done
 	ag.done <- nil
 	killed := time.Now()
-	b := w.waitFor(n, 45*time.Second, "failed with agent_lost", func(b buildJSON) bool {
+	b := w.waitFor(n, 45*time.Second, "failed with agent_lost", func(b apiclient.Build) bool {
 		return b.Pipelines[0].Status == "failed"
 	})
 	if b.Status != "failed" || b.Pipelines[0].Reason != "agent_lost" {
@@ -187,7 +185,7 @@ func TestServerRestartMidLease(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	w.server = start(t, w.dir, w.env, "nimbus-server")
 	waitReady(t, w.base, w.server, 30*time.Second)
-	b = w.waitFor(n, 60*time.Second, "success", func(b buildJSON) bool { return b.Status == "success" || b.Status == "failed" })
+	b = w.waitFor(n, 60*time.Second, "success", func(b apiclient.Build) bool { return b.Status == "success" || b.Status == "failed" })
 	if b.Status != "success" {
 		t.Fatalf("build after the restart: %+v", b)
 	}
@@ -201,7 +199,7 @@ func TestServerRestartMidLease(t *testing.T) {
 func TestRedisFlushAllRequeues(t *testing.T) {
 	w := newWorld(t)
 	n := w.push("echo after-flush")
-	w.waitFor(n, 10*time.Second, "queued", func(b buildJSON) bool { return b.Status == "queued" })
+	w.waitFor(n, 10*time.Second, "queued", func(b apiclient.Build) bool { return b.Status == "queued" })
 	opt, _ := redis.ParseURL(w.redisURL)
 	rdb := redis.NewClient(opt)
 	defer rdb.Close()
@@ -209,7 +207,7 @@ func TestRedisFlushAllRequeues(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.agent("")
-	b := w.waitFor(n, 30*time.Second, "success", func(b buildJSON) bool { return b.Status == "success" })
+	b := w.waitFor(n, 30*time.Second, "success", func(b apiclient.Build) bool { return b.Status == "success" })
 	if !strings.Contains(w.jobLog(b.Pipelines[0].Stages[0].Jobs[0].ID), "after-flush") {
 		t.Fatal("the pipeline did not run its job")
 	}

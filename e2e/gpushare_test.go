@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // gpuPipeline is one GPU pipeline of a gpuRun: its times as the server recorded them (claim and
@@ -36,24 +38,11 @@ func (w *world) gpuRun(tb testing.TB, sleeps []string, during func(n int64)) []g
 		during(n)
 	}
 	b := w.waitBuildSuccess(n, 3*time.Minute)
-	var full struct {
-		Pipelines []struct {
-			Name       string     `json:"name"`
-			StartedAt  *time.Time `json:"started_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-		} `json:"pipelines"`
-	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &full)
+	full := w.build(n)
 	out := make([]gpuPipeline, len(sleeps))
 	for i := range sleeps {
 		name := fmt.Sprintf("g%d", i)
-		k := slices.IndexFunc(full.Pipelines, func(p struct {
-			Name       string     `json:"name"`
-			StartedAt  *time.Time `json:"started_at"`
-			FinishedAt *time.Time `json:"finished_at"`
-		}) bool {
-			return p.Name == name
-		})
+		k := slices.IndexFunc(full.Pipelines, func(p apiclient.BuildPipeline) bool { return p.Name == name })
 		if k < 0 || full.Pipelines[k].StartedAt == nil || full.Pipelines[k].FinishedAt == nil {
 			tb.Fatalf("pipeline %s: %+v", name, full.Pipelines)
 		}
@@ -69,7 +58,7 @@ func (w *world) gpuRun(tb testing.TB, sleeps []string, during func(n int64)) []g
 // gpuWorld is a server with GPU money and one agent with n simulated L40s (16 cores each).
 func gpuWorld(tb testing.TB, n int) *world {
 	w := newWorld(tb)
-	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "500", "note": "gpu money"}, nil)
+	w.alice.grantCredits("ml", "500", "gpu money")
 	w.agent("", fmt.Sprintf("NIMBUS_AGENT_GPUS=simulate:%d:L40", n), fmt.Sprintf("NIMBUS_AGENT_CPUS=%d", 16*n))
 	return w
 }
@@ -81,7 +70,7 @@ func TestSharedGPUHost(t *testing.T) {
 	w := gpuWorld(t, 4)
 	ps := w.gpuRun(t, []string{"4", "12", "12", "12", "1"}, func(n int64) {
 		// While four run, the fifth waits and says why.
-		b := w.waitFor(n, 30*time.Second, "four running, one waiting", func(b buildJSON) bool {
+		b := w.waitFor(n, 30*time.Second, "four running, one waiting", func(b apiclient.Build) bool {
 			run := 0
 			for _, p := range b.Pipelines {
 				if p.Status == "running" {

@@ -41,13 +41,10 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	hook := &hookReceiver{}
 	hookSrv := httptest.NewServer(hook)
 	defer hookSrv.Close()
-	var hookSet struct {
-		Secret string `json:"secret"`
-	}
-	w.alice.must(200, "PUT", "/api/v1/repos/ml/trainer/webhooks/publish", map[string]string{"url": hookSrv.URL + "/roll-forward"}, &hookSet)
+	hookSet := w.alice.setPublishWebhook("ml", "trainer", hookSrv.URL+"/roll-forward")
 	w.agent("", "NIMBUS_AGENT_NETWORK=host", "NIMBUS_AGENT_CPUS=8")
 	w.agent("", "NIMBUS_AGENT_NETWORK=host", "NIMBUS_AGENT_TAGS=cnb:arch:amd64:gpu", "NIMBUS_AGENT_CPUS=16", "NIMBUS_AGENT_GPUS=simulate:1:L40")
-	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "100", "note": "gpu money"}, nil)
+	w.alice.grantCredits("ml", "100", "gpu money")
 
 	files := map[string]string{}
 	root := filepath.Join("..", "examples", "train-cpu-gpu")
@@ -81,14 +78,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	}
 
 	// The awaits took time, shown apart.
-	var raw struct {
-		Pipelines []struct {
-			ID        int64  `json:"id"`
-			Name      string `json:"name"`
-			AwaitedMs *int64 `json:"awaited_ms"`
-		} `json:"pipelines"`
-	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &raw)
+	raw := w.build(n)
 	for _, p := range raw.Pipelines {
 		if p.AwaitedMs == nil || *p.AwaitedMs <= 0 {
 			t.Errorf("pipeline %s shows no awaited time: %v", p.Name, p.AwaitedMs)
@@ -136,10 +126,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	moved := map[string]string{"train-cpu": "push data, push model, pull ckpt", "train-gpu": "push ckpt, pull data"}
 	digests := map[string]string{} // package → digest of its file, as the server saw it pushed
 	for _, p := range raw.Pipelines {
-		var uses struct {
-			Pushed, Pulled []struct{ Package, Digest string }
-		}
-		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/pipelines/"+itoa(p.ID)+"/artifacts", nil, &uses)
+		uses := w.api.pipelineArtifacts("ml", "trainer", p.ID)
 		var got []string
 		for _, u := range uses.Pushed {
 			got = append(got, "push "+u.Package)
@@ -155,31 +142,16 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 
 	// The hand-off versions are the build's; the packaged model is a plain version, latest.
 	for _, pkg := range []string{"data", "ckpt"} {
-		var v struct {
-			Files []struct{ Name string }
+		list := w.alice.artifactVersions("ml", "trainer", pkg)
+		if len(list) != 1 || !list[0].BuildScoped || !strings.HasPrefix(list[0].Version, "nimbus-") {
+			t.Fatalf("%s versions: %+v", pkg, list)
 		}
-		var list struct {
-			Items []struct {
-				Version     string `json:"version"`
-				BuildScoped bool   `json:"build_scoped"`
-			} `json:"items"`
-		}
-		w.alice.must(200, "GET", "/api/v1/repos/ml/trainer/artifacts/"+pkg, nil, &list)
-		if len(list.Items) != 1 || !list.Items[0].BuildScoped || !strings.HasPrefix(list.Items[0].Version, "nimbus-") {
-			t.Fatalf("%s versions: %+v", pkg, list.Items)
-		}
-		w.alice.must(200, "GET", "/api/v1/repos/ml/trainer/artifacts/"+pkg+"/"+list.Items[0].Version, nil, &v)
+		v := w.alice.artifactVersion("ml", "trainer", pkg, list[0].Version)
 		if len(v.Files) != 1 {
 			t.Errorf("%s: %+v", pkg, v)
 		}
 	}
-	var model struct {
-		Version string `json:"version"`
-		Build   *struct {
-			Number int64 `json:"number"`
-		} `json:"build"`
-	}
-	w.alice.must(200, "GET", "/api/v1/repos/ml/trainer/artifacts/model/latest", nil, &model)
+	model := w.alice.artifactVersion("ml", "trainer", "model", "latest")
 	if model.Version != b.Commit || model.Build == nil || model.Build.Number != n {
 		t.Fatalf("the packaged model: %+v, want version %s of build #%d", model, b.Commit, n)
 	}
@@ -188,10 +160,7 @@ func TestTrainCPUGPUHandoff(t *testing.T) {
 	}
 
 	// The inference service downloads the model with a deploy token, and checks its digest.
-	var dt struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "inference"}, &dt)
+	dt := w.alice.deployToken("ml", "trainer", "inference")
 	if got := download(t, w.base+"/api/v1/repos/ml/trainer/artifacts/model/"+b.Commit+"/model.tgz", dt.Token); got != digests["model"] {
 		t.Errorf("the deploy token downloaded %s, the pipeline pushed %s", got, digests["model"])
 	}
@@ -366,8 +335,7 @@ func (w *world) compare(a, b int64) diffJSON {
 // rerunExactly re-runs build n exactly, waits for it to succeed and returns its pipelines' ids
 // by name.
 func (w *world) rerunExactly(n int64) map[string]int64 {
-	var nb buildJSON
-	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/builds/"+itoa(n)+"/rerun-exact", nil, &nb)
+	nb := w.api.rerunExact("ml", "trainer", n)
 	b := w.waitBuildSuccess(nb.Number, 3*time.Minute)
 	ids := map[string]int64{}
 	for _, p := range b.Pipelines {

@@ -23,8 +23,7 @@ import (
 func TestHuggingFaceClientPullsModel(t *testing.T) {
 	dir := hfClient(t)
 	w := newWorld(t)
-	reg := newClient(t, w.base)
-	reg.token = w.alice.newToken("publish", "registry:write")
+	reg := tokenClient(t, w.base, w.alice.newToken("publish", "registry:write"))
 
 	weights := make([]byte, 3<<20)
 	rand.Read(weights)
@@ -33,10 +32,7 @@ func TestHuggingFaceClientPullsModel(t *testing.T) {
 	for name, data := range map[string][]byte{"model.safetensors": weights, "config.json": []byte(`{"hidden_size": 8}`)} {
 		hfPut(t, reg, "/api/v1/repos/ml/trainer/artifacts/trainer/v1/"+name, data)
 	}
-	var dt struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "inference"}, &dt)
+	dt := w.alice.deployToken("ml", "trainer", "inference")
 
 	// The default package (named like the repo) as ml/trainer, and the same as ml.trainer/trainer.
 	for _, model := range []string{"ml/trainer", "ml.trainer/trainer"} {
@@ -67,13 +63,12 @@ func TestHuggingFaceClientPullsModel(t *testing.T) {
 func hfPut(t *testing.T, c *client, path string, data []byte) {
 	t.Helper()
 	sum := sha256.Sum256(data)
-	req, err := http.NewRequest("PUT", c.base+path, bytes.NewReader(data))
+	req, err := c.api.NewRequest(t.Context(), "PUT", path, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("X-Checksum-Sha256", hex.EncodeToString(sum[:]))
-	res, err := c.http.Do(req)
+	res, err := c.api.Send(req)
 	if err != nil {
 		t.Fatal(err)
 	}

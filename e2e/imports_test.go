@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"net/url"
 	"os"
 	"os/exec"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // TestSecretRepoImports: a secret repository holds env.yml whose allow_slugs names one repo.
@@ -17,14 +20,19 @@ import (
 func TestSecretRepoImports(t *testing.T) {
 	w := newWorld(t)
 	w.agent("")
-	w.alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]any{"name": "keys", "secret": true}, nil)
-	w.alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]any{"name": "other"}, nil)
+	w.alice.createRepo("ml", apiclient.NewRepo{Name: "keys", Secret: true})
+	w.alice.createRepo("ml", apiclient.NewRepo{Name: "other"})
 	const envYml = "allow_slugs: ml/trainer\nDOCKER_USER: robot-42\nDOCKER_PASSWORD: hunter2-s3cret\nnested:\n  token: tok-xyz-987\n"
-	w.alice.must(200, "PUT", "/api/v1/repos/ml/keys/secret-files/env.yml", map[string]string{"content": envYml}, nil)
+	w.alice.putSecretFile("ml", "keys", "env.yml", envYml)
 	// A file pipelines could not import is refused, and the stored one stays.
-	w.alice.must(422, "PUT", "/api/v1/repos/ml/keys/secret-files/env.yml", map[string]string{"content": "a: [unclosed\n"}, nil)
-	var file struct{ Content string }
-	w.alice.must(200, "GET", "/api/v1/repos/ml/keys/secret-files/env.yml", nil, &file)
+	var invalid *apiclient.Error
+	if err := w.alice.api.PutSecretFile(t.Context(), "ml", "keys", "env.yml", "a: [unclosed\n"); !errors.As(err, &invalid) || invalid.Status != 422 {
+		t.Fatalf("a file that does not parse: %v, want a 422", err)
+	}
+	file, err := w.alice.api.GetSecretFile(t.Context(), "ml", "keys", "env.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if file.Content != envYml {
 		t.Fatalf("the stored file changed after a refused write: %q", file.Content)
 	}
@@ -85,10 +93,10 @@ func TestSecretRepoImports(t *testing.T) {
 	ou, _ := url.Parse(w.base + "/ml/other.git")
 	ou.User = url.UserPassword("alice", w.token)
 	gitRun(t, other, "push", "-q", ou.String(), "main")
-	var refused buildJSON
+	var refused apiclient.Build
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		w.api.must(200, "GET", "/api/v1/repos/ml/other/builds/1", nil, &refused)
+		refused = w.api.build("ml", "other", 1)
 		if refused.Status == "failed" || refused.Status == "success" {
 			break
 		}

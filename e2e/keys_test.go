@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // Two pipelines of one push hand over through cnb:resolve / cnb:await: the awaiting one waits
@@ -21,7 +23,7 @@ func TestResolveAwaitAcrossPipelines(t *testing.T) {
 		pipeline("train", "        - name: wait\n          type: cnb:await\n          options: { key: data-ready }\n          exports: { path: DATA_PATH, stats.rows: ROWS }\n        - name: use\n          script: echo \"training on $DATA_PATH ($ROWS rows)\"\n") +
 		pipeline("orphan", "        - name: wait\n          type: cnb:await\n          options: { key: never }\n")
 	n := w.pushFiles(map[string]string{".cnb.yml": cnb})
-	b := w.waitFor(n, 2*time.Minute, "the end", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+	b := w.waitFor(n, 2*time.Minute, "the end", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
 	byName := map[string]int{}
 	for i, p := range b.Pipelines {
 		byName[p.Name] = i
@@ -50,7 +52,7 @@ func TestAwaitCycleIsADeadLock(t *testing.T) {
 			"        - name: give\n          type: cnb:resolve\n          options: { key: " + resolve + " }\n"
 	}
 	n := w.pushFiles(map[string]string{".cnb.yml": "main:\n  push:\n" + pipeline("a", "x", "y") + pipeline("b", "y", "x")})
-	b := w.waitFor(n, time.Minute, "the end", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+	b := w.waitFor(n, time.Minute, "the end", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
 	// Job timings as the records keep them.
 	var lastStart, lastEnd time.Time
 	for _, p := range b.Pipelines {

@@ -19,6 +19,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	docker "github.com/docker/docker/client"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/internal/lifeline/lifelinetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -142,23 +143,19 @@ func (w *world) waitGone(killed time.Time, dir, mark string) time.Duration {
 // up to the agent's last renewal before killed: at most a third of the TTL (6 s) earlier.
 func (w *world) checkLostAndBilled(n int64, killed time.Time) {
 	w.t.Helper()
-	b := w.waitFor(n, 20*time.Second, "failed", func(b buildJSON) bool { return b.Pipelines[0].Status == "failed" })
+	b := w.waitFor(n, 20*time.Second, "failed", func(b apiclient.Build) bool { return b.Pipelines[0].Status == "failed" })
 	if b.Pipelines[0].Reason != "agent_lost" {
 		w.t.Fatalf("the killed agent's pipeline failed with %q, want agent_lost", b.Pipelines[0].Reason)
 	}
-	var p struct {
-		Pipelines []struct {
-			StartedAt   time.Time `json:"started_at"`
-			FinishedAt  time.Time `json:"finished_at"`
-			CoreSeconds int64     `json:"core_seconds"`
-		} `json:"pipelines"`
+	p := w.build(n)
+	if p.Pipelines[0].StartedAt == nil || p.Pipelines[0].FinishedAt == nil {
+		w.t.Fatalf("the lost pipeline has no start or end: %+v", p.Pipelines[0])
 	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(n), nil, &p)
-	end := p.Pipelines[0].FinishedAt
+	end := *p.Pipelines[0].FinishedAt
 	if end.After(killed) || end.Before(killed.Add(-3*time.Second)) {
 		w.t.Fatalf("billed until %v; the agent was killed at %v and renewed every 2 s", end, killed)
 	}
-	if secs := end.Sub(p.Pipelines[0].StartedAt).Seconds(); p.Pipelines[0].CoreSeconds > int64(secs+1) {
+	if secs := end.Sub(*p.Pipelines[0].StartedAt).Seconds(); p.Pipelines[0].CoreSeconds > int64(secs+1) {
 		w.t.Fatalf("%d core-seconds for %.1f s on one core", p.Pipelines[0].CoreSeconds, secs)
 	}
 }
@@ -221,7 +218,7 @@ func TestAgentKilledEndsItsBuildAndEngine(t *testing.T) {
 		".cnb.yml":       strings.NewReplacer("IMAGE", w.image, "BASE", base, "MARK", mark).Replace(killedAgentBuildCI),
 		"env.Dockerfile": "FROM " + w.image + "\nRUN sleep " + mark + "\n",
 	})
-	w.waitFor(n, 60*time.Second, "running", func(b buildJSON) bool {
+	w.waitFor(n, 60*time.Second, "running", func(b apiclient.Build) bool {
 		return b.Pipelines[0].Status == "running" && b.Pipelines[1].Status == "running"
 	})
 	// The build's RUN, the job's shell and sleep, and the engine's container.
@@ -238,7 +235,7 @@ func TestAgentKilledEndsItsBuildAndEngine(t *testing.T) {
 	}
 	t.Logf("kill -9 of the agent → the build's container, the job's and the engine's gone after %v, the engine's processes after %v",
 		took.Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
-	b := w.waitFor(n, 20*time.Second, "failed", func(b buildJSON) bool { return b.Status == "failed" })
+	b := w.waitFor(n, 20*time.Second, "failed", func(b apiclient.Build) bool { return b.Status == "failed" })
 	for _, p := range b.Pipelines {
 		if p.Reason != "agent_lost" {
 			t.Fatalf("pipeline %s ended %s (%q), want agent_lost", p.Name, p.Status, p.Reason)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // Locks with the real server, agent and engine: a second push to a cancel-in-progress pipeline
@@ -20,7 +22,7 @@ func TestPipelineLocks(t *testing.T) {
 	first := w.pushFiles(map[string]string{".cnb.yml": cnb(progress, "sleep 60")})
 	w.waitFor(first, time.Minute, "running", running)
 	second := w.pushFiles(map[string]string{".cnb.yml": cnb(progress, "echo second")})
-	b := w.waitFor(first, time.Minute, "cancelled", func(b buildJSON) bool { return b.Status == "cancelled" })
+	b := w.waitFor(first, time.Minute, "cancelled", func(b apiclient.Build) bool { return b.Status == "cancelled" })
 	if r := b.Pipelines[0].Reason; !strings.Contains(r, `lock "deploy" was taken by build #2`) {
 		t.Errorf("the first build's reason: %q", r)
 	}
@@ -31,7 +33,7 @@ func TestPipelineLocks(t *testing.T) {
 	holder := w.pushFiles(map[string]string{".cnb.yml": cnb(wait, "sleep 3")})
 	w.waitFor(holder, time.Minute, "running", running)
 	waiter := w.pushFiles(map[string]string{".cnb.yml": cnb(wait, "echo after")})
-	w.waitFor(waiter, 30*time.Second, "waiting for the lock", func(b buildJSON) bool {
+	w.waitFor(waiter, 30*time.Second, "waiting for the lock", func(b apiclient.Build) bool {
 		return len(b.Pipelines) > 0 && b.Pipelines[0].Status == "queued" &&
 			b.Pipelines[0].Reason == `waiting for lock "gpu" held by build #3 (pipeline deploy)`
 	})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // The secrets of TestSecretsNeverLeak. None is written in the .cnb.yml: jobs reach them by
@@ -108,15 +110,15 @@ func TestSecretsNeverLeak(t *testing.T) {
 	w := newWorld(t)
 	agent, _ := w.agent("")
 	for name, value := range map[string]string{"SINGLE": leakSingle, "MULTI": leakMulti, "NUM": leakNum} {
-		w.alice.must(204, "PUT", "/api/v1/repos/ml/trainer/secrets/"+name, map[string]string{"value": value}, nil)
+		w.alice.setSecret("ml", "trainer", name, value)
 	}
-	w.alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]any{"name": "keys", "secret": true}, nil)
+	w.alice.createRepo("ml", apiclient.NewRepo{Name: "keys", Secret: true})
 	cert := "-----BEGIN TEST CERT-----\n" + leakCertBody + "\n-----END TEST CERT-----\n"
 	envYml, _ := json.Marshal(map[string]any{"allow_slugs": "ml/trainer", "IMPORTED": leakImported, "CERT": cert})
-	w.alice.must(200, "PUT", "/api/v1/repos/ml/keys/secret-files/env.yml", map[string]string{"content": string(envYml)}, nil)
+	w.alice.putSecretFile("ml", "keys", "env.yml", string(envYml))
 
 	n := w.pushFiles(map[string]string{".cnb.yml": strings.ReplaceAll(maskingCI, "IMAGE", w.image)})
-	b := w.waitFor(n, 3*time.Minute, "the end", func(b buildJSON) bool { return b.Status == "success" || b.Status == "failed" })
+	b := w.waitFor(n, 3*time.Minute, "the end", func(b apiclient.Build) bool { return b.Status == "success" || b.Status == "failed" })
 	if len(b.Pipelines) != 1 {
 		t.Fatalf("build #%d: %s, %d pipelines, error %+v", n, b.Status, len(b.Pipelines), b.Error)
 	}
@@ -156,11 +158,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	if got := w.jobLog(rel.Stages[3].Jobs[0].ID); !strings.Contains(got, `the tag "***" holds a secret`) {
 		t.Errorf("a tag that is a secret was not refused:\n%s", got)
 	}
-	var release struct {
-		Title, Notes string
-		Files        []struct{ Name string }
-	}
-	w.alice.must(200, "GET", "/api/v1/repos/ml/trainer/releases/v1.0", nil, &release)
+	release := w.alice.release("ml", "trainer", "v1.0")
 	if release.Title != "Model ***" || !strings.HasPrefix(release.Notes, "Notes: ***\n") || len(release.Files) != 1 || release.Files[0].Name != "model.bin" {
 		t.Errorf("the release: %+v", release)
 	}
@@ -182,7 +180,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 	get(repoAPI + "/builds")
 	var pipelines []int64
 	for _, num := range []int64{n, n + 1, n + 2} {
-		var bj buildJSON
+		var bj apiclient.Build
 		if err := json.Unmarshal([]byte(get(repoAPI+"/builds/"+itoa(num))), &bj); err != nil {
 			t.Fatal(err)
 		}

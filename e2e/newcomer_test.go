@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // newcomerCI: on push, a CPU pipeline downloads the nimbus CLI from the server itself and lints
@@ -73,7 +75,7 @@ func TestNewcomerPathInChromium(t *testing.T) {
 	b.waitJS("the build in the repo's list", fmt.Sprintf(`location.pathname === '/ml/trainer' && !!document.querySelector('tr[data-build="%d"]')`, n), 15*time.Second)
 
 	// The CLI, downloaded from the server inside the job, runs there.
-	cli := w.waitFor(n, 60*time.Second, "the cli pipeline running", func(b buildJSON) bool { return len(b.Pipelines) > 0 && b.Pipelines[0].Status == "running" })
+	cli := w.waitFor(n, 60*time.Second, "the cli pipeline running", func(b apiclient.Build) bool { return len(b.Pipelines) > 0 && b.Pipelines[0].Status == "running" })
 	job := cli.Pipelines[0].Stages[1].Jobs[0].ID
 	b.do("open the lint job", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d/jobs/%d", w.base, n, job)))
 	b.waitJS("the downloaded CLI's lint passing in the log", `(document.querySelector('.logview') || {}).innerText?.includes('the downloaded nimbus lint passed')`, 60*time.Second)
@@ -168,7 +170,7 @@ func TestNewcomerPathInChromium(t *testing.T) {
 	u.User = url.UserPassword("alice", w.token)
 	gitRun(t, w.work, "push", "-q", u.String(), "broken")
 	broken := gpuBuild + 1
-	w.waitFor(broken, 15*time.Second, "the broken build failed", func(b buildJSON) bool { return b.Status == "failed" })
+	w.waitFor(broken, 15*time.Second, "the broken build failed", func(b apiclient.Build) bool { return b.Status == "failed" })
 	b.do("open the broken build", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d", w.base, broken)))
 	b.waitJS("the error with its lines and caret", `!!document.querySelector('.diagnostics [data-severity=error] pre.excerpt')`, 15*time.Second)
 	errText := b.text(".diagnostics [data-severity=error]")
@@ -220,7 +222,7 @@ func TestNewcomerPathInChromium(t *testing.T) {
 	b.shot("newcomer-account")
 
 	// The queue timeout fails the GPU pipeline with what it waited for.
-	w.waitFor(gpuBuild, 90*time.Second, "the GPU build failed", func(b buildJSON) bool { return b.Status == "failed" })
+	w.waitFor(gpuBuild, 90*time.Second, "the GPU build failed", func(b apiclient.Build) bool { return b.Status == "failed" })
 	b.do("back to the failed GPU build", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d", w.base, gpuBuild)))
 	b.waitJS("the failure's reason", `(document.querySelector('`+gpu+` .reason') || {}).textContent?.includes('gave up after 1 minute in the queue: no online agent serves cnb:arch:amd64:gpu')`, 15*time.Second)
 	b.shot("newcomer-gpu-timed-out")

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // countJob prints line-1 … line-N, one a second.
@@ -59,15 +61,12 @@ func TestJobSurvivesServerOutage(t *testing.T) {
 			w.server = start(t, w.dir, w.env, "nimbus-server")
 			waitReady(t, w.base, w.server, 30*time.Second)
 			t.Logf("server away %v", time.Since(down).Round(time.Second))
-			b = w.waitFor(n, 60*time.Second, "the end", func(b buildJSON) bool { return b.Status != "running" && b.Status != "queued" })
+			b = w.waitFor(n, 60*time.Second, "the end", func(b apiclient.Build) bool { return b.Status != "running" && b.Status != "queued" })
 			if b.Status != "success" {
 				t.Fatalf("after a %s outage of 45 s: %s, pipeline %s %q", how, b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
 			}
 			checkCounted(t, w.jobLog(job), 60)
-			var full struct {
-				Pipelines []pipelineJSON `json:"pipelines"`
-			}
-			w.api.must(200, "GET", fmt.Sprintf("/api/v1/repos/ml/trainer/builds/%d", n), nil, &full)
+			full := w.build(n)
 			p := full.Pipelines[0]
 			ran := p.FinishedAt.Sub(*p.StartedAt)
 			// One core: billed core-seconds are the run time, which is the job's 60 s plus the
@@ -78,13 +77,6 @@ func TestJobSurvivesServerOutage(t *testing.T) {
 			t.Logf("run time %v, billed %d core-seconds", ran.Round(100*time.Millisecond), p.CoreSeconds)
 		})
 	}
-}
-
-type pipelineJSON struct {
-	Status      string     `json:"status"`
-	StartedAt   *time.Time `json:"started_at"`
-	FinishedAt  *time.Time `json:"finished_at"`
-	CoreSeconds int64      `json:"core_seconds"`
 }
 
 // cancelLatency pushes a long job and cancels it once it runs: its first line is in the log

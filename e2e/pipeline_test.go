@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -95,11 +96,10 @@ func TestPipelineRunsOnAnAgentInDocker(t *testing.T) {
 
 	alice := newClient(t, base)
 	alice.signup("alice")
-	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
-	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
+	alice.createOrg("ml")
+	alice.createRepo("ml", apiclient.NewRepo{Name: "trainer"})
 	tok := alice.newToken("git", "repo:write")
-	api := newClient(t, base)
-	api.token = tok
+	api := tokenClient(t, base, tok)
 
 	work := t.TempDir()
 	gitRun(t, work, "init", "-q", "-b", "main")
@@ -111,8 +111,7 @@ func TestPipelineRunsOnAnAgentInDocker(t *testing.T) {
 	gitRun(t, work, "push", "-q", u.String(), "main")
 
 	// Follow the first parallel job's log live: its first line arrives before the job ends.
-	var b buildJSON
-	api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/1", nil, &b)
+	b := api.build("ml", "trainer", 1)
 	if len(b.Pipelines) != 1 || len(b.Pipelines[0].Stages) != 3 {
 		t.Fatalf("build %+v", b)
 	}
@@ -129,7 +128,7 @@ func TestPipelineRunsOnAnAgentInDocker(t *testing.T) {
 		if !strings.HasPrefix(first, "start ") {
 			t.Fatalf("first streamed line %q", first)
 		}
-		api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/1", nil, &b)
+		b = api.build("ml", "trainer", 1)
 		if b.Status != "running" {
 			t.Fatalf("the first log line arrived after the build ended (%s): not live", b.Status)
 		}
@@ -143,7 +142,7 @@ func TestPipelineRunsOnAnAgentInDocker(t *testing.T) {
 			t.Fatalf("build still %s after 90 s: %+v", b.Status, b)
 		}
 		time.Sleep(300 * time.Millisecond)
-		api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/1", nil, &b)
+		b = api.build("ml", "trainer", 1)
 	}
 	if b.Status != "success" {
 		t.Fatalf("build %s: %+v", b.Status, b)

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // A healthy system under load logs no ERROR line: an ERROR always means something is wrong.
@@ -74,7 +76,7 @@ func TestLoadLogsNoErrorLines(t *testing.T) {
 		}
 	}
 	for n := first; n < first+pushes; n++ {
-		b := w.waitFor(n, 5*time.Minute, "the end", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+		b := w.waitFor(n, 5*time.Minute, "the end", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
 		if b.Status != "success" || len(b.Pipelines) != perPush {
 			t.Errorf("build #%d: %s %+v", n, b.Status, b.Pipelines)
 		}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // The brief's promise on a real NVIDIA GPU, where no test of `make test` can go (CI has no GPU):
@@ -54,12 +56,11 @@ func TestRealGPUPipeline(t *testing.T) {
 	waitReady(t, base, server, 60*time.Second)
 	alice := newClient(t, base)
 	alice.signup("alice") // the install's first user: a platform admin
-	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
-	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
-	alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "10", "note": "gpu money"}, nil)
+	alice.createOrg("ml")
+	alice.createRepo("ml", apiclient.NewRepo{Name: "trainer"})
+	alice.grantCredits("ml", "10", "gpu money")
 	token := alice.newToken("git", "repo:write")
-	api := newClient(t, base)
-	api.token = token
+	api := tokenClient(t, base, token)
 	w := &world{t: t, base: base, alice: alice, api: api, token: token}
 
 	agentDir := t.TempDir()
@@ -138,7 +139,7 @@ print("##[set-output metric.loss=%f]" % float(loss))
 	gitRun(t, work, "commit", "-q", "-m", "train on the GPU")
 	gitRun(t, work, "push", "-q", "http://alice:"+token+"@"+addr+"/ml/trainer.git", "main")
 
-	var b buildJSON
+	var b apiclient.Build
 	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
 		if api.do("GET", "/api/v1/repos/ml/trainer/builds/1", nil, &b) == 200 && b.Status != "queued" && b.Status != "running" {
 			break
@@ -187,8 +188,7 @@ print("##[set-output metric.loss=%f]" % float(loss))
 	// Billing: the GPU pipeline at the GPU price, the CPU one from the free quota; the ledger
 	// adds up (the same check as the other billing e2e tests, on the install's own API).
 	kinds := w.checkLedgerAddsUp("ml")
-	var acct billingJSON
-	alice.must(200, "GET", "/api/v1/orgs/ml/billing", nil, &acct)
+	acct := alice.billing("ml")
 	if amount(t, acct.Balance) >= amount(t, "10") {
 		t.Errorf("the GPU run cost nothing: balance %s after a 10.00 grant; ledger %v", acct.Balance, kinds)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // startRedis runs a redis-server of the test's own on port (no persistence: a restart comes
@@ -37,7 +39,7 @@ func TestRedisRestartMidRun(t *testing.T) {
 			"      stages:\n        - name: only\n          script: echo run-$CNB_PIPELINE_ID; sleep 4; echo done-$CNB_PIPELINE_ID\n", i, w.image)
 	}
 	n := w.pushFiles(map[string]string{".cnb.yml": cnb.String()})
-	w.waitFor(n, time.Minute, "four running, four queued", func(b buildJSON) bool {
+	w.waitFor(n, time.Minute, "four running, four queued", func(b apiclient.Build) bool {
 		run, queued := 0, 0
 		for _, p := range b.Pipelines {
 			switch p.Status {

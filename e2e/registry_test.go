@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -39,9 +40,9 @@ func startRegistryWorld(t *testing.T, env ...string) *registryWorld {
 	waitReady(t, w.base, w.server, 30*time.Second)
 	w.owner = newClient(t, w.base)
 	w.owner.signup("oci")
-	w.owner.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "conf"}, nil)
+	w.owner.createOrg("conf")
 	for _, r := range []string{"repo-a", "repo-b"} {
-		w.owner.must(201, "POST", "/api/v1/orgs/conf/repos", map[string]string{"name": r}, nil)
+		w.owner.createRepo("conf", apiclient.NewRepo{Name: r})
 	}
 	tok := w.owner.newToken("oci", "registry:write")
 	w.token = tok

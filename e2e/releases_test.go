@@ -51,18 +51,9 @@ func TestGitReleasePublishesFiles(t *testing.T) {
 	if len(sums) != 3 {
 		t.Fatalf("the build job's sums: %v\n%s", sums, log)
 	}
-	var rel struct {
-		Tag, Title, Notes, Commit string
-		Build                     *struct{ Number int64 }
-		Files                     []struct{ Name, Digest string }
-	}
-	var dt struct {
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/repos/ml/trainer/deploy-tokens", map[string]string{"name": "inference"}, &dt)
-	deploy := newClient(t, w.base)
-	deploy.token = dt.Token
-	deploy.must(200, "GET", "/api/v1/repos/ml/trainer/releases/v1.0", nil, &rel)
+	dt := w.alice.deployToken("ml", "trainer", "inference")
+	deploy := tokenClient(t, w.base, dt.Token)
+	rel := deploy.release("ml", "trainer", "v1.0")
 	if rel.Title != "Model v1.0" || rel.Notes != "Notes of v1.0\n" || rel.Build == nil || rel.Build.Number != 1 || rel.Commit != b.Commit || len(rel.Files) != 3 {
 		t.Fatalf("the release %+v (build %+v)", rel, rel.Build)
 	}

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
@@ -145,12 +146,11 @@ func TestReplicasUnderFaults(t *testing.T) {
 	alice := newClient(t, w.base)
 	alice.signup("alice")
 	w.alice = alice
-	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml"}, nil)
-	alice.must(201, "POST", "/api/v1/orgs/ml/repos", map[string]string{"name": "trainer"}, nil)
-	alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": "100", "note": "cpu money"}, nil)
+	alice.createOrg("ml")
+	alice.createRepo("ml", apiclient.NewRepo{Name: "trainer"})
+	alice.grantCredits("ml", "100", "cpu money")
 	w.token = alice.newToken("git", "repo:write")
-	w.api = newClient(t, w.base)
-	w.api.token = w.token
+	w.api = tokenClient(t, w.base, w.token)
 	gitRun(t, w.work, "init", "-q", "-b", "main")
 	for range 4 {
 		w.agent("")
@@ -223,19 +223,12 @@ func TestReplicasUnderFaults(t *testing.T) {
 
 	// builds lists the repo's builds of an event (or events with that prefix: a schedule's event
 	// is its key, "crontab: …"), oldest first (the cron build may fall between pushes).
-	type buildItem struct {
-		Number int64  `json:"number"`
-		Event  string `json:"event"`
-	}
 	builds := func(event string) []int64 {
-		var list struct {
-			Items []buildItem `json:"items"`
-		}
-		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds?limit=100", nil, &list)
+		list := w.api.builds("ml", "trainer", 100)
 		var out []int64
-		for i := len(list.Items) - 1; i >= 0; i-- {
-			if strings.HasPrefix(list.Items[i].Event, event) {
-				out = append(out, list.Items[i].Number)
+		for i := len(list) - 1; i >= 0; i-- {
+			if strings.HasPrefix(list[i].Event, event) {
+				out = append(out, list[i].Number)
 			}
 		}
 		slices.Sort(out)
@@ -248,7 +241,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 
 	// Every build succeeds; every pipeline's log has its lines once, in order.
 	for _, n := range pushed {
-		b := w.waitFor(n, 5*time.Minute, "the end", func(b buildJSON) bool { return b.Status != "queued" && b.Status != "running" })
+		b := w.waitFor(n, 5*time.Minute, "the end", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
 		if b.Status != "success" || len(b.Pipelines) != 4 {
 			t.Errorf("build #%d: %s %+v", n, b.Status, b.Pipelines)
 			continue
@@ -286,7 +279,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	liveBuild := w.waitFor(liveN, time.Minute, "the live pipeline running", func(b buildJSON) bool {
+	liveBuild := w.waitFor(liveN, time.Minute, "the live pipeline running", func(b apiclient.Build) bool {
 		for _, p := range b.Pipelines {
 			if p.Name == "live" && p.Status == "running" {
 				return true
@@ -339,20 +332,7 @@ func TestReplicasUnderFaults(t *testing.T) {
 	var bal, frozen billing.Amount
 	cursor := ""
 	for {
-		var page struct {
-			Items []struct {
-				Kind          string `json:"kind"`
-				BalanceChange string `json:"balance_change"`
-				FrozenChange  string `json:"frozen_change"`
-				PipelineID    *int64 `json:"pipeline_id"`
-			} `json:"items"`
-			NextCursor string `json:"next_cursor"`
-		}
-		path := "/api/v1/orgs/ml/billing/ledger?limit=100"
-		if cursor != "" {
-			path += "&cursor=" + url.QueryEscape(cursor)
-		}
-		alice.must(200, "GET", path, nil, &page)
+		page := alice.ledgerPage("ml", cursor)
 		for _, e := range page.Items {
 			if e.Kind == "settle" && e.PipelineID != nil {
 				settles[*e.PipelineID]++
@@ -372,15 +352,14 @@ func TestReplicasUnderFaults(t *testing.T) {
 	if len(settles) != len(ran) {
 		t.Errorf("%d pipelines settled, %d ran", len(settles), len(ran))
 	}
-	var acct billingJSON
-	alice.must(200, "GET", "/api/v1/orgs/ml/billing", nil, &acct)
+	acct := alice.billing("ml")
 	if got := bal.Display() + "/" + frozen.Display(); got != acct.Balance+"/"+acct.Frozen {
 		t.Errorf("the ledger sums to %s, the account shows %s/%s", got, acct.Balance, acct.Frozen)
 	}
 
 	// A workspace's terminal reaches its agent from every replica.
 	id := w.openWorkspace(2 * time.Minute)
-	w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.Connections != nil })
+	w.waitWorkspace(id, 30*time.Second, "reachable", func(v apiclient.Workspace) bool { return v.Connections != nil })
 	for i, r := range replicas {
 		w.base = "http://" + r.addr
 		term := w.dialTerminal(id, "")

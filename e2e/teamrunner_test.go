@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // Issue 18's team runners, with real processes: a team registers its own agent with a runner
@@ -62,8 +64,8 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 	}
 
 	// Another team with a pipeline of the same tag.
-	w.alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "rivals"}, nil)
-	w.alice.must(201, "POST", "/api/v1/orgs/rivals/repos", map[string]string{"name": "trainer"}, nil)
+	w.alice.createOrg("rivals")
+	w.alice.createRepo("rivals", apiclient.NewRepo{Name: "trainer"})
 	file := func(script string) string {
 		return "main:\n  push:\n    - name: mac\n      runner: { tags: " + tag + " }\n      docker: { image: " + w.image +
 			" }\n      stages:\n        - name: only\n          script: " + script + "\n"
@@ -76,10 +78,8 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 	u, _ := url.Parse(w.base + "/rivals/trainer.git")
 	u.User = url.UserPassword("alice", w.token)
 	gitRun(t, rivals, "push", "-q", u.String(), "main")
-	rivalBuild := func() buildJSON {
-		var b buildJSON
-		w.alice.must(200, "GET", "/api/v1/repos/rivals/trainer/builds/1", nil, &b)
-		return b
+	rivalBuild := func() apiclient.Build {
+		return w.alice.build("rivals", "trainer", 1)
 	}
 	rivalQueuedAt := time.Now()
 
@@ -135,7 +135,7 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 	}
 	w.alice.must(404, "POST", "/api/v1/orgs/rivals/agents/"+runner.ID+"/pause", nil, nil)
 	n = w.pushFiles(map[string]string{".cnb.yml": file("echo after-resume")})
-	w.waitFor(n, 20*time.Second, "the paused reason", func(b buildJSON) bool {
+	w.waitFor(n, 20*time.Second, "the paused reason", func(b apiclient.Build) bool {
 		return len(b.Pipelines) == 1 && strings.Contains(b.Pipelines[0].Reason, "every runner of your team with tag "+tag+" is paused")
 	})
 	time.Sleep(2 * time.Second)
@@ -144,7 +144,7 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 	}
 	resumed := time.Now()
 	w.alice.must(200, "POST", "/api/v1/orgs/ml/agents/"+runner.ID+"/resume", nil, nil)
-	w.waitFor(n, 10*time.Second, "the resumed runner takes the pipeline", func(b buildJSON) bool { return b.Status != "queued" })
+	w.waitFor(n, 10*time.Second, "the resumed runner takes the pipeline", func(b apiclient.Build) bool { return b.Status != "queued" })
 	t.Logf("resume → pipeline started: %s (the poll timeout is 30 s: the resume wakes the paused runner's poll)", time.Since(resumed))
 	w.waitBuildSuccess(n, time.Minute)
 

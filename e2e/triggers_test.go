@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -50,41 +51,6 @@ main:
             python train.py --data ./dataset --epochs 20 --out ./ckpt
 `
 
-type buildJSON struct {
-	Number    int64  `json:"number"`
-	Event     string `json:"event"`
-	Branch    string `json:"branch"`
-	Commit    string `json:"commit"`
-	Status    string `json:"status"`
-	Waiting   bool   `json:"waiting"`
-	Pipelines []struct {
-		ID       int64  `json:"id"`
-		Name     string `json:"name"`
-		Status   string `json:"status"`
-		Reason   string `json:"reason"`
-		Waiting  bool   `json:"waiting"`
-		Blockers []struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-			Remedy  string `json:"remedy"`
-		} `json:"blockers"`
-		RunnerTag string `json:"runner_tag"`
-		CPUs      int    `json:"cpus"`
-		Stages    []struct {
-			Name string `json:"name"`
-			Jobs []struct {
-				ID   int64  `json:"id"`
-				Name string `json:"name"`
-			} `json:"jobs"`
-		} `json:"stages"`
-	} `json:"pipelines"`
-	Error *struct {
-		Message string `json:"message"`
-		Line    int    `json:"line"`
-		Column  int    `json:"column"`
-	} `json:"error"`
-}
-
 // Issue 4's journey with the real git client against the real server on PostgreSQL and Redis:
 // sign up, create a team and a repo, push a .cnb.yml, see the build; push a broken one, see
 // where it breaks.
@@ -99,11 +65,8 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 
 	alice := newClient(t, base)
 	alice.signup("alice")
-	alice.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "ml-team"}, nil)
-	var repo struct {
-		CloneURL string `json:"clone_url"`
-	}
-	alice.must(201, "POST", "/api/v1/orgs/ml-team/repos", map[string]string{"name": "trainer", "visibility": "private"}, &repo)
+	alice.createOrg("ml-team")
+	repo := alice.createRepo("ml-team", apiclient.NewRepo{Name: "trainer", Visibility: "private"})
 	if repo.CloneURL != base+"/ml-team/trainer.git" {
 		t.Fatalf("clone URL %q", repo.CloneURL)
 	}
@@ -121,16 +84,12 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 	gitRun(t, src, "push", "-q", "origin", "main")
 	head := gitRun(t, src, "rev-parse", "HEAD")
 
-	api := newClient(t, base)
-	api.token = tok
-	var list struct {
-		Items []buildJSON `json:"items"`
+	api := tokenClient(t, base, tok)
+	list := api.builds("ml-team", "trainer", 0)
+	if len(list) != 1 {
+		t.Fatalf("builds after the push: %+v", list)
 	}
-	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/builds", nil, &list)
-	if len(list.Items) != 1 {
-		t.Fatalf("builds after the push: %+v", list.Items)
-	}
-	b := list.Items[0]
+	b := list[0]
 	// The scheduler's billing pass may already have refused the GPU pipeline (the team has no
 	// money and GPU time has no free quota), which leaves the build running; before it, queued.
 	refused := len(b.Pipelines) == 2 && b.Pipelines[1].Status == "failed" && b.Pipelines[1].Reason == "insufficient_balance"
@@ -138,8 +97,7 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 		!(b.Status == "queued" || refused && b.Status == "running") {
 		t.Fatalf("build %+v", b)
 	}
-	var detail buildJSON
-	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/builds/1", nil, &detail)
+	detail := api.build("ml-team", "trainer", 1)
 	cpu, gpu := detail.Pipelines[0], detail.Pipelines[1]
 	if cpu.Name != "train-cpu" || cpu.CPUs != 8 || cpu.RunnerTag != "cnb:arch:amd64" || len(cpu.Stages) != 2 ||
 		cpu.Stages[0].Name != "prepare" || cpu.Stages[1].Name != "package" {
@@ -164,8 +122,7 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 	os.WriteFile(filepath.Join(src, ".cnb.yml"), []byte(strings.Replace(trainingCI, "cpus: 8", "cpus: 80", 1)), 0o644)
 	gitRun(t, src, "commit", "-q", "-am", "Too many cores")
 	gitRun(t, src, "push", "-q", "origin", "main")
-	var broken buildJSON
-	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/builds/2", nil, &broken)
+	broken := api.build("ml-team", "trainer", 2)
 	if broken.Status != "failed" || broken.Error == nil || broken.Error.Line != 7 || broken.Error.Column == 0 ||
 		!strings.Contains(broken.Error.Message, "80") || len(broken.Pipelines) != 0 {
 		t.Fatalf("broken build %+v error %+v", broken, broken.Error)
@@ -173,7 +130,7 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 	os.WriteFile(filepath.Join(src, ".cnb.yml"), []byte("main:\n  push:\n    - stages:\n      - name: a\n        script: [unclosed\n"), 0o644)
 	gitRun(t, src, "commit", "-q", "-am", "Bad YAML")
 	gitRun(t, src, "push", "-q", "origin", "main")
-	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/builds/3", nil, &broken)
+	broken = api.build("ml-team", "trainer", 3)
 	if broken.Status != "failed" || broken.Error == nil || broken.Error.Line == 0 || !strings.Contains(broken.Error.Message, "YAML") {
 		t.Fatalf("bad YAML build %+v error %+v", broken, broken.Error)
 	}

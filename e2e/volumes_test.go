@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // docker.volumes end to end (issue 14): a real server, a real nimbus-agent with the Docker
@@ -104,7 +106,7 @@ func volumePipeline(w *world, name, vols, script string) string {
 }
 
 // volumeRun pushes a .cnb.yml of the given pipelines and waits for the build to end with want.
-func volumeRun(t testing.TB, w *world, want, pipelines string) buildJSON {
+func volumeRun(t testing.TB, w *world, want, pipelines string) apiclient.Build {
 	t.Helper()
 	w.pushes++
 	os.WriteFile(filepath.Join(w.work, ".cnb.yml"), []byte("main:\n  push:\n"+pipelines), 0o644)
@@ -114,7 +116,7 @@ func volumeRun(t testing.TB, w *world, want, pipelines string) buildJSON {
 	u.User = url.UserPassword("alice", w.token)
 	gitRun(t, w.work, "push", "-q", u.String(), "main")
 	n := int64(w.pushes)
-	b := w.waitFor(n, 90*time.Second, "the end", func(b buildJSON) bool {
+	b := w.waitFor(n, 90*time.Second, "the end", func(b apiclient.Build) bool {
 		return len(b.Pipelines) > 0 && b.Status != "queued" && b.Status != "running"
 	})
 	if b.Status != want {
@@ -133,7 +135,7 @@ func volumeRun(t testing.TB, w *world, want, pipelines string) buildJSON {
 }
 
 // jobOf is the id of the one job of the named pipeline.
-func jobOf(t testing.TB, b buildJSON, pipeline string) int64 {
+func jobOf(t testing.TB, b apiclient.Build, pipeline string) int64 {
 	t.Helper()
 	for _, p := range b.Pipelines {
 		if p.Name == pipeline && len(p.Stages) > 0 && len(p.Stages[0].Jobs) > 0 {

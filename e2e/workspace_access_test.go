@@ -14,52 +14,28 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-)
 
-// workspaceJSON is GET /api/v1/workspaces/{id}, as far as the tests read it.
-type workspaceJSON struct {
-	ID                 int64      `json:"id"`
-	State              string     `json:"state"`
-	Status             string     `json:"status"`
-	Reason             string     `json:"reason"`
-	ReadyAt            *time.Time `json:"ready_at"`
-	Connections        *int       `json:"connections"`
-	IdleDeadline       *time.Time `json:"idle_deadline"`
-	PreviewURLTemplate string     `json:"preview_url_template"`
-	CoreSeconds        int64      `json:"core_seconds"`
-	Cost               string     `json:"cost"`
-	GPUs               int        `json:"gpus"`
-	IDE                *struct {
-		Kind   string  `json:"kind"`
-		Reason string  `json:"reason"`
-		URL    *string `json:"url"`
-	} `json:"ide"`
-	SavedWork []struct {
-		Ref        string `json:"ref"`
-		PipelineID int64  `json:"pipeline_id"`
-	} `json:"saved_work"`
-}
+	"github.com/nimbus-build/nimbus/backend/apiclient"
+)
 
 // openWorkspace fires the vscode event on main and returns the workspace's id once it is ready.
 func (w *world) openWorkspace(within time.Duration) int64 {
 	w.t.Helper()
-	var opened buildJSON
-	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/workspaces", map[string]string{"branch": "main"}, &opened)
+	opened := w.api.openWorkspaces("ml", "trainer", "main")
 	if len(opened.Pipelines) != 1 {
 		w.t.Fatalf("opened %+v", opened)
 	}
 	id := opened.Pipelines[0].ID
-	w.waitWorkspace(id, within, "ready", func(v workspaceJSON) bool { return v.State == "ready" })
+	w.waitWorkspace(id, within, "ready", func(v apiclient.Workspace) bool { return v.State == "ready" })
 	return id
 }
 
 // waitWorkspace polls the workspace until cond holds.
-func (w *world) waitWorkspace(id int64, within time.Duration, what string, cond func(workspaceJSON) bool) workspaceJSON {
+func (w *world) waitWorkspace(id int64, within time.Duration, what string, cond func(apiclient.Workspace) bool) apiclient.Workspace {
 	w.t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		var v workspaceJSON
-		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &v)
+		v := w.api.workspace(id)
 		if cond(v) {
 			return v
 		}
@@ -157,7 +133,7 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
           script: echo prepared
 `})
 	id := w.openWorkspace(2 * time.Minute)
-	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.Connections != nil })
+	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v apiclient.Workspace) bool { return v.Connections != nil })
 	if v.IDE == nil || v.IDE.Kind != "none" || v.IDE.Reason == "" {
 		t.Fatalf("ide %+v: the busybox image has no code-server", v.IDE)
 	}
@@ -170,7 +146,7 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	term.send("echo hi-$((40+2)); echo \"proxy=$CNB_VSCODE_PROXY_URI\"\n")
 	term.expect("hi-42", 20*time.Second)
 	term.expect("proxy="+v.PreviewURLTemplate, 10*time.Second)
-	w.waitWorkspace(id, 10*time.Second, "connected", func(v workspaceJSON) bool {
+	w.waitWorkspace(id, 10*time.Second, "connected", func(v apiclient.Workspace) bool {
 		return v.Connections != nil && *v.Connections >= 1 && v.IdleDeadline == nil
 	})
 
@@ -269,8 +245,7 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	}
 	// A port nothing listens on.
 	closedReq, _ := http.NewRequest("GET", strings.Replace(v.PreviewURLTemplate, "{{port}}", "8687", 1), nil)
-	var tok struct{ Token, URL string }
-	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(id)+"/preview/8687/token", nil, &tok)
+	tok := w.api.previewToken(id, 8687)
 	closedReq.Header.Set("X-Nimbus-Preview-Token", tok.Token)
 	if resp, err := pc.Do(closedReq); err != nil || resp.StatusCode != 502 {
 		t.Fatalf("a closed port: %v %v", resp, err)
@@ -279,10 +254,9 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	// Another team's user: 404 on every workspace URL.
 	bob := newClient(t, w.base)
 	bob.signup("bob")
-	bob.must(201, "POST", "/api/v1/orgs", map[string]string{"name": "other"}, nil)
+	bob.createOrg("other")
 	bobToken := bob.newToken("t", "repo:write")
-	bobAPI := newClient(t, w.base)
-	bobAPI.token = bobToken
+	bobAPI := tokenClient(t, w.base, bobToken)
 	for _, r := range []struct{ method, path string }{
 		{"GET", "/api/v1/workspaces/" + itoa(id)},
 		{"POST", "/api/v1/workspaces/" + itoa(id) + "/stop"},
@@ -307,16 +281,11 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 		http.Header{"Authorization": {"Bearer " + bobToken}}); err == nil || resp == nil || resp.StatusCode != 404 {
 		t.Fatalf("bob's terminal WebSocket: %v %v", resp, err)
 	}
-	var list struct {
-		Items []workspaceJSON `json:"items"`
+	if items := bobAPI.workspaces("other"); len(items) != 0 {
+		t.Fatalf("bob's team lists %d workspaces", len(items))
 	}
-	bobAPI.must(200, "GET", "/api/v1/orgs/other/workspaces", nil, &list)
-	if len(list.Items) != 0 {
-		t.Fatalf("bob's team lists %d workspaces", len(list.Items))
-	}
-	w.api.must(200, "GET", "/api/v1/orgs/ml/workspaces", nil, &list)
-	if len(list.Items) != 1 || list.Items[0].ID != id {
-		t.Fatalf("alice's team lists %+v", list.Items)
+	if items := w.api.workspaces("ml"); len(items) != 1 || items[0].ID != id {
+		t.Fatalf("alice's team lists %+v", items)
 	}
 
 	// Stop: an uncommitted file is saved; the next workspace offers it and restores it.
@@ -324,22 +293,18 @@ func TestWorkspaceTerminalPreviewAndAccess(t *testing.T) {
 	// never matches it.)
 	again.send("echo draft-7 > notes.txt && echo written-$((1+1))\n")
 	again.expect("written-2", 10*time.Second)
-	w.api.must(202, "POST", "/api/v1/workspaces/"+itoa(id)+"/stop", nil, nil)
-	ended := w.waitWorkspace(id, time.Minute, "stopped", func(v workspaceJSON) bool { return v.State == "stopped" })
+	w.api.stopWorkspace(id)
+	ended := w.waitWorkspace(id, time.Minute, "stopped", func(v apiclient.Workspace) bool { return v.State == "stopped" })
 	if !strings.Contains(ended.Reason, "by the user") || !strings.Contains(ended.Reason, "work saved") {
 		t.Fatalf("stopped with reason %q", ended.Reason)
 	}
 	next := w.openWorkspace(2 * time.Minute)
-	nv := w.waitWorkspace(next, 10*time.Second, "offering the saved work", func(v workspaceJSON) bool { return len(v.SavedWork) > 0 })
+	nv := w.waitWorkspace(next, 10*time.Second, "offering the saved work", func(v apiclient.Workspace) bool { return len(v.SavedWork) > 0 })
 	if nv.SavedWork[0].PipelineID != id {
 		t.Fatalf("saved work %+v, want the one of workspace %d", nv.SavedWork, id)
 	}
-	var restored struct {
-		Files []string `json:"files"`
-	}
-	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(next)+"/restore", map[string]string{"ref": nv.SavedWork[0].Ref}, &restored)
-	if fmt.Sprint(restored.Files) != "[notes.txt www/cgi-bin/env www/index.html]" {
-		t.Fatalf("restored %v", restored.Files)
+	if restored := w.api.restoreWorkspace(next, nv.SavedWork[0].Ref); fmt.Sprint(restored) != "[notes.txt www/cgi-bin/env www/index.html]" {
+		t.Fatalf("restored %v", restored)
 	}
 	nt := w.dialTerminal(next, "")
 	nt.send("cat notes.txt\n")
@@ -362,12 +327,11 @@ func TestWorkspaceOnlyPreviewLaunch(t *testing.T) {
             launch: mkdir -p /tmp/site && echo launched-app > /tmp/site/index.html && exec httpd -f -p 127.0.0.1:8686 -h /tmp/site
 `})
 	id := w.openWorkspace(2 * time.Minute)
-	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.IDE != nil })
+	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v apiclient.Workspace) bool { return v.IDE != nil })
 	if v.IDE.Kind != "launch" || v.IDE.URL == nil || !strings.HasSuffix(*v.IDE.URL, "/preview/8686") {
 		t.Fatalf("ide %+v", v.IDE)
 	}
-	var tok struct{ Token, URL string }
-	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(id)+"/preview/8686/token", nil, &tok)
+	tok := w.api.previewToken(id, 8686)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		req, _ := http.NewRequest("GET", tok.URL, nil)

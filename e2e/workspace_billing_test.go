@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -28,10 +29,10 @@ func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
 `})
 	// A GPU window is 16 cores × 10 s at 0.5 per core-hour: money for three.
 	window := billing.CostOf(16*10, billing.Scale/2)
-	w.alice.must(201, "POST", "/api/v1/admin/orgs/ml/credits", map[string]string{"amount": (3 * window).String(), "note": "three windows"}, nil)
+	w.alice.grantCredits("ml", (3 * window).String(), "three windows")
 
 	id := w.openWorkspace(2 * time.Minute)
-	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.Connections != nil })
+	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v apiclient.Workspace) bool { return v.Connections != nil })
 	if v.GPUs != 1 {
 		t.Fatalf("the GPU workspace shows %d GPUs", v.GPUs)
 	}
@@ -39,7 +40,7 @@ func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
 	term.send("echo 'lr = 3e-4' > train.py && echo edited-$((1+1))\n")
 	term.expect("edited-2", 20*time.Second)
 	// Keep it connected until the money runs out: it is terminated, not idle.
-	ended := w.waitWorkspace(id, 90*time.Second, "ended", func(v workspaceJSON) bool { return v.Status != "running" && v.Status != "queued" })
+	ended := w.waitWorkspace(id, 90*time.Second, "ended", func(v apiclient.Workspace) bool { return v.Status != "running" && v.Status != "queued" })
 	if ended.Status != "terminated" || ended.State != "stopped" || !strings.Contains(ended.Reason, "insufficient_balance") ||
 		!strings.Contains(ended.Reason, "work saved to refs/nimbus/workspaces/main/"+itoa(id)) {
 		t.Fatalf("the workspace ended %s/%s (%q)", ended.Status, ended.State, ended.Reason)
@@ -79,22 +80,22 @@ func TestWorkspaceAgentKilledIsLostAndBilledToTheLastHeartbeat(t *testing.T) {
 	ag.done <- nil
 	killed := time.Now().UTC()
 	w.waitUntil(10*time.Second, "the workspace's container stopping after kill -9 of its agent", func() bool { return w.runningContainers(dir) == 0 })
-	ended := w.waitWorkspace(id, 45*time.Second, "lost", func(v workspaceJSON) bool { return v.Status != "running" })
+	ended := w.waitWorkspace(id, 45*time.Second, "lost", func(v apiclient.Workspace) bool { return v.Status != "running" })
 	if ended.Status != "failed" || ended.Reason != "agent_lost" || ended.State != "failed" {
 		t.Fatalf("after kill -9: %s/%s (%q)", ended.Status, ended.State, ended.Reason)
 	}
-	var full struct {
-		StartedAt  time.Time `json:"started_at"`
-		FinishedAt time.Time `json:"finished_at"`
+	full := w.api.workspace(id)
+	if full.StartedAt == nil || full.FinishedAt == nil {
+		t.Fatalf("the lost workspace has no start or end: %+v", full)
 	}
-	w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &full)
 	// Renewals come every 2 s (a third of the TTL): the last one was at most that before the
 	// kill, and never after it.
-	if full.FinishedAt.After(killed) || full.FinishedAt.Before(killed.Add(-3*time.Second)) {
-		t.Fatalf("billed until %v; the agent was killed at %v (renewals every 2 s)", full.FinishedAt, killed)
+	finished := *full.FinishedAt
+	if finished.After(killed) || finished.Before(killed.Add(-3*time.Second)) {
+		t.Fatalf("billed until %v; the agent was killed at %v (renewals every 2 s)", finished, killed)
 	}
 	settled := w.waitSettled(id)
-	if secs := full.FinishedAt.Sub(full.StartedAt).Seconds(); settled.CoreSeconds > 2*int64(secs+1) || settled.CoreSeconds == 0 {
+	if secs := finished.Sub(*full.StartedAt).Seconds(); settled.CoreSeconds > 2*int64(secs+1) || settled.CoreSeconds == 0 {
 		t.Fatalf("%d core-seconds billed for %.1f s on 2 cores", settled.CoreSeconds, secs)
 	}
 	w.checkLedgerAddsUp("ml")
@@ -126,7 +127,7 @@ func TestWorkspaceSavedWhenItsAgentStops(t *testing.T) {
 	if err, _ := ag.stop(t, 2*time.Minute); err != nil {
 		t.Fatalf("the agent's stop: %v", err)
 	}
-	ended := w.waitWorkspace(id, 30*time.Second, "ended", func(v workspaceJSON) bool { return v.Status != "running" })
+	ended := w.waitWorkspace(id, 30*time.Second, "ended", func(v apiclient.Workspace) bool { return v.Status != "running" })
 	if ended.State != "stopped" || !strings.Contains(ended.Reason, "the agent is stopping") || !strings.Contains(ended.Reason, "work saved") {
 		t.Fatalf("after the agent's stop: %s/%s (%q)", ended.Status, ended.State, ended.Reason)
 	}
@@ -139,12 +140,11 @@ func TestWorkspaceSavedWhenItsAgentStops(t *testing.T) {
 }
 
 // waitSettled waits until the ended workspace's usage shows (its settlement).
-func (w *world) waitSettled(id int64) workspaceJSON {
+func (w *world) waitSettled(id int64) apiclient.Workspace {
 	w.t.Helper()
-	var v workspaceJSON
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		w.api.must(200, "GET", "/api/v1/workspaces/"+itoa(id), nil, &v)
+		v := w.api.workspace(id)
 		if v.CoreSeconds > 0 || time.Now().After(deadline) {
 			return v
 		}

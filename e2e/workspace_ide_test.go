@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // The IDE: a workspace on an image with code-server (built from npm by
@@ -60,7 +62,7 @@ func TestWorkspaceSidecarCodeServer(t *testing.T) {
 // through the dashboard's "Open in VS Code" link.
 func (w *world) openIDE(t *testing.T, kind string) {
 	id := w.openWorkspace(2 * time.Minute)
-	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v workspaceJSON) bool { return v.IDE != nil })
+	v := w.waitWorkspace(id, 30*time.Second, "reachable", func(v apiclient.Workspace) bool { return v.IDE != nil })
 	if v.IDE.Kind != kind || v.IDE.URL == nil {
 		t.Fatalf("ide %+v, want %s", v.IDE, kind)
 	}

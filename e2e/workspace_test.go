@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // A workspace opened through the API runs its stages, becomes ready (its agent says so), is
@@ -27,38 +29,22 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
         - name: bye
           script: echo leaving
 `})
-	var opened buildJSON
-	w.api.must(201, "POST", "/api/v1/repos/ml/trainer/workspaces", map[string]string{"branch": "main"}, &opened)
+	opened := w.api.openWorkspaces("ml", "trainer", "main")
 	if opened.Event != "vscode" || len(opened.Pipelines) != 1 {
 		t.Fatalf("opened %+v", opened)
 	}
 	pid := opened.Pipelines[0].ID
 
-	type wsJSON struct {
-		Pipelines []struct {
-			ID        int64      `json:"id"`
-			Status    string     `json:"status"`
-			Reason    string     `json:"reason"`
-			Workspace bool       `json:"workspace"`
-			ReadyAt   *time.Time `json:"ready_at"`
-			State     *string    `json:"workspace_state"`
-		} `json:"pipelines"`
-	}
-	get := func() wsJSON {
-		var b wsJSON
-		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds/"+itoa(opened.Number), nil, &b)
-		return b
-	}
 	deadline := time.Now().Add(90 * time.Second)
 	var readyAt time.Time
 	states := map[string]bool{}
 	for {
-		b := get()
+		b := w.build(opened.Number)
 		p := b.Pipelines[0]
-		if !p.Workspace || p.State == nil {
+		if !p.Workspace || p.WorkspaceState == nil {
 			t.Fatalf("the pipeline is not a workspace: %+v", p)
 		}
-		states[*p.State] = true
+		states[*p.WorkspaceState] = true
 		if p.ReadyAt != nil && readyAt.IsZero() {
 			readyAt = *p.ReadyAt
 		}
@@ -70,8 +56,8 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
 				!strings.Contains(p.Reason, "work saved to refs/nimbus/workspaces/main/"+itoa(pid)) {
 				t.Fatalf("the workspace ended %s (%s)", p.Status, p.Reason)
 			}
-			if *p.State != "stopped" || !states["ready"] {
-				t.Fatalf("workspace states %v, ending %s; want ready, then stopped", states, *p.State)
+			if *p.WorkspaceState != "stopped" || !states["ready"] {
+				t.Fatalf("workspace states %v, ending %s; want ready, then stopped", states, *p.WorkspaceState)
 			}
 			break
 		}
@@ -102,11 +88,11 @@ func TestWorkspaceOpensRecyclesAndSavesTheWork(t *testing.T) {
       services: [vscode]
 `})
 	next := w.openWorkspace(2 * time.Minute)
-	nv := w.waitWorkspace(next, 10*time.Second, "offering the saved work", func(v workspaceJSON) bool { return len(v.SavedWork) > 0 })
+	nv := w.waitWorkspace(next, 10*time.Second, "offering the saved work", func(v apiclient.Workspace) bool { return len(v.SavedWork) > 0 })
 	if nv.SavedWork[0].Ref != ref {
 		t.Fatalf("saved work offered: %+v, want %s", nv.SavedWork, ref)
 	}
-	w.api.must(200, "POST", "/api/v1/workspaces/"+itoa(next)+"/restore", map[string]string{"ref": ref}, nil)
+	w.api.restoreWorkspace(next, ref)
 	term := w.dialTerminal(next, "")
 	term.send("cat notes.txt\n")
 	term.expect("draft", 10*time.Second)

@@ -1,18 +1,18 @@
 // Package apiclient is the Go client of Nimbus's HTTP API (/api/v1, documented in
-// backend/server/openapi.yaml). The `nimbus` CLI talks to the server through it (the
-// end-to-end tests still have their own client; they are to move here), so the API's paths,
-// its authentication and its error envelope are written down once on the client side, and the
-// response types the client reads are checked against the document by this package's tests
-// (contract_test.go): a field the document does not declare fails CI, as a response the server
-// sends that the document does not declare does (backend/server/openapitest).
+// backend/server/openapi.yaml). The `nimbus` CLI and the end-to-end tests (e2e/) both talk to
+// the server through it, so the API's paths, its authentication and its error envelope are
+// written down once on the client side, and the response types the client reads are checked
+// against the document by this package's tests (contract_test.go): a field the document does
+// not declare fails CI, as a response the server sends that the document does not declare does
+// (backend/server/openapitest, whose checking transport the e2e client is built on).
 //
-//	caller ──New(server, WithToken(t))──► Client ──Do / Send──► net/http ──► /api/v1/…
+//	caller ──New(server, WithToken(t) | WithSession())──► Client ──Do / Raw / Send──► net/http ──► /api/v1/…
 //	                                          ◄── JSON into the caller's type, or *Error (the envelope)
 //
 // It is hand-written, not generated: the document is the reference, and the few calls the
 // CLI and tests make read better as Go than generated code would. Streaming transfers (model
 // files with resume, logs) build their request with NewRequest and read the body themselves;
-// everything else is Do.
+// tests of error answers read the status and body with Raw; everything else is Do.
 package apiclient
 
 import (
@@ -22,16 +22,19 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"strings"
 )
 
-// Client talks to one server as one caller, authenticated by a bearer token (personal,
-// deploy, job).
+// Client talks to one server as one caller: authenticated by a bearer token (personal,
+// deploy, job), or by a browser-like session (WithSession).
 type Client struct {
-	server string // without a trailing slash
-	token  string
-	http   *http.Client
+	server  string // without a trailing slash
+	token   string
+	session bool   // WithSession: cookies in a jar, the CSRF token of Signup on every request
+	csrf    string // the session's CSRF token, once Signup has answered it
+	http    *http.Client
 }
 
 // Option configures a Client.
@@ -44,12 +47,26 @@ func WithToken(token string) Option { return func(c *Client) { c.token = token }
 // redirect policy, a timeout). The default is http.DefaultClient's behaviour.
 func WithHTTPClient(h *http.Client) Option { return func(c *Client) { c.http = h } }
 
+// WithSession makes the client a browser-like caller, as the dashboard is: the session cookie
+// that Signup's answer sets is kept in a cookie jar (the http.Client's own, when it has one),
+// and the session's CSRF token goes with every later request as X-CSRF-Token, without which
+// the server refuses cookie-authenticated writes. Some routes (creating personal access
+// tokens) take only a session, so a caller that starts from nothing but a password needs one.
+func WithSession() Option { return func(c *Client) { c.session = true } }
+
 // New returns a client of the server at the URL (scheme, host, and the path it is served
 // under, if any).
 func New(server string, opts ...Option) *Client {
 	c := &Client{server: strings.TrimRight(server, "/"), http: &http.Client{}}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.session && c.http.Jar == nil {
+		// A copy, so that the caller's http.Client (maybe shared) does not start keeping this
+		// session's cookies. cookiejar.New fails on nothing without options.
+		h := *c.http
+		h.Jar, _ = cookiejar.New(nil)
+		c.http = &h
 	}
 	return c
 }
@@ -64,14 +81,19 @@ func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Re
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	if c.csrf != "" {
+		req.Header.Set("X-CSRF-Token", c.csrf)
+	}
 	return req, nil
 }
 
 // Send sends a request made by NewRequest.
 func (c *Client) Send(req *http.Request) (*http.Response, error) { return c.http.Do(req) }
 
-// send sends in (JSON, unless nil) and returns the status and the body whatever the status.
-func (c *Client) send(ctx context.Context, method, path string, in any) (int, []byte, error) {
+// Raw sends in (JSON, unless nil) and returns the status and the body whatever the status:
+// for callers that look at error answers themselves (the end-to-end tests of refusals and
+// limits). An error is a request that got no answer.
+func (c *Client) Raw(ctx context.Context, method, path string, in any) (int, []byte, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -103,7 +125,7 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (int, []
 // Do sends in (JSON, unless nil) and decodes a 2xx answer into out (unless nil). Any other
 // answer is an *Error read from the API's envelope.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
-	status, raw, err := c.send(ctx, method, path, in)
+	status, raw, err := c.Raw(ctx, method, path, in)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
@@ -18,8 +19,28 @@ var calls = []struct {
 	method, path, status string
 	typ                  any
 }{
+	{"POST", "/auth/signup", "201", Session{}},
+	{"POST", "/user/tokens", "201", Token{}},
+	{"POST", "/repos/{org}/{repo}/deploy-tokens", "201", Token{}},
+	{"POST", "/orgs", "201", Org{}},
+	{"POST", "/orgs/{org}/repos", "201", Repo{}},
+	{"GET", "/repos/{org}/{repo}/builds/{number}", "200", Build{}},
+	{"GET", "/repos/{org}/{repo}/builds", "200", BuildList{}},
+	{"POST", "/repos/{org}/{repo}/builds/{number}/rerun-exact", "201", Build{}},
+	{"GET", "/repos/{org}/{repo}/releases/{tag}", "200", Release{}},
+	{"GET", "/repos/{org}/{repo}/pipelines/{id}/artifacts", "200", ArtifactUses{}},
+	{"PUT", "/repos/{org}/{repo}/webhooks/publish", "200", PublishWebhook{}},
+	{"GET", "/repos/{org}/{repo}/secret-files/{path}", "200", SecretFile{}},
+	{"GET", "/orgs/{org}/billing", "200", Billing{}},
+	{"GET", "/orgs/{org}/billing/ledger", "200", LedgerPage{}},
+	{"POST", "/admin/orgs/{org}/credits", "201", LedgerEntry{}},
+	{"POST", "/admin/orgs/{org}/credits", "200", LedgerEntry{}},
 	{"GET", "/orgs/{org}/workspaces", "200", WorkspaceList{}},
+	{"GET", "/workspaces/{id}", "200", Workspace{}},
+	{"POST", "/workspaces/{id}/restore", "200", Restored{}},
+	{"POST", "/workspaces/{id}/preview/{port}/token", "200", PreviewToken{}},
 	{"POST", "/repos/{org}/{repo}/workspaces", "201", Build{}},
+	{"GET", "/repos/{org}/{repo}/artifacts/{package}", "200", ArtifactVersionList{}},
 	{"GET", "/repos/{org}/{repo}/artifacts/{package}/{version}", "200", ArtifactVersion{}},
 	{"PUT", "/repos/{org}/{repo}/artifacts/{package}/{version}/{file}", "201", Published{}},
 	{"PUT", "/repos/{org}/{repo}/artifacts/{package}/{version}/{file}", "200", Published{}},
@@ -84,6 +105,9 @@ func mismatches(t reflect.Type, s *openapi3.Schema, at string) []string {
 			return nil
 		}
 		return []string{fmt.Sprintf("%s: Go %s, but the document says %v", at, t, types)}
+	}
+	if t == reflect.TypeFor[time.Time]() {
+		return want("string") // RFC 3339 text (format: date-time), which time.Time decodes
 	}
 	switch t.Kind() {
 	case reflect.Struct:

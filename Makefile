@@ -56,10 +56,15 @@ vet:
 	$(GO) vet ./...
 
 # The Hugging Face client of e2e/hf_test.go (@huggingface/hub from npm, like the frontend's).
-# The second run is the scheduler's (queues, Lua dispatch, locks, leader) and redisconn's tests
-# again with the Redis Cluster of e2e/testenv.sh as their Redis.
+# Every test runs under the race detector except the SQLite halves of the dual-database tests,
+# which the second run runs without it (scripts/dialecttests says why: the detector would
+# instrument the SQLite engine, modernc's C translated to Go, at 5-10 times the cost). The third
+# run is the scheduler's (queues, Lua dispatch, locks, leader) and redisconn's tests again with
+# the Redis Cluster of e2e/testenv.sh as their Redis.
 go-test: e2e/hfclient/node_modules/.installed
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -race -count=1 -timeout 25m ./...
+	halves=$$($(GO) run ./scripts/dialecttests -pattern) && pkgs=$$($(GO) run ./scripts/dialecttests -packages) && \
+	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -race -count=1 -timeout 25m -skip "$$halves" ./... && \
+	$(GO) test -count=1 -timeout 10m -run "$$halves" $$pkgs
 	NIMBUS_TEST_REDIS_URL=$$NIMBUS_TEST_REDIS_CLUSTER_URL $(GO) test -race -p 1 -count=1 -timeout 10m ./backend/scheduler ./backend/redisconn
 
 # -fuzzminimizetime bounds how long one new input may be minimised, so the run stays short.
@@ -76,11 +81,11 @@ fuzz:
 # count), push to a job's first log line, cancel to its container gone and a job riding out a
 # server outage (Docker executor, about 1 min), and push and pull of a 1 GiB blob with oras against Nimbus's registry and the reference
 # registry (with Nimbus's peak RSS; about 25 s). The e2e ones run the binaries of bin/. Short
-# runs: figures, not a tuning session. Alone, with the services: make build && e2e/testenv.sh make bench
+# runs: figures, not a tuning session; a package's benchmarks that run the same number of times
+# share one process (one link of its test binary). Alone, with the services: make build && e2e/testenv.sh make bench
 bench:
 	$(GO) test -run='^$$' -bench='^BenchmarkCompile$$' -benchmem ./backend/pipeline/spec
-	$(GO) test -run='^$$' -bench='^(BenchmarkDispatch|BenchmarkEnqueueToLease)$$' -benchtime=1x ./backend/scheduler
-	$(GO) test -run='^$$' -bench='^BenchmarkReplicas$$' -benchtime=1x -v ./backend/scheduler
+	$(GO) test -run='^$$' -bench='^(BenchmarkDispatch|BenchmarkEnqueueToLease|BenchmarkReplicas)$$' -benchtime=1x -v ./backend/scheduler
 	$(GO) test -run='^$$' -bench='^BenchmarkAppend$$' -benchtime=20x ./backend/logs
 	$(GO) test -run='^$$' -bench='^BenchmarkTick$$' -benchtime=2x ./backend/billing
 	$(GO) test -run='^$$' -bench='^BenchmarkAgentOverhead$$' -benchtime=5x ./agent/runner
@@ -90,13 +95,7 @@ bench:
 	$(GO) test -run='^$$' -bench='^BenchmarkEngineStart$$' -benchtime=5x ./agent/dockerservice
 	$(GO) test -run='^$$' -bench='^BenchmarkRecordOverhead$$' -benchtime=5x ./agent/executor
 	$(GO) test -run='^$$' -bench='^BenchmarkRecord50Jobs$$' -benchtime=200x ./backend/record
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkPushToQueued$$' -benchtime=1x ./e2e
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkAgentLatency$$' -benchtime=1x -v ./e2e
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkDockerBuildCacheHit$$' -benchtime=1x -v ./e2e
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkVolumeCache$$' -benchtime=1x ./e2e
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkGPUHandOver$$' -benchtime=1x -v ./e2e
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkRegistry1GiB$$' -benchtime=1x ./e2e
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^BenchmarkWorkspace$$' -benchtime=1x -v ./e2e
+	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^(BenchmarkPushToQueued|BenchmarkAgentLatency|BenchmarkDockerBuildCacheHit|BenchmarkVolumeCache|BenchmarkGPUHandOver|BenchmarkRegistry1GiB|BenchmarkWorkspace)$$' -benchtime=1x -v ./e2e
 
 # gpu-check runs on a host with an NVIDIA GPU (not in CI: no GPU here): the agent's GPU detection
 # against the real nvidia-smi, a container given one GPU by device id seeing exactly it (where

@@ -16,8 +16,10 @@ import (
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
-// Lifecycle is what the scheduler asks of builds: the lease path (claim, renew, events, finish)
-// and its background work (reap, reconcile, billing stops, cron). *Service implements it;
+// Lifecycle is what the scheduler asks of builds: the lease path (claim, renew, park, refuse)
+// and its background work (reap, reconcile, locks, cron). An agent's own reports about its
+// pipeline (events, finish, log checks, child builds, cnb:resolve/await) are not the
+// scheduler's: backend/agentapi calls them through its Runs interface. *Service implements it;
 // backend/app passes it to the scheduler, which never touches build's tables itself.
 //
 // Every method that moves a pipeline is one conditional UPDATE on its status and, once it is
@@ -51,25 +53,9 @@ type Lifecycle interface {
 	Drop(ctx context.Context, pipelineID int64, status, reason string) (bool, error)
 	// QueuedPipeline returns a queued pipeline with its plan, or nil when it is not queued.
 	QueuedPipeline(ctx context.Context, pipelineID int64) (*Pipeline, error)
-	// StartChild creates a build a running pipeline starts (cnb:apply, cnb:trigger), linked to it;
-	// Child reads one it started.
-	StartChild(ctx context.Context, parent *Pipeline, rq ChildRequest) (*Build, error)
-	Child(ctx context.Context, parent *Pipeline, slug string, number int64) (*ChildState, error)
-	// Resolve and Await are cnb:resolve and cnb:await (keys.go); build forgets a pipeline's
-	// waits itself when it ends.
-	Resolve(ctx context.Context, p *Pipeline, key string, data map[string]any) error
-	Await(ctx context.Context, p *Pipeline, key string) (map[string]any, bool, error)
 	// Renew extends the agent's lease until the given time and returns its pipeline, whose
 	// CancelRequested and Reason say whether it must stop.
 	Renew(ctx context.Context, agentID, leaseID string, until time.Time) (*Pipeline, error)
-	// Event records a job's start or end under the agent's lease.
-	Event(ctx context.Context, agentID, leaseID string, ev protocol.Event) error
-	// Finish ends the agent's pipeline as the agent reports, unless billing or a user stopped it
-	// (then their reason wins). It returns the pipeline and whether this call ended it; an end
-	// goes to the OnEnded subscribers.
-	Finish(ctx context.Context, agentID, leaseID string, req protocol.FinishRequest) (*Pipeline, bool, error)
-	// CheckJob says whether jobID belongs to the pipeline the agent's lease holds (log uploads).
-	CheckJob(ctx context.Context, agentID, leaseID string, jobID int64) error
 	// RunInfo is what an agent needs to know of a claimed pipeline beyond its Plan.
 	RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error)
 	// Leased returns the running pipeline the agent's lease holds (ErrLeaseLost otherwise): what
@@ -344,7 +330,7 @@ func (s *Service) Renew(ctx context.Context, agentID, leaseID string, until time
 	return s.pipelineOfLease(ctx, agentID, leaseID)
 }
 
-// Event implements Lifecycle. Job moves are conditional on the job's current status, so a
+// Event records a job's start or end under the agent's lease. Job moves are conditional on the job's current status, so a
 // repeated event changes nothing.
 func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protocol.Event) error {
 	p, err := s.pipelineOfLease(ctx, agentID, leaseID)
@@ -429,7 +415,9 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 	return nil
 }
 
-// Finish implements Lifecycle. Repeating it is harmless; a lease that is gone gets ErrLeaseLost.
+// Finish ends the agent's pipeline as the agent reports, unless billing or a user stopped it
+// (then their reason wins). It returns the pipeline and whether this call ended it; an end goes
+// to the OnEnded subscribers. Repeating it is harmless; a lease that is gone gets ErrLeaseLost.
 func (s *Service) Finish(ctx context.Context, agentID, leaseID string, req protocol.FinishRequest) (*Pipeline, bool, error) {
 	switch req.Status {
 	case StatusSuccess, StatusFailed, StatusCancelled:
@@ -520,7 +508,7 @@ func (s *Service) Leased(ctx context.Context, agentID, leaseID string) (*Pipelin
 	return p, nil
 }
 
-// CheckJob implements Lifecycle.
+// CheckJob says whether jobID belongs to the pipeline the agent's lease holds (log uploads).
 func (s *Service) CheckJob(ctx context.Context, agentID, leaseID string, jobID int64) error {
 	p, err := s.pipelineOfLease(ctx, agentID, leaseID)
 	if err != nil {

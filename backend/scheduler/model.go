@@ -2,17 +2,18 @@
 //
 //	build.Service ──Enqueue──► Intake ──► Queue (Redis: per-class, per-team lists; Lua dispatch)
 //	                                        ▲ Dispatch
-//	agent ──HTTP long-poll──► Service.Poll ──build.Claim (conditional UPDATE)──► Lease
-//	agent ──renew / events / finish──► build.Lifecycle, fenced by lease_id
+//	agent ──HTTP long-poll──► agentapi ──► Service.Poll ──build.Claim (conditional UPDATE)──► Lease
+//	agent ──renew──► agentapi ──► Service.Renew ──► build.Renew, fenced by lease_id
+//	build.OnEnded ──► Service.Ended: the team's slot and the locks freed
 //	background (one replica at a time, by a Redis lock): Reap expired leases, Reconcile Redis
-//	with the database, fire cron schedules, the billing tick
+//	with the database, fire cron schedules, fail what cannot start
 //
 // The database is the truth and package build owns it: a pipeline is queued, running (under one
 // lease) or finished, and every status move is build's conditional UPDATE … WHERE status = … AND
 // lease_id = …, so a late, duplicate or fenced-off report never moves a pipeline backwards or
 // lets two agents run it. The scheduler keeps the agents table, the Redis queues (only what the
-// reconciler rebuilds from the database), and billing's part of a lease: the first freeze at
-// the claim, the settlement at the end. README.md draws the flow.
+// reconciler rebuilds from the database), and asks billing (its Meter) to freeze a pipeline's
+// first window at the claim. README.md draws the flow.
 //
 // A queued pipeline always says why it waits (Explain): no online agent serves its class, no
 // agent is big enough, its team is at its concurrency cap, or its place in the queue.

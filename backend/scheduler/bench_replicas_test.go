@@ -80,7 +80,7 @@ func (w *benchWorld) drainOn(b *testing.B, reps []*Service, total int) float64 {
 	b.Helper()
 	ps := w.insert(b, total)
 	for i, p := range ps {
-		if err := reps[i%len(reps)].Enqueue(context.Background(), p); err != nil {
+		if err := reps[i%len(reps)].in.Enqueue(context.Background(), p); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -139,7 +139,7 @@ func (w *benchWorld) enqueueToLeaseOn(b *testing.B, reps []*Service, rounds int)
 	for range rounds {
 		p := w.insert(b, 1)[0]
 		start := time.Now()
-		if err := reps[rand.IntN(len(reps))].Enqueue(context.Background(), p); err != nil {
+		if err := reps[rand.IntN(len(reps))].in.Enqueue(context.Background(), p); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, (<-leases).Sub(start))

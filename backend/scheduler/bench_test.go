@@ -78,7 +78,7 @@ func newBenchWorld(b *testing.B, teams, agents int, cfg Config) *benchWorld {
 func (w *benchWorld) queue(b *testing.B, n int) []*build.Pipeline {
 	out := w.insert(b, n)
 	for _, p := range out {
-		if err := w.sched.Enqueue(context.Background(), p); err != nil {
+		if err := w.sched.in.Enqueue(context.Background(), p); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -169,7 +169,7 @@ func BenchmarkEnqueueToLease(b *testing.B) {
 		for r := 0; r < rounds; r++ {
 			p := w.insert(b, 1)[0]
 			start := time.Now()
-			if err := w.sched.Enqueue(context.Background(), p); err != nil {
+			if err := w.sched.in.Enqueue(context.Background(), p); err != nil {
 				b.Fatal(err)
 			}
 			got := <-leases

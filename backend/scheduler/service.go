@@ -159,12 +159,6 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, secrets Secrets
 	return s
 }
 
-// Queue exposes the Redis queue (benchmarks and tests).
-func (s *Service) Queue() *Queue { return s.queue }
-
-// Enqueue puts a queued pipeline on its queue (the intake's Enqueue; benchmarks and tests).
-func (s *Service) Enqueue(ctx context.Context, p *build.Pipeline) error { return s.in.Enqueue(ctx, p) }
-
 // rules returns the dispatch rules of a class.
 func (s *Service) rules(class string) Rules {
 	return Rules{Depth: s.cfg.Depth, StarveAfter: s.cfg.StarveAfter, Cap: s.cfg.Caps[class], HandOver: max(s.cfg.HandOver, 0)}

@@ -60,10 +60,11 @@ vet:
 # which the second run runs without it (scripts/dialecttests says why: the detector would
 # instrument the SQLite engine, modernc's C translated to Go, at 5-10 times the cost). The third
 # run is the scheduler's (queues, Lua dispatch, locks, leader) and redisconn's tests again with
-# the Redis Cluster of e2e/testenv.sh as their Redis.
+# the Redis Cluster of e2e/testenv.sh as their Redis. -parallel 4: the end-to-end tests that
+# mostly wait run four at a time (e2e/harness_test.go).
 go-test: e2e/hfclient/node_modules/.installed
 	halves=$$($(GO) run ./scripts/dialecttests -pattern) && pkgs=$$($(GO) run ./scripts/dialecttests -packages) && \
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -race -count=1 -timeout 25m -skip "$$halves" ./... && \
+	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -race -count=1 -timeout 25m -parallel 4 -skip "$$halves" ./... && \
 	$(GO) test -count=1 -timeout 10m -run "$$halves" $$pkgs
 	NIMBUS_TEST_REDIS_URL=$$NIMBUS_TEST_REDIS_CLUSTER_URL $(GO) test -race -p 1 -count=1 -timeout 10m ./backend/scheduler ./backend/redisconn
 

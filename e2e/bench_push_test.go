@@ -18,7 +18,6 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
-	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // pushCNB declares 3 events with 2 pipelines each. A push of the branch main with a new tag
@@ -113,8 +112,7 @@ func newPushWorld(b testing.TB, countGit bool) *pushWorld {
 	b.Helper()
 	dir := b.TempDir()
 	w := &pushWorld{work: b.TempDir()}
-	u, _ := url.Parse(testenv.RedisURL(b))
-	u.Path = "/5"
+	u, _ := url.Parse(redisDB(b))
 	opt, err := redis.ParseURL(u.String())
 	if err != nil {
 		b.Fatal(err)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
@@ -115,21 +114,7 @@ func TestDashboardJourneyInChromium(t *testing.T) {
 		t.Skip("frontend/dist is not built; run make build")
 	}
 	dbURL := storetest.PostgresURL(t)
-	// A Redis database of this test's own, emptied first: queues left by other runs on the
-	// shared server must not sit in front of this test's pipeline.
-	ru, _ := url.Parse(testenv.RedisURL(t))
-	ru.Path = "/5"
-	redisURL := ru.String()
-	if opt, err := redis.ParseURL(redisURL); err != nil {
-		t.Fatal(err)
-	} else {
-		rdb := redis.NewClient(opt)
-		err := rdb.FlushDB(context.Background()).Err()
-		rdb.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	redisURL := redisDB(t) // emptied: queues left by other runs must not sit in front of this test's pipeline
 	dockerHost, image := testenv.DockerHost(t), testenv.Image(t)
 	begin := time.Now()
 

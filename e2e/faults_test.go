@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,9 +40,7 @@ func newWorld(t testing.TB, extraEnv ...string) *world {
 	w := &world{t: t, dir: t.TempDir(), work: t.TempDir()}
 	w.image, w.docker = testenv.Image(t), testenv.DockerHost(t)
 	// A Redis database of this test's own, so FLUSHALL-style tests touch nobody else.
-	u, _ := url.Parse(testenv.RedisURL(t))
-	u.Path = "/3"
-	w.redisURL = u.String()
+	w.redisURL = redisDB(t)
 	addr := freeAddr(t)
 	w.base = "http://" + addr
 	w.env = []string{"NIMBUS_LISTEN=" + addr, "NIMBUS_DATABASE_URL=" + storetest.PostgresURL(t), "NIMBUS_REDIS_URL=" + w.redisURL,
@@ -134,6 +131,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 // TTL 30 s, renewals every 10 s), and the restarted agent removes the container, which stopped
 // when the agent died (TestAgentKilledEndsItsContainers).
 func TestAgentKilledMidJob(t *testing.T) {
+	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
 	w := newWorld(t)
 	ag, dir := w.agent("")
 	n := w.push("echo working; sleep 300")
@@ -197,6 +195,7 @@ func TestServerRestartMidLease(t *testing.T) {
 
 // Redis loses everything while pipelines wait: the reconciler puts them back, and they run.
 func TestRedisFlushAllRequeues(t *testing.T) {
+	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
 	w := newWorld(t)
 	n := w.push("echo after-flush")
 	w.waitFor(n, 10*time.Second, "queued", func(b apiclient.Build) bool { return b.Status == "queued" })

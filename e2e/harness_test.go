@@ -10,14 +10,20 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 // binDir holds nimbus-server, nimbus-agent and nimbus: NIMBUS_E2E_BIN (make test sets it to
@@ -58,6 +64,54 @@ func TestMain(m *testing.M) {
 }
 
 func bin(name string) string { return filepath.Join(binDir, name) }
+
+// Tests that wait far more than they compute (a killed agent's lease running out, billing
+// windows, a restart, 200 pipelines through four agents) call t.Parallel: they run together,
+// -parallel at a time (make test: 4), after the others. Each has its own server, PostgreSQL
+// database, Redis database (redisDB), ports, work dirs and agents, whose containers carry their
+// agent's label. Tests that measure a latency against a target (cancel → container gone, the
+// benchmarks) or that look at the host's processes stay sequential.
+//
+// redisDBs are the databases of the test Redis that e2e servers take, one server at a time each
+// (redisDB), so that tests that start servers can run in parallel without one server's queues,
+// leader locks and pub/sub reaching another's. The other packages' tests keep 0 (keys of their
+// own), 7 (the scheduler's) and 9 (billing's).
+var redisDBs = func() chan int {
+	c := make(chan int, 13)
+	for _, i := range []int{1, 2, 3, 4, 5, 6, 8, 10, 11, 12, 13, 14, 15} {
+		c <- i
+	}
+	return c
+}()
+
+// redisDB returns the URL of a Redis database of the test's own until it ends, emptied first:
+// queues a crashed run left behind must not sit in front of this test's pipelines. It waits
+// while all are taken.
+func redisDB(t testing.TB) string {
+	t.Helper()
+	u, err := url.Parse(testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var db int
+	select {
+	case db = <-redisDBs:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("no free Redis database for 5 minutes")
+	}
+	t.Cleanup(func() { redisDBs <- db })
+	u.Path = "/" + strconv.Itoa(db)
+	opt, err := redis.ParseURL(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return u.String()
+}
 
 func freeAddr(t testing.TB) string {
 	t.Helper()

@@ -12,6 +12,7 @@ import (
 // cancels the first; one that waits shows who holds the lock and runs after it; jobs of two
 // pipelines that share a job lock take turns.
 func TestPipelineLocks(t *testing.T) {
+	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
 	w := newWorld(t)
 	w.agent("")
 	cnb := func(lock, script string) string {

@@ -81,7 +81,7 @@ func parseSpan(t testing.TB, log string) span {
 // stream live over SSE, exports reach later jobs.
 func TestPipelineRunsOnAnAgentInDocker(t *testing.T) {
 	dbURL := storetest.PostgresURL(t)
-	redisURL := testenv.RedisURL(t)
+	redisURL := redisDB(t)
 	dockerHost, image := testenv.DockerHost(t), testenv.Image(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)

@@ -28,6 +28,7 @@ import (
 // and log downloads and leave them half-way, as browsers do. Every pipeline must succeed and the
 // server's log must hold no ERROR line (nor the agents': their work went well too).
 func TestLoadLogsNoErrorLines(t *testing.T) {
+	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
 	w := newWorld(t)
 	agents := make([]*proc, 4)
 	for i := range agents {

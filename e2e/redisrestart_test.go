@@ -26,6 +26,7 @@ func startRedis(t *testing.T, port string) *exec.Cmd {
 // wait in its queues. Nothing is lost: the running ones finish (leases live in the database),
 // the queued ones come back through the reconciler, and each runs exactly once.
 func TestRedisRestartMidRun(t *testing.T) {
+	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
 	addr := freeAddr(t)
 	port := addr[strings.LastIndex(addr, ":")+1:]
 	rds := startRedis(t, port)

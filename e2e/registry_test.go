@@ -163,7 +163,7 @@ func TestRegistryConformanceLocal(t *testing.T) {
 // The same on S3 (MinIO) with PostgreSQL and Redis.
 func TestRegistryConformanceS3(t *testing.T) {
 	t.Parallel()
-	env := append(s3Env(t, false), "NIMBUS_DATABASE_URL="+storetest.PostgresURL(t), "NIMBUS_REDIS_URL="+testenv.RedisURL(t))
+	env := append(s3Env(t, false), "NIMBUS_DATABASE_URL="+storetest.PostgresURL(t), "NIMBUS_REDIS_URL="+redisDB(t))
 	runConformance(t, startRegistryWorld(t, env...))
 }
 

@@ -123,6 +123,7 @@ type replica struct {
 // one replica sees the lines other replicas ingest; a workspace terminal reaches its agent from
 // every replica.
 func TestReplicasUnderFaults(t *testing.T) {
+	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
 	w := &world{t: t, dir: t.TempDir(), work: t.TempDir()}
 	w.image, w.docker = testenv.Image(t), testenv.DockerHost(t)
 	lbAddr := freeAddr(t)

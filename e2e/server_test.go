@@ -79,7 +79,7 @@ func TestAllInOneWithoutDockerWarnsLoudly(t *testing.T) {
 
 func TestExternalPostgresAndRedis(t *testing.T) {
 	dbURL := storetest.PostgresURL(t)
-	redisURL := testenv.RedisURL(t)
+	redisURL := redisDB(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	p := start(t, dir, []string{"NIMBUS_LISTEN=" + addr, "NIMBUS_DATABASE_URL=" + dbURL, "NIMBUS_REDIS_URL=" + redisURL,

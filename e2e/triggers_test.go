@@ -10,7 +10,6 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
-	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
 const trainingCI = `# the brief's training pipelines, plus a nightly schedule on dev branches
@@ -56,7 +55,7 @@ main:
 // where it breaks.
 func TestPushTurnsIntoBuilds(t *testing.T) {
 	dbURL := storetest.PostgresURL(t)
-	redisURL := testenv.RedisURL(t)
+	redisURL := redisDB(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	base := "http://" + addr

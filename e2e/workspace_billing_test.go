@@ -15,6 +15,7 @@ import (
 // is billed as GPU (no free quota) in 10-second windows frozen ahead, and, when the team's money
 // runs out, stops as insufficient_balance with its uncommitted work saved.
 func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
+	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
 	w := newWorld(t, "NIMBUS_BILLING_FREEZE_INTERVAL=10s", "NIMBUS_BILLING_FREEZE_LEAD=50",
 		"NIMBUS_DEFAULT_DEV_IMAGE="+testenv.Image(t))
 	w.agent("", "NIMBUS_AGENT_TAGS=cnb:arch:amd64:gpu", "NIMBUS_AGENT_CPUS=16", "NIMBUS_AGENT_GPUS=simulate:1:L40")

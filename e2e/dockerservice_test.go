@@ -75,7 +75,6 @@ func serviceDir(t *testing.T, dir string) string {
 // and pushes the result with no login; a deploy token then pulls it. Two such pipelines at
 // once see only their own; a privileged container cannot read the host; nothing is left.
 func TestDockerServiceInPipelines(t *testing.T) {
-	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
 	testenv.DindUser(t)
 	w := newWorld(t)
 	_, dir := w.agent("")

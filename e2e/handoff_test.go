@@ -29,7 +29,6 @@ import (
 // the build's own artifact version, in the order cnb:resolve / cnb:await give. The build page's
 // awaited time is there for both, and the packaged model holds the weights the GPU trained.
 func TestTrainCPUGPUHandoff(t *testing.T) {
-	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
 	// The example names no image: its pipelines run the platform's default build image, here
 	// the test image (the real cnbcool/default-build-env cannot be pulled).
 	// The test image under a tag of this test's own, which it moves later.

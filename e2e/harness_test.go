@@ -70,7 +70,10 @@ func bin(name string) string { return filepath.Join(binDir, name) }
 // -parallel at a time (make test: 4), after the others. Each has its own server, PostgreSQL
 // database, Redis database (redisDB), ports, work dirs and agents, whose containers carry their
 // agent's label. Tests that measure a latency against a target (cancel → container gone, the
-// benchmarks) or that look at the host's processes stay sequential.
+// benchmarks) or that look at the host's processes stay sequential, and so do the tests that
+// push the shared test image to their own registry and the one that re-runs a pipeline exactly:
+// the shared Docker engine keeps every registry digest an image was pushed under, so a pipeline
+// recorded in parallel could name another test's registry, gone by its re-run.
 //
 // redisDBs are the databases of the test Redis that e2e servers take, one server at a time each
 // (redisDB), so that tests that start servers can run in parallel without one server's queues,

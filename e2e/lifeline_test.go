@@ -202,7 +202,6 @@ main:
 // -9 of the agent the build's container, the engine (dockerd, containerd, rootlesskit) and the
 // container a job ran in it are gone within 10 s, with no restart.
 func TestAgentKilledEndsItsBuildAndEngine(t *testing.T) {
-	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
 	testenv.DindUser(t)
 	w := newWorld(t, "NIMBUS_LEASE_TTL=6s")
 	base := w.registryHost() + "/ml/trainer/base:1"

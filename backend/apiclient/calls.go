@@ -50,21 +50,13 @@ func (c *Client) CreateToken(ctx context.Context, name string, scopes ...string)
 	if scopes == nil {
 		scopes = []string{} // the document wants an array; the server says which scopes are missing
 	}
-	var t Token
-	if err := c.Do(ctx, http.MethodPost, Path("user", "tokens"), map[string]any{"name": name, "scopes": scopes}, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return call[Token](ctx, c, http.MethodPost, Path("user", "tokens"), map[string]any{"name": name, "scopes": scopes})
 }
 
 // CreateDeployToken creates a read-only token of one repo (POST
 // /repos/{org}/{repo}/deploy-tokens): what inference services pull models and images with.
 func (c *Client) CreateDeployToken(ctx context.Context, org, repo, name string) (*Token, error) {
-	var t Token
-	if err := c.Do(ctx, http.MethodPost, Path("repos", org, repo, "deploy-tokens"), map[string]string{"name": name}, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return call[Token](ctx, c, http.MethodPost, Path("repos", org, repo, "deploy-tokens"), map[string]string{"name": name})
 }
 
 // Org is an organization (a team) as its member sees it.
@@ -76,11 +68,7 @@ type Org struct {
 
 // CreateOrg creates a team whose owner is the caller (POST /orgs).
 func (c *Client) CreateOrg(ctx context.Context, name string) (*Org, error) {
-	var o Org
-	if err := c.Do(ctx, http.MethodPost, Path("orgs"), map[string]string{"name": name}, &o); err != nil {
-		return nil, err
-	}
-	return &o, nil
+	return call[Org](ctx, c, http.MethodPost, Path("orgs"), map[string]string{"name": name})
 }
 
 // NewRepo is what CreateRepo creates: the zero values of the optional fields are the
@@ -103,11 +91,7 @@ type Repo struct {
 
 // CreateRepo creates a repo in the org (POST /orgs/{org}/repos).
 func (c *Client) CreateRepo(ctx context.Context, org string, r NewRepo) (*Repo, error) {
-	var out Repo
-	if err := c.Do(ctx, http.MethodPost, Path("orgs", org, "repos"), r, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[Repo](ctx, c, http.MethodPost, Path("orgs", org, "repos"), r)
 }
 
 // Workspace is a cloud workspace (GET /workspaces/{id}, and the items of the team's list,
@@ -153,11 +137,7 @@ type SavedWork struct {
 
 // GetWorkspace reads a workspace (GET /workspaces/{id}; its id is its pipeline's).
 func (c *Client) GetWorkspace(ctx context.Context, id int64) (*Workspace, error) {
-	var w Workspace
-	if err := c.Do(ctx, http.MethodGet, Path("workspaces", strconv.FormatInt(id, 10)), nil, &w); err != nil {
-		return nil, err
-	}
-	return &w, nil
+	return call[Workspace](ctx, c, http.MethodGet, Path("workspaces", strconv.FormatInt(id, 10)), nil)
 }
 
 // WorkspaceList is the team's workspaces, newest first (at most 200, one page).
@@ -279,21 +259,13 @@ func (c *Client) CancelBuild(ctx context.Context, org, repo string, number int64
 // RerunExact starts a new build of a build's commit with its recorded images, by digest
 // (POST /repos/{org}/{repo}/builds/{number}/rerun-exact), and returns it.
 func (c *Client) RerunExact(ctx context.Context, org, repo string, number int64) (*Build, error) {
-	var b Build
-	if err := c.Do(ctx, http.MethodPost, Path("repos", org, repo, "builds", strconv.FormatInt(number, 10), "rerun-exact"), nil, &b); err != nil {
-		return nil, err
-	}
-	return &b, nil
+	return call[Build](ctx, c, http.MethodPost, Path("repos", org, repo, "builds", strconv.FormatInt(number, 10), "rerun-exact"), nil)
 }
 
 // GetBuild reads a build with its first 100 pipelines, their stages and jobs
 // (GET /repos/{org}/{repo}/builds/{number}).
 func (c *Client) GetBuild(ctx context.Context, org, repo string, number int64) (*Build, error) {
-	var b Build
-	if err := c.Do(ctx, http.MethodGet, Path("repos", org, repo, "builds", strconv.FormatInt(number, 10)), nil, &b); err != nil {
-		return nil, err
-	}
-	return &b, nil
+	return call[Build](ctx, c, http.MethodGet, Path("repos", org, repo, "builds", strconv.FormatInt(number, 10)), nil)
 }
 
 // OpenWorkspaces fires the vscode event on the head of branch (the default branch when empty):
@@ -303,11 +275,7 @@ func (c *Client) OpenWorkspaces(ctx context.Context, org, repo, branch string) (
 	if branch != "" {
 		body["branch"] = branch
 	}
-	var b Build
-	if err := c.Do(ctx, http.MethodPost, Path("repos", org, repo, "workspaces"), body, &b); err != nil {
-		return nil, err
-	}
-	return &b, nil
+	return call[Build](ctx, c, http.MethodPost, Path("repos", org, repo, "workspaces"), body)
 }
 
 // Restored is what RestoreWorkspace put back: the files of the saved work, relative to the
@@ -319,12 +287,7 @@ type Restored struct {
 // RestoreWorkspace puts the saved work at ref (one of the workspace's SavedWork) back into a
 // ready workspace's tree (POST /workspaces/{id}/restore).
 func (c *Client) RestoreWorkspace(ctx context.Context, id int64, ref string) (*Restored, error) {
-	var r Restored
-	err := c.Do(ctx, http.MethodPost, Path("workspaces", strconv.FormatInt(id, 10), "restore"), map[string]string{"ref": ref}, &r)
-	if err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call[Restored](ctx, c, http.MethodPost, Path("workspaces", strconv.FormatInt(id, 10), "restore"), map[string]string{"ref": ref})
 }
 
 // PreviewToken is a short-lived credential of one port of a workspace: send Token as the
@@ -337,12 +300,8 @@ type PreviewToken struct {
 // NewPreviewToken issues a preview credential of a workspace's port
 // (POST /workspaces/{id}/preview/{port}/token).
 func (c *Client) NewPreviewToken(ctx context.Context, id int64, port int) (*PreviewToken, error) {
-	var t PreviewToken
 	path := Path("workspaces", strconv.FormatInt(id, 10), "preview", strconv.Itoa(port), "token")
-	if err := c.Do(ctx, http.MethodPost, path, nil, &t); err != nil {
-		return nil, err
-	}
-	return &t, nil
+	return call[PreviewToken](ctx, c, http.MethodPost, path, nil)
 }
 
 // StopWorkspace stops a workspace gracefully (POST /workspaces/{id}/stop): its endStages run
@@ -406,11 +365,7 @@ type Release struct {
 
 // GetRelease reads the release of a tag (GET /repos/{org}/{repo}/releases/{tag}).
 func (c *Client) GetRelease(ctx context.Context, org, repo, tag string) (*Release, error) {
-	var r Release
-	if err := c.Do(ctx, http.MethodGet, Path("repos", org, repo, "releases", tag), nil, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
+	return call[Release](ctx, c, http.MethodGet, Path("repos", org, repo, "releases", tag), nil)
 }
 
 // SetSecret creates or replaces a repo's secret (PUT /repos/{org}/{repo}/secrets/{name}):
@@ -440,11 +395,7 @@ func (c *Client) PutSecretFile(ctx context.Context, org, repo, file, content str
 
 // GetSecretFile reads a file of a secret repository with its content.
 func (c *Client) GetSecretFile(ctx context.Context, org, repo, file string) (*SecretFile, error) {
-	var f SecretFile
-	if err := c.Do(ctx, http.MethodGet, secretFilePath(org, repo, file), nil, &f); err != nil {
-		return nil, err
-	}
-	return &f, nil
+	return call[SecretFile](ctx, c, http.MethodGet, secretFilePath(org, repo, file), nil)
 }
 
 // ArtifactUse is a file a pipeline pushed or pulled: which package and version, and its digest.
@@ -464,11 +415,7 @@ type ArtifactUses struct {
 // PipelineArtifacts reads what a pipeline pushed and pulled
 // (GET /repos/{org}/{repo}/pipelines/{id}/artifacts).
 func (c *Client) PipelineArtifacts(ctx context.Context, org, repo string, pipeline int64) (*ArtifactUses, error) {
-	var u ArtifactUses
-	if err := c.Do(ctx, http.MethodGet, Path("repos", org, repo, "pipelines", strconv.FormatInt(pipeline, 10), "artifacts"), nil, &u); err != nil {
-		return nil, err
-	}
-	return &u, nil
+	return call[ArtifactUses](ctx, c, http.MethodGet, Path("repos", org, repo, "pipelines", strconv.FormatInt(pipeline, 10), "artifacts"), nil)
 }
 
 // PublishWebhook is the URL a repo tells of each new model version; Secret, which signs the
@@ -480,11 +427,7 @@ type PublishWebhook struct {
 
 // SetPublishWebhook sets the repo's publish webhook (PUT /repos/{org}/{repo}/webhooks/publish).
 func (c *Client) SetPublishWebhook(ctx context.Context, org, repo, hookURL string) (*PublishWebhook, error) {
-	var h PublishWebhook
-	if err := c.Do(ctx, http.MethodPut, Path("repos", org, repo, "webhooks", "publish"), map[string]string{"url": hookURL}, &h); err != nil {
-		return nil, err
-	}
-	return &h, nil
+	return call[PublishWebhook](ctx, c, http.MethodPut, Path("repos", org, repo, "webhooks", "publish"), map[string]string{"url": hookURL})
 }
 
 // ArtifactPath is the API path of a package's version, or of one of its files when file is
@@ -495,11 +438,7 @@ func ArtifactPath(org, repo, pkg, version string, file ...string) string {
 
 // ArtifactVersion reads a version of a package and the list of its files.
 func (c *Client) ArtifactVersion(ctx context.Context, org, repo, pkg, version string) (*ArtifactVersion, error) {
-	var v ArtifactVersion
-	if err := c.Do(ctx, http.MethodGet, ArtifactPath(org, repo, pkg, version), nil, &v); err != nil {
-		return nil, err
-	}
-	return &v, nil
+	return call[ArtifactVersion](ctx, c, http.MethodGet, ArtifactPath(org, repo, pkg, version), nil)
 }
 
 // Billing is a team's account (GET /orgs/{org}/billing). Amounts are decimal strings in the
@@ -518,11 +457,7 @@ type FreeQuota struct {
 
 // GetBilling reads the team's account.
 func (c *Client) GetBilling(ctx context.Context, org string) (*Billing, error) {
-	var b Billing
-	if err := c.Do(ctx, http.MethodGet, Path("orgs", org, "billing"), nil, &b); err != nil {
-		return nil, err
-	}
-	return &b, nil
+	return call[Billing](ctx, c, http.MethodGet, Path("orgs", org, "billing"), nil)
 }
 
 // LedgerEntry is a transaction of a team's account: its balance and frozen changes add up to
@@ -548,20 +483,20 @@ func (c *Client) Ledger(ctx context.Context, org string, limit int, cursor strin
 	if cursor != "" {
 		q.Set("cursor", cursor)
 	}
-	var p LedgerPage
-	if err := c.Do(ctx, http.MethodGet, Path("orgs", org, "billing", "ledger")+"?"+q.Encode(), nil, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return call[LedgerPage](ctx, c, http.MethodGet, Path("orgs", org, "billing", "ledger")+"?"+q.Encode(), nil)
 }
 
 // GrantCredits credits a team's account (POST /admin/orgs/{org}/credits; platform admins
 // only): amount is a decimal string ("10.00"), note one line recorded with the grant.
 func (c *Client) GrantCredits(ctx context.Context, org, amount, note string) (*LedgerEntry, error) {
-	var e LedgerEntry
-	err := c.Do(ctx, http.MethodPost, Path("admin", "orgs", org, "credits"), map[string]string{"amount": amount, "note": note}, &e)
-	if err != nil {
+	return call[LedgerEntry](ctx, c, http.MethodPost, Path("admin", "orgs", org, "credits"), map[string]string{"amount": amount, "note": note})
+}
+
+// call is Do for the calls whose answer is one value: it returns it, or Do's error.
+func call[T any](ctx context.Context, c *Client, method, path string, in any) (*T, error) {
+	var out T
+	if err := c.Do(ctx, method, path, in, &out); err != nil {
 		return nil, err
 	}
-	return &e, nil
+	return &out, nil
 }

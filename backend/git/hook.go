@@ -2,11 +2,14 @@ package git
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // How a push tells the handler which refs it updated: every http-backend run gets
@@ -64,10 +67,7 @@ func checkHook(hook string) error {
 	defer os.Remove(log.Name())
 	log.Close()
 	const line = ZeroSHA + " " + ZeroSHA + " refs/heads/check\n"
-	cmd := exec.Command(hook)
-	cmd.Env = append(baseEnv(), pushLogEnv+"="+log.Name())
-	cmd.Stdin = strings.NewReader(line)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := runHookOnce(hook, append(baseEnv(), pushLogEnv+"="+log.Name()), line); err != nil {
 		return fmt.Errorf("git: hook %s does not run (a noexec mount?): %w: %s", hook, err, out)
 	}
 	got, err := os.ReadFile(log.Name())
@@ -75,6 +75,26 @@ func checkHook(hook string) error {
 		return fmt.Errorf("git: hook %s wrote %q, want %q (%v)", hook, got, line, err)
 	}
 	return nil
+}
+
+// runHookOnce runs the freshly written hook, retrying while exec says ETXTBSY. The file was
+// closed before the rename, but a fork elsewhere in the process (another goroutine starting
+// any command) may have copied the write descriptor into a child that has not reached its own
+// exec yet; until it does, the kernel refuses to execute the file (golang/go#22315). That
+// window is microseconds, so a few short retries end it; a real noexec mount fails every try.
+func runHookOnce(hook string, env []string, stdin string) ([]byte, error) {
+	var out []byte
+	var err error
+	for try := 0; try < 20; try++ {
+		c := exec.Command(hook)
+		c.Env = env
+		c.Stdin = strings.NewReader(stdin)
+		if out, err = c.CombinedOutput(); !errors.Is(err, syscall.ETXTBSY) {
+			return out, err
+		}
+		time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+	}
+	return out, err
 }
 
 // readPushLog parses what the hook wrote. An empty file means no ref changed (an up-to-date

@@ -1,12 +1,15 @@
 // Package agentapi is the agent API room: the routes under /api/v1/agent that agents (the
 // platform's and teams' runners) call, and nothing else. It owns no tables and no rules of its
-// own; it composes four small interfaces it defines here, each met by one domain package and
+// own; it composes three small interfaces it defines here, each met by one domain package and
 // wired in app.New:
 //
 //	agent ──HTTP──► agentapi ──Dispatch──► scheduler   register, poll (claim, lease), renew, control, locks
-//	                         ──Runs──────► build       events, finish, child builds, cnb:resolve/await
-//	                         ──Repos─────► repo        imports, the repos a child build names
+//	                         ──Runs──────► build       events, finish, child builds, imports, cnb:resolve/await
 //	                         ──LogSink───► logs        log chunks by offset
+//
+// Repositories are build's business: a job's imports are read, and the repo a child build names
+// is resolved, with the pipeline's own rights inside build, which already reads the repo for
+// every build it starts.
 //
 // What follows a pipeline's end (the team's slot and locks, the bill) is not here: build's
 // OnEnded hook starts it from the agent's finish and the reaper alike. Billing's freeze at claim
@@ -23,8 +26,6 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
-	"github.com/nimbus-build/nimbus/backend/org"
-	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/scheduler"
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
@@ -50,18 +51,12 @@ type Runs interface {
 	// Finish ends the pipeline; an end goes to build's OnEnded subscribers.
 	Finish(ctx context.Context, agentID, leaseID string, req protocol.FinishRequest) (*build.Pipeline, bool, error)
 	CheckJob(ctx context.Context, agentID, leaseID string, jobID int64) error
-	StartChild(ctx context.Context, parent *build.Pipeline, rq build.ChildRequest) (*build.Build, error)
+	StartChild(ctx context.Context, parent *build.Pipeline, rq build.ChildRequest) (*build.ChildState, error)
 	Child(ctx context.Context, parent *build.Pipeline, slug string, number int64) (*build.ChildState, error)
 	Resolve(ctx context.Context, p *build.Pipeline, key string, data map[string]any) error
 	Await(ctx context.Context, p *build.Pipeline, key string) (map[string]any, bool, error)
-}
-
-// Repos is repo's side: a job's imports, read with the pipeline's own rights, and the repos
-// the builds a pipeline starts belong to.
-type Repos interface {
-	ReadImport(ctx context.Context, rd repo.Reader, raw, kind, image string) (protocol.ImportFile, error)
-	ByID(ctx context.Context, id int64) (*repo.Repo, *org.Org, error)
-	Resolve(ctx context.Context, p *auth.Principal, orgName, name string, need repo.Level) (*repo.Access, error)
+	// ReadImport reads a file a job imports, with the pipeline's own rights.
+	ReadImport(ctx context.Context, p *build.Pipeline, raw, kind, image string) (protocol.ImportFile, error)
 }
 
 // LogSink stores job logs by offset (package logs).
@@ -73,7 +68,6 @@ type LogSink interface {
 type Config struct {
 	Dispatch Dispatch
 	Runs     Runs
-	Repos    Repos
 	// Logs may be nil (tests): log uploads are then refused as unavailable.
 	Logs LogSink
 	// PublicURL is the server's own URL, for the links to the builds pipelines start.

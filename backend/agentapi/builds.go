@@ -9,7 +9,6 @@ import (
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/fault"
-	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/scheduler"
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
@@ -44,7 +43,8 @@ func (h *Handler) StartBuild(ctx context.Context, a *scheduler.Agent, leaseID st
 		return protocol.ChildBuild{}, err
 	}
 	event := req.Event
-	var access *repo.Access
+	var who *auth.Principal // nil: the pipeline's own repo, as its own user (cnb:apply)
+	var slug string
 	var user *int64
 	prefix := "APPLY_TRIGGER_"
 	switch req.Kind {
@@ -52,11 +52,6 @@ func (h *Handler) StartBuild(ctx context.Context, a *scheduler.Agent, leaseID st
 		if !applyAllowed(run.Event) {
 			return protocol.ChildBuild{}, fault.Forbidden("cnb:apply does not run on %s events", run.Event)
 		}
-		r, o, err := h.cfg.Repos.ByID(ctx, p.RepoID)
-		if err != nil {
-			return protocol.ChildBuild{}, err
-		}
-		access = &repo.Access{Repo: r, Org: o, Level: repo.Write}
 		if run.TriggeredBy != 0 {
 			user = &run.TriggeredBy
 		}
@@ -75,14 +70,7 @@ func (h *Handler) StartBuild(ctx context.Context, a *scheduler.Agent, leaseID st
 		if err != nil || pr.Kind == auth.KindJob || pr.User == nil {
 			return protocol.ChildBuild{}, fault.Forbidden("cnb:trigger's token is not a valid token of a person of this install")
 		}
-		orgName, repoName, ok := strings.Cut(req.Slug, "/")
-		if !ok {
-			return protocol.ChildBuild{}, fault.Invalid("slug", "slug is org/repo, not %q", req.Slug)
-		}
-		if access, err = h.cfg.Repos.Resolve(ctx, pr, orgName, repoName, repo.Write); err != nil {
-			return protocol.ChildBuild{}, err
-		}
-		user = &pr.User.ID
+		who, slug, user = pr, req.Slug, &pr.User.ID
 	default:
 		return protocol.ChildBuild{}, fault.Invalid("kind", "kind must be %s or %s", protocol.StartApply, protocol.StartTrigger)
 	}
@@ -90,12 +78,12 @@ func (h *Handler) StartBuild(ctx context.Context, a *scheduler.Agent, leaseID st
 	for k, v := range req.Env {
 		env[k] = v
 	}
-	slug := run.OrgName + "/" + run.RepoName
+	parent := run.OrgName + "/" + run.RepoName
 	short := run.CommitSHA
 	if len(short) > 8 {
 		short = short[:8]
 	}
-	origin := map[string]string{"BUILD_ID": "nimbus-" + strconv.FormatInt(run.BuildID, 10), "PIPELINE_ID": strconv.FormatInt(p.ID, 10), "REPO_SLUG": slug,
+	origin := map[string]string{"BUILD_ID": "nimbus-" + strconv.FormatInt(run.BuildID, 10), "PIPELINE_ID": strconv.FormatInt(p.ID, 10), "REPO_SLUG": parent,
 		"REPO_ID": strconv.FormatInt(p.RepoID, 10), "BRANCH": run.Branch, "COMMIT": run.CommitSHA, "COMMIT_SHORT": short}
 	for k, v := range origin {
 		env[prefix+k] = v // set last: the task cannot override them
@@ -111,12 +99,12 @@ func (h *Handler) StartBuild(ctx context.Context, a *scheduler.Agent, leaseID st
 		}
 		config = []byte(req.Config)
 	}
-	b, err := h.cfg.Runs.StartChild(ctx, p, build.ChildRequest{Access: access, UserID: user, Branch: req.Branch, Event: event, Env: env, Config: config,
-		OriginPrefix: prefix})
+	st, err := h.cfg.Runs.StartChild(ctx, p, build.ChildRequest{Principal: who, Slug: slug, UserID: user, Branch: req.Branch, Event: event,
+		Env: env, Config: config, OriginPrefix: prefix})
 	if err != nil {
 		return protocol.ChildBuild{}, err
 	}
-	child := access.Org.Name + "/" + access.Repo.Name
+	child, b := st.Slug, st.Build
 	h.log.InfoContext(ctx, "pipeline started a build", "pipeline", p.ID, "build", child+"#"+strconv.FormatInt(b.Number, 10), "kind", req.Kind)
 	return protocol.ChildBuild{Slug: child, Number: b.Number, URL: h.buildURL(child, b.Number), Status: b.Status, Finished: build.Terminal(b.Status)}, nil
 }
@@ -162,7 +150,7 @@ func (h *Handler) AwaitKey(ctx context.Context, a *scheduler.Agent, leaseID stri
 }
 
 // Import reads a file a job of the agent's running pipeline imports (protocol.ImportRequest),
-// with the pipeline's own rights: repo.ReadImport checks and audits.
+// with the pipeline's own rights (build.Service.ReadImport).
 func (h *Handler) Import(ctx context.Context, a *scheduler.Agent, leaseID string, req protocol.ImportRequest) (protocol.ImportFile, error) {
 	switch req.Kind {
 	case protocol.ImportEnv, protocol.ImportSettingsFrom, protocol.ImportOptionsFrom:
@@ -173,11 +161,5 @@ func (h *Handler) Import(ctx context.Context, a *scheduler.Agent, leaseID string
 	if err != nil {
 		return protocol.ImportFile{}, err
 	}
-	run, err := h.cfg.Runs.RunInfo(ctx, p)
-	if err != nil {
-		return protocol.ImportFile{}, err
-	}
-	rd := repo.Reader{OrgID: p.OrgID, RepoID: run.RepoID, Slug: run.OrgName + "/" + run.RepoName, Event: run.Event,
-		Branch: run.Branch, UserID: run.TriggeredBy, PipelineID: p.ID, BuildNumber: run.BuildNumber}
-	return h.cfg.Repos.ReadImport(ctx, rd, req.URL, req.Kind, req.Image)
+	return h.cfg.Runs.ReadImport(ctx, p, req.URL, req.Kind, req.Image)
 }

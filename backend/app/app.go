@@ -279,8 +279,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	}
 	links := workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}
 	a.Workspaces = workspace.New(workspace.Config{Repos: a.Repos, Orgs: a.Orgs, Builds: a.Builds,
-		Tunnel: a.Tunnel, Meter: a.Billing, Links: links, Users: a.Auth.UserByID, Secret: key, Clock: clk, Log: log})
-	buildHandler := build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: a.Billing, Log: log})
+		Tunnel: a.Tunnel, Meter: Usage(a.Billing), Links: links, Users: a.Auth.UserByID, Secret: key, Clock: clk, Log: log})
+	buildHandler := build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: Usage(a.Billing), Log: log})
 	a.Server = server.New(server.Deps{
 		DB: a.DB, Redis: a.Redis.Client, Log: log, Frontend: frontend.Dist(), Version: opt.Version,
 		ReadyTimeout:   cfg.ReadyTimeout,
@@ -298,7 +298,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			record.NewHandler(record.Config{Builds: a.Builds, Describe: buildHandler.Describe, Files: a.Files, Repos: a.Repos,
 				Manifests: a.Registry, PublicURL: cfg.PublicURL, Log: log}),
 			scheduler.NewHandler(a.Scheduler, a.Orgs, log),
-			agentapi.NewHandler(agentapi.Config{Dispatch: a.Scheduler, Runs: a.Builds, Repos: a.Repos, Logs: a.Logs,
+			agentapi.NewHandler(agentapi.Config{Dispatch: a.Scheduler, Runs: a.Builds, Logs: a.Logs,
 				PublicURL: cfg.PublicURL, ResolveToken: a.Auth.PrincipalForToken,
 				Draining: func() <-chan struct{} { return a.Server.Draining() }, Log: log}),
 			a.Tunnel,

@@ -24,6 +24,24 @@ func (m meter) Start(ctx context.Context, r scheduler.Run, at time.Time) error {
 	return refused(m.b.Start(ctx, billing.Run(r), at))
 }
 
+// Usage is build's Meter (and the workspace room's) over package billing: build shows what a
+// pipeline cost and never computes money, so billing's amounts arrive displayed.
+func Usage(b *billing.Service) build.Meter { return usage{b} }
+
+type usage struct{ b *billing.Service }
+
+func (u usage) PipelineUsage(ctx context.Context, until map[int64]time.Time) (map[int64]build.Usage, error) {
+	got, err := u.b.PipelineUsage(ctx, until)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64]build.Usage, len(got))
+	for id, g := range got {
+		out[id] = build.Usage{CoreSeconds: g.CoreSeconds, Cost: g.Cost.Display(), WrittenOff: g.WrittenOff.Display(), Uncovered: g.Uncovered}
+	}
+	return out, nil
+}
+
 // refused turns billing's "cannot pay" errors into a *scheduler.Refusal; others pass as they are.
 func refused(err error) error {
 	for _, r := range []struct {

@@ -40,3 +40,10 @@ func TestMeterRefusals(t *testing.T) {
 		t.Fatalf("nil became %v", err)
 	}
 }
+
+// build shows billing's zero for a pipeline billing does not answer for; the two must agree.
+func TestNoCostIsBillingsZero(t *testing.T) {
+	if got := billing.Amount(0).Display(); got != build.NoCost {
+		t.Fatalf("billing displays zero as %q, build.NoCost is %q", got, build.NoCost)
+	}
+}

@@ -7,6 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/nimbus-build/nimbus/backend/app"
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/git"
@@ -40,7 +41,7 @@ func TestPipelineCostInTheBuildAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := build.NewHandler(build.HandlerConfig{Service: f.builds, Repos: f.repos, Log: f.log,
-			Meter: billing.NewService(db, f.clock, f.log, billing.DefaultConfig())})
+			Meter: app.Usage(billing.NewService(db, f.clock, f.log, billing.DefaultConfig()))})
 		detail, err := h.Describe(context.Background(), b.RepoID, b.Number)
 		if err != nil {
 			t.Fatal(err)
@@ -50,7 +51,7 @@ func TestPipelineCostInTheBuildAPI(t *testing.T) {
 		if cpu.CoreSeconds != 808 || cpu.Cost != wantCost {
 			t.Errorf("running: %d core-seconds, cost %s; want 808 and %s", cpu.CoreSeconds, cpu.Cost, wantCost)
 		}
-		if gpu.CoreSeconds != 0 || gpu.Cost != "0.0000" {
+		if gpu.CoreSeconds != 0 || gpu.Cost != build.NoCost {
 			t.Errorf("never started: %d core-seconds, cost %s", gpu.CoreSeconds, gpu.Cost)
 		}
 		settled := billing.PipelineBilling{PipelineID: ps[1].ID, AccountID: acct.ID, RepoID: b.RepoID, Class: "cnb:arch:amd64:gpu", Cores: 16,

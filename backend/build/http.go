@@ -14,7 +14,6 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
-	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/internal/protocol"
@@ -91,11 +90,27 @@ func Waiting(bs []Blocker) bool {
 	return slices.ContainsFunc(bs, func(b Blocker) bool { return b.Code != BlockerBusy })
 }
 
-// Meter says what pipelines used and cost up to a time (billing); a pipeline it does not answer
-// for cost nothing.
+// Meter says what pipelines used and cost up to a time (billing, adapted in app.New); a
+// pipeline it does not answer for cost nothing.
 type Meter interface {
-	PipelineUsage(ctx context.Context, until map[int64]time.Time) (map[int64]billing.PipelineUsage, error)
+	PipelineUsage(ctx context.Context, until map[int64]time.Time) (map[int64]Usage, error)
 }
+
+// Usage is what a pipeline used and cost as billing displays it: build shows money and never
+// computes it, so amounts arrive as billing's decimal strings.
+type Usage struct {
+	CoreSeconds int64
+	// Cost is what it costs so far while it runs; once settled, what its account paid.
+	Cost string
+	// WrittenOff is, once settled, the part of its price the platform wrote off.
+	WrittenOff string
+	// Uncovered is, once settled, how long it ran past its last frozen window.
+	Uncovered time.Duration
+}
+
+// NoCost is billing's display of a zero amount, shown for a pipeline the Meter does not answer
+// for (app's meter test holds it equal to billing.Amount(0).Display()).
+const NoCost = "0.0000"
 
 // HandlerConfig is what the build routes are made of. Explain and Meter may be nil: queued
 // pipelines then give no reason and cost shows as zero.
@@ -556,7 +571,7 @@ func (h *Handler) describe(ctx context.Context, bs []Build, deep bool) ([]JSON, 
 // and what the queued ones wait for; deep adds their stages, jobs, awaited time and host.
 func (h *Handler) describePipelines(ctx context.Context, ps []Pipeline, deep bool) ([]PipelineJSON, error) {
 	now := h.svc.clock.Now().UTC()
-	usage := map[int64]billing.PipelineUsage{}
+	usage := map[int64]Usage{}
 	if h.meter != nil && len(ps) > 0 {
 		until := make(map[int64]time.Time, len(ps))
 		for _, p := range ps {
@@ -611,8 +626,8 @@ func (h *Handler) describePipelines(ctx context.Context, ps []Pipeline, deep boo
 	out := make([]PipelineJSON, 0, len(ps))
 	for _, p := range ps {
 		pj := PipelineJSON{ID: p.ID, Key: p.Key, Name: p.Name, Status: p.Status, Reason: p.Reason, RunnerTag: p.RunnerTag,
-			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt, Cost: billing.Amount(0).Display(),
-			WrittenOff: billing.Amount(0).Display(), Workspace: p.Workspace, ReadyAt: p.ReadyAt, Blockers: []Blocker{}}
+			CPUs: p.CPUs, StartedAt: p.StartedAt, FinishedAt: p.FinishedAt, Cost: NoCost,
+			WrittenOff: NoCost, Workspace: p.Workspace, ReadyAt: p.ReadyAt, Blockers: []Blocker{}}
 		if bs, ok := blockers[p.ID]; ok {
 			pj.Blockers, pj.Waiting = bs, Waiting(bs)
 		}
@@ -621,7 +636,7 @@ func (h *Handler) describePipelines(ctx context.Context, ps []Pipeline, deep boo
 			pj.WorkspaceState = &st
 		}
 		if u, ok := usage[p.ID]; ok {
-			pj.CoreSeconds, pj.Cost, pj.WrittenOff = u.CoreSeconds, u.Cost.Display(), u.WrittenOff.Display()
+			pj.CoreSeconds, pj.Cost, pj.WrittenOff = u.CoreSeconds, u.Cost, u.WrittenOff
 			if p.FinishedAt != nil {
 				ms := u.Uncovered.Milliseconds()
 				pj.UncoveredMs = &ms

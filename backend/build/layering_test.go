@@ -40,14 +40,19 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 		{From: module + "/backend/build", To: module + "/backend/scheduler", Why: "the scheduler drives builds through build.Lifecycle, never the reverse"},
 		{From: module + "/agent", To: module + "/backend", Why: "the agent shares with the server only the root internal/"},
 		// The scheduler is queues, fairness, locks and the reaper. The agent API (backend/agentapi)
-		// composes it with build, repo and logs; billing is reached through its Meter, adapted
+		// composes it with build and logs; billing is reached through its Meter, adapted
 		// in backend/app; an end's effects come from build's OnEnded hook. Tests may build
 		// worlds from the real services.
-		{From: module + "/backend/scheduler", To: module + "/backend/repo", Why: "the scheduler reads secrets through its Secrets interface; imports and child builds are backend/agentapi's", NotTests: true},
+		{From: module + "/backend/scheduler", To: module + "/backend/repo", Why: "the scheduler reads secrets through its Secrets interface; imports and child builds are build's", NotTests: true},
 		{From: module + "/backend/scheduler", To: module + "/backend/logs", Why: "log uploads are backend/agentapi's", NotTests: true},
 		{From: module + "/backend/scheduler", To: module + "/backend/billing", Why: "the scheduler asks billing through its Meter (adapted in backend/app); settling and the billing tick are billing's own", NotTests: true},
 		{From: module + "/backend/scheduler", To: module + "/backend/agentapi", Why: "the agent API composes the scheduler, never the reverse"},
 		{From: module + "/backend/build", To: module + "/backend/agentapi", Why: "the agent API composes build, never the reverse"},
+		{From: module + "/backend/agentapi", To: module + "/backend/repo", Why: "a job's imports and the repo a child build names are resolved in build, with the pipeline's rights"},
+		// build and the workspace room show what a pipeline cost; billing computes it. The
+		// figures come through build.Meter, adapted in backend/app (app.Usage).
+		{From: module + "/backend/build", To: module + "/backend/billing", Why: "build shows billing's figures through build.Meter (app.Usage); it does no money", NotTests: true},
+		{From: module + "/backend/workspace", To: module + "/backend/billing", Why: "workspaces show billing's figures through build.Meter (app.Usage); they do no money", NotTests: true},
 		{From: module + "/backend/billing", To: module + "/backend/pipeline/spec", Why: "billing prices runner classes, which live in backend/runnerclass, not in the .cnb.yml engine"},
 		// The root internal/ (backoff, …) is what agent and backend both import; it stays neutral.
 		{From: module + "/internal", To: module + "/backend", Why: "internal/ is shared by agent and backend, so it imports neither"},

@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"errors"
+	"github.com/nimbus-build/nimbus/backend/repo"
 	"time"
 
 	"gorm.io/gorm"
@@ -69,6 +70,19 @@ func (s *Service) RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error) {
 		info.TriggeredBy = *b.TriggeredBy
 	}
 	return info, nil
+}
+
+// ReadImport reads a file a job of the running pipeline p imports (imports, settings and
+// options from other repos), with the pipeline's own rights: the repo, event, branch and user
+// it runs as, which repo.ReadImport checks and audits.
+func (s *Service) ReadImport(ctx context.Context, p *Pipeline, raw, kind, image string) (protocol.ImportFile, error) {
+	run, err := s.RunInfo(ctx, p)
+	if err != nil {
+		return protocol.ImportFile{}, err
+	}
+	rd := repo.Reader{OrgID: p.OrgID, RepoID: run.RepoID, Slug: run.OrgName + "/" + run.RepoName, Event: run.Event,
+		Branch: run.Branch, UserID: run.TriggeredBy, PipelineID: p.ID, BuildNumber: run.BuildNumber}
+	return s.repos.ReadImport(ctx, rd, raw, kind, image)
 }
 
 // Stopping implements Lifecycle.

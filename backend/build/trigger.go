@@ -185,7 +185,11 @@ func (s *Service) createAt(ctx context.Context, r *repo.Repo, branch string, rq 
 // ChildRequest is a build a running pipeline starts: cnb:apply in its own repo, cnb:trigger in
 // another one (the scheduler authorizes Access with the token the task names).
 type ChildRequest struct {
-	Access        *repo.Access
+	// Principal and Slug name another repo of this install (cnb:trigger): Slug is "org/repo",
+	// which Principal must be able to write to. A nil Principal is the parent's own repo
+	// (cnb:apply), which the pipeline writes to by its nature.
+	Principal     *auth.Principal
+	Slug          string
 	UserID        *int64 // who it runs as
 	Branch, Event string
 	Env           map[string]string // the task's env and the APPLY_TRIGGER_* / API_TRIGGER_* variables
@@ -194,13 +198,33 @@ type ChildRequest struct {
 	OriginPrefix string
 }
 
+// childAccess resolves the repo a child build belongs to (ChildRequest).
+func (s *Service) childAccess(ctx context.Context, parent *Pipeline, rq ChildRequest) (*repo.Access, error) {
+	if rq.Principal == nil {
+		r, o, err := s.repos.ByID(ctx, parent.RepoID)
+		if err != nil {
+			return nil, err
+		}
+		return &repo.Access{Repo: r, Org: o, Level: repo.Write}, nil
+	}
+	orgName, repoName, ok := strings.Cut(rq.Slug, "/")
+	if !ok {
+		return nil, fault.Invalid("slug", "slug is org/repo, not %q", rq.Slug)
+	}
+	return s.repos.Resolve(ctx, rq.Principal, orgName, repoName, repo.Write)
+}
+
 // MaxChildDepth bounds chains of builds that start builds, so a pipeline that applies itself
 // stops.
 const MaxChildDepth = 5
 
 // StartChild creates the build a running pipeline asks for and links it to that pipeline and
 // its build.
-func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequest) (*Build, error) {
+func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequest) (*ChildState, error) {
+	access, err := s.childAccess(ctx, parent, rq)
+	if err != nil {
+		return nil, err
+	}
 	depth := 0
 	for id := parent.BuildID; ; depth++ {
 		if depth >= MaxChildDepth {
@@ -220,13 +244,13 @@ func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequ
 	}
 	branch := rq.Branch
 	if branch == "" {
-		branch = rq.Access.Repo.DefaultBranch
+		branch = access.Repo.DefaultBranch
 	}
 	if err := checkManualEnv(rq.Env); err != nil {
 		return nil, err
 	}
-	if rq.Access.Repo.Archived {
-		return nil, fault.Conflict("%s/%s is archived", rq.Access.Org.Name, rq.Access.Repo.Name)
+	if access.Repo.Archived {
+		return nil, fault.Conflict("%s/%s is archived", access.Org.Name, access.Repo.Name)
 	}
 	if rq.OriginPrefix != "" {
 		var pb Build
@@ -247,7 +271,7 @@ func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequ
 		}
 		user = u
 	}
-	b, err := s.createAt(ctx, rq.Access.Repo, branch, request{repo: rq.Access.Repo, org: rq.Access.Org, user: user, event: rq.Event,
+	b, err := s.createAt(ctx, access.Repo, branch, request{repo: access.Repo, org: access.Org, user: user, event: rq.Event,
 		branch: branch, trigger: spec.Trigger{Event: rq.Event, Branch: branch}, extraEnv: rq.Env, config: rq.Config, parent: parent})
 	if errors.Is(err, git.ErrUnknownRevision) || errors.Is(err, git.ErrInvalid) {
 		return nil, fault.Invalid("branch", "branch %q does not exist", branch)
@@ -258,7 +282,7 @@ func (s *Service) StartChild(ctx context.Context, parent *Pipeline, rq ChildRequ
 	if b == nil {
 		return nil, fault.Invalid("event", "the .cnb.yml of %s declares no pipeline for %s", branch, rq.Event)
 	}
-	return b, nil
+	return &ChildState{Build: b, Slug: access.Org.Name + "/" + access.Repo.Name}, nil
 }
 
 // ChildState is how a build a pipeline started stands.

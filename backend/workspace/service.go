@@ -22,7 +22,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/auth"
-	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/fault"
@@ -37,11 +36,6 @@ import (
 type Opener interface {
 	Open(ctx context.Context, agentID string, h tunnel.Header) (net.Conn, error)
 	OpenBulk(ctx context.Context, agentID string, h tunnel.Header) (net.Conn, error)
-}
-
-// Meter says what pipelines cost so far (billing).
-type Meter interface {
-	PipelineUsage(ctx context.Context, until map[int64]time.Time) (map[int64]billing.PipelineUsage, error)
 }
 
 // Runs is what workspaces need of build (build.Service): their pipelines, opened, read and
@@ -63,7 +57,7 @@ type Config struct {
 	Orgs   *org.Service
 	Builds Runs
 	Tunnel Opener
-	Meter  Meter // nil: costs show as zero
+	Meter  build.Meter // what pipelines cost so far (billing, adapted in app.New); nil: zero
 	Links  Links
 	// Users finds a user by id (auth.Service.UserByID): preview credentials name their user.
 	Users func(ctx context.Context, id int64) (*auth.User, error)
@@ -181,7 +175,7 @@ func (s *Service) view(ctx context.Context, rs []record, live bool) ([]View, err
 			until[r.ID] = now
 		}
 	}
-	usage := map[int64]billing.PipelineUsage{}
+	usage := map[int64]build.Usage{}
 	if s.cfg.Meter != nil && len(until) > 0 {
 		var err error
 		if usage, err = s.cfg.Meter.PipelineUsage(ctx, until); err != nil {
@@ -196,7 +190,7 @@ func (s *Service) view(ctx context.Context, rs []record, live bool) ([]View, err
 		v := View{ID: r.ID, Org: r.OrgName, Repo: r.RepoName, Branch: r.Branch, BuildNumber: r.BuildNumber,
 			PipelineName: r.Name, Status: r.Status, State: build.WorkspaceState(p), Reason: r.Reason,
 			RunnerTag: r.RunnerTag, CPUs: r.CPUs, CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, ReadyAt: r.ReadyAt,
-			FinishedAt: r.FinishedAt, Cost: billing.Amount(0).Display(),
+			FinishedAt: r.FinishedAt, Cost: build.NoCost,
 			PreviewURLTemplate: s.cfg.Links.PreviewTemplate(r.ID), SavedWork: []SavedWork{}}
 		if r.Status == build.StatusRunning && r.Reason != "" {
 			v.State = build.WorkspaceStopping
@@ -206,7 +200,7 @@ func (s *Service) view(ctx context.Context, rs []record, live bool) ([]View, err
 			v.GPUs = 1
 		}
 		if u, ok := usage[r.ID]; ok {
-			v.CoreSeconds, v.Cost = u.CoreSeconds, u.Cost.Display()
+			v.CoreSeconds, v.Cost = u.CoreSeconds, u.Cost
 		}
 		out[i] = v
 		if live && r.ready() {

@@ -69,7 +69,7 @@ func runPlan(_ context.Context, e env, args []string) int {
 	fs.Var(changed, "changed", "", "changed files, comma-separated; repeatable")
 	fs.Var(vars, "env", "", "a built-in variable K=V the build would have (CNB_REPO_SLUG=…); repeatable")
 	var explain bool
-	fs.Bool(&explain, "explain", "", false, "add to each pipeline whether this version's agent runs all of it (runs) and what it does not run (blockers)")
+	fs.Bool(&explain, "explain", "", false, "add to each pipeline whether this installation runs all of it (runs) and what it does not run (blockers: an event it never fires, services, built-ins)")
 	var limits spec.Limits
 	config.LimitFlags(fs, &limits)
 	if err := fs.Parse(args, e.getenv, e.stdout); err != nil {
@@ -108,7 +108,7 @@ func runPlan(_ context.Context, e env, args []string) int {
 	}
 	var out any = set
 	if explain {
-		out = explained(set)
+		out = explained(set, t.Event, cfg.Fires(t.Event))
 	}
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
@@ -126,12 +126,17 @@ type explainedPlan struct {
 	Blockers []string `json:"blockers,omitempty"`
 }
 
-func explained(set *protocol.PlanSet) any {
+// explained adds the verdicts. A pipeline under an event this installation never fires does not
+// run, however runnable its jobs: it gets the blocker "event:<event>".
+func explained(set *protocol.PlanSet, event string, fires bool) any {
 	out := struct {
 		Pipelines []explainedPlan `json:"pipelines"`
 	}{Pipelines: []explainedPlan{}}
 	for _, p := range set.Pipelines {
 		b := protocol.Blockers(p)
+		if !fires {
+			b = append([]string{"event:" + event}, b...)
+		}
 		out.Pipelines = append(out.Pipelines, explainedPlan{Plan: p, Runs: len(b) == 0, Blockers: b})
 	}
 	return out

@@ -301,6 +301,38 @@ func TestPlanExplain(t *testing.T) {
 	if p := out.Pipelines[1]; p.Runs || strings.Join(p.Blockers, ",") != "builtin:git:auto-merge" {
 		t.Fatalf("the workspace pipeline: %+v", p)
 	}
+
+	// A pipeline under an event the installation never fires does not run, however plain its
+	// jobs; the warning still goes to stderr (the file's declaration is warned about for every
+	// event).
+	os.WriteFile(file, []byte(`"**":
+  tag_deploy.production:
+    - stages:
+        - { name: s, script: echo hi }
+  push:
+    - stages:
+        - { name: s, script: echo hi }
+`), 0o644)
+	for _, c := range []struct {
+		event, ref string
+		runs       bool
+		want       string
+	}{{"tag_deploy.production", "--tag", false, "event:tag_deploy.production"}, {"push", "--branch", true, ""}} {
+		code, stdout, stderr := runCLI([]string{"plan", "--explain", "--event", c.event, c.ref, "v1.0.0", file}, nil)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.event, code, stderr)
+		}
+		out.Pipelines = nil
+		if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Pipelines) != 1 || out.Pipelines[0].Runs != c.runs || strings.Join(out.Pipelines[0].Blockers, ",") != c.want {
+			t.Fatalf("%s: %+v, want runs %v, blockers %q", c.event, out.Pipelines, c.runs, c.want)
+		}
+		if !c.runs && !strings.Contains(stderr, `event "`+c.event+`" is not supported by this installation`) {
+			t.Errorf("%s: stderr %q, want the warning", c.event, stderr)
+		}
+	}
 }
 
 // nimbus lint used to accept any number of pipelines, stages and jobs, and read a file of any

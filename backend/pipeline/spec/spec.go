@@ -162,6 +162,10 @@ func Compile(src []byte, t Trigger, opts Options) (*protocol.PlanSet, Diagnostic
 // Diagnostics returns what Parse found.
 func (c *Config) Diagnostics() Diagnostics { return c.diags }
 
+// Fires reports whether this installation fires event (Options.FiredEvents): a pipeline under
+// an event it never fires plans, but never runs.
+func (c *Config) Fires(event string) bool { return fired(event, c.opts.FiredEvents) }
+
 // Declaration is one event under one branch key, for listing what a file declares.
 type Declaration struct {
 	BranchKey string

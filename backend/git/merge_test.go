@@ -77,31 +77,29 @@ func TestMergeLikeGit(t *testing.T) {
 		t.Fatalf("MergeBase = %q, %v; want the base commit %s", base, err, w.sha("main~3"))
 	}
 
-	t.Run("merge commit", func(t *testing.T) {
-		gitOK(t, w.env, w.work, "checkout", "-q", "-b", "by-git-merge", "main")
-		gitOK(t, w.env, w.work, "merge", "-q", "--no-ff", "-m", "Merge topic", "topic")
-		got, err := CommitTree(ctx, w.bare, NewCommit{Tree: merged.Tree, Parents: []string{mainSHA, topic}, Message: "Merge topic",
-			Author: w.author, Committer: w.committer})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := w.sha("HEAD"); got != want {
-			t.Fatalf("merge commit %s, git merge made %s", got, want)
-		}
-	})
-	t.Run("squash", func(t *testing.T) {
-		gitOK(t, w.env, w.work, "checkout", "-q", "-b", "by-git-squash", "main")
-		gitOK(t, w.env, w.work, "merge", "-q", "--squash", "topic")
-		gitOK(t, w.env, w.work, "commit", "-q", "-m", "Topic, squashed (#1)")
-		got, err := CommitTree(ctx, w.bare, NewCommit{Tree: merged.Tree, Parents: []string{mainSHA}, Message: "Topic, squashed (#1)",
-			Author: w.author, Committer: w.committer})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := w.sha("HEAD"); got != want {
-			t.Fatalf("squash commit %s, git made %s", got, want)
-		}
-	})
+	for _, c := range []struct {
+		name    string
+		byGit   [][]string // what makes the same commit in the work tree, on a branch from main
+		parents []string
+		message string
+	}{
+		{"merge commit", [][]string{{"merge", "-q", "--no-ff", "-m", "Merge topic", "topic"}}, []string{mainSHA, topic}, "Merge topic"},
+		{"squash", [][]string{{"merge", "-q", "--squash", "topic"}, {"commit", "-q", "-m", "Topic, squashed (#1)"}}, []string{mainSHA}, "Topic, squashed (#1)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			gitOK(t, w.env, w.work, "checkout", "-q", "-b", "by-git-"+c.name[:5], "main")
+			for _, args := range c.byGit {
+				gitOK(t, w.env, w.work, args...)
+			}
+			got, err := CommitTree(ctx, w.bare, NewCommit{Tree: merged.Tree, Parents: c.parents, Message: c.message, Author: w.author, Committer: w.committer})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := w.sha("HEAD"); got != want {
+				t.Fatalf("%s %s, git made %s", c.name, got, want)
+			}
+		})
+	}
 	t.Run("rebase", func(t *testing.T) {
 		gitOK(t, w.env, w.work, "checkout", "-q", "-b", "by-git-rebase", "topic")
 		gitOK(t, w.env, w.work, "rebase", "-q", "main")

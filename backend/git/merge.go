@@ -291,7 +291,7 @@ func Rebase(ctx context.Context, repoPath, onto, head string, committer Signatur
 		return RebaseResult{}, err
 	}
 	tip, tipTree := onto, ""
-	if tipTree, err = treeOf(ctx, repoPath, tip); err != nil {
+	if tipTree, err = TreeOf(ctx, repoPath, tip); err != nil {
 		return RebaseResult{}, err
 	}
 	for _, c := range metas {
@@ -317,7 +317,7 @@ func Rebase(ctx context.Context, repoPath, onto, head string, committer Signatur
 			}
 		}
 		if merged.Tree == tipTree {
-			parentTree, err := treeOf(ctx, repoPath, c.Parents[0])
+			parentTree, err := TreeOf(ctx, repoPath, c.Parents[0])
 			if err != nil {
 				return RebaseResult{}, err
 			}
@@ -336,8 +336,8 @@ func Rebase(ctx context.Context, repoPath, onto, head string, committer Signatur
 	return RebaseResult{Head: tip}, nil
 }
 
-// treeOf returns the tree of a commit.
-func treeOf(ctx context.Context, repoPath, commit string) (string, error) {
+// TreeOf returns the tree of a commit.
+func TreeOf(ctx context.Context, repoPath, commit string) (string, error) {
 	out, err := run(ctx, repoPath, nil, "rev-parse", "--verify", "--end-of-options", commit+"^{tree}")
 	if err != nil {
 		return "", err

@@ -1,0 +1,456 @@
+package pull
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/store"
+)
+
+// Paths says where a repository's bare git directory is (repo.Service).
+type Paths interface {
+	Path(r *repo.Repo) string
+}
+
+// Person is who does something to a request, as git records it.
+type Person struct {
+	ID          int64
+	Name, Email string
+}
+
+// The author and committer of pre-merged commits: they are Nimbus's, not anyone's.
+const (
+	botName  = "Nimbus"
+	botEmail = "nimbus@users.noreply.nimbus.invalid"
+)
+
+// Service keeps pull requests.
+type Service struct {
+	db    *gorm.DB
+	paths Paths
+	clock clock.Clock
+	log   *slog.Logger
+}
+
+// NewService returns the pull request service.
+func NewService(db *gorm.DB, paths Paths, clk clock.Clock, log *slog.Logger) *Service {
+	return &Service{db: db, paths: paths, clock: clk, log: log}
+}
+
+// OpenInput is what opening a request takes.
+type OpenInput struct {
+	Source, Target string // branch names
+	Title, Body    string
+}
+
+func checkText(title, body string) error {
+	switch {
+	case strings.TrimSpace(title) == "":
+		return fault.Invalid("title", "a pull request needs a title")
+	case utf8.RuneCountInString(title) > MaxTitle || strings.ContainsAny(title, "\n\r"):
+		return fault.Invalid("title", "a title is one line of at most %d characters", MaxTitle)
+	case len(body) > MaxBody:
+		return fault.Invalid("body", "the description is %d bytes, over the %d allowed", len(body), MaxBody)
+	case !utf8.ValidString(title) || !utf8.ValidString(body):
+		return fault.Invalid("body", "title and description must be UTF-8")
+	}
+	return nil
+}
+
+// head resolves a branch of the repository at path; field names the input for the error.
+func head(ctx context.Context, path, field, branch string) (string, error) {
+	if branch == "" || strings.HasPrefix(branch, "refs/") {
+		return "", fault.Invalid(field, "name a branch (main, feature/x), not %q", branch)
+	}
+	sha, err := git.ResolveRef(ctx, path, "refs/heads/"+branch)
+	if errors.Is(err, git.ErrUnknownRevision) || errors.Is(err, git.ErrInvalid) {
+		return "", fault.Invalid(field, "branch %q does not exist", branch)
+	}
+	return sha, err
+}
+
+// Open proposes in.Source for merging into in.Target, both branches of r. The request gets the
+// repository's next number; a second open request for the same two branches is refused, as is
+// a source with nothing the target does not have.
+func (s *Service) Open(ctx context.Context, r *repo.Repo, author Person, in OpenInput) (*Request, error) {
+	in.Title = strings.TrimSpace(in.Title)
+	if err := checkText(in.Title, in.Body); err != nil {
+		return nil, err
+	}
+	if r.Archived {
+		return nil, fault.Conflict("the repository is archived")
+	}
+	path := s.paths.Path(r)
+	src, err := head(ctx, path, "source", in.Source)
+	if err != nil {
+		return nil, err
+	}
+	dst, err := head(ctx, path, "target", in.Target)
+	if err != nil {
+		return nil, err
+	}
+	if in.Source == in.Target {
+		return nil, fault.Invalid("source", "source and target are the same branch")
+	}
+	if base, err := git.MergeBase(ctx, path, dst, src); err != nil {
+		return nil, err
+	} else if base == src {
+		return nil, fault.Invalid("source", "%s has no commits that %s does not have", in.Source, in.Target)
+	}
+	now := s.clock.Now().UTC()
+	pr := &Request{RepoID: r.ID, SourceRepoID: r.ID, SourceBranch: in.Source, TargetBranch: in.Target, Title: in.Title,
+		Body: in.Body, State: StateOpen, AuthorID: author.ID, Conflicts: "[]", CreatedAt: now, UpdatedAt: now}
+	if err := s.merged(ctx, path, pr, src, dst); err != nil {
+		return nil, err
+	}
+	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		if err := store.Lock(tx, fmt.Sprintf("pull-number:%d", r.ID)); err != nil {
+			return err
+		}
+		var dup Request
+		err := tx.Select("number").Where("repo_id = ? AND source_repo_id = ? AND source_branch = ? AND target_branch = ? AND state = ?",
+			r.ID, r.ID, in.Source, in.Target, StateOpen).Take(&dup).Error
+		if err == nil {
+			return fault.Conflict("pull request #%d already proposes %s for %s", dup.Number, in.Source, in.Target)
+		}
+		if !errors.Is(err, gorm.ErrRecordNotFound) {
+			return err
+		}
+		var last int64
+		if err := tx.Model(&Request{}).Where("repo_id = ?", r.ID).Select("COALESCE(MAX(number), 0)").Scan(&last).Error; err != nil {
+			return err
+		}
+		pr.Number = last + 1
+		return tx.Create(pr).Error
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.writeRefs(ctx, path, pr); err != nil {
+		return pr, err
+	}
+	return pr, nil
+}
+
+// merged fills pr's heads, merge base, pre-merged commit and conflicts for source head src and
+// target head dst. The pre-merged commit depends only on the two heads and the request's
+// creation time, so syncing twice with nothing moved gives the same commit.
+func (s *Service) merged(ctx context.Context, path string, pr *Request, src, dst string) error {
+	base, err := git.MergeBase(ctx, path, dst, src)
+	if err != nil {
+		return err
+	}
+	res, err := git.MergeTree(ctx, path, dst, src)
+	if err != nil {
+		return err
+	}
+	pr.HeadSHA, pr.BaseSHA, pr.MergeBase, pr.MergeSHA = src, dst, base, ""
+	conflicts, _ := json.Marshal(append([]string{}, res.Conflicts...))
+	pr.Conflicts = string(conflicts)
+	if !res.Clean() {
+		return nil
+	}
+	bot := git.Signature{Name: botName, Email: botEmail, When: pr.CreatedAt}
+	pr.MergeSHA, err = git.CommitTree(ctx, path, git.NewCommit{Tree: res.Tree, Parents: []string{dst, src},
+		Message: fmt.Sprintf("Merge %s into %s", src, dst), Author: bot, Committer: bot})
+	return err
+}
+
+// writeRefs points the request's hidden refs at what the row says.
+func (s *Service) writeRefs(ctx context.Context, path string, pr *Request) error {
+	if err := setRef(ctx, path, HeadRef(pr.Number), pr.HeadSHA); err != nil {
+		return fmt.Errorf("pull #%d: %w", pr.Number, err)
+	}
+	if err := setRef(ctx, path, MergeRef(pr.Number), pr.MergeSHA); err != nil {
+		return fmt.Errorf("pull #%d: %w", pr.Number, err)
+	}
+	return nil
+}
+
+// setRef points a hidden ref at sha ("" deletes it), from whatever it held.
+func setRef(ctx context.Context, path, ref, sha string) error {
+	cur, err := git.ResolveRef(ctx, path, ref)
+	if errors.Is(err, git.ErrUnknownRevision) {
+		cur, err = git.ZeroSHA, nil
+	}
+	switch {
+	case err != nil:
+		return err
+	case cur == sha, sha == "" && git.IsZeroSHA(cur):
+		return nil
+	case sha == "":
+		return git.DeleteRef(ctx, path, ref, cur)
+	}
+	return git.UpdateRef(ctx, path, ref, sha, cur)
+}
+
+// Get returns request number of r.
+func (s *Service) Get(ctx context.Context, r *repo.Repo, number int64) (*Request, error) {
+	var pr Request
+	err := s.db.WithContext(ctx).Where("repo_id = ? AND number = ?", r.ID, number).Take(&pr).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fault.NotFound("pull request #%d not found", number)
+	}
+	return &pr, err
+}
+
+// Filter narrows List.
+type Filter struct {
+	State    string // "" or "all": every state
+	AuthorID int64  // 0: anyone's
+	Limit    int    // at most this many, newest first (default and cap 100)
+	Before   int64  // numbers below this one (paging); 0: from the newest
+}
+
+// List returns r's requests, newest first.
+func (s *Service) List(ctx context.Context, r *repo.Repo, f Filter) ([]Request, error) {
+	q := s.db.WithContext(ctx).Where("repo_id = ?", r.ID)
+	switch f.State {
+	case "", "all":
+	case StateOpen, StateClosed, StateMerged:
+		q = q.Where("state = ?", f.State)
+	default:
+		return nil, fault.Invalid("state", "state is open, closed, merged or all, not %q", f.State)
+	}
+	if f.AuthorID != 0 {
+		q = q.Where("author_id = ?", f.AuthorID)
+	}
+	if f.Before > 0 {
+		q = q.Where("number < ?", f.Before)
+	}
+	if f.Limit <= 0 || f.Limit > 100 {
+		f.Limit = 100
+	}
+	var out []Request
+	err := q.Order("number DESC").Limit(f.Limit).Find(&out).Error
+	return out, err
+}
+
+// Edit sets a request's title and description (nil: unchanged). It says whether either changed:
+// pull_request.update fires on an edit.
+func (s *Service) Edit(ctx context.Context, r *repo.Repo, number int64, title, body *string) (*Request, bool, error) {
+	pr, err := s.Get(ctx, r, number)
+	if err != nil {
+		return nil, false, err
+	}
+	next := *pr
+	if title != nil {
+		next.Title = strings.TrimSpace(*title)
+	}
+	if body != nil {
+		next.Body = *body
+	}
+	if err := checkText(next.Title, next.Body); err != nil {
+		return nil, false, err
+	}
+	if next.Title == pr.Title && next.Body == pr.Body {
+		return pr, false, nil
+	}
+	next.UpdatedAt = s.clock.Now().UTC()
+	if err := s.db.WithContext(ctx).Model(&Request{}).Where("id = ?", pr.ID).
+		Updates(map[string]any{"title": next.Title, "body": next.Body, "updated_at": next.UpdatedAt}).Error; err != nil {
+		return nil, false, err
+	}
+	return &next, true, nil
+}
+
+// Close closes an open request; its refs stay, so it can be reopened.
+func (s *Service) Close(ctx context.Context, r *repo.Repo, number int64) (*Request, error) {
+	now := s.clock.Now().UTC()
+	return s.transition(ctx, r, number, StateOpen, StateClosed, map[string]any{"closed_at": now, "updated_at": now})
+}
+
+// Reopen opens a closed request again and syncs it with its branches, which must still exist.
+// A merged request stays merged.
+func (s *Service) Reopen(ctx context.Context, r *repo.Repo, number int64) (*Request, error) {
+	pr, err := s.Get(ctx, r, number)
+	if err != nil {
+		return nil, err
+	}
+	if pr.State != StateClosed {
+		return nil, fault.Conflict("pull request #%d is %s, not closed", number, pr.State)
+	}
+	path := s.paths.Path(r)
+	if _, err := head(ctx, path, "source", pr.SourceBranch); err != nil {
+		return nil, fault.Conflict("the source branch %s is gone: push it again to reopen", pr.SourceBranch)
+	}
+	var dup Request
+	err = s.db.WithContext(ctx).Select("number").Where("repo_id = ? AND source_repo_id = ? AND source_branch = ? AND target_branch = ? AND state = ?",
+		r.ID, pr.SourceRepoID, pr.SourceBranch, pr.TargetBranch, StateOpen).Take(&dup).Error
+	if err == nil {
+		return nil, fault.Conflict("pull request #%d already proposes %s for %s", dup.Number, pr.SourceBranch, pr.TargetBranch)
+	}
+	if pr, err = s.transition(ctx, r, number, StateClosed, StateOpen, map[string]any{"closed_at": nil, "updated_at": s.clock.Now().UTC()}); err != nil {
+		return nil, err
+	}
+	if _, err := s.Sync(ctx, r, pr); err != nil {
+		return nil, err
+	}
+	return s.Get(ctx, r, number)
+}
+
+// transition moves a request from one state to another, fenced on the state it was in.
+func (s *Service) transition(ctx context.Context, r *repo.Repo, number int64, from, to string, set map[string]any) (*Request, error) {
+	set["state"] = to
+	res := s.db.WithContext(ctx).Model(&Request{}).Where("repo_id = ? AND number = ? AND state = ?", r.ID, number, from).Updates(set)
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected == 0 {
+		pr, err := s.Get(ctx, r, number)
+		if err != nil {
+			return nil, err
+		}
+		return nil, fault.Conflict("pull request #%d is %s, not %s", number, pr.State, from)
+	}
+	return s.Get(ctx, r, number)
+}
+
+// Sync brings an open request up to date with its branches (after a push to either, and on
+// reopen): new heads, merge base, pre-merged commit, conflicts and refs. It says whether the
+// source head moved, which fires pull_request. A request whose source branch is gone keeps
+// what it had.
+func (s *Service) Sync(ctx context.Context, r *repo.Repo, pr *Request) (bool, error) {
+	if pr.State != StateOpen {
+		return false, nil
+	}
+	path := s.paths.Path(r)
+	src, err := head(ctx, path, "source", pr.SourceBranch)
+	if err != nil {
+		return false, nil // the branch was deleted: nothing to sync to
+	}
+	dst, err := head(ctx, path, "target", pr.TargetBranch)
+	if err != nil {
+		return false, nil
+	}
+	if src == pr.HeadSHA && dst == pr.BaseSHA {
+		return false, s.writeRefs(ctx, path, pr) // repairs refs a failed write left behind
+	}
+	next := *pr
+	next.UpdatedAt = s.clock.Now().UTC()
+	if err := s.merged(ctx, path, &next, src, dst); err != nil {
+		return false, err
+	}
+	res := s.db.WithContext(ctx).Model(&Request{}).Where("id = ? AND head_sha = ? AND base_sha = ? AND state = ?", pr.ID, pr.HeadSHA, pr.BaseSHA, StateOpen).
+		Updates(map[string]any{"head_sha": next.HeadSHA, "base_sha": next.BaseSHA, "merge_base": next.MergeBase, "merge_sha": next.MergeSHA,
+			"conflicts": next.Conflicts, "updated_at": next.UpdatedAt})
+	if res.Error != nil {
+		return false, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return false, nil // someone else synced (or merged) it meanwhile
+	}
+	moved := src != pr.HeadSHA
+	*pr = next
+	return moved, s.writeRefs(ctx, path, pr)
+}
+
+// MergeInput is how to merge.
+type MergeInput struct {
+	Mode string // ModeMerge (default), ModeSquash or ModeRebase
+	// Message is the merge or squash commit's message; "" gives GitHub's default.
+	Message string
+	// DeleteSource deletes the source branch after the merge, unless it moved meanwhile.
+	DeleteSource bool
+}
+
+// Merged is what a merge did: the request, the target's move (for the push it fires) and
+// whether the source branch was deleted.
+type Merged struct {
+	Request       *Request
+	Target        git.RefUpdate
+	SourceDeleted bool
+}
+
+// Merge merges an open, conflict-free request into its target as by, in one of the three modes.
+// The target moves only from the head the merge was computed on: a push meanwhile is a 409 and
+// nothing changes. Rules (approvals, checks, allowed modes) are the caller's, before this.
+func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Person, in MergeInput) (*Merged, error) {
+	if in.Mode == "" {
+		in.Mode = ModeMerge
+	}
+	if in.Mode != ModeMerge && in.Mode != ModeSquash && in.Mode != ModeRebase {
+		return nil, fault.Invalid("mode", "mode is merge, squash or rebase, not %q", in.Mode)
+	}
+	pr, err := s.Get(ctx, r, number)
+	if err != nil {
+		return nil, err
+	}
+	if pr.State != StateOpen {
+		return nil, fault.Conflict("pull request #%d is %s", number, pr.State)
+	}
+	if _, err := s.Sync(ctx, r, pr); err != nil {
+		return nil, err
+	}
+	if pr.MergeSHA == "" {
+		return nil, fault.Conflict("pull request #%d has conflicts in %s", number, strings.Join(pr.ConflictPaths(), ", "))
+	}
+	path := s.paths.Path(r)
+	now := s.clock.Now().UTC()
+	who := git.Signature{Name: by.Name, Email: by.Email, When: now}
+	tree, err := git.TreeOf(ctx, path, pr.MergeSHA)
+	if err != nil {
+		return nil, err
+	}
+	var commit string
+	switch in.Mode {
+	case ModeMerge:
+		msg := in.Message
+		if msg == "" {
+			msg = fmt.Sprintf("Merge pull request #%d from %s\n\n%s", pr.Number, pr.SourceBranch, pr.Title)
+		}
+		commit, err = git.CommitTree(ctx, path, git.NewCommit{Tree: tree, Parents: []string{pr.BaseSHA, pr.HeadSHA},
+			Message: msg, Author: who, Committer: who})
+	case ModeSquash:
+		msg := in.Message
+		if msg == "" {
+			msg = fmt.Sprintf("%s (#%d)", pr.Title, pr.Number)
+		}
+		commit, err = git.CommitTree(ctx, path, git.NewCommit{Tree: tree, Parents: []string{pr.BaseSHA},
+			Message: msg, Author: who, Committer: who})
+	case ModeRebase:
+		var rb git.RebaseResult
+		if rb, err = git.Rebase(ctx, path, pr.BaseSHA, pr.HeadSHA, who); err == nil && rb.Head == "" {
+			return nil, fault.Conflict("pull request #%d does not rebase: commit %s conflicts in %s", number, rb.Conflict, strings.Join(rb.Conflicts, ", "))
+		}
+		commit = rb.Head
+	}
+	if err != nil {
+		return nil, err
+	}
+	target := "refs/heads/" + pr.TargetBranch
+	if err := git.UpdateRef(ctx, path, target, commit, pr.BaseSHA); errors.Is(err, git.ErrRefMoved) {
+		return nil, fault.Conflict("%s moved while merging: look at the request again and retry", pr.TargetBranch)
+	} else if err != nil {
+		return nil, err
+	}
+	// The target has moved: from here on the merge has happened, whatever else fails.
+	set := map[string]any{"state": StateMerged, "merged_by": by.ID, "merged_at": now, "merge_commit": commit, "merge_mode": in.Mode,
+		"closed_at": now, "updated_at": now}
+	if err := s.db.WithContext(ctx).Model(&Request{}).Where("id = ?", pr.ID).Updates(set).Error; err != nil {
+		return nil, fmt.Errorf("pull #%d merged as %s, but recording it failed: %w", pr.Number, commit, err)
+	}
+	out := &Merged{Target: git.RefUpdate{Old: pr.BaseSHA, New: commit, Ref: target}}
+	if in.DeleteSource {
+		err := git.DeleteRef(ctx, path, "refs/heads/"+pr.SourceBranch, pr.HeadSHA)
+		out.SourceDeleted = err == nil
+		if err != nil {
+			s.log.InfoContext(ctx, "source branch kept after merge", "pull", pr.Number, "branch", pr.SourceBranch, "why", err)
+		}
+	}
+	if out.Request, err = s.Get(ctx, r, number); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

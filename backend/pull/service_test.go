@@ -1,0 +1,350 @@
+package pull_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/pull"
+	"github.com/nimbus-build/nimbus/backend/repo"
+	"github.com/nimbus-build/nimbus/backend/store/storetest"
+	"github.com/nimbus-build/nimbus/backend/testworld"
+)
+
+// fixture is a team's repository on disk, a work tree that pushes to it with the real git
+// client, and the pull request service over both.
+type fixture struct {
+	t     *testing.T
+	w     *testworld.World
+	repo  *repo.Repo
+	bare  string
+	work  string
+	env   []string
+	pulls *pull.Service
+	alice pull.Person
+}
+
+func newFixture(t *testing.T, db *gorm.DB) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	w := testworld.New(t, db, testworld.Options{})
+	u := w.Signup(t, "alice")
+	o, err := w.Orgs.Create(ctx, u, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.Repos.Create(ctx, o, "model", "private", "main", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, w: w, repo: r, bare: w.Repos.Path(r), work: t.TempDir(),
+		pulls: pull.NewService(db, w.Repos, w.Clock, w.Log), alice: pull.Person{ID: u.ID, Name: "Alice", Email: "alice@example.com"}}
+	f.env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0"}
+	f.git("init", "-q", "-b", "main")
+	f.commit(map[string]string{"train.py": "lr = 0.1\nepochs = 10\n", "README.md": "model\n"}, "base")
+	f.git("push", "-q", f.bare, "main")
+	return f
+}
+
+func (f *fixture) git(args ...string) string {
+	f.t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=Alice", "-c", "user.email=alice@example.com"}, args...)...)
+	cmd.Dir, cmd.Env = f.work, f.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		f.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// commit writes files on the checked-out branch and commits them.
+func (f *fixture) commit(files map[string]string, msg string) string {
+	f.t.Helper()
+	for name, content := range files {
+		if err := os.WriteFile(f.work+"/"+name, []byte(content), 0o644); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.git("add", "-A")
+	f.git("commit", "-q", "-m", msg)
+	return f.git("rev-parse", "HEAD")
+}
+
+// branch makes branch from main with one commit of files, and pushes it.
+func (f *fixture) branch(name string, files map[string]string) string {
+	f.t.Helper()
+	f.git("checkout", "-q", "-B", name, "main")
+	sha := f.commit(files, name)
+	f.git("push", "-q", f.bare, name)
+	f.git("checkout", "-q", "main")
+	return sha
+}
+
+// ref is what ref holds in the server's repository ("" when it does not exist).
+func (f *fixture) ref(ref string) string {
+	sha, err := git.ResolveRef(context.Background(), f.bare, ref)
+	if err != nil {
+		return ""
+	}
+	return sha
+}
+
+// show is `git show <rev>:<path>` in the server's repository.
+func (f *fixture) show(rev, path string) string {
+	b, err := git.ReadFile(context.Background(), f.bare, rev, path)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+func wantKind(t *testing.T, what string, err error, k fault.Kind) {
+	t.Helper()
+	if fault.KindOf(err) != k {
+		t.Fatalf("%s: %v (%v), want %v", what, err, fault.KindOf(err), k)
+	}
+}
+
+// Opening a request numbers it, keeps its source on refs/pull/N/head and its pre-merged commit,
+// with both sides' changes, on refs/pull/N/merge; a push re-syncs it to a new pre-merged commit,
+// and a sync with nothing moved keeps the same one.
+func TestOpenAndSync(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		feature := f.branch("lower-lr", map[string]string{"train.py": "lr = 0.01\nepochs = 10\n"})
+		f.commit(map[string]string{"data.md": "new data\n"}, "main moves on")
+		f.git("push", "-q", f.bare, "main")
+
+		pr, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "lower-lr", Target: "main", Title: " Lower the learning rate ", Body: "loss goes down"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.Number != 1 || pr.State != pull.StateOpen || pr.Title != "Lower the learning rate" || pr.HeadSHA != feature || pr.BaseSHA != f.ref("refs/heads/main") {
+			t.Fatalf("opened %+v", pr)
+		}
+		if f.ref(pull.HeadRef(1)) != feature || pr.MergeSHA == "" || f.ref(pull.MergeRef(1)) != pr.MergeSHA || len(pr.ConflictPaths()) != 0 {
+			t.Fatalf("refs: head %s merge %s, request %+v", f.ref(pull.HeadRef(1)), f.ref(pull.MergeRef(1)), pr)
+		}
+		if f.show(pr.MergeSHA, "train.py") != "lr = 0.01\nepochs = 10\n" || f.show(pr.MergeSHA, "data.md") != "new data\n" {
+			t.Fatalf("the pre-merged tree lacks a side: train.py %q data.md %q", f.show(pr.MergeSHA, "train.py"), f.show(pr.MergeSHA, "data.md"))
+		}
+		_, err = f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "lower-lr", Target: "main", Title: "again"})
+		wantKind(t, "a second request for the same branches", err, fault.KindConflict)
+
+		// Nothing moved: the same pre-merged commit.
+		if moved, err := f.pulls.Sync(ctx, f.repo, pr); err != nil || moved {
+			t.Fatalf("sync with nothing moved: %v %v", moved, err)
+		}
+		same, _ := f.pulls.Get(ctx, f.repo, 1)
+		if same.MergeSHA != pr.MergeSHA {
+			t.Fatalf("pre-merged commit changed with nothing moved: %s -> %s", pr.MergeSHA, same.MergeSHA)
+		}
+		// A push to the source moves it.
+		f.git("checkout", "-q", "lower-lr")
+		next := f.commit(map[string]string{"train.py": "lr = 0.005\nepochs = 10\n"}, "lower still")
+		f.git("push", "-q", f.bare, "lower-lr")
+		f.git("checkout", "-q", "main")
+		if moved, err := f.pulls.Sync(ctx, f.repo, same); err != nil || !moved {
+			t.Fatalf("sync after a push: %v %v", moved, err)
+		}
+		got, _ := f.pulls.Get(ctx, f.repo, 1)
+		if got.HeadSHA != next || got.MergeSHA == pr.MergeSHA || f.ref(pull.MergeRef(1)) != got.MergeSHA || f.ref(pull.HeadRef(1)) != next ||
+			f.show(got.MergeSHA, "train.py") != "lr = 0.005\nepochs = 10\n" {
+			t.Fatalf("after the push: %+v, merge ref %s", got, f.ref(pull.MergeRef(1)))
+		}
+		// The next request gets the next number.
+		f.branch("more-epochs", map[string]string{"README.md": "model, longer\n"})
+		second, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "more-epochs", Target: "main", Title: "More epochs"})
+		if err != nil || second.Number != 2 {
+			t.Fatalf("second request: %+v %v", second, err)
+		}
+	})
+}
+
+// What opening refuses, with nothing written.
+func TestOpenRefuses(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		f.branch("x", map[string]string{"x.txt": "x\n"})
+		f.git("branch", "behind", "main")
+		f.git("push", "-q", f.bare, "behind")
+		for _, c := range []struct {
+			name string
+			in   pull.OpenInput
+			kind fault.Kind
+		}{
+			{"no title", pull.OpenInput{Source: "x", Target: "main", Title: "  "}, fault.KindInvalid},
+			{"a two-line title", pull.OpenInput{Source: "x", Target: "main", Title: "a\nb"}, fault.KindInvalid},
+			{"a long title", pull.OpenInput{Source: "x", Target: "main", Title: strings.Repeat("t", pull.MaxTitle+1)}, fault.KindInvalid},
+			{"a huge body", pull.OpenInput{Source: "x", Target: "main", Title: "t", Body: strings.Repeat("b", pull.MaxBody+1)}, fault.KindInvalid},
+			{"an unknown source", pull.OpenInput{Source: "nope", Target: "main", Title: "t"}, fault.KindInvalid},
+			{"an unknown target", pull.OpenInput{Source: "x", Target: "nope", Title: "t"}, fault.KindInvalid},
+			{"a full ref", pull.OpenInput{Source: "refs/heads/x", Target: "main", Title: "t"}, fault.KindInvalid},
+			{"an option", pull.OpenInput{Source: "--upload-pack=x", Target: "main", Title: "t"}, fault.KindInvalid},
+			{"the same branch", pull.OpenInput{Source: "main", Target: "main", Title: "t"}, fault.KindInvalid},
+			{"nothing to merge", pull.OpenInput{Source: "behind", Target: "main", Title: "t"}, fault.KindInvalid},
+		} {
+			_, err := f.pulls.Open(ctx, f.repo, f.alice, c.in)
+			wantKind(t, c.name, err, c.kind)
+		}
+		if list, err := f.pulls.List(ctx, f.repo, pull.Filter{}); err != nil || len(list) != 0 {
+			t.Fatalf("refusals wrote requests: %v %v", list, err)
+		}
+		if refs := f.git("ls-remote", f.bare, "refs/pull/*"); refs != "" {
+			t.Fatalf("refusals wrote refs: %s", refs)
+		}
+	})
+}
+
+// A conflict names its files, keeps no merge ref and refuses to merge; merge, squash and rebase
+// each move the target as git would, and a merged request says how.
+func TestMerge(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		f.branch("clash", map[string]string{"train.py": "lr = 1\nepochs = 10\n"})
+		f.commit(map[string]string{"train.py": "lr = 2\nepochs = 10\n"}, "main changes lr")
+		f.git("push", "-q", f.bare, "main")
+		clash, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "clash", Target: "main", Title: "Clash"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if clash.MergeSHA != "" || !slices.Equal(clash.ConflictPaths(), []string{"train.py"}) || f.ref(pull.MergeRef(clash.Number)) != "" {
+			t.Fatalf("conflicting request %+v, merge ref %q", clash, f.ref(pull.MergeRef(clash.Number)))
+		}
+		_, err = f.pulls.Merge(ctx, f.repo, clash.Number, f.alice, pull.MergeInput{})
+		wantKind(t, "merging a conflict", err, fault.KindConflict)
+		if !strings.Contains(err.Error(), "train.py") {
+			t.Fatalf("the refusal does not name the file: %v", err)
+		}
+
+		for _, mode := range []string{pull.ModeMerge, pull.ModeSquash, pull.ModeRebase} {
+			before := f.ref("refs/heads/main")
+			f.git("fetch", "-q", f.bare, "main") // the last merge moved it on the server
+			f.git("checkout", "-q", "-B", "main", "FETCH_HEAD")
+			f.git("checkout", "-q", "-B", "m-"+mode, "main")
+			f.commit(map[string]string{mode + "-1.txt": "1\n"}, mode+" one")
+			head := f.commit(map[string]string{mode + "-2.txt": "2\n"}, mode+" two")
+			f.git("push", "-q", f.bare, "m-"+mode)
+			f.git("checkout", "-q", "main")
+			f.commit(map[string]string{"main-" + mode + ".txt": "main\n"}, "main before "+mode)
+			f.git("push", "-q", f.bare, "main")
+			base := f.ref("refs/heads/main")
+			pr, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "m-" + mode, Target: "main", Title: "Try " + mode})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := f.pulls.Merge(ctx, f.repo, pr.Number, f.alice, pull.MergeInput{Mode: mode, DeleteSource: true})
+			if err != nil {
+				t.Fatalf("%s: %v", mode, err)
+			}
+			tip := f.ref("refs/heads/main")
+			if tip != m.Target.New || m.Target.Old != base || base == before || m.Request.State != pull.StateMerged ||
+				m.Request.MergeMode != mode || m.Request.MergeCommit != tip || m.Request.MergedBy == nil || *m.Request.MergedBy != f.alice.ID {
+				t.Fatalf("%s: merged %+v / %+v, main at %s", mode, m, m.Request, tip)
+			}
+			if !m.SourceDeleted || f.ref("refs/heads/m-"+mode) != "" || f.ref(pull.HeadRef(pr.Number)) != head {
+				t.Fatalf("%s: source deleted %v, branch %q, head ref %q", mode, m.SourceDeleted, f.ref("refs/heads/m-"+mode), f.ref(pull.HeadRef(pr.Number)))
+			}
+			// The merged tree has both sides, whatever the mode.
+			if f.show(tip, mode+"-2.txt") != "2\n" || f.show(tip, "main-"+mode+".txt") != "main\n" {
+				t.Fatalf("%s: the merged tree lacks a side", mode)
+			}
+			parents := strings.Fields(f.git("--git-dir="+f.bare, "log", "-1", "--format=%P", tip))
+			count := f.git("--git-dir="+f.bare, "rev-list", "--count", base+".."+tip)
+			author := f.git("--git-dir="+f.bare, "log", "-1", "--format=%an <%ae> / %cn <%ce>", tip)
+			switch mode {
+			case pull.ModeMerge: // a merge commit of main and the source, by the merger
+				if !slices.Equal(parents, []string{base, head}) || author != "Alice <alice@example.com> / Alice <alice@example.com>" {
+					t.Fatalf("merge: parents %v, by %s", parents, author)
+				}
+			case pull.ModeSquash: // one commit on main
+				if !slices.Equal(parents, []string{base}) || count != "1" || f.git("--git-dir="+f.bare, "log", "-1", "--format=%s", tip) != "Try squash (#"+strconv.FormatInt(pr.Number, 10)+")" {
+					t.Fatalf("squash: parents %v, %s commits", parents, count)
+				}
+			case pull.ModeRebase: // the two commits replayed on main, no merge commit
+				if len(parents) != 1 || count != "2" || f.git("--git-dir="+f.bare, "log", "-1", "--format=%s", tip) != "rebase two" {
+					t.Fatalf("rebase: parents %v, %s commits", parents, count)
+				}
+			}
+			_, err = f.pulls.Merge(ctx, f.repo, pr.Number, f.alice, pull.MergeInput{})
+			wantKind(t, mode+": merging twice", err, fault.KindConflict)
+			_, err = f.pulls.Reopen(ctx, f.repo, pr.Number)
+			wantKind(t, mode+": reopening a merged request", err, fault.KindConflict)
+		}
+		_, err = f.pulls.Merge(ctx, f.repo, clash.Number, f.alice, pull.MergeInput{Mode: "octopus"})
+		wantKind(t, "an unknown mode", err, fault.KindInvalid)
+		_, err = f.pulls.Merge(ctx, f.repo, 99, f.alice, pull.MergeInput{})
+		wantKind(t, "an unknown request", err, fault.KindNotFound)
+	})
+}
+
+// Close, reopen, edit and list.
+func TestLifecycle(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		f.branch("a", map[string]string{"a.txt": "a\n"})
+		f.branch("b", map[string]string{"b.txt": "b\n"})
+		a, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "a", Target: "main", Title: "A"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "b", Target: "main", Title: "B"}); err != nil {
+			t.Fatal(err)
+		}
+		closed, err := f.pulls.Close(ctx, f.repo, a.Number)
+		if err != nil || closed.State != pull.StateClosed || closed.ClosedAt == nil {
+			t.Fatalf("close: %+v %v", closed, err)
+		}
+		_, err = f.pulls.Close(ctx, f.repo, a.Number)
+		wantKind(t, "closing twice", err, fault.KindConflict)
+		for state, want := range map[string][]int64{"open": {2}, "closed": {1}, "all": {2, 1}, "": {2, 1}, "merged": nil} {
+			list, err := f.pulls.List(ctx, f.repo, pull.Filter{State: state})
+			var got []int64
+			for _, p := range list {
+				got = append(got, p.Number)
+			}
+			if err != nil || !slices.Equal(got, want) {
+				t.Fatalf("list %q: %v %v, want %v", state, got, err, want)
+			}
+		}
+		_, err = f.pulls.List(ctx, f.repo, pull.Filter{State: "draft"})
+		wantKind(t, "an unknown state", err, fault.KindInvalid)
+
+		// Reopen syncs with what moved while it was closed.
+		f.git("checkout", "-q", "a")
+		moved := f.commit(map[string]string{"a.txt": "aa\n"}, "more a")
+		f.git("push", "-q", f.bare, "a")
+		f.git("checkout", "-q", "main")
+		re, err := f.pulls.Reopen(ctx, f.repo, a.Number)
+		if err != nil || re.State != pull.StateOpen || re.ClosedAt != nil || re.HeadSHA != moved || f.ref(pull.HeadRef(1)) != moved {
+			t.Fatalf("reopen: %+v %v", re, err)
+		}
+
+		title, body := "A, retitled", "why"
+		ed, changed, err := f.pulls.Edit(ctx, f.repo, a.Number, &title, &body)
+		if err != nil || !changed || ed.Title != title || ed.Body != body {
+			t.Fatalf("edit: %+v %v %v", ed, changed, err)
+		}
+		if _, changed, err := f.pulls.Edit(ctx, f.repo, a.Number, &title, nil); err != nil || changed {
+			t.Fatalf("an edit that changes nothing: %v %v", changed, err)
+		}
+		empty := ""
+		_, _, err = f.pulls.Edit(ctx, f.repo, a.Number, &empty, nil)
+		wantKind(t, "an empty title", err, fault.KindInvalid)
+		if got, _ := f.pulls.Get(ctx, f.repo, a.Number); got.Title != title {
+			t.Fatalf("a refused edit changed the title to %q", got.Title)
+		}
+	})
+}

@@ -1,0 +1,36 @@
+-- +goose Up
+-- Pull requests (backend/pull): a source branch, of the same repository for now, proposed for
+-- merging into a target branch. number is the repository's own sequence. head_sha and base_sha
+-- are the source and target heads the request was last brought up to date with; merge_sha is
+-- the pre-merged commit (refs/pull/<number>/merge), empty while the two conflict, and
+-- conflicts the conflicting paths as a JSON array.
+CREATE TABLE pull_requests (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    repo_id        INTEGER NOT NULL REFERENCES repos (id) ON DELETE CASCADE,
+    number         INTEGER NOT NULL,
+    source_repo_id INTEGER NOT NULL REFERENCES repos (id) ON DELETE CASCADE,
+    source_branch  TEXT NOT NULL,
+    target_branch  TEXT NOT NULL,
+    title          TEXT NOT NULL,
+    body           TEXT NOT NULL DEFAULT '',
+    state          TEXT NOT NULL,
+    author_id      INTEGER NOT NULL REFERENCES users (id),
+    head_sha       TEXT NOT NULL,
+    base_sha       TEXT NOT NULL,
+    merge_base     TEXT NOT NULL DEFAULT '',
+    merge_sha      TEXT NOT NULL DEFAULT '',
+    conflicts      TEXT NOT NULL DEFAULT '[]',
+    merged_by      INTEGER REFERENCES users (id),
+    merged_at      DATETIME,
+    merge_commit   TEXT NOT NULL DEFAULT '',
+    merge_mode     TEXT NOT NULL DEFAULT '',
+    closed_at      DATETIME,
+    created_at     DATETIME NOT NULL,
+    updated_at     DATETIME NOT NULL,
+    UNIQUE (repo_id, number)
+);
+CREATE INDEX pull_requests_state ON pull_requests (repo_id, state, number);
+CREATE INDEX pull_requests_source ON pull_requests (source_repo_id, source_branch);
+
+-- +goose Down
+DROP TABLE pull_requests;

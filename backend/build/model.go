@@ -74,6 +74,8 @@ type Build struct {
 	ParentPipelineID *int64
 	// RerunOf is the build this one re-runs (Re-run, Re-run failed jobs, Re-run exactly).
 	RerunOf *int64
+	// PullNumber is the pull request of the repository a pull_request* event build is for.
+	PullNumber *int64
 }
 
 // Pipeline is the unit that is queued and leased: one agent runs all its stages on one node.

@@ -206,6 +206,7 @@ type request struct {
 	extraEnv map[string]string
 	config   []byte    // a .cnb.yml to plan instead of the commit's (cnb:apply's config)
 	parent   *Pipeline // the pipeline that starts this build (cnb:apply, cnb:trigger)
+	pull     *PullEvent // the pull request event (pull.go)
 }
 
 // create plans the compiled file for one event and stores the build. It returns nil and no
@@ -228,6 +229,10 @@ func (s *Service) create(ctx context.Context, c *compiled, rq request) (*Build, 
 	if rq.parent != nil {
 		// In the same insert: a child is never without its link.
 		b.ParentBuildID, b.ParentPipelineID = &rq.parent.BuildID, &rq.parent.ID
+	}
+	if rq.pull != nil {
+		n := rq.pull.Number
+		b.PullNumber = &n
 	}
 	if rq.user != nil {
 		id := rq.user.ID
@@ -320,6 +325,9 @@ func (s *Service) builtinVars(rq request, c *compiled) map[string]string {
 	}
 	if rq.event == spec.EventBranchDel {
 		v["CNB_BRANCH_SHA"] = ""
+	}
+	if rq.pull != nil {
+		pullVars(rq.pull, v)
 	}
 	return v
 }

@@ -32,5 +32,11 @@ CREATE TABLE pull_requests (
 CREATE INDEX pull_requests_state ON pull_requests (repo_id, state, number);
 CREATE INDEX pull_requests_source ON pull_requests (source_repo_id, source_branch);
 
+-- The pull request a pull_request* build is for (build.Build.PullNumber).
+ALTER TABLE builds ADD COLUMN pull_number INTEGER;
+CREATE INDEX builds_pull ON builds (repo_id, pull_number);
+
 -- +goose Down
+DROP INDEX builds_pull;
+ALTER TABLE builds DROP COLUMN pull_number;
 DROP TABLE pull_requests;

@@ -1,0 +1,114 @@
+package build
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+)
+
+// Pull request events (backend/pull says what happened; app.New hands it here). Which commit
+// each runs, and so which .cnb.yml it reads, is CNB's (cnb-reference §3.4):
+//
+//	pull_request, .update           the pre-merged commit (refs/pull/<n>/merge)
+//	pull_request.target             the target branch's head, before the merge
+//	pull_request.merged             the merged commit on the target
+//
+// Pipelines are selected by the **target** branch (CNB_BRANCH is the target), and ifModify sees
+// the request's changed files (merge base .. source head).
+
+// Pull event names.
+const (
+	EventPull       = "pull_request"
+	EventPullUpdate = "pull_request.update"
+	EventPullTarget = "pull_request.target"
+	EventPullMerged = "pull_request.merged"
+)
+
+// PullEvent is one pull request event to plan.
+type PullEvent struct {
+	Event string
+	// Action is CNB_PULL_REQUEST_ACTION: created, code_update or status_update.
+	Action string
+	// Commit is the commit the event runs (see above).
+	Commit string
+	ID     int64
+	Number int64
+	Title  string
+	// Proposer is the author's username.
+	Proposer                   string
+	SourceBranch, TargetBranch string
+	SourceSlug                 string // the source repository, org/repo
+	HeadSHA, BaseSHA           string // the source and target heads
+	MergeSHA                   string // the pre-merged commit ("" while it conflicts)
+	MergeBase                  string
+	// URL is the request's page (CNB_EVENT_URL).
+	URL string
+}
+
+// OnPull plans the events of one pull request of repoID, as user (who opened, pushed, edited or
+// merged), and stores the builds. Like OnPush, failures are logged, never returned: the action
+// on the request has happened already.
+func (s *Service) OnPull(ctx context.Context, repoID int64, user *auth.User, evs []PullEvent) []*Build {
+	began := time.Now()
+	r, o, err := s.repos.ByID(ctx, repoID)
+	if err != nil {
+		s.log.ErrorContext(ctx, "pull trigger: load repo", "repo_id", repoID, "err", err)
+		return nil
+	}
+	rd, err := git.OpenReader(ctx, s.repos.Path(r))
+	if err != nil {
+		s.log.ErrorContext(ctx, "pull trigger: open repo", "repo_id", repoID, "err", err)
+		return nil
+	}
+	defer rd.Close()
+	var changed []string
+	if len(evs) > 0 && evs[0].MergeBase != "" {
+		if changed, err = rd.ChangedFiles(evs[0].MergeBase, evs[0].HeadSHA, MaxChangedFiles); err != nil {
+			s.log.ErrorContext(ctx, "pull trigger: changed files", "repo", o.Name+"/"+r.Name, "pull", evs[0].Number, "err", err)
+			changed = nil // ifModify is then ignored: the jobs run
+		} else if changed == nil {
+			changed = []string{}
+		}
+	}
+	var builds []*Build
+	for _, ev := range evs {
+		if ev.Commit == "" {
+			continue // a pre-merged event of a request that conflicts: nothing to run
+		}
+		c, err := s.compile(rd, ev.Commit)
+		if err == nil {
+			var b *Build
+			b, err = s.create(ctx, c, request{repo: r, org: o, user: user, event: ev.Event, branch: ev.TargetBranch,
+				trigger: spec.Trigger{Event: ev.Event, Branch: ev.TargetBranch, Changed: changed}, pull: &ev})
+			builds = append(builds, nonNil(b)...)
+		}
+		if err != nil {
+			s.log.ErrorContext(ctx, "pull trigger failed", "repo", o.Name+"/"+r.Name, "pull", ev.Number, "event", ev.Event, "err", err)
+		}
+	}
+	s.log.InfoContext(ctx, "pull triggered", "repo", o.Name+"/"+r.Name, "events", len(evs), "builds", len(builds),
+		"elapsed_us", time.Since(began).Microseconds())
+	return builds
+}
+
+// pullVars are the CNB_PULL_REQUEST* variables of an event (cnb-reference §5.2).
+func pullVars(ev *PullEvent, v map[string]string) {
+	isPull := ev.Event == EventPull || ev.Event == EventPullUpdate || ev.Event == EventPullTarget
+	v["CNB_PULL_REQUEST"] = strconv.FormatBool(isPull)
+	v["CNB_PULL_REQUEST_LIKE"] = "true"
+	v["CNB_PULL_REQUEST_PROPOSER"] = ev.Proposer
+	v["CNB_PULL_REQUEST_TITLE"] = ev.Title
+	v["CNB_PULL_REQUEST_BRANCH"] = ev.SourceBranch
+	v["CNB_PULL_REQUEST_SHA"] = ev.HeadSHA
+	v["CNB_PULL_REQUEST_TARGET_SHA"] = ev.BaseSHA
+	v["CNB_PULL_REQUEST_MERGE_SHA"] = ev.MergeSHA
+	v["CNB_PULL_REQUEST_SLUG"] = ev.SourceSlug
+	v["CNB_PULL_REQUEST_ACTION"] = ev.Action
+	v["CNB_PULL_REQUEST_ID"] = strconv.FormatInt(ev.ID, 10)
+	v["CNB_PULL_REQUEST_IID"] = strconv.FormatInt(ev.Number, 10)
+	v["CNB_EVENT_URL"] = ev.URL
+}

@@ -38,6 +38,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/outbox"
 	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/pull"
 	"github.com/nimbus-build/nimbus/backend/record"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
 	"github.com/nimbus-build/nimbus/backend/registry"
@@ -63,6 +64,7 @@ type App struct {
 	Orgs      *org.Service
 	Repos     *repo.Service
 	Builds    *build.Service
+	Pulls     *pull.Service
 	Scheduler *scheduler.Service
 	Logs      *logs.Service
 	Billing   *billing.Service
@@ -206,6 +208,8 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		}
 	})
 	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Builds.ResolveJobToken)
+	a.Pulls = pull.NewService(a.DB, a.Repos, clk, log)
+	a.Pulls.OnEvent(a.pullEvents(cfg.PublicURL))
 
 	// The git handler's scratch space is per process: a crashed process's leftovers are
 	// removed by the next handler that starts in it, so replicas must never share one.
@@ -218,10 +222,17 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 		Resolve: repo.GitResolver(a.Auth, a.Repos),
 		OnPush: func(ctx context.Context, r git.Repo, updates []git.RefUpdate) {
 			var pusher *auth.User
+			who := pull.Person{}
 			if r.UserID != 0 {
-				pusher, _ = a.Auth.UserByID(ctx, r.UserID)
+				if pusher, _ = a.Auth.UserByID(ctx, r.UserID); pusher != nil {
+					who = pull.Person{ID: pusher.ID, Name: pusher.Username, Email: pusher.Email}
+				}
 			}
 			a.Builds.OnPush(ctx, r.ID, pusher, updates)
+			// Then the pull requests the push moved: their pull_request builds come after the push's.
+			if rp, _, err := a.Repos.ByID(ctx, r.ID); err == nil {
+				a.Pulls.OnPush(ctx, rp, who, updates)
+			}
 		},
 		WorkDir: gitWork,
 		Logger:  log,
@@ -294,6 +305,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			org.NewHandler(a.Orgs, log),
 			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
 			buildHandler,
+			pull.NewHandler(a.Pulls, a.Repos, a.Auth, cfg.PublicURL, log),
 			a.Publisher,
 			record.NewHandler(record.Config{Builds: a.Builds, Describe: buildHandler.Describe, Files: a.Files, Repos: a.Repos,
 				Manifests: a.Registry, PublicURL: cfg.PublicURL, Log: log}),

@@ -290,6 +290,23 @@ var mxMatrix = []mxRow{
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "DELETE", mxBPriv+"/deploy-tokens/{id}").
 		note("A's deploy token through B").prep(mxDeployTokenOfA),
 
+	// ---- pull requests (#1 of A's private repo is the world's; writes open and merge fresh ones).
+	// A job token of the repo's own pipeline may open, edit and merge as the build's user (CNB's
+	// repo-pr:rw; git:auto-merge merges with it).
+	//  anon | rep dev adm own bil | out | nosc ro | dep job
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pulls"),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/pulls?state=all"),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/pulls"),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pulls/1"),
+	mx("404 | 404 404 404 404 404 | 404 | 403 404 | 404 404", "GET", mxAPriv+"/pulls/999"),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", mxBPriv+"/pulls/1").note("B has no pull #1"),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 201", "POST", mxAPriv+"/pulls").prep(mxFreshBranch(mxPrivA)),
+	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/pulls").prep(mxFreshBranch(mxPubA)),
+	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 200", "PATCH", mxAPriv+"/pulls/1").body(map[string]any{"title": "Matrix pull, edited"}),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "PATCH", mxBPriv+"/pulls/1").body(map[string]any{"title": "x"}),
+	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 200", "POST", mxAPriv+"/pulls/{n}/merge").prep(mxFreshPull).body(map[string]any{}),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/merge").body(map[string]any{}),
+
 	// ---- builds
 	//  anon | rep dev adm own bil | out | nosc ro | dep job
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/builds"),
@@ -690,6 +707,16 @@ func mxRunnerToken(w *mxWorld, c *mxCall) {
 // Preps of the build controls and the agent API.
 
 func mxFreshBuild(w *mxWorld, c *mxCall) { c.Vars["n"] = fmt.Sprint(w.manualBuild()) }
+
+// mxFreshBranch opens from a new branch of repo name of A.
+func mxFreshBranch(name string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		c.Body = map[string]any{"source_branch": w.freshBranch(name), "title": "Matrix pull"}
+	}
+}
+
+// mxFreshPull merges a new pull request of A's private repo.
+func mxFreshPull(w *mxWorld, c *mxCall) { c.Vars["n"] = fmt.Sprint(w.openPull(mxPrivA)) }
 
 // mxQueueWork queues a pipeline before the agent polls (a poll without work waits 30 s).
 func mxQueueWork(w *mxWorld, c *mxCall) {

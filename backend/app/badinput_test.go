@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/nimbus-build/nimbus/backend/pull"
 	"os"
 	"slices"
 	"sort"
@@ -518,6 +519,60 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "input as a number", Body: map[string]any{"button": "Run", "inputs": map[string]any{"MODE": 1}}, Want: 400},
 			{Name: "no such branch", Body: map[string]any{"button": "Run", "branch": "nope"}, Want: 422},
 			{Name: "unknown field", Body: map[string]any{"button": "Run", "input": map[string]string{}}, Want: 400},
+		}},
+	{Method: "POST", Path: mxAPriv + "/pulls", JSON: true,
+		Valid: map[string]any{"source_branch": "nope", "title": "t"},
+		Setup: func(w *mxWorld, v map[string]string) { v["branch"] = w.freshBranch(mxPrivA) },
+		Cases: []mxBad{
+			{Name: "no such source", Body: map[string]any{"source_branch": "nope", "title": "t"}, Want: 422, Field: "source"},
+			{Name: "no such target", Body: map[string]any{"source_branch": "main", "target_branch": "nope", "title": "t"}, Want: 422, Field: "target"},
+			{Name: "the same branch twice", Body: map[string]any{"source_branch": "main", "target_branch": "main", "title": "t"}, Want: 422},
+			{Name: "source as an option", Body: map[string]any{"source_branch": "--upload-pack=x", "title": "t"}, Want: 422},
+			{Name: "source as a full ref", Body: map[string]any{"source_branch": "refs/heads/main", "title": "t"}, Want: 422},
+			{Name: "source path traversal", Body: map[string]any{"source_branch": "../../main", "title": "t"}, Want: 422},
+			{Name: "no title", Body: `{"source_branch": "{branch}", "title": " "}`, Want: 422, Field: "title"},
+			{Name: "a two-line title", Body: `{"source_branch": "{branch}", "title": "a\nb"}`, Want: 422, Field: "title"},
+			{Name: "a title of 257 characters", Body: `{"source_branch": "{branch}", "title": "` + mxLong(257) + `"}`, Want: 422, Field: "title"},
+			{Name: "a description over 64 KiB", Body: `{"source_branch": "{branch}", "title": "t", "body": "` + mxLong(64<<10+1) + `"}`, Want: 422, Field: "body"},
+			{Name: "title as a number", Body: `{"source_branch": "{branch}", "title": 7}`, Want: 400},
+			{Name: "a second request for the same branches", Body: `{"source_branch": "{open}", "title": "t"}`, Want: 409,
+				Setup: func(w *mxWorld, v map[string]string) {
+					pr, err := w.app.Pulls.Get(w.ctx, w.privA, 1)
+					if err != nil {
+						w.t.Fatal(err)
+					}
+					v["open"] = pr.SourceBranch
+				}},
+			{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo + "/pulls", Body: map[string]any{"source_branch": "x", "title": "t"}, Want: 404},
+		}},
+	{Method: "PATCH", Path: mxAPriv + "/pulls/1", JSON: true,
+		Valid: map[string]any{"title": "t"},
+		Cases: []mxBad{
+			{Name: "an empty title", Body: map[string]any{"title": ""}, Want: 422, Field: "title"},
+			{Name: "a two-line title", Body: map[string]any{"title": "a\nb"}, Want: 422, Field: "title"},
+			{Name: "state merged", Body: map[string]any{"state": "merged"}, Want: 422, Field: "state"},
+			{Name: "an unknown state", Body: map[string]any{"state": "draft"}, Want: 422, Field: "state"},
+			{Name: "state as a bool", Body: map[string]any{"state": true}, Want: 400},
+			{Name: "no such request", Path: mxAPriv + "/pulls/999", Body: map[string]any{"title": "t"}, Want: 404},
+			{Name: "a number that is not one", Path: mxAPriv + "/pulls/x", Body: map[string]any{"title": "t"}, Want: 404},
+			{Name: "a negative number", Path: mxAPriv + "/pulls/-1", Body: map[string]any{"title": "t"}, Want: 404},
+		}},
+	{Method: "POST", Path: mxAPriv + "/pulls/1/merge", JSON: true,
+		Valid: map[string]any{"mode": "merge"},
+		Cases: []mxBad{
+			{Name: "an unknown mode", Body: map[string]any{"mode": "octopus"}, Want: 422, Field: "mode"},
+			{Name: "mode as a number", Body: map[string]any{"mode": 1}, Want: 400},
+			{Name: "delete_source_branch as a string", Body: map[string]any{"delete_source_branch": "yes"}, Want: 400},
+			{Name: "no such request", Path: mxAPriv + "/pulls/999/merge", Body: map[string]any{}, Want: 404},
+			{Name: "a merged request", Path: mxAPriv + "/pulls/{merged}/merge", Body: map[string]any{}, Want: 409,
+				Setup: func(w *mxWorld, v map[string]string) {
+					n := w.openPull(mxPrivA)
+					owner := w.users["owner"]
+					if _, err := w.app.Pulls.Merge(w.ctx, w.privA, n, pull.Person{ID: owner.ID, Name: owner.Name, Email: owner.Email}, pull.MergeInput{}); err != nil {
+						w.t.Fatal(err)
+					}
+					v["merged"] = fmt.Sprint(n)
+				}},
 		}},
 	{Method: "POST", Path: mxAPriv + "/builds", JSON: true,
 		Valid: map[string]any{"branch": "main", "event": "web_trigger"},

@@ -30,8 +30,10 @@ import (
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/config"
+	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/mail"
 	"github.com/nimbus-build/nimbus/backend/org"
+	"github.com/nimbus-build/nimbus/backend/pull"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/server/openapitest"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -358,6 +360,10 @@ func (w *mxWorld) build() {
 	w.gitPush(mxOrgA+"/"+mxPubA, push, "public docs pipeline")
 	if b, err := w.app.Builds.Get(w.ctx, w.privA.ID, 1); err != nil || b.CommitMessage == "" {
 		t.Fatalf("the push made no build #1: %v %+v", err, b)
+	}
+	// Pull request #1 of A's private repo.
+	if n := w.openPull(mxPrivA); n != 1 {
+		t.Fatalf("the first pull request of %s is #%d", mxPrivA, n)
 	}
 
 	// Two agents; the first leases the queued pipelines of both pushes, and the lease of A's
@@ -692,6 +698,53 @@ func mxBasic(user, password string) string {
 // gitPush commits mxConfigFile with message msg in a new local repo, tags it v1 and pushes both to
 // main and the tag of slug ("org/repo") over smart HTTP, served by the same handler,
 // authenticating with token.
+// repoOfA is A's repo name.
+func (w *mxWorld) repoOfA(name string) *repo.Repo {
+	w.t.Helper()
+	var r repo.Repo
+	if err := w.app.DB.Where("org_id = ? AND name = ?", w.orgA.ID, name).Take(&r).Error; err != nil {
+		w.t.Fatal(err)
+	}
+	return &r
+}
+
+// freshBranch makes a branch of one new commit on main in repo name of A and returns its name.
+func (w *mxWorld) freshBranch(name string) string {
+	w.t.Helper()
+	r := w.repoOfA(name)
+	path := w.app.Repos.Path(r)
+	head, err := git.ResolveRef(w.ctx, path, "refs/heads/main")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	tree, err := git.TreeOf(w.ctx, path, head)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	branch := w.unique("topic-")
+	who := git.Signature{Name: "Matrix", Email: "matrix@example.com", When: time.Now()}
+	sha, err := git.CommitTree(w.ctx, path, git.NewCommit{Tree: tree, Parents: []string{head}, Message: branch, Author: who, Committer: who})
+	if err == nil {
+		err = git.UpdateRef(w.ctx, path, "refs/heads/"+branch, sha, git.ZeroSHA)
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return branch
+}
+
+// openPull opens a pull request of a fresh branch into main of repo name of A, as its owner.
+func (w *mxWorld) openPull(name string) int64 {
+	w.t.Helper()
+	owner := w.users["owner"]
+	pr, err := w.app.Pulls.Open(w.ctx, w.repoOfA(name), pull.Person{ID: owner.ID, Name: owner.Name, Email: owner.Email},
+		pull.OpenInput{Source: w.freshBranch(name), Target: "main", Title: "Matrix pull"})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return pr.Number
+}
+
 func (w *mxWorld) gitPush(slug, token, msg string) {
 	t := w.t
 	t.Helper()

@@ -12,6 +12,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/logs"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/outbox"
+	"github.com/nimbus-build/nimbus/backend/pull"
 	"github.com/nimbus-build/nimbus/backend/registry"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/scheduler"
@@ -27,6 +28,7 @@ func models() []any {
 		&org.Org{}, &org.Member{}, &org.Invitation{},
 		&billing.Account{}, &billing.Txn{}, &billing.Posting{}, &billing.QuotaUsage{}, &billing.PipelineBilling{}, &billing.Notification{},
 		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{}, &repo.SecretFile{}, &repo.SecretFileRead{},
+		&pull.Request{},
 		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Metric{}, &build.Schedule{}, &build.BuildKey{}, &build.BuildWait{},
 		&scheduler.Agent{}, &scheduler.RunnerToken{},
 		&logs.JobLog{}, &logs.LogChunk{},

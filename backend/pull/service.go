@@ -14,6 +14,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
@@ -37,15 +38,46 @@ const (
 
 // Service keeps pull requests.
 type Service struct {
-	db    *gorm.DB
-	paths Paths
-	clock clock.Clock
-	log   *slog.Logger
+	db     *gorm.DB
+	paths  Paths
+	clock  clock.Clock
+	log    *slog.Logger
+	events []func(context.Context, Event)
 }
 
 // NewService returns the pull request service.
 func NewService(db *gorm.DB, paths Paths, clk clock.Clock, log *slog.Logger) *Service {
 	return &Service{db: db, paths: paths, clock: clk, log: log}
+}
+
+// What happened to a request, for Event.
+const (
+	Opened   = "opened"
+	Reopened = "reopened"
+	Pushed   = "pushed" // its source branch moved
+	Edited   = "edited" // its title or description changed
+	Merged   = "merged"
+)
+
+// Event is something that happened to a request, after it is recorded: the pull_request*
+// events are fired from it (subscribed in app.New to build's OnPull).
+type Event struct {
+	What    string
+	Repo    *repo.Repo
+	Request *Request
+	By      Person
+	// Merge is the merge, for Merged.
+	Merge *MergeDone
+}
+
+// OnEvent subscribes fn to every Event, called synchronously after the change is committed.
+// It is wiring (app.New), not for use once the service serves.
+func (s *Service) OnEvent(fn func(context.Context, Event)) { s.events = append(s.events, fn) }
+
+func (s *Service) fire(ctx context.Context, ev Event) {
+	for _, fn := range s.events {
+		fn(ctx, ev)
+	}
 }
 
 // OpenInput is what opening a request takes.
@@ -140,6 +172,7 @@ func (s *Service) Open(ctx context.Context, r *repo.Repo, author Person, in Open
 	if err := s.writeRefs(ctx, path, pr); err != nil {
 		return pr, err
 	}
+	s.fire(ctx, Event{What: Opened, Repo: r, Request: pr, By: author})
 	return pr, nil
 }
 
@@ -209,12 +242,11 @@ func (s *Service) Get(ctx context.Context, r *repo.Repo, number int64) (*Request
 type Filter struct {
 	State    string // "" or "all": every state
 	AuthorID int64  // 0: anyone's
-	Limit    int    // at most this many, newest first (default and cap 100)
-	Before   int64  // numbers below this one (paging); 0: from the newest
 }
 
-// List returns r's requests, newest first.
-func (s *Service) List(ctx context.Context, r *repo.Repo, f Filter) ([]Request, error) {
+// List returns a page of r's requests, newest first: up to page.Limit+1 (the extra one says
+// there is a next page), numbered below page.After when it is set.
+func (s *Service) List(ctx context.Context, r *repo.Repo, f Filter, page paging.Page) ([]Request, error) {
 	q := s.db.WithContext(ctx).Where("repo_id = ?", r.ID)
 	switch f.State {
 	case "", "all":
@@ -226,20 +258,20 @@ func (s *Service) List(ctx context.Context, r *repo.Repo, f Filter) ([]Request, 
 	if f.AuthorID != 0 {
 		q = q.Where("author_id = ?", f.AuthorID)
 	}
-	if f.Before > 0 {
-		q = q.Where("number < ?", f.Before)
+	if page.After > 0 {
+		q = q.Where("number < ?", page.After)
 	}
-	if f.Limit <= 0 || f.Limit > 100 {
-		f.Limit = 100
+	if page.Limit <= 0 {
+		page.Limit = 100
 	}
 	var out []Request
-	err := q.Order("number DESC").Limit(f.Limit).Find(&out).Error
+	err := q.Order("number DESC").Limit(page.Limit + 1).Find(&out).Error
 	return out, err
 }
 
 // Edit sets a request's title and description (nil: unchanged). It says whether either changed:
 // pull_request.update fires on an edit.
-func (s *Service) Edit(ctx context.Context, r *repo.Repo, number int64, title, body *string) (*Request, bool, error) {
+func (s *Service) Edit(ctx context.Context, r *repo.Repo, number int64, by Person, title, body *string) (*Request, bool, error) {
 	pr, err := s.Get(ctx, r, number)
 	if err != nil {
 		return nil, false, err
@@ -262,6 +294,9 @@ func (s *Service) Edit(ctx context.Context, r *repo.Repo, number int64, title, b
 		Updates(map[string]any{"title": next.Title, "body": next.Body, "updated_at": next.UpdatedAt}).Error; err != nil {
 		return nil, false, err
 	}
+	if next.State == StateOpen {
+		s.fire(ctx, Event{What: Edited, Repo: r, Request: &next, By: by})
+	}
 	return &next, true, nil
 }
 
@@ -273,7 +308,7 @@ func (s *Service) Close(ctx context.Context, r *repo.Repo, number int64) (*Reque
 
 // Reopen opens a closed request again and syncs it with its branches, which must still exist.
 // A merged request stays merged.
-func (s *Service) Reopen(ctx context.Context, r *repo.Repo, number int64) (*Request, error) {
+func (s *Service) Reopen(ctx context.Context, r *repo.Repo, number int64, by Person) (*Request, error) {
 	pr, err := s.Get(ctx, r, number)
 	if err != nil {
 		return nil, err
@@ -297,7 +332,11 @@ func (s *Service) Reopen(ctx context.Context, r *repo.Repo, number int64) (*Requ
 	if _, err := s.Sync(ctx, r, pr); err != nil {
 		return nil, err
 	}
-	return s.Get(ctx, r, number)
+	if pr, err = s.Get(ctx, r, number); err != nil {
+		return nil, err
+	}
+	s.fire(ctx, Event{What: Reopened, Repo: r, Request: pr, By: by})
+	return pr, nil
 }
 
 // transition moves a request from one state to another, fenced on the state it was in.
@@ -365,9 +404,9 @@ type MergeInput struct {
 	DeleteSource bool
 }
 
-// Merged is what a merge did: the request, the target's move (for the push it fires) and
+// MergeDone is what a merge did: the request, the target's move (for the push it fires) and
 // whether the source branch was deleted.
-type Merged struct {
+type MergeDone struct {
 	Request       *Request
 	Target        git.RefUpdate
 	SourceDeleted bool
@@ -376,7 +415,7 @@ type Merged struct {
 // Merge merges an open, conflict-free request into its target as by, in one of the three modes.
 // The target moves only from the head the merge was computed on: a push meanwhile is a 409 and
 // nothing changes. Rules (approvals, checks, allowed modes) are the caller's, before this.
-func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Person, in MergeInput) (*Merged, error) {
+func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Person, in MergeInput) (*MergeDone, error) {
 	if in.Mode == "" {
 		in.Mode = ModeMerge
 	}
@@ -441,7 +480,7 @@ func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Pers
 	if err := s.db.WithContext(ctx).Model(&Request{}).Where("id = ?", pr.ID).Updates(set).Error; err != nil {
 		return nil, fmt.Errorf("pull #%d merged as %s, but recording it failed: %w", pr.Number, commit, err)
 	}
-	out := &Merged{Target: git.RefUpdate{Old: pr.BaseSHA, New: commit, Ref: target}}
+	out := &MergeDone{Target: git.RefUpdate{Old: pr.BaseSHA, New: commit, Ref: target}}
 	if in.DeleteSource {
 		err := git.DeleteRef(ctx, path, "refs/heads/"+pr.SourceBranch, pr.HeadSHA)
 		out.SourceDeleted = err == nil
@@ -452,5 +491,39 @@ func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Pers
 	if out.Request, err = s.Get(ctx, r, number); err != nil {
 		return nil, err
 	}
+	s.fire(ctx, Event{What: Merged, Repo: r, Request: out.Request, By: by, Merge: out})
 	return out, nil
+}
+
+// OnPush brings the open requests of r whose source or target branch the push moved up to date,
+// and fires Pushed for each whose source moved (pull_request runs again on the new pre-merged
+// commit). A moved target only refreshes the pre-merged commit and the conflicts. Failures are
+// logged: the push has happened.
+func (s *Service) OnPush(ctx context.Context, r *repo.Repo, by Person, updates []git.RefUpdate) {
+	var branches []string
+	for _, u := range updates {
+		if b, ok := strings.CutPrefix(u.Ref, "refs/heads/"); ok {
+			branches = append(branches, b)
+		}
+	}
+	if len(branches) == 0 {
+		return
+	}
+	var open []Request
+	if err := s.db.WithContext(ctx).Where("repo_id = ? AND state = ? AND (source_branch IN ? OR target_branch IN ?)", r.ID, StateOpen, branches, branches).
+		Order("number").Find(&open).Error; err != nil {
+		s.log.ErrorContext(ctx, "pull requests: sync after push", "repo_id", r.ID, "err", err)
+		return
+	}
+	for i := range open {
+		pr := &open[i]
+		moved, err := s.Sync(ctx, r, pr)
+		if err != nil {
+			s.log.ErrorContext(ctx, "pull requests: sync after push", "repo_id", r.ID, "pull", pr.Number, "err", err)
+			continue
+		}
+		if moved {
+			s.fire(ctx, Event{What: Pushed, Repo: r, Request: pr, By: by})
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/pull"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -197,7 +198,7 @@ func TestOpenRefuses(t *testing.T) {
 			_, err := f.pulls.Open(ctx, f.repo, f.alice, c.in)
 			wantKind(t, c.name, err, c.kind)
 		}
-		if list, err := f.pulls.List(ctx, f.repo, pull.Filter{}); err != nil || len(list) != 0 {
+		if list, err := f.pulls.List(ctx, f.repo, pull.Filter{}, paging.Page{}); err != nil || len(list) != 0 {
 			t.Fatalf("refusals wrote requests: %v %v", list, err)
 		}
 		if refs := f.git("ls-remote", f.bare, "refs/pull/*"); refs != "" {
@@ -279,7 +280,7 @@ func TestMerge(t *testing.T) {
 			}
 			_, err = f.pulls.Merge(ctx, f.repo, pr.Number, f.alice, pull.MergeInput{})
 			wantKind(t, mode+": merging twice", err, fault.KindConflict)
-			_, err = f.pulls.Reopen(ctx, f.repo, pr.Number)
+			_, err = f.pulls.Reopen(ctx, f.repo, pr.Number, f.alice)
 			wantKind(t, mode+": reopening a merged request", err, fault.KindConflict)
 		}
 		_, err = f.pulls.Merge(ctx, f.repo, clash.Number, f.alice, pull.MergeInput{Mode: "octopus"})
@@ -310,7 +311,7 @@ func TestLifecycle(t *testing.T) {
 		_, err = f.pulls.Close(ctx, f.repo, a.Number)
 		wantKind(t, "closing twice", err, fault.KindConflict)
 		for state, want := range map[string][]int64{"open": {2}, "closed": {1}, "all": {2, 1}, "": {2, 1}, "merged": nil} {
-			list, err := f.pulls.List(ctx, f.repo, pull.Filter{State: state})
+			list, err := f.pulls.List(ctx, f.repo, pull.Filter{State: state}, paging.Page{})
 			var got []int64
 			for _, p := range list {
 				got = append(got, p.Number)
@@ -319,7 +320,7 @@ func TestLifecycle(t *testing.T) {
 				t.Fatalf("list %q: %v %v, want %v", state, got, err, want)
 			}
 		}
-		_, err = f.pulls.List(ctx, f.repo, pull.Filter{State: "draft"})
+		_, err = f.pulls.List(ctx, f.repo, pull.Filter{State: "draft"}, paging.Page{})
 		wantKind(t, "an unknown state", err, fault.KindInvalid)
 
 		// Reopen syncs with what moved while it was closed.
@@ -327,24 +328,70 @@ func TestLifecycle(t *testing.T) {
 		moved := f.commit(map[string]string{"a.txt": "aa\n"}, "more a")
 		f.git("push", "-q", f.bare, "a")
 		f.git("checkout", "-q", "main")
-		re, err := f.pulls.Reopen(ctx, f.repo, a.Number)
+		re, err := f.pulls.Reopen(ctx, f.repo, a.Number, f.alice)
 		if err != nil || re.State != pull.StateOpen || re.ClosedAt != nil || re.HeadSHA != moved || f.ref(pull.HeadRef(1)) != moved {
 			t.Fatalf("reopen: %+v %v", re, err)
 		}
 
 		title, body := "A, retitled", "why"
-		ed, changed, err := f.pulls.Edit(ctx, f.repo, a.Number, &title, &body)
+		ed, changed, err := f.pulls.Edit(ctx, f.repo, a.Number, f.alice, &title, &body)
 		if err != nil || !changed || ed.Title != title || ed.Body != body {
 			t.Fatalf("edit: %+v %v %v", ed, changed, err)
 		}
-		if _, changed, err := f.pulls.Edit(ctx, f.repo, a.Number, &title, nil); err != nil || changed {
+		if _, changed, err := f.pulls.Edit(ctx, f.repo, a.Number, f.alice, &title, nil); err != nil || changed {
 			t.Fatalf("an edit that changes nothing: %v %v", changed, err)
 		}
 		empty := ""
-		_, _, err = f.pulls.Edit(ctx, f.repo, a.Number, &empty, nil)
+		_, _, err = f.pulls.Edit(ctx, f.repo, a.Number, f.alice, &empty, nil)
 		wantKind(t, "an empty title", err, fault.KindInvalid)
 		if got, _ := f.pulls.Get(ctx, f.repo, a.Number); got.Title != title {
 			t.Fatalf("a refused edit changed the title to %q", got.Title)
+		}
+	})
+}
+
+// Every change to a request fires its event once it is recorded; a push moves the requests it
+// touches, and only a moved source fires Pushed.
+func TestEventsAndPushes(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		var got []string
+		f.pulls.OnEvent(func(_ context.Context, ev pull.Event) {
+			got = append(got, ev.What+" #"+strconv.FormatInt(ev.Request.Number, 10)+" "+ev.Request.HeadSHA[:7])
+		})
+		first := f.branch("a", map[string]string{"a.txt": "a\n"})
+		pr, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "a", Target: "main", Title: "A"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		push := func(branch string, files map[string]string) (old, sha string) {
+			old = f.ref("refs/heads/" + branch)
+			f.git("fetch", "-q", f.bare, branch)
+			f.git("checkout", "-q", "-B", branch, "FETCH_HEAD")
+			sha = f.commit(files, "more on "+branch)
+			f.git("push", "-q", f.bare, branch)
+			f.git("checkout", "-q", "main")
+			f.pulls.OnPush(ctx, f.repo, f.alice, []git.RefUpdate{{Old: old, New: sha, Ref: "refs/heads/" + branch}})
+			return old, sha
+		}
+		_, second := push("a", map[string]string{"a.txt": "aa\n"})
+		premerged := func() string { p, _ := f.pulls.Get(ctx, f.repo, pr.Number); return p.MergeSHA }
+		before := premerged()
+		push("main", map[string]string{"m.txt": "m\n"}) // the target moves: a new pre-merged commit, no event
+		if after := premerged(); after == before || f.show(after, "m.txt") != "m\n" {
+			t.Fatalf("a moved target did not refresh the pre-merged commit: %s -> %s", before, after)
+		}
+		title := "A, better"
+		if _, _, err := f.pulls.Edit(ctx, f.repo, pr.Number, f.alice, &title, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.pulls.Merge(ctx, f.repo, pr.Number, f.alice, pull.MergeInput{}); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"opened #1 " + first[:7], "pushed #1 " + second[:7], "edited #1 " + second[:7], "merged #1 " + second[:7]}
+		if !slices.Equal(got, want) {
+			t.Fatalf("events %q, want %q", got, want)
 		}
 	})
 }

@@ -419,7 +419,7 @@ func TestPlanTimeErrors(t *testing.T) {
 	if _, _, err := Compile([]byte("main:\n  push: [{stages: [x]}]\n"), Trigger{Branch: "main"}, Options{}); err == nil {
 		t.Error("a trigger needs an event")
 	}
-	if _, ds, _ := Compile([]byte("main:\n  pull_request: [{stages: [x]}]\n"), Trigger{Event: "pull_request", Branch: "main"}, Options{}); len(ds.Filter(SeverityWarning)) != 1 {
+	if _, ds, _ := Compile([]byte("main:\n  issue.open: [{stages: [x]}]\n"), Trigger{Event: "issue.open", Branch: "main"}, Options{}); len(ds.Filter(SeverityWarning)) != 1 {
 		t.Errorf("planning an unfired event warns: %v", ds)
 	}
 	if _, _, err := Compile([]byte("main: [\n"), pushMain, Options{}); err == nil {

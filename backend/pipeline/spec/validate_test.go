@@ -344,10 +344,10 @@ main:
 		{
 			name: "event never fired by this installation",
 			src: `main:
-  pull_request:
+  issue.open:
     - stages: [make]
 `,
-			sev: SeverityWarning, msg: `event "pull_request" is not supported by this installation`, line: 2, col: 3,
+			sev: SeverityWarning, msg: `event "issue.open" is not supported by this installation`, line: 2, col: 3,
 		},
 		{
 			name: "built-in task not supported",

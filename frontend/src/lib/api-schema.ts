@@ -681,6 +681,77 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/pulls": {
+    /**
+     * The repo's pull requests
+     * @description Newest first (the cursor is a request number); paginated. `state` is `open` (the
+     * default), `closed`, `merged` or `all`; `author` a username. Read access (any member, or
+     * anyone for a public repo); token scope `repo:read`.
+     */
+    get: operations["listPulls"];
+    /**
+     * Open a pull request
+     * @description Proposes `source_branch` for merging into `target_branch` (default: the repo's default
+     * branch), both branches of this repository. The request gets the repo's next number.
+     * Nimbus merges the two in the bare repository and keeps the result on
+     * `refs/pull/<number>/merge` (or names the conflicting files), keeps the source on
+     * `refs/pull/<number>/head`, and fires `pull_request`, `pull_request.update` and
+     * `pull_request.target`. An unknown branch, the same branch twice, a source with nothing
+     * the target lacks, and an empty or multi-line title are 422; a second open request for the
+     * same two branches and an archived repo are 409. Write access (role `developer` or
+     * stronger) as a person: a session, a personal token with `repo:write`, or the job token
+     * of the repo's own pipeline (as the user the build runs as; CNB's `repo-pr:rw`).
+     */
+    post: operations["openPull"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/pulls/{number}": {
+    /**
+     * A pull request
+     * @description Read access; token scope `repo:read`. Another team's private request is a 404.
+     */
+    get: operations["getPull"];
+    /**
+     * Edit, close or reopen a pull request
+     * @description Sets `title` and `body` (an edit of an open request fires `pull_request.update`) and
+     * `state`: `closed` closes an open request, `open` reopens a closed one (its source branch
+     * must still exist; it is synced and fires `pull_request` again). A merged request cannot
+     * be reopened (409). Write access as a person; token scope `repo:write`.
+     */
+    patch: operations["updatePull"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/pulls/{number}/merge": {
+    /**
+     * Merge a pull request
+     * @description Merges an open request without conflicts as the caller: `merge` (a merge commit, the
+     * default), `squash` (one commit) or `rebase` (the source's commits replayed onto the
+     * target, as `git rebase` would). The target moves only from the head the merge was
+     * computed on: a push meanwhile is a 409 and nothing changes. `delete_source_branch`
+     * deletes the source unless it moved. Fires `pull_request.merged` and `push` on the
+     * target. A request that is not open or has conflicts (named) is a 409. Write access as a
+     * person; token scope `repo:write`.
+     */
+    post: operations["mergePull"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/workspaces": {
     /**
      * Open a cloud workspace on a branch
@@ -3170,6 +3241,73 @@ export interface components {
         [key: string]: string;
       };
     };
+    PullRequestOpen: {
+      source_branch: string;
+      /** @description Default the repo's default branch. */
+      target_branch?: string;
+      title: string;
+      /** @description Markdown, at most 64 KiB. */
+      body?: string;
+    };
+    PullRequestUpdate: {
+      title?: string;
+      body?: string;
+      /** @enum {string} */
+      state?: "open" | "closed";
+    };
+    PullRequestMerge: {
+      /**
+       * @default merge
+       * @enum {string}
+       */
+      mode?: "merge" | "squash" | "rebase";
+      /** @description The merge or squash commit's message; default GitHub's. */
+      message?: string;
+      /** @default false */
+      delete_source_branch?: boolean;
+    };
+    PullRequest: {
+      /** Format: int64 */
+      number: number;
+      title: string;
+      body: string;
+      /** @enum {string} */
+      state: "open" | "closed" | "merged";
+      source_branch: string;
+      target_branch: string;
+      /** @description The username of who opened it. */
+      author: string;
+      /** @description The source head it was last synced with. */
+      head_sha: string;
+      /** @description The target head it was last synced with. */
+      base_sha: string;
+      merge_base: string;
+      /** @description The pre-merged commit (`refs/pull/<number>/merge`) the `pull_request` pipelines run; empty while it conflicts. */
+      merge_sha: string;
+      /** @description Open and without conflicts. */
+      mergeable: boolean;
+      /** @description The paths that conflict. */
+      conflicts: string[];
+      merged_by: string | null;
+      /** Format: date-time */
+      merged_at: string | null;
+      /** @description What the target moved to; empty until merged. */
+      merge_commit: string;
+      /** @enum {string} */
+      merge_mode: "" | "merge" | "squash" | "rebase";
+      /** Format: date-time */
+      closed_at: string | null;
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      updated_at: string;
+      /** @description The request's page. */
+      url: string;
+    };
+    PullRequestList: {
+      items: components["schemas"]["PullRequest"][];
+      next_cursor?: components["schemas"]["NextCursor"];
+    };
     BuildList: {
       items: components["schemas"]["Build"][];
       next_cursor?: components["schemas"]["NextCursor"];
@@ -3982,6 +4120,8 @@ export interface components {
     AgentID: string;
     /** @description The job's id (`Job.id` in a build); not a positive integer is a 404. */
     JobID: number;
+    /** @description The pull request's number in its repo (1, 2, …). */
+    PullNumber: number;
     /** @description The build's number in its repo (1, 2, …). */
     BuildNumber: number;
     /** @description The lease's id (`lease_…`), from the `Lease` that `POST /agent/poll` answered. */
@@ -5781,6 +5921,185 @@ export interface operations {
       201: {
         content: {
           "application/json": components["schemas"]["Build"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The repo's pull requests
+   * @description Newest first (the cursor is a request number); paginated. `state` is `open` (the
+   * default), `closed`, `merged` or `all`; `author` a username. Read access (any member, or
+   * anyone for a public repo); token scope `repo:read`.
+   */
+  listPulls: {
+    parameters: {
+      query?: {
+        limit?: components["parameters"]["Limit"];
+        cursor?: components["parameters"]["Cursor"];
+        state?: "open" | "closed" | "merged" | "all";
+        author?: string;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description A page of pull requests. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PullRequestList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Open a pull request
+   * @description Proposes `source_branch` for merging into `target_branch` (default: the repo's default
+   * branch), both branches of this repository. The request gets the repo's next number.
+   * Nimbus merges the two in the bare repository and keeps the result on
+   * `refs/pull/<number>/merge` (or names the conflicting files), keeps the source on
+   * `refs/pull/<number>/head`, and fires `pull_request`, `pull_request.update` and
+   * `pull_request.target`. An unknown branch, the same branch twice, a source with nothing
+   * the target lacks, and an empty or multi-line title are 422; a second open request for the
+   * same two branches and an archived repo are 409. Write access (role `developer` or
+   * stronger) as a person: a session, a personal token with `repo:write`, or the job token
+   * of the repo's own pipeline (as the user the build runs as; CNB's `repo-pr:rw`).
+   */
+  openPull: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PullRequestOpen"];
+      };
+    };
+    responses: {
+      /** @description The new request. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["PullRequest"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A pull request
+   * @description Read access; token scope `repo:read`. Another team's private request is a 404.
+   */
+  getPull: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    responses: {
+      /** @description The request. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PullRequest"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Edit, close or reopen a pull request
+   * @description Sets `title` and `body` (an edit of an open request fires `pull_request.update`) and
+   * `state`: `closed` closes an open request, `open` reopens a closed one (its source branch
+   * must still exist; it is synced and fires `pull_request` again). A merged request cannot
+   * be reopened (409). Write access as a person; token scope `repo:write`.
+   */
+  updatePull: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PullRequestUpdate"];
+      };
+    };
+    responses: {
+      /** @description The request. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PullRequest"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Merge a pull request
+   * @description Merges an open request without conflicts as the caller: `merge` (a merge commit, the
+   * default), `squash` (one commit) or `rebase` (the source's commits replayed onto the
+   * target, as `git rebase` would). The target moves only from the head the merge was
+   * computed on: a push meanwhile is a 409 and nothing changes. `delete_source_branch`
+   * deletes the source unless it moved. Fires `pull_request.merged` and `push` on the
+   * target. A request that is not open or has conflicts (named) is a 409. Write access as a
+   * person; token scope `repo:write`.
+   */
+  mergePull: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PullRequestMerge"];
+      };
+    };
+    responses: {
+      /** @description The merged request. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PullRequest"];
         };
       };
       400: components["responses"]["BadRequest"];

@@ -1,0 +1,67 @@
+package app
+
+import (
+	"context"
+
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/pull"
+)
+
+// pullEvents turns what happens to pull requests into builds (cnb-reference §3.1):
+//
+//	opened, reopened, source pushed  pull_request and pull_request.update on the pre-merged
+//	                                 commit, pull_request.target on the target head
+//	title or description edited      pull_request.update
+//	merged                           pull_request.merged on the merged commit, and the push
+//	                                 of the target (and of the deleted source) as a git push
+//	                                 would fire them; open requests on that target re-sync
+func (a *App) pullEvents(publicURL string) func(context.Context, pull.Event) {
+	return func(ctx context.Context, ev pull.Event) {
+		pr := ev.Request
+		var user *auth.User
+		if ev.By.ID != 0 {
+			user, _ = a.Auth.UserByID(ctx, ev.By.ID)
+		}
+		_, o, err := a.Repos.ByID(ctx, ev.Repo.ID)
+		if err != nil {
+			a.Log.ErrorContext(ctx, "pull events: load repo", "repo_id", ev.Repo.ID, "err", err)
+			return
+		}
+		slug := o.Name + "/" + ev.Repo.Name
+		base := build.PullEvent{ID: pr.ID, Number: pr.Number, Title: pr.Title, SourceBranch: pr.SourceBranch,
+			TargetBranch: pr.TargetBranch, SourceSlug: slug, HeadSHA: pr.HeadSHA, BaseSHA: pr.BaseSHA, MergeSHA: pr.MergeSHA,
+			MergeBase: pr.MergeBase, URL: pull.URL(publicURL, o.Name, ev.Repo.Name, pr.Number)}
+		if u, err := a.Auth.UserByID(ctx, pr.AuthorID); err == nil {
+			base.Proposer = u.Username
+		}
+		var evs []build.PullEvent
+		with := func(event, action, commit string) {
+			e := base
+			e.Event, e.Action, e.Commit = event, action, commit
+			evs = append(evs, e)
+		}
+		switch ev.What {
+		case pull.Opened, pull.Reopened, pull.Pushed:
+			action := "created"
+			if ev.What == pull.Pushed {
+				action = "code_update"
+			}
+			with(build.EventPull, action, pr.MergeSHA)
+			with(build.EventPullUpdate, action, pr.MergeSHA)
+			with(build.EventPullTarget, action, pr.BaseSHA)
+		case pull.Edited:
+			with(build.EventPullUpdate, "status_update", pr.MergeSHA)
+		case pull.Merged:
+			with(build.EventPullMerged, "", ev.Merge.Target.New)
+			updates := []git.RefUpdate{ev.Merge.Target}
+			if ev.Merge.SourceDeleted {
+				updates = append(updates, git.RefUpdate{Old: pr.HeadSHA, New: git.ZeroSHA, Ref: "refs/heads/" + pr.SourceBranch})
+			}
+			a.Builds.OnPush(ctx, ev.Repo.ID, user, updates)
+			a.Pulls.OnPush(ctx, ev.Repo, ev.By, updates)
+		}
+		a.Builds.OnPull(ctx, ev.Repo.ID, user, evs)
+	}
+}

@@ -1,0 +1,258 @@
+package pull
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/nimbus-build/nimbus/backend/api"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/repo"
+)
+
+// JSON is a request as the API shows it.
+type JSON struct {
+	Number       int64      `json:"number"`
+	Title        string     `json:"title"`
+	Body         string     `json:"body"`
+	State        string     `json:"state"`
+	SourceBranch string     `json:"source_branch"`
+	TargetBranch string     `json:"target_branch"`
+	Author       string     `json:"author"`
+	HeadSHA      string     `json:"head_sha"`
+	BaseSHA      string     `json:"base_sha"`
+	MergeBase    string     `json:"merge_base"`
+	MergeSHA     string     `json:"merge_sha"`
+	Mergeable    bool       `json:"mergeable"`
+	Conflicts    []string   `json:"conflicts"`
+	MergedBy     *string    `json:"merged_by"`
+	MergedAt     *time.Time `json:"merged_at"`
+	MergeCommit  string     `json:"merge_commit"`
+	MergeMode    string     `json:"merge_mode"`
+	ClosedAt     *time.Time `json:"closed_at"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	URL          string     `json:"url"`
+}
+
+// Users names people (auth.Service).
+type Users interface {
+	UserByID(ctx context.Context, id int64) (*auth.User, error)
+	UserByName(ctx context.Context, username string) (*auth.User, error)
+}
+
+// Handler is the pull request routes.
+type Handler struct {
+	svc       *Service
+	repos     *repo.Service
+	users     Users
+	publicURL string
+	log       *slog.Logger
+}
+
+// NewHandler returns the routes over svc; users names authors and mergers.
+func NewHandler(svc *Service, repos *repo.Service, users Users, publicURL string, log *slog.Logger) *Handler {
+	return &Handler{svc: svc, repos: repos, users: users, publicURL: publicURL, log: log}
+}
+
+// Routes implements server.Module.
+func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
+	rs := api.NewRoutes(v1, h.log)
+	rs.GET("/repos/:org/:repo/pulls", h.list)
+	rs.POST("/repos/:org/:repo/pulls", h.open)
+	rs.GET("/repos/:org/:repo/pulls/:number", h.get)
+	rs.PATCH("/repos/:org/:repo/pulls/:number", h.update)
+	rs.POST("/repos/:org/:repo/pulls/:number/merge", h.merge)
+}
+
+// URL is a request's page.
+func URL(publicURL, org, repoName string, number int64) string {
+	return publicURL + "/" + org + "/" + repoName + "/-/pulls/" + strconv.FormatInt(number, 10)
+}
+
+func (h *Handler) json(ctx context.Context, a *repo.Access, pr *Request) JSON {
+	out := JSON{Number: pr.Number, Title: pr.Title, Body: pr.Body, State: pr.State, SourceBranch: pr.SourceBranch,
+		TargetBranch: pr.TargetBranch, HeadSHA: pr.HeadSHA, BaseSHA: pr.BaseSHA, MergeBase: pr.MergeBase, MergeSHA: pr.MergeSHA,
+		Mergeable: pr.State == StateOpen && pr.MergeSHA != "", Conflicts: pr.ConflictPaths(), MergedAt: pr.MergedAt,
+		MergeCommit: pr.MergeCommit, MergeMode: pr.MergeMode, ClosedAt: pr.ClosedAt, CreatedAt: pr.CreatedAt, UpdatedAt: pr.UpdatedAt,
+		URL: URL(h.publicURL, a.Org.Name, a.Repo.Name, pr.Number)}
+	if out.Conflicts == nil {
+		out.Conflicts = []string{}
+	}
+	if u, err := h.users.UserByID(ctx, pr.AuthorID); err == nil {
+		out.Author = u.Username
+	}
+	if pr.MergedBy != nil {
+		if u, err := h.users.UserByID(ctx, *pr.MergedBy); err == nil {
+			out.MergedBy = &u.Username
+		}
+	}
+	return out
+}
+
+// person is the caller as a Person: pull requests are opened, changed and merged by people
+// (a session or a personal token), never by a deploy token.
+func person(c *gin.Context) (Person, error) {
+	p := auth.From(c)
+	if p.User == nil {
+		return Person{}, fault.Forbidden("pull requests are changed by people: use a session or a personal access token")
+	}
+	return Person{ID: p.User.ID, Name: p.User.Username, Email: p.User.Email}, nil
+}
+
+// load authorizes the route's repository at need and reads its request.
+func (h *Handler) load(c *gin.Context, need repo.Level) (*repo.Access, *Request, error) {
+	a, err := repo.Load(c, h.repos, need)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := strconv.ParseInt(c.Param("number"), 10, 64)
+	if err != nil || n <= 0 {
+		return nil, nil, fault.NotFound("pull request not found")
+	}
+	pr, err := h.svc.Get(c.Request.Context(), a.Repo, n)
+	return a, pr, err
+}
+
+// writer authorizes a change by a person to the route's repository and, with number, reads
+// its request.
+func (h *Handler) writer(c *gin.Context, number bool) (*repo.Access, *Request, Person, error) {
+	var a *repo.Access
+	var pr *Request
+	var err error
+	if number {
+		a, pr, err = h.load(c, repo.Write)
+	} else {
+		a, err = repo.Load(c, h.repos, repo.Write)
+	}
+	if err != nil {
+		return nil, nil, Person{}, err
+	}
+	who, err := person(c)
+	return a, pr, who, err
+}
+
+// list is GET /repos/{org}/{repo}/pulls?state=&author=, newest first.
+func (h *Handler) list(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Read)
+	if err != nil {
+		return err
+	}
+	f := Filter{State: c.DefaultQuery("state", StateOpen)}
+	if name := c.Query("author"); name != "" {
+		u, err := h.users.UserByName(c.Request.Context(), name)
+		if fault.KindOf(err) == fault.KindNotFound {
+			return fault.Invalid("author", "no user %q", name)
+		}
+		if err != nil {
+			return err
+		}
+		f.AuthorID = u.ID
+	}
+	return api.ListPage(c, func(page api.Page) ([]JSON, error) {
+		prs, err := h.svc.List(c.Request.Context(), a.Repo, f, page)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]JSON, len(prs))
+		for i := range prs {
+			out[i] = h.json(c.Request.Context(), a, &prs[i])
+		}
+		return out, nil
+	}, func(j JSON) int64 { return j.Number })
+}
+
+func (h *Handler) get(c *gin.Context) error {
+	a, pr, err := h.load(c, repo.Read)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, h.json(c.Request.Context(), a, pr))
+}
+
+// open is POST /repos/{org}/{repo}/pulls: 201 with the new request.
+func (h *Handler) open(c *gin.Context) error {
+	a, _, who, err := h.writer(c, false)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		SourceBranch string `json:"source_branch"`
+		TargetBranch string `json:"target_branch"`
+		Title        string `json:"title"`
+		Body         string `json:"body"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	if req.TargetBranch == "" {
+		req.TargetBranch = a.Repo.DefaultBranch
+	}
+	pr, err := h.svc.Open(c.Request.Context(), a.Repo, who, OpenInput{Source: req.SourceBranch, Target: req.TargetBranch, Title: req.Title, Body: req.Body})
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusCreated, h.json(c.Request.Context(), a, pr))
+}
+
+// update is PATCH /repos/{org}/{repo}/pulls/{number}: title, body, and state (open or closed).
+func (h *Handler) update(c *gin.Context) error {
+	a, pr, who, err := h.writer(c, true)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Title *string `json:"title"`
+		Body  *string `json:"body"`
+		State *string `json:"state"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	if req.State != nil && *req.State != StateOpen && *req.State != StateClosed {
+		return fault.Invalid("state", "state is open or closed (merge with POST …/merge), not %q", *req.State)
+	}
+	ctx := c.Request.Context()
+	if req.Title != nil || req.Body != nil {
+		if pr, _, err = h.svc.Edit(ctx, a.Repo, pr.Number, who, req.Title, req.Body); err != nil {
+			return err
+		}
+	}
+	if req.State != nil && *req.State != pr.State {
+		if *req.State == StateClosed {
+			pr, err = h.svc.Close(ctx, a.Repo, pr.Number)
+		} else {
+			pr, err = h.svc.Reopen(ctx, a.Repo, pr.Number, who)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return api.JSON(c, http.StatusOK, h.json(ctx, a, pr))
+}
+
+// merge is POST /repos/{org}/{repo}/pulls/{number}/merge: 200 with the merged request.
+func (h *Handler) merge(c *gin.Context) error {
+	a, pr, who, err := h.writer(c, true)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Mode               string `json:"mode"`
+		Message            string `json:"message"`
+		DeleteSourceBranch bool   `json:"delete_source_branch"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	m, err := h.svc.Merge(c.Request.Context(), a.Repo, pr.Number, who, MergeInput{Mode: req.Mode, Message: req.Message, DeleteSource: req.DeleteSourceBranch})
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, h.json(c.Request.Context(), a, m.Request))
+}

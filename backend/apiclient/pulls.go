@@ -1,0 +1,67 @@
+package apiclient
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// PullRequest is a pull request (schema PullRequest).
+type PullRequest struct {
+	Number       int64      `json:"number"`
+	Title        string     `json:"title"`
+	Body         string     `json:"body"`
+	State        string     `json:"state"` // open, closed, merged
+	SourceBranch string     `json:"source_branch"`
+	TargetBranch string     `json:"target_branch"`
+	Author       string     `json:"author"`
+	HeadSHA      string     `json:"head_sha"`
+	BaseSHA      string     `json:"base_sha"`
+	MergeBase    string     `json:"merge_base"`
+	MergeSHA     string     `json:"merge_sha"` // the pre-merged commit; "" while it conflicts
+	Mergeable    bool       `json:"mergeable"`
+	Conflicts    []string   `json:"conflicts"`
+	MergedBy     *string    `json:"merged_by"`
+	MergedAt     *time.Time `json:"merged_at"`
+	MergeCommit  string     `json:"merge_commit"`
+	MergeMode    string     `json:"merge_mode"`
+	ClosedAt     *time.Time `json:"closed_at"`
+	CreatedAt    time.Time  `json:"created_at"`
+	UpdatedAt    time.Time  `json:"updated_at"`
+	URL          string     `json:"url"`
+}
+
+// NewPull is what opening a pull request takes (schema PullRequestOpen).
+type NewPull struct {
+	SourceBranch string `json:"source_branch"`
+	TargetBranch string `json:"target_branch,omitempty"` // default: the repo's default branch
+	Title        string `json:"title"`
+	Body         string `json:"body,omitempty"`
+}
+
+// PullMerge is how to merge (schema PullRequestMerge).
+type PullMerge struct {
+	Mode               string `json:"mode,omitempty"` // merge (default), squash, rebase
+	Message            string `json:"message,omitempty"`
+	DeleteSourceBranch bool   `json:"delete_source_branch,omitempty"`
+}
+
+func pullPath(org, repo string, number int64, more ...string) string {
+	return Path(append([]string{"repos", org, repo, "pulls", strconv.FormatInt(number, 10)}, more...)...)
+}
+
+// OpenPull opens a pull request (POST /repos/{org}/{repo}/pulls).
+func (c *Client) OpenPull(ctx context.Context, org, repo string, in NewPull) (*PullRequest, error) {
+	return call[PullRequest](ctx, c, http.MethodPost, Path("repos", org, repo, "pulls"), in)
+}
+
+// GetPull reads a pull request (GET /repos/{org}/{repo}/pulls/{number}).
+func (c *Client) GetPull(ctx context.Context, org, repo string, number int64) (*PullRequest, error) {
+	return call[PullRequest](ctx, c, http.MethodGet, pullPath(org, repo, number), nil)
+}
+
+// MergePull merges a pull request (POST /repos/{org}/{repo}/pulls/{number}/merge).
+func (c *Client) MergePull(ctx context.Context, org, repo string, number int64, in PullMerge) (*PullRequest, error) {
+	return call[PullRequest](ctx, c, http.MethodPost, pullPath(org, repo, number, "merge"), in)
+}

@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
+)
+
+// pullConfig is the .cnb.yml of the pull request test; marker tells whose config ran.
+func pullConfig(image, marker string) string {
+	job := func(name, script string) string {
+		return "    - name: " + name + "\n      runner: { tags: cnb:arch:amd64, cpus: 1 }\n      docker: { image: " + image + " }\n" +
+			"      stages:\n        - name: " + name + "\n          script: " + script + "\n"
+	}
+	return "main:\n" +
+		"  push:\n" + job("on-push", `echo "push of $CNB_COMMIT"`) +
+		"  pull_request:\n" + job("check", `cat data.txt model.txt && echo "sha=$CNB_PULL_REQUEST_SHA target=$CNB_PULL_REQUEST_TARGET_SHA iid=$CNB_PULL_REQUEST_IID branch=$CNB_PULL_REQUEST_BRANCH at=$CNB_BRANCH commit=$CNB_COMMIT"`) +
+		"  pull_request.target:\n" + job("trusted", `echo "config=`+marker+` commit=$CNB_COMMIT"`) +
+		"  pull_request.merged:\n" + job("merged", `echo "merged as $CNB_COMMIT from $CNB_PULL_REQUEST_BRANCH"`)
+}
+
+// A pull request end to end on real git, PostgreSQL, Redis and Docker: push a branch, open a
+// request by API; pull_request runs the pre-merged commit (both sides' files) with the
+// CNB_PULL_REQUEST_* variables, pull_request.target runs the target's own config; merging fires
+// push and pull_request.merged on main; a conflicting request names its file.
+func TestPullRequestRunsChecksAndMerges(t *testing.T) {
+	w := newWorld(t)
+	w.agent("")
+	remote, _ := url.Parse(w.base + "/ml/trainer.git")
+	remote.User = url.UserPassword("alice", w.token)
+	write := func(files map[string]string) {
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(w.work, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	commitPush := func(branch, msg string, files map[string]string) string {
+		write(files)
+		gitRun(t, w.work, "add", ".")
+		gitRun(t, w.work, "commit", "-q", "-m", msg)
+		gitRun(t, w.work, "push", "-q", remote.String(), branch)
+		return gitRun(t, w.work, "rev-parse", "HEAD")
+	}
+
+	// main: the config and a README (build #1, push).
+	commitPush("main", "ci", map[string]string{".cnb.yml": pullConfig(w.image, "main"), "README.md": "trainer\n"})
+	w.waitBuildSuccess(1, 2*time.Minute)
+	// feature: a model file, and a config whose pull_request.target would say "feature".
+	gitRun(t, w.work, "checkout", "-q", "-b", "feature")
+	head := commitPush("feature", "a bigger model", map[string]string{"model.txt": "layers=4\n", ".cnb.yml": pullConfig(w.image, "feature")})
+	// main moves on (build #2, push).
+	gitRun(t, w.work, "checkout", "-q", "main")
+	base := commitPush("main", "more data", map[string]string{"data.txt": "rows=1000\n"})
+	w.waitBuildSuccess(2, 2*time.Minute)
+
+	pr, err := w.api.api.OpenPull(t.Context(), "ml", "trainer", apiclient.NewPull{SourceBranch: "feature", Title: "A bigger model"})
+	w.api.check("open", err)
+	if pr.Number != 1 || pr.State != "open" || !pr.Mergeable || pr.HeadSHA != head || pr.BaseSHA != base || pr.TargetBranch != "main" ||
+		pr.Author != "alice" || len(pr.MergeSHA) != 40 {
+		t.Fatalf("opened %+v", pr)
+	}
+	// Build #3 is pull_request, #4 pull_request.target (no pull_request.update pipelines).
+	check := w.waitBuildSuccess(3, 2*time.Minute)
+	if check.Event != "pull_request" || check.Branch != "main" || check.Commit != pr.MergeSHA {
+		t.Fatalf("pull_request build %+v, want the pre-merged commit %s on main", check, pr.MergeSHA)
+	}
+	log := w.jobLogIn(check, "check", "check")
+	for _, want := range []string{"rows=1000", "layers=4", "sha=" + head, "target=" + base, "iid=1", "branch=feature", "at=main", "commit=" + pr.MergeSHA} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the pull_request job's log lacks %q:\n%s", want, log)
+		}
+	}
+	target := w.waitBuildSuccess(4, 2*time.Minute)
+	if target.Event != "pull_request.target" || target.Commit != base {
+		t.Fatalf("pull_request.target build %+v, want main's head %s", target, base)
+	}
+	if log := w.jobLogIn(target, "trusted", "trusted"); !strings.Contains(log, "config=main commit="+base) {
+		t.Errorf("pull_request.target did not run the target's own config:\n%s", log)
+	}
+
+	// Merge: main moves to a squash commit; push (#5) and pull_request.merged (#6) run on it.
+	merged, err := w.api.api.MergePull(t.Context(), "ml", "trainer", 1, apiclient.PullMerge{Mode: "squash", DeleteSourceBranch: true})
+	w.api.check("merge", err)
+	if merged.State != "merged" || merged.MergeMode != "squash" || merged.MergedBy == nil || *merged.MergedBy != "alice" {
+		t.Fatalf("merged %+v", merged)
+	}
+	gitRun(t, w.work, "fetch", "-q", remote.String(), "main")
+	if tip := gitRun(t, w.work, "rev-parse", "FETCH_HEAD"); tip != merged.MergeCommit ||
+		gitRun(t, w.work, "rev-parse", "FETCH_HEAD^") != base || gitRun(t, w.work, "show", "FETCH_HEAD:model.txt") != "layers=4" {
+		t.Fatalf("main is at %s (parent %s), want the squash %s on %s", tip, gitRun(t, w.work, "rev-parse", "FETCH_HEAD^"), merged.MergeCommit, base)
+	}
+	if out := gitRun(t, w.work, "ls-remote", remote.String(), "refs/heads/feature"); out != "" {
+		t.Errorf("the source branch was not deleted: %s", out)
+	}
+	push := w.waitBuildSuccess(5, 2*time.Minute)
+	if push.Event != "push" || push.Commit != merged.MergeCommit {
+		t.Fatalf("build #5 %+v, want the push of the merge", push)
+	}
+	after := w.waitBuildSuccess(6, 2*time.Minute)
+	if after.Event != "pull_request.merged" || after.Commit != merged.MergeCommit ||
+		!strings.Contains(w.jobLogIn(after, "merged", "merged"), "merged as "+merged.MergeCommit+" from feature") {
+		t.Fatalf("build #6 %+v, want pull_request.merged on the merge", after)
+	}
+	// A request whose branch adds data.txt as main did, with other rows, conflicts, and says
+	// where (its pull_request.target still runs: build #7).
+	gitRun(t, w.work, "checkout", "-q", "-b", "clash", base+"~1")
+	commitPush("clash", "clash", map[string]string{"data.txt": "rows=5\n"})
+	gitRun(t, w.work, "checkout", "-q", "main")
+	clash, err := w.api.api.OpenPull(t.Context(), "ml", "trainer", apiclient.NewPull{SourceBranch: "clash", Title: "Clash"})
+	w.api.check("open clash", err)
+	if clash.Mergeable || clash.MergeSHA != "" || !slices.Equal(clash.Conflicts, []string{"data.txt"}) {
+		t.Fatalf("conflicting request %+v, want data.txt named", clash)
+	}
+	var refusal struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if st := w.api.do(http.MethodPost, "/api/v1/repos/ml/trainer/pulls/2/merge", map[string]any{}, &refusal); st != http.StatusConflict ||
+		!strings.Contains(refusal.Error.Message, "data.txt") {
+		t.Fatalf("merging the conflict: %d %+v", st, refusal)
+	}
+}

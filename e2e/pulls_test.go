@@ -23,13 +23,15 @@ func pullConfig(image, marker string) string {
 		"  push:\n" + job("on-push", `echo "push of $CNB_COMMIT"`) +
 		"  pull_request:\n" + job("check", `cat data.txt model.txt && echo "sha=$CNB_PULL_REQUEST_SHA target=$CNB_PULL_REQUEST_TARGET_SHA iid=$CNB_PULL_REQUEST_IID branch=$CNB_PULL_REQUEST_BRANCH at=$CNB_BRANCH commit=$CNB_COMMIT"`) +
 		"  pull_request.target:\n" + job("trusted", `echo "config=`+marker+` commit=$CNB_COMMIT"`) +
-		"  pull_request.merged:\n" + job("merged", `echo "merged as $CNB_COMMIT from $CNB_PULL_REQUEST_BRANCH"`)
+		"  pull_request.merged:\n" + job("merged", `echo "merged as $CNB_COMMIT from $CNB_PULL_REQUEST_BRANCH"`) +
+		"  pull_request.approved:\n" + job("approved", `echo "approved by $CNB_REVIEW_LAST_REVIEWED_BY state=$CNB_PULL_REQUEST_REVIEW_STATE all=$CNB_REVIEW_REVIEWED_BY commit=$CNB_COMMIT"`)
 }
 
 // A pull request end to end on real git, PostgreSQL, Redis and Docker: push a branch, open a
 // request by API; pull_request runs the pre-merged commit (both sides' files) with the
-// CNB_PULL_REQUEST_* variables, pull_request.target runs the target's own config; merging fires
-// push and pull_request.merged on main; a conflicting request names its file.
+// CNB_PULL_REQUEST_* variables, pull_request.target runs the target's own config; a second
+// developer's approval fires pull_request.approved; merging fires push and pull_request.merged
+// on main; a conflicting request names its file.
 func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 	w := newWorld(t)
 	w.agent("")
@@ -86,7 +88,34 @@ func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 		t.Errorf("pull_request.target did not run the target's own config:\n%s", log)
 	}
 
-	// Merge: main moves to a squash commit; push (#5) and pull_request.merged (#6) run on it.
+	// bob, a developer of the team, approves: pull_request.approved runs (#5) on the pre-merged
+	// commit; alice, the author, cannot approve her own.
+	var invite struct {
+		Link string `json:"link"`
+	}
+	w.alice.must(http.StatusCreated, http.MethodPost, "/api/v1/orgs/ml/invitations", map[string]string{"email": "bob@example.com", "role": "developer"}, &invite)
+	_, secret, ok := strings.Cut(invite.Link, "token=")
+	if !ok {
+		t.Fatalf("invitation link %q", invite.Link)
+	}
+	bob := newClient(t, w.base)
+	bob.signup("bob")
+	bob.must(http.StatusNoContent, http.MethodPost, "/api/v1/invitations/accept", map[string]string{"token": secret}, nil)
+	if st := w.api.do(http.MethodPost, "/api/v1/repos/ml/trainer/pulls/1/reviews", map[string]string{"state": "approve"}, nil); st != http.StatusUnprocessableEntity {
+		t.Fatalf("the author approving her own request: %d", st)
+	}
+	_, err = bob.api.ReviewPull(t.Context(), "ml", "trainer", 1, "approve", "")
+	bob.check("approve", err)
+	if got, err := w.api.api.GetPull(t.Context(), "ml", "trainer", 1); err != nil || !slices.Equal(got.ApprovedBy, []string{"bob"}) {
+		t.Fatalf("after bob's approval: %+v %v", got, err)
+	}
+	approved := w.waitBuildSuccess(5, 2*time.Minute)
+	if log := w.jobLogIn(approved, "approved", "approved"); approved.Event != "pull_request.approved" ||
+		!strings.Contains(log, "approved by bob state=approve all=bob commit="+pr.MergeSHA) {
+		t.Fatalf("build #5 %+v:\n%s", approved, log)
+	}
+
+	// Merge: main moves to a squash commit; push (#6) and pull_request.merged (#7) run on it.
 	merged, err := w.api.api.MergePull(t.Context(), "ml", "trainer", 1, apiclient.PullMerge{Mode: "squash", DeleteSourceBranch: true})
 	w.api.check("merge", err)
 	if merged.State != "merged" || merged.MergeMode != "squash" || merged.MergedBy == nil || *merged.MergedBy != "alice" {
@@ -100,17 +129,17 @@ func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 	if out := gitRun(t, w.work, "ls-remote", remote.String(), "refs/heads/feature"); out != "" {
 		t.Errorf("the source branch was not deleted: %s", out)
 	}
-	push := w.waitBuildSuccess(5, 2*time.Minute)
+	push := w.waitBuildSuccess(6, 2*time.Minute)
 	if push.Event != "push" || push.Commit != merged.MergeCommit {
-		t.Fatalf("build #5 %+v, want the push of the merge", push)
+		t.Fatalf("build #6 %+v, want the push of the merge", push)
 	}
-	after := w.waitBuildSuccess(6, 2*time.Minute)
+	after := w.waitBuildSuccess(7, 2*time.Minute)
 	if after.Event != "pull_request.merged" || after.Commit != merged.MergeCommit ||
 		!strings.Contains(w.jobLogIn(after, "merged", "merged"), "merged as "+merged.MergeCommit+" from feature") {
-		t.Fatalf("build #6 %+v, want pull_request.merged on the merge", after)
+		t.Fatalf("build #7 %+v, want pull_request.merged on the merge", after)
 	}
 	// A request whose branch adds data.txt as main did, with other rows, conflicts, and says
-	// where (its pull_request.target still runs: build #7).
+	// where (its pull_request.target still runs: build #8).
 	gitRun(t, w.work, "checkout", "-q", "-b", "clash", base+"~1")
 	commitPush("clash", "clash", map[string]string{"data.txt": "rows=5\n"})
 	gitRun(t, w.work, "checkout", "-q", "main")

@@ -48,6 +48,7 @@ var calls = []struct {
 	{"POST", "/repos/{org}/{repo}/pulls", "201", PullRequest{}},
 	{"GET", "/repos/{org}/{repo}/pulls/{number}", "200", PullRequest{}},
 	{"POST", "/repos/{org}/{repo}/pulls/{number}/merge", "200", PullRequest{}},
+	{"POST", "/repos/{org}/{repo}/pulls/{number}/reviews", "201", PullReview{}},
 }
 
 // envelope is how errorOf reads an error answer.

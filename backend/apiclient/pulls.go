@@ -30,6 +30,21 @@ type PullRequest struct {
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
 	URL          string     `json:"url"`
+	// ApprovedBy approve the current head; ChangesRequestedBy ask for changes (each reviewer's
+	// last word).
+	ApprovedBy         []string `json:"approved_by"`
+	ChangesRequestedBy []string `json:"changes_requested_by"`
+}
+
+// PullReview is a review (schema PullReview).
+type PullReview struct {
+	ID        int64     `json:"id"`
+	Reviewer  string    `json:"reviewer"`
+	State     string    `json:"state"` // approve, request_changes, comment
+	Body      string    `json:"body"`
+	Commit    string    `json:"commit"`
+	Stale     bool      `json:"stale"`
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // NewPull is what opening a pull request takes (schema PullRequestOpen).
@@ -64,4 +79,10 @@ func (c *Client) GetPull(ctx context.Context, org, repo string, number int64) (*
 // MergePull merges a pull request (POST /repos/{org}/{repo}/pulls/{number}/merge).
 func (c *Client) MergePull(ctx context.Context, org, repo string, number int64, in PullMerge) (*PullRequest, error) {
 	return call[PullRequest](ctx, c, http.MethodPost, pullPath(org, repo, number, "merge"), in)
+}
+
+// ReviewPull reviews a pull request: state approve, request_changes or comment
+// (POST /repos/{org}/{repo}/pulls/{number}/reviews).
+func (c *Client) ReviewPull(ctx context.Context, org, repo string, number int64, state, body string) (*PullReview, error) {
+	return call[PullReview](ctx, c, http.MethodPost, pullPath(org, repo, number, "reviews"), map[string]string{"state": state, "body": body})
 }

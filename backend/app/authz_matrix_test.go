@@ -306,6 +306,11 @@ var mxMatrix = []mxRow{
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "PATCH", mxBPriv+"/pulls/1").body(map[string]any{"title": "x"}),
 	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 200", "POST", mxAPriv+"/pulls/{n}/merge").prep(mxFreshPull).body(map[string]any{}),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/merge").body(map[string]any{}),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pulls/1/reviews"),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", mxBPriv+"/pulls/1/reviews"),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/pulls/1/reviews").note("a pipeline does not review").
+		body(map[string]any{"state": "comment", "body": "looks fine"}),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/reviews").body(map[string]any{"state": "comment", "body": "x"}),
 
 	// ---- builds
 	//  anon | rep dev adm own bil | out | nosc ro | dep job

@@ -557,6 +557,18 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "a number that is not one", Path: mxAPriv + "/pulls/x", Body: map[string]any{"title": "t"}, Want: 404},
 			{Name: "a negative number", Path: mxAPriv + "/pulls/-1", Body: map[string]any{"title": "t"}, Want: 404},
 		}},
+	{Method: "POST", Path: mxAPriv + "/pulls/1/reviews", JSON: true,
+		Valid: map[string]any{"state": "comment", "body": "fine"},
+		Cases: []mxBad{
+			{Name: "an unknown state", Body: map[string]any{"state": "lgtm"}, Want: 422, Field: "state"},
+			{Name: "the author approves", Body: map[string]any{"state": "approve"}, Want: 422, Field: "state"},
+			{Name: "changes without a body", Body: map[string]any{"state": "request_changes"}, Want: 422, Field: "body"},
+			{Name: "a comment without a body", Body: map[string]any{"state": "comment", "body": "  "}, Want: 422, Field: "body"},
+			{Name: "a body over 64 KiB", Body: map[string]any{"state": "comment", "body": mxLong(64<<10 + 1)}, Want: 422, Field: "body"},
+			{Name: "state as a number", Body: map[string]any{"state": 1}, Want: 400},
+			{Name: "no such request", Path: mxAPriv + "/pulls/999/reviews", Body: map[string]any{"state": "comment", "body": "x"}, Want: 404},
+			{Name: "a reporter", As: "reporter", Body: map[string]any{"state": "approve"}, Want: 403},
+		}},
 	{Method: "POST", Path: mxAPriv + "/pulls/1/merge", JSON: true,
 		Valid: map[string]any{"mode": "merge"},
 		Cases: []mxBad{

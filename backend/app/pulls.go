@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"strings"
 
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
@@ -14,6 +15,7 @@ import (
 //	opened, reopened, source pushed  pull_request and pull_request.update on the pre-merged
 //	                                 commit, pull_request.target on the target head
 //	title or description edited      pull_request.update
+//	approved, changes requested      pull_request.approved / .changes_requested (pre-merged)
 //	merged                           pull_request.merged on the merged commit, and the push
 //	                                 of the target (and of the deleted source) as a git push
 //	                                 would fire them; open requests on that target re-sync
@@ -53,6 +55,21 @@ func (a *App) pullEvents(publicURL string) func(context.Context, pull.Event) {
 			with(build.EventPullTarget, action, pr.BaseSHA)
 		case pull.Edited:
 			with(build.EventPullUpdate, "status_update", pr.MergeSHA)
+		case pull.Approved, pull.ChangesRequested:
+			event, state := build.EventPullApproved, "approve"
+			if ev.What == pull.ChangesRequested {
+				event, state = build.EventPullChangesRequested, "unapprove"
+			}
+			var approvers []string
+			if reviews, err := a.Pulls.Reviews(ctx, pr); err == nil {
+				for _, id := range pull.Summarize(pr, reviews).Approvals {
+					if u, err := a.Auth.UserByID(ctx, id); err == nil {
+						approvers = append(approvers, u.Username)
+					}
+				}
+			}
+			base.ReviewState, base.ReviewedBy, base.LastReviewedBy = state, strings.Join(approvers, ","), ev.By.Name
+			with(event, "status_update", pr.MergeSHA)
 		case pull.Merged:
 			with(build.EventPullMerged, "", ev.Merge.Target.New)
 			updates := []git.RefUpdate{ev.Merge.Target}

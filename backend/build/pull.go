@@ -16,6 +16,8 @@ import (
 //	pull_request, .update           the pre-merged commit (refs/pull/<n>/merge)
 //	pull_request.target             the target branch's head, before the merge
 //	pull_request.merged             the merged commit on the target
+//	pull_request.approved,          the pre-merged commit
+//	  .changes_requested
 //
 // Pipelines are selected by the **target** branch (CNB_BRANCH is the target), and ifModify sees
 // the request's changed files (merge base .. source head).
@@ -26,6 +28,9 @@ const (
 	EventPullUpdate = "pull_request.update"
 	EventPullTarget = "pull_request.target"
 	EventPullMerged = "pull_request.merged"
+	// EventPullApproved and EventPullChangesRequested run the pre-merged commit.
+	EventPullApproved         = "pull_request.approved"
+	EventPullChangesRequested = "pull_request.changes_requested"
 )
 
 // PullEvent is one pull request event to plan.
@@ -47,6 +52,10 @@ type PullEvent struct {
 	MergeBase                  string
 	// URL is the request's page (CNB_EVENT_URL).
 	URL string
+	// ReviewState is CNB_PULL_REQUEST_REVIEW_STATE: approve or unapprove (changes requested);
+	// ReviewedBy (CNB_REVIEW_REVIEWED_BY) the approvers, comma-separated; LastReviewedBy
+	// (CNB_REVIEW_LAST_REVIEWED_BY) who reviewed last. Set for review events.
+	ReviewState, ReviewedBy, LastReviewedBy string
 }
 
 // OnPull plans the events of one pull request of repoID, as user (who opened, pushed, edited or
@@ -111,4 +120,9 @@ func pullVars(ev *PullEvent, v map[string]string) {
 	v["CNB_PULL_REQUEST_ID"] = strconv.FormatInt(ev.ID, 10)
 	v["CNB_PULL_REQUEST_IID"] = strconv.FormatInt(ev.Number, 10)
 	v["CNB_EVENT_URL"] = ev.URL
+	if ev.ReviewState != "" {
+		v["CNB_PULL_REQUEST_REVIEW_STATE"] = ev.ReviewState
+		v["CNB_REVIEW_REVIEWED_BY"] = ev.ReviewedBy
+		v["CNB_REVIEW_LAST_REVIEWED_BY"] = ev.LastReviewedBy
+	}
 }

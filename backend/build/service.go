@@ -204,8 +204,8 @@ type request struct {
 	before   string
 	trigger  spec.Trigger // Event, Branch/Tag, Changed, IsNewBranch filled by the caller
 	extraEnv map[string]string
-	config   []byte    // a .cnb.yml to plan instead of the commit's (cnb:apply's config)
-	parent   *Pipeline // the pipeline that starts this build (cnb:apply, cnb:trigger)
+	config   []byte     // a .cnb.yml to plan instead of the commit's (cnb:apply's config)
+	parent   *Pipeline  // the pipeline that starts this build (cnb:apply, cnb:trigger)
 	pull     *PullEvent // the pull request event (pull.go)
 }
 

@@ -38,6 +38,21 @@ type JSON struct {
 	CreatedAt    time.Time  `json:"created_at"`
 	UpdatedAt    time.Time  `json:"updated_at"`
 	URL          string     `json:"url"`
+	// ApprovedBy are the reviewers whose last word approves the current head; ChangesRequestedBy
+	// those whose last word asks for changes.
+	ApprovedBy         []string `json:"approved_by"`
+	ChangesRequestedBy []string `json:"changes_requested_by"`
+}
+
+// ReviewJSON is a review as the API shows it.
+type ReviewJSON struct {
+	ID        int64     `json:"id"`
+	Reviewer  string    `json:"reviewer"`
+	State     string    `json:"state"`
+	Body      string    `json:"body"`
+	Commit    string    `json:"commit"`
+	Stale     bool      `json:"stale"` // given on an older head of the source
+	CreatedAt time.Time `json:"created_at"`
 }
 
 // Users names people (auth.Service).
@@ -68,6 +83,8 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.GET("/repos/:org/:repo/pulls/:number", h.get)
 	rs.PATCH("/repos/:org/:repo/pulls/:number", h.update)
 	rs.POST("/repos/:org/:repo/pulls/:number/merge", h.merge)
+	rs.GET("/repos/:org/:repo/pulls/:number/reviews", h.reviews)
+	rs.POST("/repos/:org/:repo/pulls/:number/reviews", h.review)
 }
 
 // URL is a request's page.
@@ -90,6 +107,22 @@ func (h *Handler) json(ctx context.Context, a *repo.Access, pr *Request) JSON {
 	if pr.MergedBy != nil {
 		if u, err := h.users.UserByID(ctx, *pr.MergedBy); err == nil {
 			out.MergedBy = &u.Username
+		}
+	}
+	out.ApprovedBy, out.ChangesRequestedBy = []string{}, []string{}
+	if reviews, err := h.svc.Reviews(ctx, pr); err == nil {
+		sum := Summarize(pr, reviews)
+		out.ApprovedBy, out.ChangesRequestedBy = h.names(ctx, sum.Approvals), h.names(ctx, sum.ChangesRequested)
+	}
+	return out
+}
+
+// names are the usernames of ids (never nil).
+func (h *Handler) names(ctx context.Context, ids []int64) []string {
+	out := []string{}
+	for _, id := range ids {
+		if u, err := h.users.UserByID(ctx, id); err == nil {
+			out = append(out, u.Username)
 		}
 	}
 	return out
@@ -255,4 +288,56 @@ func (h *Handler) merge(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusOK, h.json(c.Request.Context(), a, m.Request))
+}
+
+// reviews is GET /repos/{org}/{repo}/pulls/{number}/reviews, oldest first.
+func (h *Handler) reviews(c *gin.Context) error {
+	_, pr, err := h.load(c, repo.Read)
+	if err != nil {
+		return err
+	}
+	return api.ListAll(c, func() ([]ReviewJSON, error) {
+		rs, err := h.svc.Reviews(c.Request.Context(), pr)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]ReviewJSON, len(rs))
+		for i, rv := range rs {
+			out[i] = h.reviewJSON(c.Request.Context(), pr, &rv)
+		}
+		return out, nil
+	}, func(r ReviewJSON) int64 { return r.ID })
+}
+
+func (h *Handler) reviewJSON(ctx context.Context, pr *Request, rv *Review) ReviewJSON {
+	out := ReviewJSON{ID: rv.ID, State: rv.State, Body: rv.Body, Commit: rv.CommitSHA, Stale: rv.CommitSHA != pr.HeadSHA, CreatedAt: rv.CreatedAt}
+	if u, err := h.users.UserByID(ctx, rv.ReviewerID); err == nil {
+		out.Reviewer = u.Username
+	}
+	return out
+}
+
+// review is POST /repos/{org}/{repo}/pulls/{number}/reviews {state, body}: 201 with the review.
+// Reviewing takes write access, as approving does on GitLab: a reviewer's word is a gate.
+func (h *Handler) review(c *gin.Context) error {
+	a, pr, who, err := h.writer(c, true)
+	if err != nil {
+		return err
+	}
+	if auth.From(c).Kind == auth.KindJob {
+		// A pipeline must not approve the change it checks.
+		return fault.Forbidden("a pipeline's job token cannot review: reviews are people's")
+	}
+	var req struct {
+		State string `json:"state"`
+		Body  string `json:"body"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	rv, err := h.svc.Review(c.Request.Context(), a.Repo, pr.Number, who, req.State, req.Body)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusCreated, h.reviewJSON(c.Request.Context(), pr, rv))
 }

@@ -68,6 +68,8 @@ type Event struct {
 	By      Person
 	// Merge is the merge, for Merged.
 	Merge *MergeDone
+	// Review is the review, for Approved and ChangesRequested.
+	Review *Review
 }
 
 // OnEvent subscribes fn to every Event, called synchronously after the change is committed.

@@ -395,3 +395,81 @@ func TestEventsAndPushes(t *testing.T) {
 		}
 	})
 }
+
+// Reviews: another person approves or asks for changes (their last word counts), the author
+// only comments, an approval of an older head is stale after a push, and a closed request takes
+// no review. Approvals and requests for changes fire their events.
+func TestReviews(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		bobUser := f.w.Signup(t, "bob")
+		bob := pull.Person{ID: bobUser.ID, Name: "bob", Email: "bob@example.com"}
+		var fired []string
+		f.pulls.OnEvent(func(_ context.Context, ev pull.Event) {
+			if ev.Review != nil {
+				fired = append(fired, ev.What+" by "+ev.By.Name)
+			}
+		})
+		f.branch("a", map[string]string{"a.txt": "a\n"})
+		pr, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "a", Target: "main", Title: "A"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name        string
+			by          pull.Person
+			state, body string
+			kind        fault.Kind
+		}{
+			{"the author approves", f.alice, pull.ReviewApprove, "", fault.KindInvalid},
+			{"the author asks for changes", f.alice, pull.ReviewRequestChanges, "x", fault.KindInvalid},
+			{"changes without saying which", bob, pull.ReviewRequestChanges, " ", fault.KindInvalid},
+			{"a comment without text", bob, pull.ReviewComment, "", fault.KindInvalid},
+			{"an unknown state", bob, "lgtm", "", fault.KindInvalid},
+		} {
+			_, err := f.pulls.Review(ctx, f.repo, pr.Number, c.by, c.state, c.body)
+			wantKind(t, c.name, err, c.kind)
+		}
+		if _, err := f.pulls.Review(ctx, f.repo, pr.Number, f.alice, pull.ReviewComment, "please look"); err != nil {
+			t.Fatalf("the author comments: %v", err)
+		}
+		if _, err := f.pulls.Review(ctx, f.repo, pr.Number, bob, pull.ReviewRequestChanges, "lower the lr"); err != nil {
+			t.Fatal(err)
+		}
+		summary := func() pull.ReviewSummary {
+			p, _ := f.pulls.Get(ctx, f.repo, pr.Number)
+			rs, err := f.pulls.Reviews(ctx, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pull.Summarize(p, rs)
+		}
+		if s := summary(); len(s.ChangesRequested) != 1 || len(s.Approvals) != 0 {
+			t.Fatalf("after changes requested: %+v", s)
+		}
+		if _, err := f.pulls.Review(ctx, f.repo, pr.Number, bob, pull.ReviewApprove, ""); err != nil {
+			t.Fatal(err)
+		}
+		if s := summary(); !slices.Equal(s.Approvals, []int64{bob.ID}) || len(s.ChangesRequested) != 0 {
+			t.Fatalf("after the approval: %+v", s)
+		}
+		// A push makes the approval stale.
+		f.git("checkout", "-q", "a")
+		next := f.commit(map[string]string{"a.txt": "aa\n"}, "more")
+		f.git("push", "-q", f.bare, "a")
+		f.git("checkout", "-q", "main")
+		f.pulls.OnPush(ctx, f.repo, f.alice, []git.RefUpdate{{Old: pr.HeadSHA, New: next, Ref: "refs/heads/a"}})
+		if s := summary(); len(s.Approvals) != 0 || !slices.Equal(s.Stale, []int64{bob.ID}) {
+			t.Fatalf("after a push: %+v", s)
+		}
+		if _, err := f.pulls.Close(ctx, f.repo, pr.Number); err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.pulls.Review(ctx, f.repo, pr.Number, bob, pull.ReviewApprove, "")
+		wantKind(t, "a review of a closed request", err, fault.KindConflict)
+		if want := []string{"changes_requested by bob", "approved by bob"}; !slices.Equal(fired, want) {
+			t.Fatalf("events %q, want %q", fired, want)
+		}
+	})
+}

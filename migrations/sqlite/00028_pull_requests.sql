@@ -32,11 +32,25 @@ CREATE TABLE pull_requests (
 CREATE INDEX pull_requests_state ON pull_requests (repo_id, state, number);
 CREATE INDEX pull_requests_source ON pull_requests (source_repo_id, source_branch);
 
+-- Reviews of pull requests: approve, request changes or comment, by a person, on the source
+-- head of the time (commit_sha), so an approval of an older head can be told stale.
+CREATE TABLE pull_reviews (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    pull_id     INTEGER NOT NULL REFERENCES pull_requests (id) ON DELETE CASCADE,
+    reviewer_id INTEGER NOT NULL REFERENCES users (id),
+    state       TEXT NOT NULL,
+    body        TEXT NOT NULL DEFAULT '',
+    commit_sha  TEXT NOT NULL,
+    created_at  DATETIME NOT NULL
+);
+CREATE INDEX pull_reviews_pull ON pull_reviews (pull_id, id);
+
 -- The pull request a pull_request* build is for (build.Build.PullNumber).
 ALTER TABLE builds ADD COLUMN pull_number INTEGER;
 CREATE INDEX builds_pull ON builds (repo_id, pull_number);
 
 -- +goose Down
+DROP TABLE pull_reviews;
 DROP INDEX builds_pull;
 ALTER TABLE builds DROP COLUMN pull_number;
 DROP TABLE pull_requests;

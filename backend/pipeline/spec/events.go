@@ -43,9 +43,10 @@ func DefaultFiredEvents() []string {
 	return []string{
 		EventPush, EventCommitAdd, EventBranchNew, EventBranchDel, EventTagPush,
 		EventVSCode, EventSchedule, EventCrontab, EventWebTrigger, "web_trigger_*", EventAPITrigger, "api_trigger_*",
-		// backend/pull fires these; reviews, comments and protected branches (the other
-		// pull_request.* events) are still to come.
+		// backend/pull fires these; comments and protected branches (pull_request.comment and
+		// .mergeable) are still to come.
 		"pull_request", "pull_request.update", "pull_request.target", "pull_request.merged",
+		"pull_request.approved", "pull_request.changes_requested",
 	}
 }
 

@@ -752,6 +752,30 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/pulls/{number}/reviews": {
+    /**
+     * A pull request's reviews
+     * @description Oldest first; paginated. Read access; token scope `repo:read`.
+     */
+    get: operations["listPullReviews"];
+    /**
+     * Review a pull request
+     * @description `approve`, `request_changes` (with a `body`) or `comment` (with a `body`) on the request's
+     * current source head. Each reviewer's last approval or request for changes counts; a push
+     * to the source makes earlier approvals stale. The author only comments (422 otherwise).
+     * An approval fires `pull_request.approved`, a request for changes
+     * `pull_request.changes_requested`. A closed or merged request is a 409. Write access
+     * (role `developer` or stronger) as a person; a pipeline's job token cannot review (403).
+     */
+    post: operations["reviewPull"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/workspaces": {
     /**
      * Open a cloud workspace on a branch
@@ -3303,6 +3327,34 @@ export interface components {
       updated_at: string;
       /** @description The request's page. */
       url: string;
+      /** @description The reviewers whose last word approves the current source head. */
+      approved_by: string[];
+      /** @description The reviewers whose last word asks for changes. */
+      changes_requested_by: string[];
+    };
+    PullReview: {
+      /** Format: int64 */
+      id: number;
+      reviewer: string;
+      /** @enum {string} */
+      state: "approve" | "request_changes" | "comment";
+      body: string;
+      /** @description The source head it was given on. */
+      commit: string;
+      /** @description Given on an older head of the source. */
+      stale: boolean;
+      /** Format: date-time */
+      created_at: string;
+    };
+    PullReviewNew: {
+      /** @enum {string} */
+      state: "approve" | "request_changes" | "comment";
+      /** @description Required for request_changes and comment; at most 64 KiB. */
+      body?: string;
+    };
+    PullReviewList: {
+      items: components["schemas"]["PullReview"][];
+      next_cursor?: components["schemas"]["NextCursor"];
     };
     PullRequestList: {
       items: components["schemas"]["PullRequest"][];
@@ -6100,6 +6152,75 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["PullRequest"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A pull request's reviews
+   * @description Oldest first; paginated. Read access; token scope `repo:read`.
+   */
+  listPullReviews: {
+    parameters: {
+      query?: {
+        limit?: components["parameters"]["Limit"];
+        cursor?: components["parameters"]["Cursor"];
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    responses: {
+      /** @description A page of reviews. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PullReviewList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Review a pull request
+   * @description `approve`, `request_changes` (with a `body`) or `comment` (with a `body`) on the request's
+   * current source head. Each reviewer's last approval or request for changes counts; a push
+   * to the source makes earlier approvals stale. The author only comments (422 otherwise).
+   * An approval fires `pull_request.approved`, a request for changes
+   * `pull_request.changes_requested`. A closed or merged request is a 409. Write access
+   * (role `developer` or stronger) as a person; a pipeline's job token cannot review (403).
+   */
+  reviewPull: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PullReviewNew"];
+      };
+    };
+    responses: {
+      /** @description The review. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["PullReview"];
         };
       };
       400: components["responses"]["BadRequest"];

@@ -46,6 +46,7 @@ var calls = []struct {
 	{"PUT", "/repos/{org}/{repo}/artifacts/{package}/{version}/{file}", "200", Published{}},
 	{"GET", "/workspaces/{id}", "404", envelope{}},
 	{"POST", "/repos/{org}/{repo}/pulls", "201", PullRequest{}},
+	{"GET", "/repos/{org}/{repo}/pulls", "200", PullList{}},
 	{"GET", "/repos/{org}/{repo}/pulls/{number}", "200", PullRequest{}},
 	{"POST", "/repos/{org}/{repo}/pulls/{number}/merge", "200", PullRequest{}},
 	{"POST", "/repos/{org}/{repo}/pulls/{number}/reviews", "201", PullReview{}},

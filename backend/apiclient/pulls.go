@@ -3,6 +3,7 @@ package apiclient
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 )
@@ -69,6 +70,22 @@ func pullPath(org, repo string, number int64, more ...string) string {
 // OpenPull opens a pull request (POST /repos/{org}/{repo}/pulls).
 func (c *Client) OpenPull(ctx context.Context, org, repo string, in NewPull) (*PullRequest, error) {
 	return call[PullRequest](ctx, c, http.MethodPost, Path("repos", org, repo, "pulls"), in)
+}
+
+// Pulls lists a repository's pull requests of a state (open, closed, merged or all), newest
+// first, the first 100 (GET /repos/{org}/{repo}/pulls).
+func (c *Client) Pulls(ctx context.Context, org, repo, state string) ([]PullRequest, error) {
+	page, err := call[PullList](ctx, c, http.MethodGet, Path("repos", org, repo, "pulls")+"?limit=100&state="+url.QueryEscape(state), nil)
+	if err != nil {
+		return nil, err
+	}
+	return page.Items, nil
+}
+
+// PullList is a page of pull requests (schema PullRequestList).
+type PullList struct {
+	Items      []PullRequest `json:"items"`
+	NextCursor string        `json:"next_cursor"`
 }
 
 // GetPull reads a pull request (GET /repos/{org}/{repo}/pulls/{number}).

@@ -62,22 +62,16 @@ type artifactClient struct {
 }
 
 func runArtifact(ctx context.Context, e env, args []string) int {
-	if len(args) == 0 || (args[0] != "push" && args[0] != "pull") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprintln(e.stdout, artifactUsage)
-			return 0
-		}
-		fmt.Fprintln(e.stderr, artifactUsage)
-		return 2
+	verb, code, ok := verbOf(e, args, artifactUsage, "push", "pull")
+	if !ok {
+		return code
 	}
-	verb := args[0]
 	c := &artifactClient{stderr: e.stderr, every: 2 * time.Second, stall: time.Minute}
 	dir := "."
 	var scoped bool
 	fs := envflag.New("artifact "+verb, artifactUsage)
 	fs.Bool(&scoped, "build", "", false, "the build's hand-off version: repo CNB_REPO_SLUG, version CNB_BUILD_ID (inside a pipeline)")
-	fs.String(&c.server, "server", "NIMBUS_SERVER", "", "the Nimbus server's URL (default: CNB_WEB_ENDPOINT inside a pipeline)")
-	fs.String(&c.token, "token", "NIMBUS_TOKEN", "", "a personal, deploy or job token (default: CNB_TOKEN inside a pipeline)")
+	serverFlags(fs, &c.server, &c.token, "a personal, deploy or job token (default: CNB_TOKEN inside a pipeline)")
 	fs.Int(&c.retries, "retries", "NIMBUS_ARTIFACT_RETRIES", 5, "attempts after a failed transfer (a cut connection, a 5xx); downloads resume")
 	fs.Duration(&c.backoff, "retry-wait", "NIMBUS_ARTIFACT_RETRY_WAIT", time.Second, "pause before a retry, times the attempt's number")
 	if verb == "pull" {
@@ -90,12 +84,7 @@ func runArtifact(ctx context.Context, e env, args []string) int {
 		fmt.Fprintln(e.stderr, "nimbus:", err)
 		return 2
 	}
-	if c.server == "" {
-		c.server = e.getenv("CNB_WEB_ENDPOINT")
-	}
-	if c.token == "" {
-		c.token = e.getenv("CNB_TOKEN")
-	}
+	inPipeline(e, &c.server, &c.token)
 	rest := fs.Args()
 	if scoped {
 		slug, id := e.getenv("CNB_REPO_SLUG"), e.getenv("CNB_BUILD_ID")

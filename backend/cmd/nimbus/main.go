@@ -11,8 +11,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"syscall"
+
+	"github.com/nimbus-build/nimbus/internal/envflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -42,6 +45,7 @@ func commands() map[string]command {
 		"plan":      planCommand(),
 		"artifact":  artifactCommand(),
 		"workspace": workspaceCommand(),
+		"pr":        prCommand(),
 		"lifeline":  lifelineCommand(),
 	}
 }
@@ -85,4 +89,34 @@ func main() {
 	code := run(ctx, env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// verbOf returns the subcommand args starts with when it is one of verbs. Otherwise it prints
+// usage, to stdout for help (code 0) or to stderr (code 2), and ok is false.
+func verbOf(e env, args []string, usage string, verbs ...string) (verb string, code int, ok bool) {
+	if len(args) > 0 && slices.Contains(verbs, args[0]) {
+		return args[0], 0, true
+	}
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintln(e.stdout, usage)
+		return "", 0, false
+	}
+	fmt.Fprintln(e.stderr, usage)
+	return "", 2, false
+}
+
+// serverFlags registers --server and --token; tokenHelp says which tokens the command takes.
+func serverFlags(fs *envflag.Set, server, token *string, tokenHelp string) {
+	fs.String(server, "server", "NIMBUS_SERVER", "", "the Nimbus server's URL (default: CNB_WEB_ENDPOINT inside a pipeline)")
+	fs.String(token, "token", "NIMBUS_TOKEN", "", tokenHelp)
+}
+
+// inPipeline fills an empty server and token from a pipeline's CNB_WEB_ENDPOINT and CNB_TOKEN.
+func inPipeline(e env, server, token *string) {
+	if *server == "" {
+		*server = e.getenv("CNB_WEB_ENDPOINT")
+	}
+	if *token == "" {
+		*token = e.getenv("CNB_TOKEN")
+	}
 }

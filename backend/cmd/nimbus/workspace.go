@@ -61,22 +61,15 @@ type workspaceClient struct {
 }
 
 func runWorkspace(ctx context.Context, e env, args []string) int {
-	verbs := map[string]bool{"open": true, "list": true, "stop": true, "ssh": true, "ssh-config": true}
-	if len(args) == 0 || !verbs[args[0]] {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprintln(e.stdout, workspaceUsage)
-			return 0
-		}
-		fmt.Fprintln(e.stderr, workspaceUsage)
-		return 2
+	verb, code, ok := verbOf(e, args, workspaceUsage, "open", "list", "stop", "ssh", "ssh-config")
+	if !ok {
+		return code
 	}
-	verb := args[0]
 	c := &workspaceClient{}
 	var branch string
 	var all, stdio, tty bool
 	fs := envflag.New("workspace "+verb, workspaceUsage)
-	fs.String(&c.server, "server", "NIMBUS_SERVER", "", "the Nimbus server's URL (default: CNB_WEB_ENDPOINT inside a pipeline)")
-	fs.String(&c.token, "token", "NIMBUS_TOKEN", "", "a personal token")
+	serverFlags(fs, &c.server, &c.token, "a personal token")
 	switch verb {
 	case "open":
 		fs.String(&branch, "branch", "", "", "the branch (default: the repository's default branch)")

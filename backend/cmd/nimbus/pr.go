@@ -1,0 +1,196 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
+	"github.com/nimbus-build/nimbus/internal/envflag"
+)
+
+func prCommand() command {
+	return command{summary: "open, list, check out and merge pull requests", run: runPR}
+}
+
+const prUsage = `Usage: nimbus pr create [flags] ORG/REPO --source BRANCH [--target BRANCH] --title TITLE [--body TEXT]
+       nimbus pr list [flags] ORG/REPO [--state open|closed|merged|all]
+       nimbus pr checkout [flags] ORG/REPO NUMBER [-C DIR]
+       nimbus pr merge [flags] ORG/REPO NUMBER [--mode merge|squash|rebase] [--delete-branch]
+
+create opens a pull request of a branch into another (the repository's default branch unless
+--target says), list prints a repository's requests, merge merges one as you. checkout runs git
+in the work tree DIR (default: the current directory): it fetches the request's commits (refs/pull/NUMBER/head) from the
+server and checks them out on the branch pr-NUMBER, with the token sent as a header, never
+written into the repository's config.
+
+The token is a personal token (or, inside a pipeline, CNB_TOKEN).`
+
+type prClient struct {
+	server, token string
+	api           *apiclient.Client
+}
+
+func runPR(ctx context.Context, e env, args []string) int {
+	verb, code, ok := verbOf(e, args, prUsage, "create", "list", "checkout", "merge")
+	if !ok {
+		return code
+	}
+	c := &prClient{}
+	var in apiclient.NewPull
+	var merge apiclient.PullMerge
+	state, dir := "open", "."
+	fs := envflag.New("pr "+verb, prUsage)
+	serverFlags(fs, &c.server, &c.token, "a personal token (default: CNB_TOKEN inside a pipeline)")
+	switch verb {
+	case "create":
+		fs.String(&in.SourceBranch, "source", "", "", "the branch to merge (required)")
+		fs.String(&in.TargetBranch, "target", "", "", "the branch to merge into (default: the repository's default branch)")
+		fs.String(&in.Title, "title", "", "", "the title (required)")
+		fs.String(&in.Body, "body", "", "", "the description (Markdown)")
+	case "list":
+		fs.String(&state, "state", "", "open", "open, closed, merged or all")
+	case "checkout":
+		fs.String(&dir, "C", "", ".", "the git work tree to check the request out in")
+	case "merge":
+		fs.String(&merge.Mode, "mode", "", "merge", "merge, squash or rebase")
+		fs.Bool(&merge.DeleteSourceBranch, "delete-branch", "", false, "delete the source branch after the merge")
+	}
+	rest, err := parseWorkspaceArgs(fs, args[1:], e, true)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(e.stderr, "nimbus:", err)
+		return 2
+	}
+	inPipeline(e, &c.server, &c.token)
+	c.server = strings.TrimRight(c.server, "/")
+	want := 1
+	if verb == "checkout" || verb == "merge" {
+		want = 2
+	}
+	switch {
+	case c.server == "":
+		fmt.Fprintf(e.stderr, "nimbus pr %s: --server (NIMBUS_SERVER) is required\n", verb)
+		return 2
+	case c.token == "":
+		fmt.Fprintf(e.stderr, "nimbus pr %s: --token (NIMBUS_TOKEN) is required: a personal token (%s/settings/tokens)\n", verb, c.server)
+		return 2
+	case len(rest) != want:
+		fmt.Fprintln(e.stderr, prUsage)
+		return 2
+	}
+	org, repo, ok := strings.Cut(rest[0], "/")
+	if !ok || org == "" || repo == "" || strings.Contains(repo, "/") {
+		fmt.Fprintf(e.stderr, "nimbus pr %s: %q is not ORG/REPO\n", verb, rest[0])
+		return 2
+	}
+	var number int64
+	if want == 2 {
+		if number, err = strconv.ParseInt(rest[1], 10, 64); err != nil || number <= 0 {
+			fmt.Fprintf(e.stderr, "nimbus pr %s: %q is not a pull request number\n", verb, rest[1])
+			return 2
+		}
+	}
+	c.api = apiclient.New(c.server, apiclient.WithToken(c.token), apiclient.WithHTTPClient(&http.Client{Timeout: time.Minute}))
+	switch verb {
+	case "create":
+		if in.SourceBranch == "" || in.Title == "" {
+			fmt.Fprintln(e.stderr, "nimbus pr create: --source and --title are required")
+			return 2
+		}
+		err = c.create(ctx, e.stdout, org, repo, in)
+	case "list":
+		err = c.list(ctx, e.stdout, org, repo, state)
+	case "checkout":
+		err = c.checkout(ctx, e.stdout, dir, org, repo, number)
+	case "merge":
+		err = c.merge(ctx, e.stdout, org, repo, number, merge)
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "nimbus pr %s: %v\n", verb, err)
+		return 1
+	}
+	return 0
+}
+
+func (c *prClient) create(ctx context.Context, out io.Writer, org, repo string, in apiclient.NewPull) error {
+	pr, err := c.api.OpenPull(ctx, org, repo, in)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "pull request #%d: %s into %s\n  %s\n", pr.Number, pr.SourceBranch, pr.TargetBranch, pr.URL)
+	if !pr.Mergeable {
+		fmt.Fprintf(out, "  conflicts: %s\n", strings.Join(pr.Conflicts, ", "))
+	}
+	return nil
+}
+
+func (c *prClient) list(ctx context.Context, out io.Writer, org, repo, state string) error {
+	prs, err := c.api.Pulls(ctx, org, repo, state)
+	if err != nil {
+		return err
+	}
+	if len(prs) == 0 {
+		fmt.Fprintf(out, "%s/%s has no %s pull requests\n", org, repo, state)
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NUMBER\tSTATE\tBRANCHES\tAUTHOR\tTITLE")
+	for _, p := range prs {
+		st := p.State
+		if st == "open" && !p.Mergeable {
+			st = "open, conflicts"
+		} else if st == "open" && len(p.ApprovedBy) > 0 {
+			st = "open, approved"
+		}
+		fmt.Fprintf(tw, "#%d\t%s\t%s → %s\t%s\t%s\n", p.Number, st, p.SourceBranch, p.TargetBranch, p.Author, p.Title)
+	}
+	return tw.Flush()
+}
+
+func (c *prClient) merge(ctx context.Context, out io.Writer, org, repo string, number int64, in apiclient.PullMerge) error {
+	pr, err := c.api.MergePull(ctx, org, repo, number, in)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "pull request #%d merged into %s (%s): %s\n", pr.Number, pr.TargetBranch, pr.MergeMode, pr.MergeCommit)
+	return nil
+}
+
+// checkout fetches refs/pull/NUMBER/head into the branch pr-NUMBER of the work tree it runs in.
+func (c *prClient) checkout(ctx context.Context, out io.Writer, dir, org, repo string, number int64) error {
+	pr, err := c.api.GetPull(ctx, org, repo, number)
+	if err != nil {
+		return err
+	}
+	auth := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("nimbus:"+c.token))
+	remote := c.server + "/" + org + "/" + repo + ".git"
+	branch := "pr-" + strconv.FormatInt(number, 10)
+	for _, step := range []struct {
+		name string
+		args []string
+	}{
+		{"fetch", []string{"-c", "http.extraHeader=" + auth, "fetch", "--quiet", remote, "refs/pull/" + strconv.FormatInt(number, 10) + "/head"}},
+		{"checkout", []string{"checkout", "--quiet", "-B", branch, "FETCH_HEAD"}},
+	} {
+		cmd := exec.CommandContext(ctx, "git", step.args...)
+		cmd.Dir = dir
+		if msg, err := cmd.CombinedOutput(); err != nil {
+			// The header carries the token: the command line is never printed.
+			return fmt.Errorf("git %s: %v: %s", step.name, err, strings.TrimSpace(strings.ReplaceAll(string(msg), c.token, "***")))
+		}
+	}
+	fmt.Fprintf(out, "pull request #%d (%s, %s) is checked out on %s\n", number, pr.Title, pr.HeadSHA[:min(8, len(pr.HeadSHA))], branch)
+	return nil
+}

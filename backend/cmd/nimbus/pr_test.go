@@ -1,0 +1,98 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nimbus-build/nimbus/backend/app"
+	"github.com/nimbus-build/nimbus/backend/app/apptest"
+	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/repo"
+)
+
+// nimbus pr against a whole server: create, list, checkout into a clone, merge; and the refusals
+// a person reads.
+func TestPRCommands(t *testing.T) {
+	s := apptest.Start(t, nil, app.Options{})
+	u := s.Signup(t, "ada")
+	s.Repo(t, s.Org(t, u, "ml"), "trainer", repo.Private)
+	token := s.Token(t, u, auth.ScopeRepoRead, auth.ScopeRepoWrite)
+	remote := strings.Replace(s.URL, "http://", "http://ada:"+token+"@", 1) + "/ml/trainer.git"
+	work := t.TempDir()
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=Ada", "-c", "user.email=ada@example.com"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0"}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	git(work, "init", "-q", "-b", "main")
+	os.WriteFile(filepath.Join(work, "train.py"), []byte("lr = 0.1\n"), 0o644)
+	git(work, "add", ".")
+	git(work, "commit", "-q", "-m", "base")
+	git(work, "push", "-q", remote, "main")
+	git(work, "checkout", "-q", "-b", "lower-lr")
+	os.WriteFile(filepath.Join(work, "train.py"), []byte("lr = 0.01\n"), 0o644)
+	git(work, "commit", "-q", "-am", "lower the learning rate")
+	head := git(work, "rev-parse", "HEAD")
+	git(work, "push", "-q", remote, "lower-lr")
+
+	cli := func(args ...string) (int, string, string) { return runCLIFast(args, s.URL, token) }
+	code, out, errOut := cli("pr", "create", "ml/trainer", "--source", "lower-lr", "--title", "Lower the learning rate")
+	if code != 0 || !strings.Contains(out, "pull request #1: lower-lr into main") || !strings.Contains(out, "/ml/trainer/-/pulls/1") {
+		t.Fatalf("create: %d %q %q", code, out, errOut)
+	}
+	code, out, errOut = cli("pr", "create", "ml/trainer", "--source", "lower-lr", "--title", "Again")
+	if code != 1 || !strings.Contains(errOut, "already proposes lower-lr") {
+		t.Fatalf("a second create: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = cli("pr", "list", "ml/trainer"); code != 0 || !strings.Contains(out, "#1") || !strings.Contains(out, "lower-lr → main") ||
+		!strings.Contains(out, "Lower the learning rate") {
+		t.Fatalf("list: %d %q %q", code, out, errOut)
+	}
+
+	// checkout, in a clone of main only: the request's commits arrive on pr-1.
+	clone := t.TempDir()
+	git(clone, "clone", "-q", "--branch", "main", remote, ".")
+	if code, out, errOut = cli("pr", "checkout", "ml/trainer", "1", "-C", clone); code != 0 || !strings.Contains(out, "checked out on pr-1") {
+		t.Fatalf("checkout: %d %q %q", code, out, errOut)
+	}
+	if got := git(clone, "rev-parse", "HEAD"); got != head || git(clone, "rev-parse", "--abbrev-ref", "HEAD") != "pr-1" {
+		t.Fatalf("checked out %s on %s, want %s on pr-1", got, git(clone, "rev-parse", "--abbrev-ref", "HEAD"), head)
+	}
+	if cfg := git(clone, "config", "--list", "--local"); strings.Contains(cfg, "extraheader") || strings.Contains(strings.ReplaceAll(cfg, remote, ""), token) {
+		t.Fatalf("the token was written into the clone's config:\n%s", cfg)
+	}
+
+	if code, out, errOut = cli("pr", "merge", "ml/trainer", "1", "--mode", "squash", "--delete-branch"); code != 0 ||
+		!strings.Contains(out, "pull request #1 merged into main (squash)") {
+		t.Fatalf("merge: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = cli("pr", "list", "ml/trainer", "--state", "merged"); code != 0 || !strings.Contains(out, "merged") {
+		t.Fatalf("list merged: %d %q %q", code, out, errOut)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"pr", "merge", "ml/trainer", "1"}, 1, "is merged"},
+		{[]string{"pr", "merge", "ml/trainer", "x"}, 2, "is not a pull request number"},
+		{[]string{"pr", "list", "trainer"}, 2, "is not ORG/REPO"},
+		{[]string{"pr", "create", "ml/trainer", "--source", "x"}, 2, "--source and --title are required"},
+		{[]string{"pr", "rebase"}, 2, "Usage: nimbus pr"},
+		{[]string{"pr", "checkout", "ml/trainer", "7", "-C", clone}, 1, "not found"},
+	} {
+		code, _, errOut := cli(c.args...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("%v: %d %q, want %d and %q", c.args, code, errOut, c.code, c.want)
+		}
+	}
+}

@@ -20,8 +20,9 @@ import (
 // as it comes, so no pack is ever held in memory.
 
 // serveBackend runs `git http-backend` for one authorized request. pushLog, for a
-// receive-pack POST, is the file the post-receive hook writes the accepted ref updates to.
-func (h *Handler) serveBackend(w http.ResponseWriter, r *http.Request, req request, repo Repo, pushLog string) {
+// receive-pack POST, is the file the post-receive hook writes the accepted ref updates to;
+// fastForward the refs the pre-receive hook holds to fast-forwards, with the reasons.
+func (h *Handler) serveBackend(w http.ResponseWriter, r *http.Request, req request, repo Repo, pushLog string, fastForward map[string]string) {
 	// A fetch dies with its client. A push that reached git runs to its end, so that the refs,
 	// the hook and OnPush agree; a client that goes away mid-pack still stops git, because
 	// reading the request body fails and git sees its stdin end early.
@@ -34,6 +35,9 @@ func (h *Handler) serveBackend(w http.ResponseWriter, r *http.Request, req reque
 
 	cmd := exec.CommandContext(ctx, h.git, "http-backend")
 	cmd.Env = h.backendEnv(r, req, repo, pushLog)
+	if len(fastForward) > 0 {
+		cmd.Env = append(cmd.Env, fastForwardEnv+"="+fastForwardList(fastForward))
+	}
 	cmd.WaitDelay = waitDelay
 	stderr := &capWriter{max: maxStderr}
 	cmd.Stderr = stderr

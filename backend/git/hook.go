@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,33 +28,73 @@ const postReceive = `#!/bin/sh
 exec cat > "$` + pushLogEnv + `"
 `
 
-// installHooks writes the hook into dir, replacing an older version atomically so that a push
-// running meanwhile sees either the old or the new script, never half of one.
+// fastForwardEnv names, for a push, the refs it may only move forward: one line per ref,
+// "<ref> <reason>" (fastForwardList). The pre-receive hook refuses the whole push when one of
+// them would move to a commit that does not contain its old one.
+const fastForwardEnv = "NIMBUS_FAST_FORWARD_ONLY"
+
+// preReceive is the guard's hook. It runs once the pack is in (in git's quarantine, where
+// merge-base sees the new objects) and before any ref moves; what it prints on stderr reaches
+// the pusher as "remote: …" lines.
+const preReceive = `#!/bin/sh
+# Installed by Nimbus (backend/git): holds protected refs to fast-forwards.
+[ -n "$` + fastForwardEnv + `" ] || exit 0
+zero=0000000000000000000000000000000000000000
+status=0
+while read old new ref; do
+	[ "$old" = "$zero" ] && continue
+	[ "$new" = "$zero" ] && continue
+	reason=$(printf '%s\n' "$` + fastForwardEnv + `" | while read r why; do [ "$r" = "$ref" ] && printf '%s' "$why"; done)
+	[ -n "$reason" ] || continue
+	if ! git merge-base --is-ancestor "$old" "$new"; then
+		echo "error: refusing a force push to $ref: $reason" >&2
+		status=1
+	fi
+done
+exit $status
+`
+
+// fastForwardList is the value of fastForwardEnv: sorted, one line per ref.
+func fastForwardList(refs map[string]string) string {
+	lines := make([]string, 0, len(refs))
+	for ref, why := range refs {
+		lines = append(lines, ref+" "+oneLine(why))
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// installHooks writes the hooks into dir, each replacing an older version atomically so that a
+// push running meanwhile sees either the old or the new script, never half of one.
 func installHooks(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("git: create hooks dir: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".post-receive-*")
+	if err := writeHook(dir, "pre-receive", preReceive); err != nil {
+		return err
+	}
+	if err := writeHook(dir, "post-receive", postReceive); err != nil {
+		return err
+	}
+	return checkHook(filepath.Join(dir, "post-receive"))
+}
+
+// writeHook writes one executable hook, replacing an older version by a rename.
+func writeHook(dir, name, script string) error {
+	tmp, err := os.CreateTemp(dir, "."+name+"-*")
 	if err != nil {
 		return fmt.Errorf("git: write hook: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
-	if _, err := tmp.WriteString(postReceive); err != nil {
-		tmp.Close()
-		return fmt.Errorf("git: write hook: %w", err)
+	_, err = tmp.WriteString(script)
+	err = errors.Join(err, tmp.Chmod(0o755), tmp.Close())
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
 	}
-	if err := tmp.Chmod(0o755); err != nil {
-		tmp.Close()
-		return fmt.Errorf("git: write hook: %w", err)
+	if err != nil {
+		return fmt.Errorf("git: write hook %s: %w", name, err)
 	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("git: write hook: %w", err)
-	}
-	hook := filepath.Join(dir, "post-receive")
-	if err := os.Rename(tmp.Name(), hook); err != nil {
-		return fmt.Errorf("git: write hook: %w", err)
-	}
-	return checkHook(hook)
+	return nil
 }
 
 // checkHook runs the hook once the way git will. git skips a hook it cannot execute with no

@@ -67,6 +67,12 @@ type HandlerConfig struct {
 	// client goes away: the refs are updated either way.
 	OnPush func(ctx context.Context, repo Repo, updates []RefUpdate)
 
+	// Guard, when set, judges a push before git runs, from its commands (every ref name passes
+	// CheckRefName): refs it refuses make the whole push fail with the reasons in git's own
+	// output and nothing written; refs it holds to fast-forwards are checked once the pack is in
+	// (the pre-receive hook), so a force push to them fails the same way. An error answers 500.
+	Guard func(ctx context.Context, repo Repo, updates []RefUpdate) (Verdict, error)
+
 	// WorkDir is a local directory the handler owns: it writes its git hook there and keeps a
 	// small file per push in flight. Created if missing; leftovers of a crash are removed at
 	// start, so two handlers must not share one.
@@ -84,7 +90,18 @@ type Handler struct {
 	pushDir  string // per-push files that the post-receive hook fills
 	resolve  func(ctx context.Context, r *http.Request, org, repo string, write bool) (Repo, error)
 	onPush   func(ctx context.Context, repo Repo, updates []RefUpdate)
+	guard    func(ctx context.Context, repo Repo, updates []RefUpdate) (Verdict, error)
 	log      *slog.Logger
+}
+
+// Verdict is what a Guard decides about a push. Reasons are what the pusher reads, one line
+// each (control characters are replaced).
+type Verdict struct {
+	// Refused are the refs the push may not create, move or delete, by name, with the reason.
+	Refused map[string]string
+	// FastForwardOnly are the refs the push may only move forward, with the reason a force push
+	// (or any move to a commit that does not contain the old one) is refused.
+	FastForwardOnly map[string]string
 }
 
 // NewHandler checks cfg, finds git, installs the post-receive hook under cfg.WorkDir and
@@ -118,6 +135,7 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		pushDir:  filepath.Join(work, "pushes"),
 		resolve:  cfg.Resolve,
 		onPush:   cfg.OnPush,
+		guard:    cfg.Guard,
 		log:      cfg.Logger,
 	}
 	if h.log == nil {
@@ -254,7 +272,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.file != fileReceivePack {
-		h.serveBackend(w, r, req, repo, "")
+		h.serveBackend(w, r, req, repo, "", nil)
 		return
 	}
 	h.servePush(w, r, req, repo)
@@ -273,15 +291,30 @@ func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request,
 	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(consumed), br))
 	if bad := invalidRefs(cmds); len(bad) > 0 {
 		// The pusher's mistake, told to them: not something for an operator to look at.
-		names := make([]string, 0, len(bad))
-		for ref := range bad {
-			names = append(names, strconv.Quote(ref))
-		}
-		slices.Sort(names)
-		h.log.InfoContext(r.Context(), "git push refused: invalid ref names", "repo_id", repo.ID, "org", req.org,
-			"repo", req.repo, "user", repo.User, "refs", strings.Join(names, " "))
-		refusePush(w, r.Body, cmds, caps, bad)
+		h.refuse(w, r, req, repo, cmds, caps, "git push refused: invalid ref names", bad, "not updated: another ref of this push has an invalid name")
 		return
+	}
+	var fastForward map[string]string
+	if h.guard != nil && len(cmds) > 0 {
+		updates := make([]RefUpdate, len(cmds))
+		for i, c := range cmds {
+			updates[i] = RefUpdate{Old: c.old, New: c.new, Ref: c.ref}
+		}
+		v, err := h.guard(r.Context(), repo, updates)
+		if err != nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+			h.fail(w, r, req, fmt.Errorf("git: push guard: %w", err))
+			return
+		}
+		if len(v.Refused) > 0 {
+			refused := make(map[string]refusal, len(v.Refused))
+			for ref, why := range v.Refused {
+				refused[ref] = refusal{report: why, message: why}
+			}
+			h.refuse(w, r, req, repo, cmds, caps, "git push refused by a branch rule", refused, "not updated: another ref of this push was refused")
+			return
+		}
+		fastForward = v.FastForwardOnly
 	}
 
 	log, err := os.CreateTemp(h.pushDir, "push-*")
@@ -294,7 +327,7 @@ func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request,
 		h.fail(w, r, req, fmt.Errorf("git: push log: %w", err))
 		return
 	}
-	h.serveBackend(w, r, req, repo, log.Name())
+	h.serveBackend(w, r, req, repo, log.Name(), fastForward)
 
 	ctx := context.WithoutCancel(r.Context())
 	updates, err := readPushLog(log.Name())
@@ -314,6 +347,19 @@ func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request,
 	if h.onPush != nil {
 		h.onPush(ctx, repo, updates)
 	}
+}
+
+// refuse answers a push that may not run with every refused ref's reason, and logs it.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, req request, repo Repo, cmds []refCommand, caps []string, what string,
+	reasons map[string]refusal, others string) {
+	names := make([]string, 0, len(reasons))
+	for ref := range reasons {
+		names = append(names, strconv.Quote(ref))
+	}
+	slices.Sort(names)
+	h.log.InfoContext(r.Context(), what, "repo_id", repo.ID, "org", req.org, "repo", req.repo, "user", repo.User,
+		"refs", strings.Join(names, " "))
+	refusePush(w, r.Body, cmds, caps, reasons, others)
 }
 
 // Refuse answers a request the server refuses before it reaches the handler (a URL that is

@@ -82,10 +82,10 @@ var testUsers = map[string]struct {
 	"reader": {"readpass", 2, false},
 }
 
-func newServer(t *testing.T) *server {
+func newServer(t *testing.T, opts ...func(*HandlerConfig)) *server {
 	t.Helper()
 	s := &server{t: t, root: t.TempDir(), repos: map[string]testRepo{}}
-	h, err := NewHandler(HandlerConfig{
+	cfg := HandlerConfig{
 		Resolve: s.resolveRepo,
 		OnPush: func(ctx context.Context, repo Repo, updates []RefUpdate) {
 			s.mu.Lock()
@@ -94,7 +94,11 @@ func newServer(t *testing.T) *server {
 		},
 		WorkDir: filepath.Join(t.TempDir(), "work"),
 		Logger:  slog.New(slog.NewTextHandler(&s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := NewHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -93,18 +93,22 @@ func readPkt(br *bufio.Reader, raw *bytes.Buffer) (payload []byte, flush, ok boo
 
 // invalidRefs returns why each ref that cmds create or update may not be pushed, by name.
 // Deletions are not checked.
-func invalidRefs(cmds []refCommand) map[string]error {
-	bad := map[string]error{}
+func invalidRefs(cmds []refCommand) map[string]refusal {
+	bad := map[string]refusal{}
 	for _, c := range cmds {
 		if IsZeroSHA(c.new) {
 			continue
 		}
 		if err := CheckRefName(c.ref); err != nil {
-			bad[c.ref] = err
+			bad[c.ref] = refusal{report: "invalid ref name: " + err.Error(), message: err.Error()}
 		}
 	}
 	return bad
 }
+
+// refusal is why a ref of a push is refused: report goes in the report-status line of the ref,
+// message on the "remote: error: refusing …" line the client prints.
+type refusal struct{ report, message string }
 
 // inflatePush returns the receive-pack request as git must get it: a clone of r whose body is
 // inflated when the client sent it gzip-compressed (the handler reads the commands from it),
@@ -124,11 +128,11 @@ func inflatePush(r *http.Request) (*http.Request, error) {
 	return out, nil
 }
 
-// refusePush answers a push without running git: each ref in bad is refused with its reason and
-// every other ref of the push as not updated, in the report format the client asked for
+// refusePush answers a push without running git: each ref in bad is refused with its reason
+// (one line: control characters become spaces) and every other ref of the push as not updated, in the report format the client asked for
 // (report-status, inside side band 1 when it asked for side-band-64k), with the reasons also
 // on side band 2, which the client prints as "remote: …" lines.
-func refusePush(w http.ResponseWriter, body io.Reader, cmds []refCommand, caps []string, bad map[string]error) {
+func refusePush(w http.ResponseWriter, body io.Reader, cmds []refCommand, caps []string, bad map[string]refusal, others string) {
 	// The client sends its whole pack before it reads an answer; one that is cut off reports
 	// a broken connection instead of the reasons.
 	_, _ = io.Copy(io.Discard, body)
@@ -136,10 +140,10 @@ func refusePush(w http.ResponseWriter, body io.Reader, cmds []refCommand, caps [
 	var messages, report bytes.Buffer
 	writePkt(&report, "unpack ok\n")
 	for _, c := range cmds {
-		reason := "not updated: another ref of this push has an invalid name"
-		if err := bad[c.ref]; err != nil {
-			reason = "invalid ref name: " + err.Error()
-			fmt.Fprintf(&messages, "error: refusing %q: %v\n", c.ref, err)
+		reason := others
+		if why, refused := bad[c.ref]; refused {
+			reason = oneLine(why.report)
+			fmt.Fprintf(&messages, "error: refusing %q: %s\n", c.ref, oneLine(why.message))
 		}
 		writePkt(&report, "ng "+c.ref+" "+reason+"\n")
 	}
@@ -188,6 +192,16 @@ func refusePush(w http.ResponseWriter, body io.Reader, cmds []refCommand, caps [
 }
 
 // writePkt appends s to b as one pkt-line.
+// oneLine is s with its control characters as spaces: a reason goes into one pkt-line.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
 func writePkt(b *bytes.Buffer, s string) {
 	fmt.Fprintf(b, "%04x%s", len(s)+4, s)
 }

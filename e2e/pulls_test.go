@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,7 +32,7 @@ func pullConfig(image, marker string) string {
 // request by API; pull_request runs the pre-merged commit (both sides' files) with the
 // CNB_PULL_REQUEST_* variables, pull_request.target runs the target's own config; a second
 // developer's approval fires pull_request.approved; merging fires push and pull_request.merged
-// on main; a conflicting request names its file.
+// on main; a conflicting request names its file; a protected main refuses a direct push in git.
 func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 	w := newWorld(t)
 	w.agent("")
@@ -154,5 +155,25 @@ func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 	if st := w.api.do(http.MethodPost, "/api/v1/repos/ml/trainer/pulls/2/merge", map[string]any{}, &refusal); st != http.StatusConflict ||
 		!strings.Contains(refusal.Error.Message, "data.txt") {
 		t.Fatalf("merging the conflict: %d %+v", st, refusal)
+	}
+
+	// main protected (1 approval, the check pipeline): a direct push fails in git itself, with
+	// the rule in its output, and main does not move.
+	w.alice.must(http.StatusOK, http.MethodPut, "/api/v1/repos/ml/trainer/branch-rules",
+		map[string]any{"pattern": "main", "required_approvals": 1, "required_checks": []string{"check"}}, nil)
+	gitRun(t, w.work, "fetch", "-q", remote.String(), "main")
+	gitRun(t, w.work, "checkout", "-q", "-B", "main", "FETCH_HEAD")
+	before := gitRun(t, w.work, "rev-parse", "HEAD")
+	write(map[string]string{"direct.txt": "no review\n"})
+	gitRun(t, w.work, "add", ".")
+	gitRun(t, w.work, "commit", "-q", "-m", "straight to main")
+	cmd := exec.Command("git", "push", remote.String(), "main")
+	cmd.Dir, cmd.Env = w.work, []string{"HOME=" + w.work, "PATH=" + os.Getenv("PATH"), "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_NOSYSTEM=1"}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `the branch rule "main" protects main: changes reach it through a pull request`) {
+		t.Fatalf("a direct push to protected main: %v\n%s", err, out)
+	}
+	if now := strings.Fields(gitRun(t, w.work, "ls-remote", remote.String(), "refs/heads/main"))[0]; now != before {
+		t.Fatalf("main moved to %s on a refused push", now)
 	}
 }

@@ -234,6 +234,18 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 				a.Pulls.OnPush(ctx, rp, who, updates)
 			}
 		},
+		// Protected branches: the rules of backend/pull judge a push before git runs.
+		Guard: func(ctx context.Context, r git.Repo, updates []git.RefUpdate) (git.Verdict, error) {
+			rp, _, err := a.Repos.ByID(ctx, r.ID)
+			if err != nil {
+				return git.Verdict{}, err
+			}
+			role, err := a.Orgs.RoleOf(ctx, rp.OrgID, r.UserID)
+			if err != nil {
+				return git.Verdict{}, err
+			}
+			return a.Pulls.Guard(ctx, r.ID, role, updates)
+		},
 		WorkDir: gitWork,
 		Logger:  log,
 	})

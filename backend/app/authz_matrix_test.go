@@ -11,6 +11,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/pull"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
@@ -311,6 +312,16 @@ var mxMatrix = []mxRow{
 	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/pulls/1/reviews").note("a pipeline does not review").
 		body(map[string]any{"state": "comment", "body": "looks fine"}),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/reviews").body(map[string]any{"state": "comment", "body": "x"}),
+	// Branch rules: readers see them, admins set them. The rules set here protect branches no
+	// other row pushes to.
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/branch-rules"),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/branch-rules"),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "PUT", mxAPriv+"/branch-rules").
+		body(map[string]any{"pattern": "release/*", "required_approvals": 1}),
+	mx("401 | 403 403 200 200 403 | 403 | 403 403 | 403 403", "PUT", mxAPub+"/branch-rules").body(map[string]any{"pattern": "release/*"}),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "PUT", mxBPriv+"/branch-rules").body(map[string]any{"pattern": "release/*"}),
+	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/branch-rules/{id}").prep(mxDoomedRule),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "DELETE", mxBPriv+"/branch-rules/{id}").note("A's rule through B").prep(mxDoomedRule),
 
 	// ---- builds
 	//  anon | rep dev adm own bil | out | nosc ro | dep job
@@ -718,6 +729,15 @@ func mxFreshBranch(name string) func(w *mxWorld, c *mxCall) {
 	return func(w *mxWorld, c *mxCall) {
 		c.Body = map[string]any{"source_branch": w.freshBranch(name), "title": "Matrix pull"}
 	}
+}
+
+// mxDoomedRule is a rule of A's private repo to delete.
+func mxDoomedRule(w *mxWorld, c *mxCall) {
+	r, err := w.app.Pulls.SetRule(w.ctx, w.privA, pull.RuleInput{Pattern: w.unique("doomed-")})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c.Vars["id"] = fmt.Sprint(r.ID)
 }
 
 // mxFreshPull merges a new pull request of A's private repo.

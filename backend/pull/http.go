@@ -12,6 +12,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -85,6 +86,9 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/repos/:org/:repo/pulls/:number/merge", h.merge)
 	rs.GET("/repos/:org/:repo/pulls/:number/reviews", h.reviews)
 	rs.POST("/repos/:org/:repo/pulls/:number/reviews", h.review)
+	rs.GET("/repos/:org/:repo/branch-rules", h.rules)
+	rs.PUT("/repos/:org/:repo/branch-rules", h.setRule)
+	rs.DELETE("/repos/:org/:repo/branch-rules/:id", h.deleteRule)
 }
 
 // URL is a request's page.
@@ -340,4 +344,71 @@ func (h *Handler) review(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusCreated, h.reviewJSON(c.Request.Context(), pr, rv))
+}
+
+// RuleJSON is a branch rule as the API shows it.
+type RuleJSON struct {
+	ID int64 `json:"id"`
+	RuleInput
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func ruleJSON(r *Rule) RuleJSON {
+	out := RuleJSON{ID: r.ID, UpdatedAt: r.UpdatedAt, RuleInput: RuleInput{Pattern: r.Pattern, PushRoles: r.Roles(), AllowForcePush: r.AllowForcePush,
+		AllowDeletion: r.AllowDeletion, RequiredApprovals: r.RequiredApprovals, RequiredChecks: r.Checks(), DismissStale: r.DismissStale}}
+	if out.PushRoles == nil {
+		out.PushRoles = []org.Role{}
+	}
+	if out.RequiredChecks == nil {
+		out.RequiredChecks = []string{}
+	}
+	return out
+}
+
+// rules is GET /repos/{org}/{repo}/branch-rules: anyone who reads the repo sees its rules, as
+// on GitHub, so a pusher can tell why a push was refused.
+func (h *Handler) rules(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Read)
+	if err != nil {
+		return err
+	}
+	return api.ListAll(c, func() ([]RuleJSON, error) {
+		rs, err := h.svc.Rules(c.Request.Context(), a.Repo)
+		out := make([]RuleJSON, len(rs))
+		for i := range rs {
+			out[i] = ruleJSON(&rs[i])
+		}
+		return out, err
+	}, func(r RuleJSON) int64 { return r.ID })
+}
+
+// setRule is PUT /repos/{org}/{repo}/branch-rules: the rule of a pattern, created or replaced.
+// The repo's admins set rules.
+func (h *Handler) setRule(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Admin)
+	if err != nil {
+		return err
+	}
+	var req RuleInput
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	r, err := h.svc.SetRule(c.Request.Context(), a.Repo, req)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, ruleJSON(r))
+}
+
+// deleteRule is DELETE /repos/{org}/{repo}/branch-rules/{id}.
+func (h *Handler) deleteRule(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Admin)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return fault.NotFound("branch rule not found")
+	}
+	return api.Done(c, h.svc.DeleteRule(c.Request.Context(), a.Repo, id))
 }

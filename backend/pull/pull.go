@@ -12,8 +12,9 @@
 //	      ─► git.UpdateRef of the target from the head Sync saw (a push meanwhile is a 409)
 //	      ─► the row says merged; the source branch is deleted if asked and unmoved
 //
-// What is not here yet: the routes, the pull_request events (build), reviews, comments,
-// protected branches and forks; see issue 34's closing notes. The git refs are derived data:
+// Around it: the routes (http.go), reviews (review.go), branch rules and the push guard
+// (rules.go); the pull_request* events are fired from app.New into build.OnPull. Not here yet:
+// merge gating by the rules, comments and forks (issue 34's closing notes). The git refs are derived data:
 // a failure after the row is written leaves a request that the next Sync repairs.
 package pull
 

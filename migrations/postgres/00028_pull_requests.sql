@@ -45,11 +45,30 @@ CREATE TABLE pull_reviews (
 );
 CREATE INDEX pull_reviews_pull ON pull_reviews (pull_id, id);
 
+-- Branch rules (protected branches, backend/pull/rules.go): per glob of branch names, who may
+-- push directly (push_roles, a JSON array of team roles), force pushes and deletion, and what a
+-- pull request needs to merge (approvals, required_checks: a JSON array of pipeline names).
+CREATE TABLE branch_rules (
+    id                 BIGSERIAL PRIMARY KEY,
+    repo_id            BIGINT NOT NULL REFERENCES repos (id) ON DELETE CASCADE,
+    pattern            TEXT NOT NULL,
+    push_roles         TEXT NOT NULL DEFAULT '[]',
+    allow_force_push   BOOLEAN NOT NULL DEFAULT FALSE,
+    allow_deletion     BOOLEAN NOT NULL DEFAULT FALSE,
+    required_approvals INTEGER NOT NULL DEFAULT 0,
+    required_checks    TEXT NOT NULL DEFAULT '[]',
+    dismiss_stale      BOOLEAN NOT NULL DEFAULT FALSE,
+    created_at         TIMESTAMPTZ NOT NULL,
+    updated_at         TIMESTAMPTZ NOT NULL,
+    UNIQUE (repo_id, pattern)
+);
+
 -- The pull request a pull_request* build is for (build.Build.PullNumber).
 ALTER TABLE builds ADD COLUMN pull_number BIGINT;
 CREATE INDEX builds_pull ON builds (repo_id, pull_number);
 
 -- +goose Down
+DROP TABLE branch_rules;
 DROP TABLE pull_reviews;
 DROP INDEX builds_pull;
 ALTER TABLE builds DROP COLUMN pull_number;

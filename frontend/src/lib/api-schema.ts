@@ -776,6 +776,44 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/branch-rules": {
+    /**
+     * The repo's branch rules (protected branches)
+     * @description By pattern. Anyone who reads the repo sees its rules, so a refused push can be
+     * understood. Read access; token scope `repo:read`.
+     */
+    get: operations["listBranchRules"];
+    /**
+     * Set the rule of a branch pattern
+     * @description Creates the rule of `pattern` (a branch name, or a glob where `*` stops at `/`; `**`
+     * alone is every branch) or replaces it. A push to a protected branch is refused in `git`
+     * itself, naming the rule, unless the pusher's role is in `push_roles`; deleting it unless
+     * `allow_deletion`; a force push unless `allow_force_push`. The exact name wins over globs,
+     * then the longest pattern. Admin access (role `admin` or `owner`); token scope
+     * `repo:write`.
+     */
+    put: operations["setBranchRule"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/branch-rules/{id}": {
+    /**
+     * Remove a branch rule
+     * @description Admin access; token scope `repo:write`.
+     */
+    delete: operations["deleteBranchRule"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        id: number;
+      };
+    };
+  };
   "/repos/{org}/{repo}/workspaces": {
     /**
      * Open a cloud workspace on a branch
@@ -3264,6 +3302,38 @@ export interface components {
       env?: {
         [key: string]: string;
       };
+    };
+    BranchRuleSet: {
+      pattern: string;
+      /** @description The roles that may push directly; none (the default) means every change comes through a pull request. */
+      push_roles?: ("owner" | "admin" | "developer")[];
+      /** @default false */
+      allow_force_push?: boolean;
+      /** @default false */
+      allow_deletion?: boolean;
+      /** @default 0 */
+      required_approvals?: number;
+      /** @description Pipeline names that must succeed on a request's pre-merged commit; "*" is every pipeline of its pull_request build. */
+      required_checks?: string[];
+      /** @default false */
+      dismiss_stale_approvals?: boolean;
+    };
+    BranchRule: {
+      /** Format: int64 */
+      id: number;
+      pattern: string;
+      push_roles: string[];
+      allow_force_push: boolean;
+      allow_deletion: boolean;
+      required_approvals: number;
+      required_checks: string[];
+      dismiss_stale_approvals: boolean;
+      /** Format: date-time */
+      updated_at: string;
+    };
+    BranchRuleList: {
+      items: components["schemas"]["BranchRule"][];
+      next_cursor?: components["schemas"]["NextCursor"];
     };
     PullRequestOpen: {
       source_branch: string;
@@ -6230,6 +6300,97 @@ export interface operations {
       409: components["responses"]["Conflict"];
       413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The repo's branch rules (protected branches)
+   * @description By pattern. Anyone who reads the repo sees its rules, so a refused push can be
+   * understood. Read access; token scope `repo:read`.
+   */
+  listBranchRules: {
+    parameters: {
+      query?: {
+        limit?: components["parameters"]["Limit"];
+        cursor?: components["parameters"]["Cursor"];
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description A page of rules. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["BranchRuleList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Set the rule of a branch pattern
+   * @description Creates the rule of `pattern` (a branch name, or a glob where `*` stops at `/`; `**`
+   * alone is every branch) or replaces it. A push to a protected branch is refused in `git`
+   * itself, naming the rule, unless the pusher's role is in `push_roles`; deleting it unless
+   * `allow_deletion`; a force push unless `allow_force_push`. The exact name wins over globs,
+   * then the longest pattern. Admin access (role `admin` or `owner`); token scope
+   * `repo:write`.
+   */
+  setBranchRule: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["BranchRuleSet"];
+      };
+    };
+    responses: {
+      /** @description The rule. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["BranchRule"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Remove a branch rule
+   * @description Admin access; token scope `repo:write`.
+   */
+  deleteBranchRule: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        id: number;
+      };
+    };
+    responses: {
+      /** @description Removed. */
+      204: {
+        content: never;
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
       default: components["responses"]["Error"];
     };
   };

@@ -51,10 +51,11 @@ func TestWorkspaceOnGPUIsBilledAndStopsWhenMoneyRunsOut(t *testing.T) {
 		t.Fatalf("ledger kinds: %s", kinds)
 	}
 	// Billed as GPU from the first second: what was paid is the run time at the GPU price, all
-	// of the three windows at most.
+	// of the three windows at most. On a loaded machine the stop can land a few seconds past the
+	// last covered window; that overrun is written off (billing.Settle), never charged.
 	settled := w.waitSettled(id)
 	cost := amount(t, settled.Cost)
-	if want := billing.CostOf(settled.CoreSeconds, billing.Scale/2); settled.Cost != want.Display() || cost > 3*window || settled.CoreSeconds < 16*10 {
+	if want := min(billing.CostOf(settled.CoreSeconds, billing.Scale/2), 3*window); settled.Cost != want.Display() || cost > 3*window || settled.CoreSeconds < 16*10 {
 		t.Fatalf("paid %s for %d core-seconds; at the GPU price that is %s (at most %s)", settled.Cost, settled.CoreSeconds, want.Display(), (3 * window).Display())
 	}
 	t.Logf("GPU workspace: %d core-seconds, paid %s, ended %q", settled.CoreSeconds, settled.Cost, ended.Reason)

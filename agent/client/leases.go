@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/nimbus-build/nimbus/internal/protocol"
@@ -105,6 +106,26 @@ func releasePath(slug, tag, file string) (string, error) {
 		p += "/files/" + url.PathEscape(file)
 	}
 	return p, nil
+}
+
+// MergePull merges pull request number of slug with a pipeline's job token (protocol/pulls.go).
+// A refusal (the gate, a conflict) is not retried: it is the answer.
+func (c *Client) MergePull(ctx context.Context, jobToken, slug string, number int64, req protocol.MergeRequest) (protocol.MergedPull, error) {
+	var out protocol.MergedPull
+	org, repo, ok := strings.Cut(slug, "/")
+	if !ok || org == "" || repo == "" || number <= 0 {
+		return out, fmt.Errorf("client: pull request %d of %q", number, slug)
+	}
+	path := "/api/v1/repos/" + url.PathEscape(org) + "/" + url.PathEscape(repo) + "/pulls/" + strconv.FormatInt(number, 10) + "/merge"
+	body, err := jsonBody(req)
+	if err != nil {
+		return out, err
+	}
+	if _, err := c.call(ctx, request{method: http.MethodPost, path: path, body: body, contentType: "application/json",
+		token: jobToken, out: &out}); err != nil {
+		return out, fmt.Errorf("merge pull request #%d: %w", number, err)
+	}
+	return out, nil
 }
 
 // PutRelease creates or updates a release with a pipeline's job token (protocol/releases.go).

@@ -205,6 +205,8 @@ func (x *run) builtin(typ string) builtinFunc {
 		return x.vscodeGo
 	case typeGitRelease:
 		return x.gitRelease
+	case typeGitAutoMerge:
+		return x.gitAutoMerge
 	case "cnb:apply":
 		return x.cnbApply
 	case "cnb:trigger":

@@ -210,6 +210,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	a.Auth.RegisterTokenResolver(auth.PrefixJob, a.Builds.ResolveJobToken)
 	a.Pulls = pull.NewService(a.DB, a.Repos, clk, log)
 	a.Pulls.OnEvent(a.pullEvents(cfg.PublicURL))
+	a.Pulls.UseChecks(pullChecks{a.Builds})
+	// A pull_request pipeline that ended may be the last check a request waited for.
+	a.Builds.OnEnded(a.recheckPull)
 
 	// The git handler's scratch space is per process: a crashed process's leftovers are
 	// removed by the next handler that starts in it, so replicas must never share one.
@@ -317,7 +320,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			org.NewHandler(a.Orgs, log),
 			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
 			buildHandler,
-			pull.NewHandler(a.Pulls, a.Repos, a.Auth, cfg.PublicURL, log),
+			pull.NewHandler(a.Pulls, a.Repos, a.Auth, jobPulls{a.Builds}, cfg.PublicURL, log),
 			a.Publisher,
 			record.NewHandler(record.Config{Builds: a.Builds, Describe: buildHandler.Describe, Files: a.Files, Repos: a.Repos,
 				Manifests: a.Registry, PublicURL: cfg.PublicURL, Log: log}),

@@ -292,8 +292,9 @@ var mxMatrix = []mxRow{
 		note("A's deploy token through B").prep(mxDeployTokenOfA),
 
 	// ---- pull requests (#1 of A's private repo is the world's; writes open and merge fresh ones).
-	// A job token of the repo's own pipeline may open, edit and merge as the build's user (CNB's
-	// repo-pr:rw; git:auto-merge merges with it).
+	// A job token of the repo's own pipeline may open and edit as the build's user (CNB's
+	// repo-pr:rw), and merge only the request of its own pull_request.mergeable build
+	// (git:auto-merge; the matrix's job is a push build's, so its merge is a 403).
 	//  anon | rep dev adm own bil | out | nosc ro | dep job
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pulls"),
 	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/pulls?state=all"),
@@ -305,7 +306,7 @@ var mxMatrix = []mxRow{
 	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/pulls").prep(mxFreshBranch(mxPubA)),
 	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 200", "PATCH", mxAPriv+"/pulls/1").body(map[string]any{"title": "Matrix pull, edited"}),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "PATCH", mxBPriv+"/pulls/1").body(map[string]any{"title": "x"}),
-	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 200", "POST", mxAPriv+"/pulls/{n}/merge").prep(mxFreshPull).body(map[string]any{}),
+	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/pulls/{n}/merge").prep(mxFreshPull).body(map[string]any{}),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/merge").body(map[string]any{}),
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pulls/1/reviews"),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", mxBPriv+"/pulls/1/reviews"),
@@ -322,6 +323,12 @@ var mxMatrix = []mxRow{
 	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "PUT", mxBPriv+"/branch-rules").body(map[string]any{"pattern": "release/*"}),
 	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "DELETE", mxAPriv+"/branch-rules/{id}").prep(mxDoomedRule),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "DELETE", mxBPriv+"/branch-rules/{id}").note("A's rule through B").prep(mxDoomedRule),
+	// Merge settings: readers see the allowed modes, admins change them.
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pull-settings"),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/pull-settings"),
+	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "PUT", mxAPriv+"/pull-settings").body(map[string]any{"allow_rebase": true}),
+	mx("401 | 403 403 200 200 403 | 403 | 403 403 | 403 403", "PUT", mxAPub+"/pull-settings").body(map[string]any{"allow_rebase": true}),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "PUT", mxBPriv+"/pull-settings").body(map[string]any{"allow_rebase": true}),
 
 	// ---- builds
 	//  anon | rep dev adm own bil | out | nosc ro | dep job

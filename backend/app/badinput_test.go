@@ -590,6 +590,15 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "no such request", Path: mxAPriv + "/pulls/999/reviews", Body: map[string]any{"state": "comment", "body": "x"}, Want: 404},
 			{Name: "a reporter", As: "reporter", Body: map[string]any{"state": "approve"}, Want: 403},
 		}},
+	{Method: "PUT", Path: mxAPriv + "/pull-settings", JSON: true,
+		Valid: map[string]any{"allow_merge": true},
+		Cases: []mxBad{
+			{Name: "no mode left", Body: map[string]any{"allow_merge": false, "allow_squash": false, "allow_rebase": false}, Want: 422, Field: "allow_merge"},
+			{Name: "a mode as a string", Body: map[string]any{"allow_merge": "yes"}, Want: 400},
+			{Name: "an unknown field", Body: map[string]any{"allow_octopus": true}, Want: 400},
+			{Name: "a developer", As: "developer", Body: map[string]any{"allow_merge": true}, Want: 403},
+			{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo + "/pull-settings", Body: map[string]any{"allow_merge": true}, Want: 404},
+		}},
 	{Method: "POST", Path: mxAPriv + "/pulls/1/merge", JSON: true,
 		Valid: map[string]any{"mode": "merge"},
 		Cases: []mxBad{

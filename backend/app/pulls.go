@@ -70,6 +70,8 @@ func (a *App) pullEvents(publicURL string) func(context.Context, pull.Event) {
 			}
 			base.ReviewState, base.ReviewedBy, base.LastReviewedBy = state, strings.Join(approvers, ","), ev.By.Name
 			with(event, "status_update", pr.MergeSHA)
+		case pull.Mergeable:
+			with(build.EventPullMergeable, "", pr.BaseSHA)
 		case pull.Merged:
 			with(build.EventPullMerged, "", ev.Merge.Target.New)
 			updates := []git.RefUpdate{ev.Merge.Target}
@@ -81,4 +83,46 @@ func (a *App) pullEvents(publicURL string) func(context.Context, pull.Event) {
 		}
 		a.Builds.OnPull(ctx, ev.Repo.ID, user, evs)
 	}
+}
+
+// pullChecks reads a request's checks from its pull_request builds (pull.Checks); pull and build
+// do not know each other.
+type pullChecks struct{ builds *build.Service }
+
+func (c pullChecks) PullChecks(ctx context.Context, repoID, number int64, head string) ([]pull.Check, bool, error) {
+	cs, found, err := c.builds.PullChecks(ctx, repoID, number, head)
+	out := make([]pull.Check, len(cs))
+	for i, x := range cs {
+		out[i] = pull.Check{Name: x.Name, Status: x.Status, Build: x.Build}
+	}
+	return out, found, err
+}
+
+// recheckPull runs the merge gate of the request whose pull_request pipeline p just ended: its
+// checks may all have passed now (pull_request.mergeable). The request's author is who "did" it.
+func (a *App) recheckPull(ctx context.Context, p *build.Pipeline) {
+	run, ok, err := a.Builds.PullOf(ctx, p.ID)
+	if err != nil {
+		a.Log.ErrorContext(ctx, "merge gate after a check: read the build", "pipeline", p.ID, "err", err)
+	}
+	if !ok || run.Event != build.EventPull {
+		return
+	}
+	r, _, err := a.Repos.ByID(ctx, run.RepoID)
+	if err != nil {
+		a.Log.ErrorContext(ctx, "merge gate after a check: load repo", "repo_id", run.RepoID, "err", err)
+		return
+	}
+	if _, err := a.Pulls.Recheck(ctx, r, run.Number, pull.Person{}); err != nil {
+		a.Log.ErrorContext(ctx, "merge gate after a check", "repo_id", run.RepoID, "pull", run.Number, "err", err)
+	}
+}
+
+// jobPulls tells the pull routes which request a job token's pipeline runs for
+// (pull.JobPulls).
+type jobPulls struct{ builds *build.Service }
+
+func (j jobPulls) JobPull(ctx context.Context, pipelineID int64) (string, int64, bool, error) {
+	run, ok, err := j.builds.PullOf(ctx, pipelineID)
+	return run.Event, run.Number, ok, err
 }

@@ -76,6 +76,9 @@ type Build struct {
 	RerunOf *int64
 	// PullNumber is the pull request of the repository a pull_request* event build is for.
 	PullNumber *int64
+	// PullHeadSHA is the request's source head when the build was planned ("" for other
+	// builds): the merge gate counts a pull_request build's checks for that head only.
+	PullHeadSHA string `gorm:"not null"`
 }
 
 // Pipeline is the unit that is queued and leased: one agent runs all its stages on one node.

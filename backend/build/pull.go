@@ -2,8 +2,11 @@ package build
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/git"
@@ -18,6 +21,7 @@ import (
 //	pull_request.merged             the merged commit on the target
 //	pull_request.approved,          the pre-merged commit
 //	  .changes_requested
+//	pull_request.mergeable          the target branch's head (the request passed its gate)
 //
 // Pipelines are selected by the **target** branch (CNB_BRANCH is the target), and ifModify sees
 // the request's changed files (merge base .. source head).
@@ -31,6 +35,8 @@ const (
 	// EventPullApproved and EventPullChangesRequested run the pre-merged commit.
 	EventPullApproved         = "pull_request.approved"
 	EventPullChangesRequested = "pull_request.changes_requested"
+	// EventPullMergeable runs the target's head: the request passed its merge gate.
+	EventPullMergeable = "pull_request.mergeable"
 )
 
 // PullEvent is one pull request event to plan.
@@ -125,4 +131,56 @@ func pullVars(ev *PullEvent, v map[string]string) {
 		v["CNB_REVIEW_REVIEWED_BY"] = ev.ReviewedBy
 		v["CNB_REVIEW_LAST_REVIEWED_BY"] = ev.LastReviewedBy
 	}
+}
+
+// PullCheck is one pipeline of a request's pull_request build: a check of the merge gate
+// (backend/pull/gate.go).
+type PullCheck struct {
+	Name   string
+	Status string
+	Build  int64 // the build's number in its repository
+}
+
+// PullChecks returns the pipelines of the newest pull_request build of request number of repoID
+// that ran on source head head, in order; found is false when no such build exists. Only the
+// pull_request event counts: pull_request.update also runs on edits, and .target runs the
+// target alone, so neither says whether this head passes.
+func (s *Service) PullChecks(ctx context.Context, repoID, number int64, head string) ([]PullCheck, bool, error) {
+	var b Build
+	err := s.db.WithContext(ctx).Where("repo_id = ? AND event = ? AND pull_number = ? AND pull_head_sha = ?", repoID, EventPull, number, head).
+		Order("id DESC").Limit(1).Take(&b).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var ps []Pipeline
+	if err := s.db.WithContext(ctx).Omit("plan").Where("build_id = ?", b.ID).Order("position").Find(&ps).Error; err != nil {
+		return nil, false, err
+	}
+	out := make([]PullCheck, len(ps))
+	for i, p := range ps {
+		out[i] = PullCheck{Name: p.Name, Status: p.Status, Build: b.Number}
+	}
+	return out, true, nil
+}
+
+// PullRun is the request a pull_request* build runs for, as its pipelines' readers see it.
+type PullRun struct {
+	RepoID int64
+	Event  string // the build's event: pull_request, pull_request.mergeable, …
+	Number int64
+}
+
+// PullOf names the request whose pull_request* build pipelineID belongs to: ok is false for a
+// pipeline of any other build.
+func (s *Service) PullOf(ctx context.Context, pipelineID int64) (run PullRun, ok bool, err error) {
+	var b Build
+	err = s.db.WithContext(ctx).Select("builds.repo_id", "builds.event", "builds.pull_number").
+		Joins("JOIN pipelines ON pipelines.build_id = builds.id").Where("pipelines.id = ?", pipelineID).Take(&b).Error
+	if err != nil || b.PullNumber == nil {
+		return PullRun{}, false, err
+	}
+	return PullRun{RepoID: b.RepoID, Event: b.Event, Number: *b.PullNumber}, true, nil
 }

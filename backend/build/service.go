@@ -232,7 +232,7 @@ func (s *Service) create(ctx context.Context, c *compiled, rq request) (*Build, 
 	}
 	if rq.pull != nil {
 		n := rq.pull.Number
-		b.PullNumber = &n
+		b.PullNumber, b.PullHeadSHA = &n, rq.pull.HeadSHA
 	}
 	if rq.user != nil {
 		id := rq.user.ID

@@ -43,6 +43,18 @@ type JSON struct {
 	// those whose last word asks for changes.
 	ApprovedBy         []string `json:"approved_by"`
 	ChangesRequestedBy []string `json:"changes_requested_by"`
+	// Gate is where an open request stands against its merge gate (gate.go); shown by the
+	// single-request read, not in lists.
+	Gate *GateJSON `json:"gate,omitempty"`
+}
+
+// GateJSON is the merge gate of a request as the API shows it: passed when unmet is empty.
+type GateJSON struct {
+	Passed bool `json:"passed"`
+	// Rule is the target branch's rule pattern; "" when the target is not protected.
+	Rule   string  `json:"rule"`
+	Unmet  []Unmet `json:"unmet"`
+	Checks []Check `json:"checks"`
 }
 
 // ReviewJSON is a review as the API shows it.
@@ -62,18 +74,26 @@ type Users interface {
 	UserByName(ctx context.Context, username string) (*auth.User, error)
 }
 
+// JobPulls names the request a job token's pipeline runs for: the event of its build and the
+// request's number (ok false for a build of no request). build.Service answers it (app.New).
+type JobPulls interface {
+	JobPull(ctx context.Context, pipelineID int64) (event string, number int64, ok bool, err error)
+}
+
 // Handler is the pull request routes.
 type Handler struct {
 	svc       *Service
 	repos     *repo.Service
 	users     Users
+	jobs      JobPulls
 	publicURL string
 	log       *slog.Logger
 }
 
-// NewHandler returns the routes over svc; users names authors and mergers.
-func NewHandler(svc *Service, repos *repo.Service, users Users, publicURL string, log *slog.Logger) *Handler {
-	return &Handler{svc: svc, repos: repos, users: users, publicURL: publicURL, log: log}
+// NewHandler returns the routes over svc; users names authors and mergers, jobs the request
+// a job token may merge (git:auto-merge).
+func NewHandler(svc *Service, repos *repo.Service, users Users, jobs JobPulls, publicURL string, log *slog.Logger) *Handler {
+	return &Handler{svc: svc, repos: repos, users: users, jobs: jobs, publicURL: publicURL, log: log}
 }
 
 // Routes implements server.Module.
@@ -89,6 +109,8 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.GET("/repos/:org/:repo/branch-rules", h.rules)
 	rs.PUT("/repos/:org/:repo/branch-rules", h.setRule)
 	rs.DELETE("/repos/:org/:repo/branch-rules/:id", h.deleteRule)
+	rs.GET("/repos/:org/:repo/pull-settings", h.settings)
+	rs.PUT("/repos/:org/:repo/pull-settings", h.setSettings)
 }
 
 // URL is a request's page.
@@ -209,7 +231,25 @@ func (h *Handler) get(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	return api.JSON(c, http.StatusOK, h.json(c.Request.Context(), a, pr))
+	out := h.json(c.Request.Context(), a, pr)
+	if pr.State == StateOpen {
+		g, err := h.svc.Gate(c.Request.Context(), a.Repo, pr, "")
+		if err != nil {
+			return err
+		}
+		gj := &GateJSON{Passed: g.Passed(), Unmet: g.Unmet, Checks: g.Checks}
+		if g.Rule != nil {
+			gj.Rule = g.Rule.Pattern
+		}
+		if gj.Unmet == nil {
+			gj.Unmet = []Unmet{}
+		}
+		if gj.Checks == nil {
+			gj.Checks = []Check{}
+		}
+		out.Gate = gj
+	}
+	return api.JSON(c, http.StatusOK, out)
 }
 
 // open is POST /repos/{org}/{repo}/pulls: 201 with the new request.
@@ -278,6 +318,17 @@ func (h *Handler) merge(c *gin.Context) error {
 	a, pr, who, err := h.writer(c, true)
 	if err != nil {
 		return err
+	}
+	if p := auth.From(c); p.Kind == auth.KindJob {
+		// git:auto-merge: a pipeline merges only the request whose pull_request.mergeable build
+		// it belongs to, and only as far as the gate allows (Merge checks it again).
+		event, number, ok, err := h.jobs.JobPull(c.Request.Context(), p.PipelineID)
+		if err != nil {
+			return err
+		}
+		if !ok || event != EventMergeable || number != pr.Number {
+			return fault.Forbidden("a pipeline's job token merges only the request of its own pull_request.mergeable build (git:auto-merge)")
+		}
 	}
 	var req struct {
 		Mode               string `json:"mode"`
@@ -411,4 +462,51 @@ func (h *Handler) deleteRule(c *gin.Context) error {
 		return fault.NotFound("branch rule not found")
 	}
 	return api.Done(c, h.svc.DeleteRule(c.Request.Context(), a.Repo, id))
+}
+
+// settings is GET /repos/{org}/{repo}/pull-settings: the merge modes the repository allows.
+func (h *Handler) settings(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Read)
+	if err != nil {
+		return err
+	}
+	st, err := h.svc.Settings(c.Request.Context(), a.Repo)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, st)
+}
+
+// setSettings is PUT /repos/{org}/{repo}/pull-settings, by the repo's admins. A field left out
+// keeps its value; at least one mode stays allowed.
+func (h *Handler) setSettings(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Admin)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		AllowMerge  *bool `json:"allow_merge"`
+		AllowSquash *bool `json:"allow_squash"`
+		AllowRebase *bool `json:"allow_rebase"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	st, err := h.svc.Settings(c.Request.Context(), a.Repo)
+	if err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		in  *bool
+		out *bool
+	}{{req.AllowMerge, &st.AllowMerge}, {req.AllowSquash, &st.AllowSquash}, {req.AllowRebase, &st.AllowRebase}} {
+		if f.in != nil {
+			*f.out = *f.in
+		}
+	}
+	st, err = h.svc.SetSettings(c.Request.Context(), a.Repo, *st)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, st)
 }

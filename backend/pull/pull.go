@@ -36,6 +36,9 @@ const (
 	ModeMerge  = "merge"  // a merge commit of target and source
 	ModeSquash = "squash" // one commit on the target with the change of the whole request
 	ModeRebase = "rebase" // the source's commits replayed onto the target, no merge commit
+	// ModeAuto is the first mode the repository allows, in the order above (git:auto-merge's
+	// mergeType auto).
+	ModeAuto = "auto"
 )
 
 // Limits on what people write.
@@ -64,14 +67,16 @@ type Request struct {
 	// MergeSHA is the pre-merged commit (refs/pull/<n>/merge); "" while they conflict.
 	MergeSHA string `gorm:"column:merge_sha;not null"`
 	// Conflicts is a JSON array of the conflicting paths ("[]" when clean).
-	Conflicts   string `gorm:"not null"`
-	MergedBy    *int64
-	MergedAt    *time.Time
-	MergeCommit string `gorm:"not null"`
-	MergeMode   string `gorm:"not null"`
-	ClosedAt    *time.Time
-	CreatedAt   time.Time `gorm:"not null"`
-	UpdatedAt   time.Time `gorm:"not null"`
+	Conflicts string `gorm:"not null"`
+	// MergeableSHA is the source head pull_request.mergeable last fired for ("" before).
+	MergeableSHA string `gorm:"column:mergeable_sha;not null"`
+	MergedBy     *int64
+	MergedAt     *time.Time
+	MergeCommit  string `gorm:"not null"`
+	MergeMode    string `gorm:"not null"`
+	ClosedAt     *time.Time
+	CreatedAt    time.Time `gorm:"not null"`
+	UpdatedAt    time.Time `gorm:"not null"`
 }
 
 // TableName is the table of Request.

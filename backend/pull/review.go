@@ -72,6 +72,7 @@ func (s *Service) Review(ctx context.Context, r *repo.Repo, number int64, by Per
 	switch state {
 	case ReviewApprove:
 		s.fire(ctx, Event{What: Approved, Repo: r, Request: pr, By: by, Review: rv})
+		s.recheck(ctx, r, number, by)
 	case ReviewRequestChanges:
 		s.fire(ctx, Event{What: ChangesRequested, Repo: r, Request: pr, By: by, Review: rv})
 	}

@@ -43,6 +43,7 @@ type Service struct {
 	clock  clock.Clock
 	log    *slog.Logger
 	events []func(context.Context, Event)
+	checks Checks
 }
 
 // NewService returns the pull request service.
@@ -338,6 +339,7 @@ func (s *Service) Reopen(ctx context.Context, r *repo.Repo, number int64, by Per
 		return nil, err
 	}
 	s.fire(ctx, Event{What: Reopened, Repo: r, Request: pr, By: by})
+	s.recheck(ctx, r, number, by)
 	return pr, nil
 }
 
@@ -416,13 +418,21 @@ type MergeDone struct {
 
 // Merge merges an open, conflict-free request into its target as by, in one of the three modes.
 // The target moves only from the head the merge was computed on: a push meanwhile is a 409 and
-// nothing changes. Rules (approvals, checks, allowed modes) are the caller's, before this.
+// nothing changes. The gate (gate.go: conflicts, the allowed modes, the target's rule) is
+// checked after the sync; a merge it stops is a 409 naming every unmet condition.
 func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Person, in MergeInput) (*MergeDone, error) {
 	if in.Mode == "" {
 		in.Mode = ModeMerge
 	}
+	if in.Mode == ModeAuto {
+		set, err := s.Settings(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		in.Mode = set.Modes()[0] // SetSettings keeps one allowed
+	}
 	if in.Mode != ModeMerge && in.Mode != ModeSquash && in.Mode != ModeRebase {
-		return nil, fault.Invalid("mode", "mode is merge, squash or rebase, not %q", in.Mode)
+		return nil, fault.Invalid("mode", "mode is merge, squash, rebase or auto, not %q", in.Mode)
 	}
 	pr, err := s.Get(ctx, r, number)
 	if err != nil {
@@ -434,8 +444,12 @@ func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Pers
 	if _, err := s.Sync(ctx, r, pr); err != nil {
 		return nil, err
 	}
-	if pr.MergeSHA == "" {
-		return nil, fault.Conflict("pull request #%d has conflicts in %s", number, strings.Join(pr.ConflictPaths(), ", "))
+	g, err := s.Gate(ctx, r, pr, in.Mode)
+	if err != nil {
+		return nil, err
+	}
+	if !g.Passed() {
+		return nil, refused(number, g.Unmet)
 	}
 	path := s.paths.Path(r)
 	now := s.clock.Now().UTC()
@@ -527,5 +541,7 @@ func (s *Service) OnPush(ctx context.Context, r *repo.Repo, by Person, updates [
 		if moved {
 			s.fire(ctx, Event{What: Pushed, Repo: r, Request: pr, By: by})
 		}
+		// A moved target may have cleared a conflict: the gate may pass now.
+		s.recheck(ctx, r, pr.Number, by)
 	}
 }

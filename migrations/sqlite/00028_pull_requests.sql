@@ -20,6 +20,7 @@ CREATE TABLE pull_requests (
     merge_base     TEXT NOT NULL DEFAULT '',
     merge_sha      TEXT NOT NULL DEFAULT '',
     conflicts      TEXT NOT NULL DEFAULT '[]',
+    mergeable_sha  TEXT NOT NULL DEFAULT '',
     merged_by      INTEGER REFERENCES users (id),
     merged_at      DATETIME,
     merge_commit   TEXT NOT NULL DEFAULT '',
@@ -63,13 +64,26 @@ CREATE TABLE branch_rules (
     UNIQUE (repo_id, pattern)
 );
 
--- The pull request a pull_request* build is for (build.Build.PullNumber).
+-- A repository's merge settings: which merge modes its pull requests may use (no row: all).
+CREATE TABLE pull_settings (
+    repo_id      INTEGER PRIMARY KEY REFERENCES repos (id) ON DELETE CASCADE,
+    allow_merge  BOOLEAN NOT NULL DEFAULT TRUE,
+    allow_squash BOOLEAN NOT NULL DEFAULT TRUE,
+    allow_rebase BOOLEAN NOT NULL DEFAULT TRUE,
+    updated_at   DATETIME NOT NULL
+);
+
+-- The pull request a pull_request* build is for (build.Build.PullNumber), and the request's
+-- source head it ran on (the merge gate reads the checks of the current head).
 ALTER TABLE builds ADD COLUMN pull_number INTEGER;
+ALTER TABLE builds ADD COLUMN pull_head_sha TEXT NOT NULL DEFAULT '';
 CREATE INDEX builds_pull ON builds (repo_id, pull_number);
 
 -- +goose Down
+DROP TABLE pull_settings;
 DROP TABLE branch_rules;
 DROP TABLE pull_reviews;
 DROP INDEX builds_pull;
+ALTER TABLE builds DROP COLUMN pull_head_sha;
 ALTER TABLE builds DROP COLUMN pull_number;
 DROP TABLE pull_requests;

@@ -43,10 +43,10 @@ func DefaultFiredEvents() []string {
 	return []string{
 		EventPush, EventCommitAdd, EventBranchNew, EventBranchDel, EventTagPush,
 		EventVSCode, EventSchedule, EventCrontab, EventWebTrigger, "web_trigger_*", EventAPITrigger, "api_trigger_*",
-		// backend/pull fires these; comments and protected branches (pull_request.comment and
-		// .mergeable) are still to come.
+		// backend/pull fires these (.mergeable when a request to a protected branch passes its
+		// merge gate); pull_request.comment is still to come.
 		"pull_request", "pull_request.update", "pull_request.target", "pull_request.merged",
-		"pull_request.approved", "pull_request.changes_requested",
+		"pull_request.approved", "pull_request.changes_requested", "pull_request.mergeable",
 	}
 }
 

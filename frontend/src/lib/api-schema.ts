@@ -740,8 +740,14 @@ export interface paths {
      * target, as `git rebase` would). The target moves only from the head the merge was
      * computed on: a push meanwhile is a 409 and nothing changes. `delete_source_branch`
      * deletes the source unless it moved. Fires `pull_request.merged` and `push` on the
-     * target. A request that is not open or has conflicts (named) is a 409. Write access as a
-     * person; token scope `repo:write`.
+     * target. `auto` is the first mode the repository allows (`pull-settings`).
+     *
+     * The merge gate: a request that is not open is a 409; so is one that fails its gate, with
+     * every unmet condition in `error.details.unmet` (`{code, rule, message}`; codes
+     * `conflicts`, `mode`, `approvals`, `changes_requested`, `checks_missing`,
+     * `checks_pending`, `checks_failed`), the same list `GET …/pulls/{number}` shows under
+     * `gate`. Write access as a person; token scope `repo:write`. A pipeline's job token merges
+     * only the request of its own `pull_request.mergeable` build (`git:auto-merge`).
      */
     post: operations["mergePull"];
     parameters: {
@@ -793,6 +799,25 @@ export interface paths {
      * `repo:write`.
      */
     put: operations["setBranchRule"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/pull-settings": {
+    /**
+     * The merge modes the repo allows
+     * @description All three until an admin changes them. Read access; token scope `repo:read`.
+     */
+    get: operations["getPullSettings"];
+    /**
+     * Choose the merge modes the repo allows
+     * @description A merge in a mode the repo does not allow is a 409 (`mode`). Admin access; token scope
+     * `repo:write`.
+     */
+    put: operations["setPullSettings"];
     parameters: {
       path: {
         org: components["parameters"]["Org"];
@@ -3354,7 +3379,7 @@ export interface components {
        * @default merge
        * @enum {string}
        */
-      mode?: "merge" | "squash" | "rebase";
+      mode?: "merge" | "squash" | "rebase" | "auto";
       /** @description The merge or squash commit's message; default GitHub's. */
       message?: string;
       /** @default false */
@@ -3401,6 +3426,51 @@ export interface components {
       approved_by: string[];
       /** @description The reviewers whose last word asks for changes. */
       changes_requested_by: string[];
+      gate?: components["schemas"]["PullGate"];
+    };
+    /**
+     * @description Where an open request stands against its merge gate: its target's branch rule
+     * (approvals, changes requested, required checks: the pipelines of the newest
+     * `pull_request` build on the current source head) and conflicts. Shown by the
+     * single-request read of an open request, not in lists.
+     */
+    PullGate: {
+      passed: boolean;
+      /** @description The target's branch rule pattern; empty when the target is not protected. */
+      rule: string;
+      unmet: components["schemas"]["PullGateUnmet"][];
+      checks: {
+          /** @description The pipeline's name. */
+          name: string;
+          status: string;
+          /**
+           * Format: int64
+           * @description The build's number.
+           */
+          build: number;
+        }[];
+    };
+    PullGateUnmet: {
+      /** @enum {string} */
+      code: "conflicts" | "mode" | "approvals" | "changes_requested" | "checks_missing" | "checks_pending" | "checks_failed";
+      rule?: string;
+      message: string;
+    };
+    PullSettings: {
+      allow_merge: boolean;
+      allow_squash: boolean;
+      allow_rebase: boolean;
+      /**
+       * Format: date-time
+       * @description Zero time until they are first set.
+       */
+      updated_at: string;
+    };
+    /** @description A field left out keeps its value; at least one mode stays allowed. */
+    PullSettingsSet: {
+      allow_merge?: boolean;
+      allow_squash?: boolean;
+      allow_rebase?: boolean;
     };
     PullReview: {
       /** Format: int64 */
@@ -6201,8 +6271,14 @@ export interface operations {
    * target, as `git rebase` would). The target moves only from the head the merge was
    * computed on: a push meanwhile is a 409 and nothing changes. `delete_source_branch`
    * deletes the source unless it moved. Fires `pull_request.merged` and `push` on the
-   * target. A request that is not open or has conflicts (named) is a 409. Write access as a
-   * person; token scope `repo:write`.
+   * target. `auto` is the first mode the repository allows (`pull-settings`).
+   *
+   * The merge gate: a request that is not open is a 409; so is one that fails its gate, with
+   * every unmet condition in `error.details.unmet` (`{code, rule, message}`; codes
+   * `conflicts`, `mode`, `approvals`, `changes_requested`, `checks_missing`,
+   * `checks_pending`, `checks_failed`), the same list `GET …/pulls/{number}` shows under
+   * `gate`. Write access as a person; token scope `repo:write`. A pipeline's job token merges
+   * only the request of its own `pull_request.mergeable` build (`git:auto-merge`).
    */
   mergePull: {
     parameters: {
@@ -6359,6 +6435,63 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["BranchRule"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The merge modes the repo allows
+   * @description All three until an admin changes them. Read access; token scope `repo:read`.
+   */
+  getPullSettings: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description The settings. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PullSettings"];
+        };
+      };
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Choose the merge modes the repo allows
+   * @description A merge in a mode the repo does not allow is a 409 (`mode`). Admin access; token scope
+   * `repo:write`.
+   */
+  setPullSettings: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PullSettingsSet"];
+      };
+    };
+    responses: {
+      /** @description The settings. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PullSettings"];
         };
       };
       400: components["responses"]["BadRequest"];

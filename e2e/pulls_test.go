@@ -25,14 +25,19 @@ func pullConfig(image, marker string) string {
 		"  pull_request:\n" + job("check", `cat data.txt model.txt && echo "sha=$CNB_PULL_REQUEST_SHA target=$CNB_PULL_REQUEST_TARGET_SHA iid=$CNB_PULL_REQUEST_IID branch=$CNB_PULL_REQUEST_BRANCH at=$CNB_BRANCH commit=$CNB_COMMIT"`) +
 		"  pull_request.target:\n" + job("trusted", `echo "config=`+marker+` commit=$CNB_COMMIT"`) +
 		"  pull_request.merged:\n" + job("merged", `echo "merged as $CNB_COMMIT from $CNB_PULL_REQUEST_BRANCH"`) +
-		"  pull_request.approved:\n" + job("approved", `echo "approved by $CNB_REVIEW_LAST_REVIEWED_BY state=$CNB_PULL_REQUEST_REVIEW_STATE all=$CNB_REVIEW_REVIEWED_BY commit=$CNB_COMMIT"`)
+		"  pull_request.approved:\n" + job("approved", `echo "approved by $CNB_REVIEW_LAST_REVIEWED_BY state=$CNB_PULL_REQUEST_REVIEW_STATE all=$CNB_REVIEW_REVIEWED_BY commit=$CNB_COMMIT"`) +
+		// Fires only for a branch whose rule asks for review, once the request passes its gate.
+		"  pull_request.mergeable:\n    - name: automerge\n      runner: { tags: cnb:arch:amd64, cpus: 1 }\n      docker: { image: " + image + " }\n" +
+		"      stages:\n        - name: merge\n          type: git:auto-merge\n          options: { mergeType: auto, mergeCommitMessage: 'Merge #$CNB_PULL_REQUEST_IID', mergeCommitFooter: 'Auto-merged-by: nimbus', removeSourceBranch: true }\n"
 }
 
 // A pull request end to end on real git, PostgreSQL, Redis and Docker: push a branch, open a
 // request by API; pull_request runs the pre-merged commit (both sides' files) with the
 // CNB_PULL_REQUEST_* variables, pull_request.target runs the target's own config; a second
 // developer's approval fires pull_request.approved; merging fires push and pull_request.merged
-// on main; a conflicting request names its file; a protected main refuses a direct push in git.
+// on main; a conflicting request names its file; a protected main refuses a direct push in git,
+// refuses a merge before review and checks with both rules named, and, once both hold, fires
+// pull_request.mergeable, whose git:auto-merge merges the request.
 func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 	w := newWorld(t)
 	w.agent("")
@@ -175,5 +180,75 @@ func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 	}
 	if now := strings.Fields(gitRun(t, w.work, "ls-remote", remote.String(), "refs/heads/main"))[0]; now != before {
 		t.Fatalf("main moved to %s on a refused push", now)
+	}
+
+	// Through the gate: request #3 (pull_request #9, .target #10). Merging at once is a 409
+	// naming both unmet rules: no approval, and the check still running.
+	gitRun(t, w.work, "reset", "-q", "--hard", before)
+	gitRun(t, w.work, "checkout", "-q", "-b", "tune")
+	tuned := commitPush("tune", "tune lr", map[string]string{"lr.txt": "3e-4\n"})
+	tune, err := w.api.api.OpenPull(t.Context(), "ml", "trainer", apiclient.NewPull{SourceBranch: "tune", Title: "Tune lr"})
+	w.api.check("open tune", err)
+	var gated struct {
+		Error struct {
+			Code    string
+			Message string
+			Details struct {
+				Unmet []struct{ Code, Rule, Message string }
+			}
+		} `json:"error"`
+	}
+	if st := w.api.do(http.MethodPost, "/api/v1/repos/ml/trainer/pulls/3/merge", map[string]any{}, &gated); st != http.StatusConflict ||
+		len(gated.Error.Details.Unmet) != 2 || gated.Error.Details.Unmet[0].Code != "approvals" || gated.Error.Details.Unmet[1].Code != "checks_pending" ||
+		gated.Error.Details.Unmet[0].Rule != "main" || !strings.Contains(gated.Error.Message, "asks for 1 approving review(s); it has 0") {
+		t.Fatalf("merging before review and checks: %d %+v", st, gated.Error)
+	}
+	if c := w.waitBuildSuccess(9, 2*time.Minute); c.Event != "pull_request" {
+		t.Fatalf("build #9 %+v", c)
+	}
+	w.waitBuildSuccess(10, 2*time.Minute)
+	got, err := w.api.api.GetPull(t.Context(), "ml", "trainer", tune.Number)
+	w.api.check("get tune", err)
+	if got.Gate == nil || got.Gate.Passed || got.Gate.Rule != "main" || !slices.Equal(got.Gate.UnmetCodes(), []string{"approvals"}) ||
+		len(got.Gate.Checks) != 1 || got.Gate.Checks[0].Name != "check" || got.Gate.Checks[0].Status != "success" || got.Gate.Checks[0].Build != 9 {
+		t.Fatalf("the gate with green checks: %+v", got.Gate)
+	}
+	// bob approves: pull_request.approved (#11), then the gate passes and pull_request.mergeable
+	// (#12) runs git:auto-merge on main's head, which merges as bob (whose approval did it) and
+	// deletes the branch; push (#13) and pull_request.merged (#14) follow.
+	_, err = bob.api.ReviewPull(t.Context(), "ml", "trainer", tune.Number, "approve", "")
+	bob.check("approve tune", err)
+	auto := w.waitBuildSuccess(12, 2*time.Minute)
+	if log := w.jobLogIn(auto, "automerge", "merge"); auto.Event != "pull_request.mergeable" || auto.Commit != before ||
+		!strings.Contains(log, "git:auto-merge: merged pull request #3 of ml/trainer (merge)") {
+		t.Fatalf("build #12 %+v:\n%s", auto, log)
+	}
+	done, err := w.api.api.GetPull(t.Context(), "ml", "trainer", tune.Number)
+	w.api.check("get merged tune", err)
+	if done.State != "merged" || done.MergeMode != "merge" || done.MergedBy == nil || *done.MergedBy != "bob" {
+		t.Fatalf("after git:auto-merge: %+v", done)
+	}
+	gitRun(t, w.work, "fetch", "-q", remote.String(), "main")
+	if msg := gitRun(t, w.work, "log", "-1", "--format=%B", "FETCH_HEAD"); gitRun(t, w.work, "rev-parse", "FETCH_HEAD") != done.MergeCommit ||
+		gitRun(t, w.work, "rev-parse", "FETCH_HEAD^2") != tuned || msg != "Merge #3\n\nAuto-merged-by: nimbus" {
+		t.Fatalf("main after git:auto-merge: %s %q", gitRun(t, w.work, "log", "-1", "--format=%H %P", "FETCH_HEAD"), msg)
+	}
+	if out := gitRun(t, w.work, "ls-remote", remote.String(), "refs/heads/tune"); out != "" {
+		t.Errorf("removeSourceBranch did not delete tune: %s", out)
+	}
+	if m := w.waitBuildSuccess(14, 2*time.Minute); m.Event != "pull_request.merged" || m.Commit != done.MergeCommit {
+		t.Fatalf("build #14 %+v", m)
+	}
+	// mergeable fired once: no other build of its event.
+	builds, err := w.api.api.Builds(t.Context(), "ml", "trainer", 50)
+	w.api.check("builds", err)
+	n := 0
+	for _, b := range builds {
+		if b.Event == "pull_request.mergeable" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d pull_request.mergeable builds, want 1", n)
 	}
 }

@@ -35,6 +35,56 @@ type PullRequest struct {
 	// last word).
 	ApprovedBy         []string `json:"approved_by"`
 	ChangesRequestedBy []string `json:"changes_requested_by"`
+	// Gate is where an open request stands against its merge gate (single reads only).
+	Gate *PullGate `json:"gate,omitempty"`
+}
+
+// PullGate is a request's merge gate (schema PullGate): passed when Unmet is empty.
+type PullGate struct {
+	Passed bool   `json:"passed"`
+	Rule   string `json:"rule"`
+	Unmet  []struct {
+		Code    string `json:"code"`
+		Rule    string `json:"rule"`
+		Message string `json:"message"`
+	} `json:"unmet"`
+	Checks []struct {
+		Name   string `json:"name"`
+		Status string `json:"status"`
+		Build  int64  `json:"build"`
+	} `json:"checks"`
+}
+
+// UnmetCodes are the codes of the gate's unmet conditions, in order.
+func (g *PullGate) UnmetCodes() []string {
+	out := []string{}
+	for _, u := range g.Unmet {
+		out = append(out, u.Code)
+	}
+	return out
+}
+
+// PullComment is a comment (schema PullComment).
+type PullComment struct {
+	ID       int64  `json:"id"`
+	Author   string `json:"author"`
+	Pipeline *struct {
+		ID int64 `json:"id"`
+	} `json:"pipeline"`
+	Body      string    `json:"body"`
+	Path      string    `json:"path"`
+	Line      int       `json:"line"`
+	Commit    string    `json:"commit"`
+	Outdated  bool      `json:"outdated"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// NewPullComment is a comment to post (schema PullCommentNew): Path and Line for a line comment.
+type NewPullComment struct {
+	Body string `json:"body"`
+	Path string `json:"path,omitempty"`
+	Line int    `json:"line,omitempty"`
 }
 
 // PullReview is a review (schema PullReview).
@@ -102,4 +152,20 @@ func (c *Client) MergePull(ctx context.Context, org, repo string, number int64, 
 // (POST /repos/{org}/{repo}/pulls/{number}/reviews).
 func (c *Client) ReviewPull(ctx context.Context, org, repo string, number int64, state, body string) (*PullReview, error) {
 	return call[PullReview](ctx, c, http.MethodPost, pullPath(org, repo, number, "reviews"), map[string]string{"state": state, "body": body})
+}
+
+// CommentPull posts a comment on a pull request.
+func (c *Client) CommentPull(ctx context.Context, org, repo string, number int64, in NewPullComment) (*PullComment, error) {
+	return call[PullComment](ctx, c, http.MethodPost, pullPath(org, repo, number, "comments"), in)
+}
+
+// PullComments lists a pull request's first 100 comments, oldest first.
+func (c *Client) PullComments(ctx context.Context, org, repo string, number int64) ([]PullComment, error) {
+	page, err := call[struct {
+		Items []PullComment `json:"items"`
+	}](ctx, c, http.MethodGet, pullPath(org, repo, number, "comments")+"?limit=100", nil)
+	if err != nil {
+		return nil, err
+	}
+	return page.Items, nil
 }

@@ -313,6 +313,12 @@ var mxMatrix = []mxRow{
 	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/pulls/1/reviews").note("a pipeline does not review").
 		body(map[string]any{"state": "comment", "body": "looks fine"}),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/reviews").body(map[string]any{"state": "comment", "body": "x"}),
+	// Comments: readers see them; anyone signed in who reads the repo comments, with repo:write
+	// (a public repo's outsider too, as on GitHub); a job token comments as its pipeline.
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pulls/1/comments"),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", mxBPriv+"/pulls/1/comments"),
+	mx("404 | 201 201 201 201 201 | 404 | 403 403 | 403 201", "POST", mxAPriv+"/pulls/1/comments").body(map[string]any{"body": "nice"}),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/comments").body(map[string]any{"body": "x"}),
 	// Branch rules: readers see them, admins set them. The rules set here protect branches no
 	// other row pushes to.
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/branch-rules"),

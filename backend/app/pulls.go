@@ -70,6 +70,13 @@ func (a *App) pullEvents(publicURL string) func(context.Context, pull.Event) {
 			}
 			base.ReviewState, base.ReviewedBy, base.LastReviewedBy = state, strings.Join(approvers, ","), ev.By.Name
 			with(event, "status_update", pr.MergeSHA)
+		case pull.Commented:
+			commit := pr.MergeSHA
+			if commit == "" {
+				commit = pr.HeadSHA
+			}
+			base.CommentID, base.CommentBody = ev.Comment.ID, ev.Comment.Body
+			with(build.EventPullComment, "", commit)
 		case pull.Mergeable:
 			with(build.EventPullMergeable, "", pr.BaseSHA)
 		case pull.Merged:

@@ -25,7 +25,7 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 	rules := []layering.Rule{
 		{Owner: module + "/backend/build", Tables: []string{"builds", "pipelines", "stages", "jobs", "schedules"}},
 		{Owner: module + "/backend/scheduler", Tables: []string{"agents"}},
-		{Owner: module + "/backend/pull", Tables: []string{"pull_requests", "pull_reviews", "branch_rules", "pull_settings"}},
+		{Owner: module + "/backend/pull", Tables: []string{"pull_requests", "pull_reviews", "branch_rules", "pull_settings", "pull_comments"}},
 	}
 	for _, v := range layering.Check(code, rules) {
 		t.Error(v)

@@ -22,6 +22,7 @@ import (
 //	pull_request.approved,          the pre-merged commit
 //	  .changes_requested
 //	pull_request.mergeable          the target branch's head (the request passed its gate)
+//	pull_request.comment            the pre-merged commit, or the source head while they conflict
 //
 // Pipelines are selected by the **target** branch (CNB_BRANCH is the target), and ifModify sees
 // the request's changed files (merge base .. source head).
@@ -37,6 +38,8 @@ const (
 	EventPullChangesRequested = "pull_request.changes_requested"
 	// EventPullMergeable runs the target's head: the request passed its merge gate.
 	EventPullMergeable = "pull_request.mergeable"
+	// EventPullComment runs the pre-merged commit (the source head while they conflict).
+	EventPullComment = "pull_request.comment"
 )
 
 // PullEvent is one pull request event to plan.
@@ -62,6 +65,9 @@ type PullEvent struct {
 	// ReviewedBy (CNB_REVIEW_REVIEWED_BY) the approvers, comma-separated; LastReviewedBy
 	// (CNB_REVIEW_LAST_REVIEWED_BY) who reviewed last. Set for review events.
 	ReviewState, ReviewedBy, LastReviewedBy string
+	// CommentID and CommentBody are CNB_COMMENT_ID and CNB_COMMENT_BODY, for comment events.
+	CommentID   int64
+	CommentBody string
 }
 
 // OnPull plans the events of one pull request of repoID, as user (who opened, pushed, edited or
@@ -126,6 +132,10 @@ func pullVars(ev *PullEvent, v map[string]string) {
 	v["CNB_PULL_REQUEST_ID"] = strconv.FormatInt(ev.ID, 10)
 	v["CNB_PULL_REQUEST_IID"] = strconv.FormatInt(ev.Number, 10)
 	v["CNB_EVENT_URL"] = ev.URL
+	if ev.CommentID != 0 {
+		v["CNB_COMMENT_ID"] = strconv.FormatInt(ev.CommentID, 10)
+		v["CNB_COMMENT_BODY"] = ev.CommentBody
+	}
 	if ev.ReviewState != "" {
 		v["CNB_PULL_REQUEST_REVIEW_STATE"] = ev.ReviewState
 		v["CNB_REVIEW_REVIEWED_BY"] = ev.ReviewedBy

@@ -57,6 +57,26 @@ type GateJSON struct {
 	Checks []Check `json:"checks"`
 }
 
+// CommentJSON is a comment as the API shows it.
+type CommentJSON struct {
+	ID     int64  `json:"id"`
+	Author string `json:"author"`
+	// Pipeline is set when a pipeline posted it: its build's number and its name.
+	Pipeline  *CommentPipeline `json:"pipeline"`
+	Body      string           `json:"body"`
+	Path      string           `json:"path"`
+	Line      int              `json:"line"`
+	Commit    string           `json:"commit"`
+	Outdated  bool             `json:"outdated"`
+	CreatedAt time.Time        `json:"created_at"`
+	UpdatedAt time.Time        `json:"updated_at"`
+}
+
+// CommentPipeline names the pipeline that posted a comment.
+type CommentPipeline struct {
+	ID int64 `json:"id"`
+}
+
 // ReviewJSON is a review as the API shows it.
 type ReviewJSON struct {
 	ID        int64     `json:"id"`
@@ -106,6 +126,8 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/repos/:org/:repo/pulls/:number/merge", h.merge)
 	rs.GET("/repos/:org/:repo/pulls/:number/reviews", h.reviews)
 	rs.POST("/repos/:org/:repo/pulls/:number/reviews", h.review)
+	rs.GET("/repos/:org/:repo/pulls/:number/comments", h.comments)
+	rs.POST("/repos/:org/:repo/pulls/:number/comments", h.comment)
 	rs.GET("/repos/:org/:repo/branch-rules", h.rules)
 	rs.PUT("/repos/:org/:repo/branch-rules", h.setRule)
 	rs.DELETE("/repos/:org/:repo/branch-rules/:id", h.deleteRule)
@@ -509,4 +531,70 @@ func (h *Handler) setSettings(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusOK, st)
+}
+
+// comments is GET /repos/{org}/{repo}/pulls/{number}/comments, oldest first.
+func (h *Handler) comments(c *gin.Context) error {
+	_, pr, err := h.load(c, repo.Read)
+	if err != nil {
+		return err
+	}
+	return api.ListAll(c, func() ([]CommentJSON, error) {
+		cs, err := h.svc.Comments(c.Request.Context(), pr)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]CommentJSON, len(cs))
+		for i := range cs {
+			out[i] = h.commentJSON(c.Request.Context(), &cs[i])
+		}
+		return out, nil
+	}, func(j CommentJSON) int64 { return j.ID })
+}
+
+func (h *Handler) commentJSON(ctx context.Context, cm *Comment) CommentJSON {
+	out := CommentJSON{ID: cm.ID, Body: cm.Body, Path: cm.Path, Line: cm.Line, Commit: cm.CommitSHA, Outdated: cm.Outdated,
+		CreatedAt: cm.CreatedAt, UpdatedAt: cm.UpdatedAt}
+	if u, err := h.users.UserByID(ctx, cm.AuthorID); err == nil {
+		out.Author = u.Username
+	}
+	if cm.PipelineID != nil {
+		out.Pipeline = &CommentPipeline{ID: *cm.PipelineID}
+	}
+	return out
+}
+
+// comment is POST /repos/{org}/{repo}/pulls/{number}/comments {"body", "path", "line"}: 201.
+// Anyone signed in who reads the repo may comment, as on GitHub; a token needs repo:write. A
+// pipeline's job token comments as its build's user, marked as the pipeline's.
+func (h *Handler) comment(c *gin.Context) error {
+	a, pr, err := h.load(c, repo.Read)
+	if err != nil {
+		return err
+	}
+	p := auth.From(c)
+	if err := p.Need(auth.ScopeRepoWrite); err != nil {
+		return err
+	}
+	who, err := person(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Body string `json:"body"`
+		Path string `json:"path"`
+		Line int    `json:"line"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	var pipeline int64
+	if p.Kind == auth.KindJob {
+		pipeline = p.PipelineID
+	}
+	cm, err := h.svc.Comment(c.Request.Context(), a.Repo, pr.Number, who, CommentInput{Body: req.Body, Path: req.Path, Line: req.Line}, pipeline)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusCreated, h.commentJSON(c.Request.Context(), cm))
 }

@@ -1,21 +1,23 @@
 // Package pull is pull requests: a source branch proposed for merging into a target branch of
-// the same repository, reviewed, checked by its pipelines and merged by Nimbus.
+// the same repository, reviewed, checked by its pipelines and merged by Nimbus. README.md draws
+// the whole flow.
 //
-// This is the domain part (issue 34's first slice): opening, editing, closing and reopening a
-// request, keeping it in step with its branches, and merging it in the bare repository:
+// Opening, editing, closing and reopening a request, keeping it in step with its branches, and
+// merging it in the bare repository:
 //
 //	Open ──► number (the repo's own sequence, under a lock) ──► Sync
 //	Sync: source and target heads ─► git.MergeTree ─► clean: the pre-merged commit
 //	      (target + source, on refs/pull/<n>/merge) · conflicts: their paths, no merge ref
 //	      refs/pull/<n>/head is the source head, so the request's commits outlive its branch
-//	Merge: Sync, then by mode (merge commit, squash, rebase) a commit made by the merging user
-//	      ─► git.UpdateRef of the target from the head Sync saw (a push meanwhile is a 409)
-//	      ─► the row says merged; the source branch is deleted if asked and unmoved
+//	Merge: Sync, the gate (gate.go), then by mode (merge commit, squash, rebase) a commit made
+//	      by the merging user ─► git.UpdateRef of the target from the head Sync saw (a push
+//	      meanwhile is a 409) ─► the row says merged; the source branch is deleted if asked
 //
 // Around it: the routes (http.go), reviews (review.go), branch rules and the push guard
-// (rules.go); the pull_request* events are fired from app.New into build.OnPull. Not here yet:
-// merge gating by the rules, comments and forks (issue 34's closing notes). The git refs are derived data:
-// a failure after the row is written leaves a request that the next Sync repairs.
+// (rules.go), the merge gate and pull_request.mergeable (gate.go); the pull_request* events are
+// fired from app.New into build.OnPull. Not here yet: comments and forks (issue 34's closing
+// notes). The git refs are derived data: a failure after the row is written leaves a request
+// that the next Sync repairs.
 package pull
 
 import (

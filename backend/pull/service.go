@@ -71,6 +71,8 @@ type Event struct {
 	Merge *MergeDone
 	// Review is the review, for Approved and ChangesRequested.
 	Review *Review
+	// Comment is the comment, for Commented.
+	Comment *Comment
 }
 
 // OnEvent subscribes fn to every Event, called synchronously after the change is committed.
@@ -396,6 +398,12 @@ func (s *Service) Sync(ctx context.Context, r *repo.Repo, pr *Request) (bool, er
 	}
 	moved := src != pr.HeadSHA
 	*pr = next
+	if moved {
+		// Line comments follow their lines; derived data, so a failure waits for the next sync.
+		if err := s.reanchor(ctx, path, pr); err != nil {
+			s.log.ErrorContext(ctx, "pull requests: move line comments", "repo_id", r.ID, "pull", pr.Number, "err", err)
+		}
+	}
 	return moved, s.writeRefs(ctx, path, pr)
 }
 

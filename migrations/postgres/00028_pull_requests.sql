@@ -46,6 +46,24 @@ CREATE TABLE pull_reviews (
 );
 CREATE INDEX pull_reviews_pull ON pull_reviews (pull_id, id);
 
+-- Comments on a request (backend/pull/comment.go): on the whole request (path ''), or on line of
+-- path at commit_sha, moved to the head on each push or marked outdated. pipeline_id is the
+-- pipeline that posted it with its job token (no reference: pipelines are history).
+CREATE TABLE pull_comments (
+    id          BIGSERIAL PRIMARY KEY,
+    pull_id     BIGINT NOT NULL REFERENCES pull_requests (id) ON DELETE CASCADE,
+    author_id   BIGINT NOT NULL REFERENCES users (id),
+    pipeline_id BIGINT,
+    body        TEXT NOT NULL,
+    path        TEXT NOT NULL DEFAULT '',
+    line        INTEGER NOT NULL DEFAULT 0,
+    commit_sha  TEXT NOT NULL DEFAULT '',
+    outdated    BOOLEAN NOT NULL DEFAULT FALSE,
+    created_at  TIMESTAMPTZ NOT NULL,
+    updated_at  TIMESTAMPTZ NOT NULL
+);
+CREATE INDEX pull_comments_pull ON pull_comments (pull_id, id);
+
 -- Branch rules (protected branches, backend/pull/rules.go): per glob of branch names, who may
 -- push directly (push_roles, a JSON array of team roles), force pushes and deletion, and what a
 -- pull request needs to merge (approvals, required_checks: a JSON array of pipeline names).
@@ -82,6 +100,7 @@ CREATE INDEX builds_pull ON builds (repo_id, pull_number);
 -- +goose Down
 DROP TABLE pull_settings;
 DROP TABLE branch_rules;
+DROP TABLE pull_comments;
 DROP TABLE pull_reviews;
 DROP INDEX builds_pull;
 ALTER TABLE builds DROP COLUMN pull_head_sha;

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -25,13 +26,17 @@ func prCommand() command {
 const prUsage = `Usage: nimbus pr create [flags] ORG/REPO --source BRANCH [--target BRANCH] --title TITLE [--body TEXT]
        nimbus pr list [flags] ORG/REPO [--state open|closed|merged|all]
        nimbus pr checkout [flags] ORG/REPO NUMBER [-C DIR]
-       nimbus pr merge [flags] ORG/REPO NUMBER [--mode merge|squash|rebase] [--delete-branch]
+       nimbus pr merge [flags] ORG/REPO NUMBER [--mode merge|squash|rebase|auto] [--delete-branch]
+       nimbus pr comment [flags] [ORG/REPO NUMBER] (--body TEXT | --body-file FILE) [--path FILE --line N]
 
 create opens a pull request of a branch into another (the repository's default branch unless
 --target says), list prints a repository's requests, merge merges one as you. checkout runs git
 in the work tree DIR (default: the current directory): it fetches the request's commits (refs/pull/NUMBER/head) from the
 server and checks them out on the branch pr-NUMBER, with the token sent as a header, never
-written into the repository's config.
+written into the repository's config. comment posts a comment (Markdown; --body-file - reads
+standard input), on a line of a changed file with --path and --line; inside a pull_request
+pipeline ORG/REPO and NUMBER default to the pipeline's own (CNB_REPO_SLUG,
+CNB_PULL_REQUEST_IID), so a job can write its report back to the request.
 
 The token is a personal token (or, inside a pipeline, CNB_TOKEN).`
 
@@ -41,13 +46,15 @@ type prClient struct {
 }
 
 func runPR(ctx context.Context, e env, args []string) int {
-	verb, code, ok := verbOf(e, args, prUsage, "create", "list", "checkout", "merge")
+	verb, code, ok := verbOf(e, args, prUsage, "create", "list", "checkout", "merge", "comment")
 	if !ok {
 		return code
 	}
 	c := &prClient{}
 	var in apiclient.NewPull
 	var merge apiclient.PullMerge
+	var note apiclient.NewPullComment
+	var bodyFile string
 	state, dir := "open", "."
 	fs := envflag.New("pr "+verb, prUsage)
 	serverFlags(fs, &c.server, &c.token, "a personal token (default: CNB_TOKEN inside a pipeline)")
@@ -62,8 +69,13 @@ func runPR(ctx context.Context, e env, args []string) int {
 	case "checkout":
 		fs.String(&dir, "C", "", ".", "the git work tree to check the request out in")
 	case "merge":
-		fs.String(&merge.Mode, "mode", "", "merge", "merge, squash or rebase")
+		fs.String(&merge.Mode, "mode", "", "merge", "merge, squash, rebase or auto (the first the repository allows)")
 		fs.Bool(&merge.DeleteSourceBranch, "delete-branch", "", false, "delete the source branch after the merge")
+	case "comment":
+		fs.String(&note.Body, "body", "", "", "the comment (Markdown)")
+		fs.String(&bodyFile, "body-file", "", "", "read the comment from this file (- for standard input)")
+		fs.String(&note.Path, "path", "", "", "comment on a line of this changed file")
+		fs.Int(&note.Line, "line", "", 0, "the line of --path, from 1, at the request's head")
 	}
 	rest, err := parseWorkspaceArgs(fs, args[1:], e, true)
 	if err != nil {
@@ -76,8 +88,11 @@ func runPR(ctx context.Context, e env, args []string) int {
 	inPipeline(e, &c.server, &c.token)
 	c.server = strings.TrimRight(c.server, "/")
 	want := 1
-	if verb == "checkout" || verb == "merge" {
+	if verb == "checkout" || verb == "merge" || verb == "comment" {
 		want = 2
+	}
+	if verb == "comment" && len(rest) == 0 && e.getenv("CNB_PULL_REQUEST_IID") != "" && e.getenv("CNB_REPO_SLUG") != "" {
+		rest = []string{e.getenv("CNB_REPO_SLUG"), e.getenv("CNB_PULL_REQUEST_IID")} // the pipeline's own request
 	}
 	switch {
 	case c.server == "":
@@ -116,6 +131,12 @@ func runPR(ctx context.Context, e env, args []string) int {
 		err = c.checkout(ctx, e.stdout, dir, org, repo, number)
 	case "merge":
 		err = c.merge(ctx, e.stdout, org, repo, number, merge)
+	case "comment":
+		if note.Body, err = commentBody(e, note.Body, bodyFile); err != nil {
+			fmt.Fprintf(e.stderr, "nimbus pr comment: %v\n", err)
+			return 2
+		}
+		err = c.comment(ctx, e.stdout, org, repo, number, note)
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "nimbus pr %s: %v\n", verb, err)
@@ -192,5 +213,35 @@ func (c *prClient) checkout(ctx context.Context, out io.Writer, dir, org, repo s
 		}
 	}
 	fmt.Fprintf(out, "pull request #%d (%s, %s) is checked out on %s\n", number, pr.Title, pr.HeadSHA[:min(8, len(pr.HeadSHA))], branch)
+	return nil
+}
+
+// commentBody is the comment's text from --body or --body-file (one of them).
+func commentBody(e env, body, file string) (string, error) {
+	switch {
+	case body != "" && file != "":
+		return "", errors.New("give --body or --body-file, not both")
+	case file == "-":
+		b, err := io.ReadAll(io.LimitReader(e.stdin, 1<<20))
+		return string(b), err
+	case file != "":
+		b, err := os.ReadFile(file)
+		return string(b), err
+	case body == "":
+		return "", errors.New("--body or --body-file is required")
+	}
+	return body, nil
+}
+
+func (c *prClient) comment(ctx context.Context, out io.Writer, org, repo string, number int64, in apiclient.NewPullComment) error {
+	cm, err := c.api.CommentPull(ctx, org, repo, number, in)
+	if err != nil {
+		return err
+	}
+	where := "pull request #" + strconv.FormatInt(number, 10)
+	if cm.Path != "" {
+		where += fmt.Sprintf(", %s line %d", cm.Path, cm.Line)
+	}
+	fmt.Fprintf(out, "comment %d on %s of %s/%s\n", cm.ID, where, org, repo)
 	return nil
 }

@@ -44,9 +44,10 @@ func DefaultFiredEvents() []string {
 		EventPush, EventCommitAdd, EventBranchNew, EventBranchDel, EventTagPush,
 		EventVSCode, EventSchedule, EventCrontab, EventWebTrigger, "web_trigger_*", EventAPITrigger, "api_trigger_*",
 		// backend/pull fires these (.mergeable when a request to a protected branch passes its
-		// merge gate); pull_request.comment is still to come.
+		// merge gate, .comment for a person's comment).
 		"pull_request", "pull_request.update", "pull_request.target", "pull_request.merged",
 		"pull_request.approved", "pull_request.changes_requested", "pull_request.mergeable",
+		"pull_request.comment",
 	}
 }
 

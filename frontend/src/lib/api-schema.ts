@@ -758,6 +758,32 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/pulls/{number}/comments": {
+    /**
+     * A pull request's comments
+     * @description Oldest first; paginated. Line comments carry `path`, `line` and the source head `commit`
+     * they are placed on; each push moves them with their line, or marks them `outdated` when
+     * the push changed it. Read access; token scope `repo:read`.
+     */
+    get: operations["listPullComments"];
+    /**
+     * Comment on a pull request
+     * @description On the whole request, or with `path` and `line` on a line of a file the request changes,
+     * at its source head (an open request only). Anyone signed in who reads the repo may
+     * comment, as on GitHub; a token needs `repo:write`. A person's comment fires
+     * `pull_request.comment` (`CNB_COMMENT_ID`, `CNB_COMMENT_BODY`). A pipeline's job token
+     * comments as its build's user, marked with the pipeline, and fires nothing, so a
+     * pipeline cannot loop on its own comments (`nimbus pr comment` in a job).
+     */
+    post: operations["commentPull"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/pulls/{number}/reviews": {
     /**
      * A pull request's reviews
@@ -3491,6 +3517,41 @@ export interface components {
       state: "approve" | "request_changes" | "comment";
       /** @description Required for request_changes and comment; at most 64 KiB. */
       body?: string;
+    };
+    PullComment: {
+      /** Format: int64 */
+      id: number;
+      author: string;
+      /** @description The pipeline that posted it with its job token; null for a person's. */
+      pipeline: {
+        /** Format: int64 */
+        id: number;
+      } | null;
+      body: string;
+      /** @description The file of a line comment; empty for one on the whole request. */
+      path: string;
+      /** @description The line of path (from 1) at commit; 0 for one on the whole request. */
+      line: number;
+      /** @description The source head the line is placed on. */
+      commit: string;
+      /** @description A push changed its line. */
+      outdated: boolean;
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      updated_at: string;
+    };
+    PullCommentNew: {
+      /** @description Markdown; at most 64 KiB. */
+      body: string;
+      /** @description A file the request changes, for a line comment. */
+      path?: string;
+      /** @description The line of path at the source head. */
+      line?: number;
+    };
+    PullCommentList: {
+      items: components["schemas"]["PullComment"][];
+      next_cursor?: components["schemas"]["NextCursor"];
     };
     PullReviewList: {
       items: components["schemas"]["PullReview"][];
@@ -6298,6 +6359,77 @@ export interface operations {
       200: {
         content: {
           "application/json": components["schemas"]["PullRequest"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A pull request's comments
+   * @description Oldest first; paginated. Line comments carry `path`, `line` and the source head `commit`
+   * they are placed on; each push moves them with their line, or marks them `outdated` when
+   * the push changed it. Read access; token scope `repo:read`.
+   */
+  listPullComments: {
+    parameters: {
+      query?: {
+        limit?: components["parameters"]["Limit"];
+        cursor?: components["parameters"]["Cursor"];
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    responses: {
+      /** @description A page of comments. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PullCommentList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Comment on a pull request
+   * @description On the whole request, or with `path` and `line` on a line of a file the request changes,
+   * at its source head (an open request only). Anyone signed in who reads the repo may
+   * comment, as on GitHub; a token needs `repo:write`. A person's comment fires
+   * `pull_request.comment` (`CNB_COMMENT_ID`, `CNB_COMMENT_BODY`). A pipeline's job token
+   * comments as its build's user, marked with the pipeline, and fires nothing, so a
+   * pipeline cannot loop on its own comments (`nimbus pr comment` in a job).
+   */
+  commentPull: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PullCommentNew"];
+      };
+    };
+    responses: {
+      /** @description The comment. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["PullComment"];
         };
       };
       400: components["responses"]["BadRequest"];

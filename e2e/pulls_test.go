@@ -22,7 +22,9 @@ func pullConfig(image, marker string) string {
 	}
 	return "main:\n" +
 		"  push:\n" + job("on-push", `echo "push of $CNB_COMMIT"`) +
-		"  pull_request:\n" + job("check", `cat data.txt model.txt && echo "sha=$CNB_PULL_REQUEST_SHA target=$CNB_PULL_REQUEST_TARGET_SHA iid=$CNB_PULL_REQUEST_IID branch=$CNB_PULL_REQUEST_BRANCH at=$CNB_BRANCH commit=$CNB_COMMIT"`) +
+		// The check writes its report back to the request with the job's own token.
+		"  pull_request:\n" + job("check", `cat data.txt model.txt && echo "sha=$CNB_PULL_REQUEST_SHA target=$CNB_PULL_REQUEST_TARGET_SHA iid=$CNB_PULL_REQUEST_IID branch=$CNB_PULL_REQUEST_BRANCH at=$CNB_BRANCH commit=$CNB_COMMIT" && nimbus pr comment --body "check passed on $CNB_PULL_REQUEST_SHA"`) +
+		"  pull_request.comment:\n" + job("comment", `echo "comment $CNB_COMMENT_ID said $CNB_COMMENT_BODY"`) +
 		"  pull_request.target:\n" + job("trusted", `echo "config=`+marker+` commit=$CNB_COMMIT"`) +
 		"  pull_request.merged:\n" + job("merged", `echo "merged as $CNB_COMMIT from $CNB_PULL_REQUEST_BRANCH"`) +
 		"  pull_request.approved:\n" + job("approved", `echo "approved by $CNB_REVIEW_LAST_REVIEWED_BY state=$CNB_PULL_REQUEST_REVIEW_STATE all=$CNB_REVIEW_REVIEWED_BY commit=$CNB_COMMIT"`) +
@@ -40,7 +42,7 @@ func pullConfig(image, marker string) string {
 // pull_request.mergeable, whose git:auto-merge merges the request.
 func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 	w := newWorld(t)
-	w.agent("")
+	w.agent("", "NIMBUS_AGENT_NETWORK=host") // the check's job calls the server (nimbus pr comment)
 	remote, _ := url.Parse(w.base + "/ml/trainer.git")
 	remote.User = url.UserPassword("alice", w.token)
 	write := func(files map[string]string) {
@@ -85,6 +87,14 @@ func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 		if !strings.Contains(log, want) {
 			t.Errorf("the pull_request job's log lacks %q:\n%s", want, log)
 		}
+	}
+	// Its report is a comment on the request, posted as the build's user and marked with the
+	// pipeline; it fires no pull_request.comment (no build between #4 and #5).
+	notes, err := w.api.api.PullComments(t.Context(), "ml", "trainer", 1)
+	w.api.check("comments", err)
+	if len(notes) != 1 || notes[0].Pipeline == nil || notes[0].Pipeline.ID != check.Pipelines[0].ID || notes[0].Author != "alice" ||
+		notes[0].Body != "check passed on "+head {
+		t.Fatalf("the check's report: %+v", notes)
 	}
 	target := w.waitBuildSuccess(4, 2*time.Minute)
 	if target.Event != "pull_request.target" || target.Commit != base {
@@ -250,5 +260,13 @@ func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d pull_request.mergeable builds, want 1", n)
+	}
+	// A person's comment on the conflicting request fires pull_request.comment (#15) on its
+	// source head, with the comment in CNB_COMMENT_*.
+	said, err := bob.api.CommentPull(t.Context(), "ml", "trainer", 2, apiclient.NewPullComment{Body: "please rebase"})
+	bob.check("comment", err)
+	if c := w.waitBuildSuccess(15, 2*time.Minute); c.Event != "pull_request.comment" ||
+		!strings.Contains(w.jobLogIn(c, "comment", "comment"), "comment "+itoa(said.ID)+" said please rebase") {
+		t.Fatalf("build #15 %+v", c)
 	}
 }

@@ -364,6 +364,14 @@ var mxMatrix = []mxRow{
 		body(map[string]any{"button": "Run", "inputs": map[string]string{"MODE": "full"}}),
 	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/buttons/press").
 		body(map[string]any{"button": "Run"}),
+	// Deploys: readers see a tag's environments; writers deploy (never a job token).
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/deploy-environments?tag=v1"),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/deploy-environments?tag=v1"),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", mxBPriv+"/deploy-environments?tag=v1").note("B has no tag v1"),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/deployments").
+		body(map[string]any{"tag": "v1", "environment": "staging"}),
+	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/deployments").
+		body(map[string]any{"tag": "v1", "environment": "staging"}),
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/schedules"),
 	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/schedules"),
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/metrics?branch=main&name=accuracy"),

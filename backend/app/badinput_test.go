@@ -604,6 +604,18 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "an unknown field", Body: map[string]any{"body": "x", "side": "left"}, Want: 400},
 			{Name: "no such request", Path: mxAPriv + "/pulls/999/comments", Body: map[string]any{"body": "x"}, Want: 404},
 		}},
+	{Method: "POST", Path: mxAPriv + "/deployments", JSON: true,
+		Valid: map[string]any{"tag": "v1", "environment": "staging"},
+		Cases: []mxBad{
+			{Name: "no tag", Body: map[string]any{"environment": "staging"}, Want: 422, Field: "tag"},
+			{Name: "no environment", Body: map[string]any{"tag": "v1"}, Want: 422, Field: "environment"},
+			{Name: "no such tag", Body: map[string]any{"tag": "v9", "environment": "staging"}, Want: 404},
+			{Name: "a tag path traversal", Body: map[string]any{"tag": "../heads/main", "environment": "staging"}, Want: 404},
+			{Name: "no such environment", Body: map[string]any{"tag": "v1", "environment": "production"}, Want: 404},
+			{Name: "tag as a number", Body: map[string]any{"tag": 1, "environment": "staging"}, Want: 400},
+			{Name: "an unknown field", Body: map[string]any{"tag": "v1", "environment": "staging", "inputs": map[string]string{}}, Want: 400},
+			{Name: "a reporter", As: "reporter", Body: map[string]any{"tag": "v1", "environment": "staging"}, Want: 403},
+		}},
 	{Method: "PUT", Path: mxAPriv + "/pull-settings", JSON: true,
 		Valid: map[string]any{"allow_merge": true},
 		Cases: []mxBad{

@@ -95,7 +95,16 @@ const mxConfigFile = `main:
       stages:
         - name: deps
           script: echo deps
+v*:
+  tag_deploy.staging:
+    - name: deploy
+      stages:
+        - name: ship
+          script: echo ship
 `
+
+// mxDeployFile is the .cnb/tag_deploy.yml pushed beside it: one environment.
+const mxDeployFile = "environments:\n  - name: staging\n"
 
 // Columns of the matrix's expectation strings, in order. Every principal maps to one column
 // (role tokens to their role's column; invalid credentials to none: they are 401 on every API
@@ -764,9 +773,12 @@ func (w *mxWorld) gitPush(slug, token, msg string) {
 	if err := os.WriteFile(filepath.Join(dir, ".cnb", "web_trigger.yml"), []byte(mxButtonsFile), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(dir, ".cnb", "tag_deploy.yml"), []byte(mxDeployFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range [][]string{
 		{"init", "-q", "-b", "main"},
-		{"add", ".cnb.yml", ".cnb/web_trigger.yml"},
+		{"add", ".cnb.yml", ".cnb/web_trigger.yml", ".cnb/tag_deploy.yml"},
 		{"commit", "-q", "-m", msg},
 		{"tag", "-a", "v1", "-m", "v1"}, // releases belong to tags
 		{"push", "-q", u.String(), "main", "refs/tags/v1"},

@@ -141,6 +141,43 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.GET("/repos/:org/:repo/buttons", h.buttons)
 	rs.GET("/repos/:org/:repo/events", h.events)
 	rs.POST("/repos/:org/:repo/buttons/press", h.press)
+	rs.GET("/repos/:org/:repo/deploy-environments", h.environments)
+	rs.POST("/repos/:org/:repo/deployments", h.deploy)
+}
+
+// environments is GET …/deploy-environments?tag=: the .cnb/tag_deploy.yml environments of a
+// tag, whether the caller may deploy each now, and each one's last deploy (deploy.go).
+func (h *Handler) environments(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Read)
+	if err != nil {
+		return err
+	}
+	tag := c.Query("tag")
+	if tag == "" {
+		return fault.Invalid("tag", "name the tag: ?tag=")
+	}
+	es, err := h.svc.Environments(c.Request.Context(), a, auth.From(c).User, tag)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, gin.H{"tag": tag, "environments": es})
+}
+
+// deploy is POST …/deployments {tag, environment}: the deploy's build (201).
+func (h *Handler) deploy(c *gin.Context) error {
+	var req struct {
+		Tag         string `json:"tag"`
+		Environment string `json:"environment"`
+	}
+	return h.Start(c, "deploy", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
+		if req.Tag == "" {
+			return nil, fault.Invalid("tag", "name the tag to deploy")
+		}
+		if req.Environment == "" {
+			return nil, fault.Invalid("environment", "name the environment to deploy to")
+		}
+		return h.svc.Deploy(c.Request.Context(), a, u, req.Tag, req.Environment)
+	})
 }
 
 // buttons is GET …/buttons?branch=: the .cnb/web_trigger.yml buttons of a branch (buttons.go).

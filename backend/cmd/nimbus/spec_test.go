@@ -306,7 +306,7 @@ func TestPlanExplain(t *testing.T) {
 	// jobs; the warning still goes to stderr (the file's declaration is warned about for every
 	// event).
 	os.WriteFile(file, []byte(`"**":
-  tag_deploy.production:
+  auto_tag:
     - stages:
         - { name: s, script: echo hi }
   push:
@@ -317,7 +317,7 @@ func TestPlanExplain(t *testing.T) {
 		event, ref string
 		runs       bool
 		want       string
-	}{{"tag_deploy.production", "--tag", false, "event:tag_deploy.production"}, {"push", "--branch", true, ""}} {
+	}{{"auto_tag", "--branch", false, "event:auto_tag"}, {"push", "--branch", true, ""}} {
 		code, stdout, stderr := runCLI([]string{"plan", "--explain", "--event", c.event, c.ref, "v1.0.0", file}, nil)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", c.event, code, stderr)

@@ -48,6 +48,8 @@ func DefaultFiredEvents() []string {
 		"pull_request", "pull_request.update", "pull_request.target", "pull_request.merged",
 		"pull_request.approved", "pull_request.changes_requested", "pull_request.mergeable",
 		"pull_request.comment",
+		// A tag's Deploy buttons (.cnb/tag_deploy.yml, backend/build/deploy.go).
+		"tag_deploy.*",
 	}
 }
 

@@ -1265,6 +1265,41 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/deploy-environments": {
+    /**
+     * A tag's deploy environments
+     * @description The environments of `.cnb/tag_deploy.yml` on the default branch (a tag cannot grant
+     * itself a deploy), each with whether the caller may deploy it to `tag` now (`why` when
+     * not: permissions, or a requirement: another environment deployed successfully for the
+     * tag, `after` seconds before; approval and annotation steps are not checked here and
+     * keep an environment from deploying), and its last deploy of the tag. No file: none; a
+     * broken one is a 422 naming its line. Read access; token scope `repo:read`.
+     */
+    get: operations["listDeployEnvironments"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/deployments": {
+    /**
+     * Deploy a tag to an environment
+     * @description Fires `tag_deploy.<environment>` on `tag`: the pipelines of the tag's `.cnb.yml` under
+     * that event (tag keys match as for `tag_push`), with `CNB_BRANCH` the tag and the
+     * environment's `env`. An unmet requirement is a 409 saying which; an environment the
+     * caller may not deploy a 403. Answers the build like `POST …/builds`. Write access and
+     * the environment's permissions; token scope `repo:write`; never a job token.
+     */
+    post: operations["deployTag"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/buttons/press": {
     /**
      * Press a custom button
@@ -3517,6 +3552,30 @@ export interface components {
       state: "approve" | "request_changes" | "comment";
       /** @description Required for request_changes and comment; at most 64 KiB. */
       body?: string;
+    };
+    DeployEnvironment: {
+      /** @description Its deploy fires tag_deploy.<name>. */
+      name: string;
+      description: string;
+      require: ({
+          /** @enum {string} */
+          kind: "environment" | "approver" | "annotation";
+          environment?: string;
+          /** Format: int64 */
+          after_seconds?: number;
+        })[];
+      /** @description Whether the caller may deploy it now. */
+      allowed: boolean;
+      /** @description Why not. */
+      why?: string;
+      /** @description Its last deploy of the tag. */
+      last: ({
+        /** Format: int64 */
+        build: number;
+        status: string;
+        /** Format: date-time */
+        finished_at: string | null;
+      }) | null;
     };
     PullComment: {
       /** Format: int64 */
@@ -6596,6 +6655,7 @@ export interface operations {
           "application/json": components["schemas"]["PullSettings"];
         };
       };
+      400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
@@ -7498,6 +7558,83 @@ export interface operations {
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A tag's deploy environments
+   * @description The environments of `.cnb/tag_deploy.yml` on the default branch (a tag cannot grant
+   * itself a deploy), each with whether the caller may deploy it to `tag` now (`why` when
+   * not: permissions, or a requirement: another environment deployed successfully for the
+   * tag, `after` seconds before; approval and annotation steps are not checked here and
+   * keep an environment from deploying), and its last deploy of the tag. No file: none; a
+   * broken one is a 422 naming its line. Read access; token scope `repo:read`.
+   */
+  listDeployEnvironments: {
+    parameters: {
+      query: {
+        tag: string;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description The environments. */
+      200: {
+        content: {
+          "application/json": {
+            tag: string;
+            environments: components["schemas"]["DeployEnvironment"][];
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Deploy a tag to an environment
+   * @description Fires `tag_deploy.<environment>` on `tag`: the pipelines of the tag's `.cnb.yml` under
+   * that event (tag keys match as for `tag_push`), with `CNB_BRANCH` the tag and the
+   * environment's `env`. An unmet requirement is a 409 saying which; an environment the
+   * caller may not deploy a 403. Answers the build like `POST …/builds`. Write access and
+   * the environment's permissions; token scope `repo:write`; never a job token.
+   */
+  deployTag: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          tag: string;
+          environment: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The build. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["Build"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
       default: components["responses"]["Error"];
     };

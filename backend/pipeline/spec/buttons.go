@@ -100,25 +100,9 @@ func badNode(n *yaml.Node, format string, args ...any) error {
 // ParseButtons reads a buttons file. An empty file, or one without branch, has no buttons; a
 // broken one is a *ButtonsError naming the line and column.
 func ParseButtons(data []byte) (Buttons, error) {
-	var doc yaml.Node
-	src := normalize(data)
-	if err := yaml.Unmarshal(src, &doc); err != nil {
-		at := yamlpos.Locate(src, err)
-		return Buttons{}, &ButtonsError{Pos: Pos{File: ButtonsFile, Line: at.Line, Column: at.Column}, Msg: "invalid YAML: " + at.Msg}
-	}
-	if len(doc.Content) == 0 {
-		return Buttons{}, nil
-	}
-	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode {
-		return Buttons{}, badNode(root, "the file is a mapping with the key branch")
-	}
-	branches := mapGet(root, "branch")
-	if branches == nil {
-		return Buttons{}, nil
-	}
-	if branches.Kind != yaml.SequenceNode {
-		return Buttons{}, badNode(branches, "branch is a list")
+	branches, err := topList(data, ButtonsFile, "branch")
+	if err != nil || branches == nil {
+		return Buttons{}, err
 	}
 	var out Buttons
 	for _, bn := range branches.Content {
@@ -129,6 +113,35 @@ func ParseButtons(data []byte) (Buttons, error) {
 		out.groups = append(out.groups, g)
 	}
 	return out, nil
+}
+
+// topList reads a file that is a mapping whose key holds a list, and returns that list: nil
+// when the file is empty or has no key; a *ButtonsError in file when it is broken.
+func topList(data []byte, file, key string) (*yaml.Node, error) {
+	var doc yaml.Node
+	src := normalize(data)
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		at := yamlpos.Locate(src, err)
+		return nil, &ButtonsError{Pos: Pos{File: file, Line: at.Line, Column: at.Column}, Msg: "invalid YAML: " + at.Msg}
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	at := func(n *yaml.Node, msg string) error {
+		return &ButtonsError{Pos: Pos{File: file, Line: n.Line, Column: n.Column}, Msg: msg}
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, at(root, "the file is a mapping with the key "+key)
+	}
+	list := mapGet(root, key)
+	if list == nil {
+		return nil, nil
+	}
+	if list.Kind != yaml.SequenceNode {
+		return nil, at(list, key+" is a list")
+	}
+	return list, nil
 }
 
 // For lists the buttons shown for branch: those of every entry whose reg matches it, in order.

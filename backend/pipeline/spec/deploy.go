@@ -8,8 +8,6 @@ import (
 	"strconv"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/nimbus-build/nimbus/backend/pipeline/spec/internal/yamlpos"
 )
 
 // Deploy environments: `.cnb/tag_deploy.yml` (../../../shared/cnb-reference.md §3.5) puts a
@@ -78,25 +76,9 @@ func deployNode(n *yaml.Node, format string, args ...any) error {
 // ParseDeploy reads a deploy file. An empty file, or one without environments, has none; a
 // broken one is a *ButtonsError naming the line and column in DeployFile.
 func ParseDeploy(data []byte) (Deploy, error) {
-	var doc yaml.Node
-	src := normalize(data)
-	if err := yaml.Unmarshal(src, &doc); err != nil {
-		at := yamlpos.Locate(src, err)
-		return Deploy{}, &ButtonsError{Pos: Pos{File: DeployFile, Line: at.Line, Column: at.Column}, Msg: "invalid YAML: " + at.Msg}
-	}
-	if len(doc.Content) == 0 {
-		return Deploy{}, nil
-	}
-	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode {
-		return Deploy{}, deployNode(root, "the file is a mapping with the key environments")
-	}
-	list := mapGet(root, "environments")
-	if list == nil {
-		return Deploy{}, nil
-	}
-	if list.Kind != yaml.SequenceNode {
-		return Deploy{}, deployNode(list, "environments is a list")
+	list, err := topList(data, DeployFile, "environments")
+	if err != nil || list == nil {
+		return Deploy{}, err
 	}
 	var out Deploy
 	for _, n := range list.Content {

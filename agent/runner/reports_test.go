@@ -23,6 +23,7 @@ var clientCalls = map[string]struct {
 	"Event":      {masked: protocol.Event{}},
 	"Finish":     {masked: protocol.FinishRequest{}},
 	"PutRelease": {masked: protocol.ReleaseRequest{}},
+	"MergePull":  {masked: protocol.MergeRequest{}},      // the merge message lands in history
 	"StartBuild": {masked: protocol.StartBuildRequest{}}, // all but the token
 	"Resolve":    {masked: protocol.KeyRequest{}},
 	"Await":      {masked: protocol.KeyRequest{}},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/artifacts"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/pull"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/internal/protocol"
@@ -364,6 +365,17 @@ var mxMatrix = []mxRow{
 		body(map[string]any{"button": "Run", "inputs": map[string]string{"MODE": "full"}}),
 	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/buttons/press").
 		body(map[string]any{"button": "Run"}),
+	// Commit statuses: writers and the repo's pipelines set them, readers see a commit's checks.
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 201", "POST", mxAPriv+"/statuses/{sha}").prep(mxHeadOf(mxPrivA)).
+		body(map[string]any{"state": "success", "context": "eval"}),
+	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/statuses/{sha}").prep(mxHeadOf(mxPubA)).
+		body(map[string]any{"state": "pending"}),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/statuses/{sha}").prep(mxHeadOf(mxPrivA)).
+		note("A's commit through B").body(map[string]any{"state": "success"}),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/commits/{sha}/checks").prep(mxHeadOf(mxPrivA)),
+	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/commits/{sha}/checks").prep(mxHeadOf(mxPubA)),
+	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/commits/{sha}/checks").prep(mxHeadOf(mxPrivA)).
+		note("B's repo: an unknown commit has no checks"),
 	// Deploys: readers see a tag's environments; writers deploy (never a job token).
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/deploy-environments?tag=v1"),
 	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/deploy-environments?tag=v1"),
@@ -763,6 +775,17 @@ func mxDoomedRule(w *mxWorld, c *mxCall) {
 
 // mxFreshPull merges a new pull request of A's private repo.
 func mxFreshPull(w *mxWorld, c *mxCall) { c.Vars["n"] = fmt.Sprint(w.openPull(mxPrivA)) }
+
+// mxHeadOf names the head commit of main of A's repo name, as {sha}.
+func mxHeadOf(name string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		sha, err := git.ResolveRef(w.ctx, w.app.Repos.Path(w.repoOfA(name)), "refs/heads/main")
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		c.Vars["sha"] = sha
+	}
+}
 
 // mxQueueWork queues a pipeline before the agent polls (a poll without work waits 30 s).
 func mxQueueWork(w *mxWorld, c *mxCall) {

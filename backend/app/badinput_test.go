@@ -604,6 +604,28 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "an unknown field", Body: map[string]any{"body": "x", "side": "left"}, Want: 400},
 			{Name: "no such request", Path: mxAPriv + "/pulls/999/comments", Body: map[string]any{"body": "x"}, Want: 404},
 		}},
+	{Method: "POST", Path: mxAPriv + "/statuses/{sha}", JSON: true,
+		Valid: map[string]any{"state": "success", "context": "eval"},
+		Setup: func(w *mxWorld, v map[string]string) {
+			sha, err := git.ResolveRef(w.ctx, w.app.Repos.Path(w.privA), "refs/heads/main")
+			if err != nil {
+				w.t.Fatal(err)
+			}
+			v["sha"] = sha
+		},
+		Cases: []mxBad{
+			{Name: "no state", Body: map[string]any{"context": "eval"}, Want: 422, Field: "state"},
+			{Name: "an unknown state", Body: map[string]any{"state": "green"}, Want: 422, Field: "state"},
+			{Name: "a two-line context", Body: map[string]any{"state": "success", "context": "a\nb"}, Want: 422, Field: "context"},
+			{Name: "a context of 256 bytes", Body: map[string]any{"state": "success", "context": mxLong(256)}, Want: 422, Field: "context"},
+			{Name: "a javascript URL", Body: map[string]any{"state": "success", "target_url": "javascript:alert(1)"}, Want: 422, Field: "target_url"},
+			{Name: "a description over 1 KiB", Body: map[string]any{"state": "success", "description": mxLong(1025)}, Want: 422, Field: "description"},
+			{Name: "state as a number", Body: map[string]any{"state": 1}, Want: 400},
+			{Name: "an unknown field", Body: map[string]any{"state": "success", "url": "x"}, Want: 400},
+			{Name: "a short SHA", Path: mxAPriv + "/statuses/abc123", Body: map[string]any{"state": "success"}, Want: 404},
+			{Name: "an unknown commit", Path: mxAPriv + "/statuses/" + strings.Repeat("ab", 20), Body: map[string]any{"state": "success"}, Want: 404},
+			{Name: "a reporter", As: "reporter", Body: map[string]any{"state": "success"}, Want: 403},
+		}},
 	{Method: "POST", Path: mxAPriv + "/deployments", JSON: true,
 		Valid: map[string]any{"tag": "v1", "environment": "staging"},
 		Cases: []mxBad{

@@ -96,13 +96,27 @@ func (a *App) pullEvents(publicURL string) func(context.Context, pull.Event) {
 // do not know each other.
 type pullChecks struct{ builds *build.Service }
 
+// A commit status set on the head counts too, by its context (after the pipelines, so a
+// pipeline's name wins over a status of the same name).
 func (c pullChecks) PullChecks(ctx context.Context, repoID, number int64, head string) ([]pull.Check, bool, error) {
 	cs, found, err := c.builds.PullChecks(ctx, repoID, number, head)
+	if err != nil {
+		return nil, false, err
+	}
 	out := make([]pull.Check, len(cs))
 	for i, x := range cs {
 		out[i] = pull.Check{Name: x.Name, Status: x.Status, Build: x.Build}
 	}
-	return out, found, err
+	sts, err := c.builds.Statuses(ctx, repoID, head)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, st := range sts {
+		status := map[string]string{build.StatePending: build.StatusRunning, build.StateSuccess: build.StatusSuccess,
+			build.StateFailure: build.StatusFailed, build.StateError: "error"}[st.State]
+		out = append(out, pull.Check{Name: st.Context, Status: status})
+	}
+	return out, found || len(sts) > 0, nil
 }
 
 // recheckPull runs the merge gate of the request whose pull_request pipeline p just ended: its

@@ -29,7 +29,7 @@ func models() []any {
 		&billing.Account{}, &billing.Txn{}, &billing.Posting{}, &billing.QuotaUsage{}, &billing.PipelineBilling{}, &billing.Notification{},
 		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{}, &repo.SecretFile{}, &repo.SecretFileRead{},
 		&pull.Request{}, &pull.Review{}, &pull.Rule{}, &pull.Settings{}, &pull.Comment{},
-		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Metric{}, &build.Schedule{}, &build.BuildKey{}, &build.BuildWait{},
+		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Metric{}, &build.Schedule{}, &build.BuildKey{}, &build.BuildWait{}, &build.CommitStatus{},
 		&scheduler.Agent{}, &scheduler.RunnerToken{},
 		&logs.JobLog{}, &logs.LogChunk{},
 		&registry.Repository{}, &registry.Blob{}, &registry.Manifest{}, &registry.ManifestRef{}, &registry.Tag{}, &registry.Upload{},

@@ -141,6 +141,8 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.GET("/repos/:org/:repo/buttons", h.buttons)
 	rs.GET("/repos/:org/:repo/events", h.events)
 	rs.POST("/repos/:org/:repo/buttons/press", h.press)
+	rs.POST("/repos/:org/:repo/statuses/:sha", h.setStatus)
+	rs.GET("/repos/:org/:repo/commits/:sha/checks", h.commitChecks)
 	rs.GET("/repos/:org/:repo/deploy-environments", h.environments)
 	rs.POST("/repos/:org/:repo/deployments", h.deploy)
 }
@@ -734,6 +736,54 @@ func (h *Handler) metrics(c *gin.Context) error {
 		if out.Points, err = h.svc.Series(ctx, a.Repo.ID, branch, name); err != nil {
 			return err
 		}
+	}
+	return api.JSON(c, http.StatusOK, out)
+}
+
+// setStatus is POST …/statuses/{sha} {state, context, target_url, description}: the commit's
+// status of that context (201), set by a person with write access or by a pipeline's job token
+// of the repo (CNB's repo-commit-status scope, which even pull_request pipelines hold).
+func (h *Handler) setStatus(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Write)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		State       string `json:"state"`
+		Context     string `json:"context"`
+		TargetURL   string `json:"target_url"`
+		Description string `json:"description"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	p := auth.From(c)
+	var pipeline int64
+	if p.Kind == auth.KindJob {
+		pipeline = p.PipelineID
+	}
+	st, err := h.svc.SetStatus(c.Request.Context(), a.Repo, c.Param("sha"), p.UserID(), pipeline,
+		StatusInput{Context: req.Context, State: req.State, TargetURL: req.TargetURL, Description: req.Description})
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusCreated, st)
+}
+
+// commitChecks is GET …/commits/{sha}/checks: the commit's check state, its statuses and the
+// pipelines that ran on it.
+func (h *Handler) commitChecks(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Read)
+	if err != nil {
+		return err
+	}
+	sha := c.Param("sha")
+	if !shaRE.MatchString(sha) {
+		return fault.NotFound("commit %q not found: name it by its full SHA", sha)
+	}
+	out, err := h.svc.ChecksOf(c.Request.Context(), a.Repo.ID, sha)
+	if err != nil {
+		return err
 	}
 	return api.JSON(c, http.StatusOK, out)
 }

@@ -23,7 +23,7 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 		t.Fatalf("loaded %d packages: the pattern missed the module", len(code.Packages))
 	}
 	rules := []layering.Rule{
-		{Owner: module + "/backend/build", Tables: []string{"builds", "pipelines", "stages", "jobs", "schedules"}},
+		{Owner: module + "/backend/build", Tables: []string{"builds", "pipelines", "stages", "jobs", "schedules", "commit_statuses"}},
 		{Owner: module + "/backend/scheduler", Tables: []string{"agents"}},
 		{Owner: module + "/backend/pull", Tables: []string{"pull_requests", "pull_reviews", "branch_rules", "pull_settings", "pull_comments"}},
 	}

@@ -97,7 +97,25 @@ ALTER TABLE builds ADD COLUMN pull_number BIGINT;
 ALTER TABLE builds ADD COLUMN pull_head_sha TEXT NOT NULL DEFAULT '';
 CREATE INDEX builds_pull ON builds (repo_id, pull_number);
 
+-- External commit statuses (backend/build/commitstatus.go): the latest state of each context
+-- on a commit, set with a token (CNB's repo-commit-status scope).
+CREATE TABLE commit_statuses (
+    id          BIGSERIAL PRIMARY KEY,
+    repo_id     BIGINT NOT NULL REFERENCES repos (id) ON DELETE CASCADE,
+    commit_sha  TEXT NOT NULL,
+    context     TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    target_url  TEXT NOT NULL DEFAULT '',
+    description TEXT NOT NULL DEFAULT '',
+    creator_id  BIGINT REFERENCES users (id),
+    pipeline_id BIGINT,
+    created_at  TIMESTAMPTZ NOT NULL,
+    updated_at  TIMESTAMPTZ NOT NULL,
+    UNIQUE (repo_id, commit_sha, context)
+);
+
 -- +goose Down
+DROP TABLE commit_statuses;
 DROP TABLE pull_settings;
 DROP TABLE branch_rules;
 DROP TABLE pull_comments;

@@ -1265,6 +1265,42 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/statuses/{sha}": {
+    /**
+     * Set a commit status
+     * @description The status of `context` (default `default`) on the commit: `pending`, `success`,
+     * `failure` or `error`, with a `target_url` (http or https) and a `description`; the
+     * newest state of a context wins. A commit has at most 1000 contexts (409 past that). The
+     * merge gate counts a status on a request's head as the required check named by its
+     * context. Write access; token scope `repo:write`; a pipeline's job token may (CNB's
+     * `repo-commit-status` scope), its status marked with the pipeline.
+     */
+    post: operations["setCommitStatus"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        sha: string;
+      };
+    };
+  };
+  "/repos/{org}/{repo}/commits/{sha}/checks": {
+    /**
+     * A commit's check state
+     * @description Its statuses and the pipelines of the newest build of each event that ran on it, and the
+     * `state` they make: `failure` when one failed (or was cancelled, terminated, errored),
+     * else `pending` while one runs, else `success`; empty with nothing. Read access; token
+     * scope `repo:read`.
+     */
+    get: operations["getCommitChecks"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        sha: string;
+      };
+    };
+  };
   "/repos/{org}/{repo}/deploy-environments": {
     /**
      * A tag's deploy environments
@@ -3552,6 +3588,23 @@ export interface components {
       state: "approve" | "request_changes" | "comment";
       /** @description Required for request_changes and comment; at most 64 KiB. */
       body?: string;
+    };
+    CommitStatus: {
+      commit: string;
+      context: string;
+      /** @enum {string} */
+      state: "pending" | "success" | "failure" | "error";
+      target_url: string;
+      description: string;
+      /**
+       * Format: int64
+       * @description The pipeline whose job token set it.
+       */
+      pipeline_id: number | null;
+      /** Format: date-time */
+      created_at: string;
+      /** Format: date-time */
+      updated_at: string;
     };
     DeployEnvironment: {
       /** @description Its deploy fires tag_deploy.<name>. */
@@ -7559,6 +7612,92 @@ export interface operations {
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
       422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Set a commit status
+   * @description The status of `context` (default `default`) on the commit: `pending`, `success`,
+   * `failure` or `error`, with a `target_url` (http or https) and a `description`; the
+   * newest state of a context wins. A commit has at most 1000 contexts (409 past that). The
+   * merge gate counts a status on a request's head as the required check named by its
+   * context. Write access; token scope `repo:write`; a pipeline's job token may (CNB's
+   * `repo-commit-status` scope), its status marked with the pipeline.
+   */
+  setCommitStatus: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        sha: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @enum {string} */
+          state: "pending" | "success" | "failure" | "error";
+          context?: string;
+          target_url?: string;
+          description?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The status. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["CommitStatus"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A commit's check state
+   * @description Its statuses and the pipelines of the newest build of each event that ran on it, and the
+   * `state` they make: `failure` when one failed (or was cancelled, terminated, errored),
+   * else `pending` while one runs, else `success`; empty with nothing. Read access; token
+   * scope `repo:read`.
+   */
+  getCommitChecks: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        sha: string;
+      };
+    };
+    responses: {
+      /** @description The checks. */
+      200: {
+        content: {
+          "application/json": {
+            commit: string;
+            /** @enum {string} */
+            state: "" | "pending" | "success" | "failure";
+            statuses: components["schemas"]["CommitStatus"][];
+            pipelines: {
+                /** Format: int64 */
+                build: number;
+                event: string;
+                name: string;
+                status: string;
+              }[];
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
       default: components["responses"]["Error"];
     };
   };

@@ -291,3 +291,36 @@ func (s *Service) recheck(ctx context.Context, r *repo.Repo, number int64, by Pe
 		s.log.ErrorContext(ctx, "pull requests: merge gate", "repo_id", r.ID, "pull", number, "err", err)
 	}
 }
+
+// Check states of a request's head, for lists (ChecksState).
+const (
+	ChecksNone    = ""        // no pull_request build on the head and no status
+	ChecksPending = "pending" // one still queued or running
+	ChecksFailure = "failure" // one failed, was cancelled or errored
+	ChecksSuccess = "success" // all passed (or were skipped)
+)
+
+// ChecksState sums up the checks of pr's head in one word, as a list shows it: every pipeline of
+// its newest pull_request build on the head and every status there, whether required or not.
+func (s *Service) ChecksState(ctx context.Context, r *repo.Repo, pr *Request) (string, error) {
+	if s.checks == nil {
+		return ChecksNone, nil
+	}
+	cs, found, err := s.checks.PullChecks(ctx, r.ID, pr.Number, pr.HeadSHA)
+	if err != nil || !found {
+		return ChecksNone, err
+	}
+	state := ChecksSuccess
+	for _, c := range cs {
+		switch {
+		case passed(c.Status):
+		case pending(c.Status):
+			if state == ChecksSuccess {
+				state = ChecksPending
+			}
+		default:
+			return ChecksFailure, nil
+		}
+	}
+	return state, nil
+}

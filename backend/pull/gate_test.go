@@ -12,6 +12,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/pull"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 )
@@ -124,6 +125,27 @@ func TestMergeGate(t *testing.T) {
 			}
 			if f.ref("refs/heads/main") != mainBefore {
 				t.Fatalf("%s: a refused merge moved main", s.name)
+			}
+		}
+		// The list's one-word state of the head's checks: lint passed, train is not in the build.
+		p, _ := f.pulls.Get(ctx, f.repo, pr.Number)
+		if st, err := f.pulls.ChecksState(ctx, f.repo, p); err != nil || st != pull.ChecksSuccess {
+			t.Fatalf("the checks state with lint green: %q %v", st, err)
+		}
+		checks.set(head, pull.Check{Name: "lint", Status: "success", Build: 2}, pull.Check{Name: "train", Status: "running", Build: 2})
+		if st, _ := f.pulls.ChecksState(ctx, f.repo, p); st != pull.ChecksPending {
+			t.Fatalf("the checks state with train running: %q", st)
+		}
+		checks.set(head, pull.Check{Name: "lint", Status: "failed", Build: 2}, pull.Check{Name: "train", Status: "running", Build: 2})
+		if st, _ := f.pulls.ChecksState(ctx, f.repo, p); st != pull.ChecksFailure {
+			t.Fatalf("the checks state with lint failed: %q", st)
+		}
+		checks.set(head, pull.Check{Name: "lint", Status: "success", Build: 2})
+		// Lists by reviewer: bob and carol reviewed it, alice did not.
+		for who, want := range map[int64]int{bob.ID: 1, carol.ID: 1, f.alice.ID: 0} {
+			prs, err := f.pulls.List(ctx, f.repo, pull.Filter{ReviewerID: who}, paging.Page{Limit: 10})
+			if err != nil || len(prs) != want {
+				t.Fatalf("requests reviewed by %d: %d %v, want %d", who, len(prs), err, want)
 			}
 		}
 		// The 409 says which rule and why, in words.

@@ -43,6 +43,9 @@ type JSON struct {
 	// those whose last word asks for changes.
 	ApprovedBy         []string `json:"approved_by"`
 	ChangesRequestedBy []string `json:"changes_requested_by"`
+	// Checks is the check state of an open request's head in one word (ChecksState): "",
+	// pending, failure or success; "" for a closed or merged one.
+	Checks string `json:"checks"`
 	// Gate is where an open request stands against its merge gate (gate.go); shown by the
 	// single-request read, not in lists.
 	Gate *GateJSON `json:"gate,omitempty"`
@@ -235,6 +238,16 @@ func (h *Handler) list(c *gin.Context) error {
 		}
 		f.AuthorID = u.ID
 	}
+	if name := c.Query("reviewer"); name != "" {
+		u, err := h.users.UserByName(c.Request.Context(), name)
+		if fault.KindOf(err) == fault.KindNotFound {
+			return fault.Invalid("reviewer", "no user %q", name)
+		}
+		if err != nil {
+			return err
+		}
+		f.ReviewerID = u.ID
+	}
 	return api.ListPage(c, func(page api.Page) ([]JSON, error) {
 		prs, err := h.svc.List(c.Request.Context(), a.Repo, f, page)
 		if err != nil {
@@ -243,6 +256,11 @@ func (h *Handler) list(c *gin.Context) error {
 		out := make([]JSON, len(prs))
 		for i := range prs {
 			out[i] = h.json(c.Request.Context(), a, &prs[i])
+			if prs[i].State == StateOpen {
+				if out[i].Checks, err = h.svc.ChecksState(c.Request.Context(), a.Repo, &prs[i]); err != nil {
+					return nil, err
+				}
+			}
 		}
 		return out, nil
 	}, func(j JSON) int64 { return j.Number })
@@ -255,6 +273,9 @@ func (h *Handler) get(c *gin.Context) error {
 	}
 	out := h.json(c.Request.Context(), a, pr)
 	if pr.State == StateOpen {
+		if out.Checks, err = h.svc.ChecksState(c.Request.Context(), a.Repo, pr); err != nil {
+			return err
+		}
 		g, err := h.svc.Gate(c.Request.Context(), a.Repo, pr, "")
 		if err != nil {
 			return err

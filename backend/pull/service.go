@@ -247,6 +247,9 @@ func (s *Service) Get(ctx context.Context, r *repo.Repo, number int64) (*Request
 type Filter struct {
 	State    string // "" or "all": every state
 	AuthorID int64  // 0: anyone's
+	// ReviewerID keeps the requests that person reviewed (approved, asked for changes or
+	// commented in a review); 0: any.
+	ReviewerID int64
 }
 
 // List returns a page of r's requests, newest first: up to page.Limit+1 (the extra one says
@@ -262,6 +265,9 @@ func (s *Service) List(ctx context.Context, r *repo.Repo, f Filter, page paging.
 	}
 	if f.AuthorID != 0 {
 		q = q.Where("author_id = ?", f.AuthorID)
+	}
+	if f.ReviewerID != 0 {
+		q = q.Where("id IN (?)", s.db.WithContext(ctx).Model(&Review{}).Select("pull_id").Where("reviewer_id = ?", f.ReviewerID))
 	}
 	if page.After > 0 {
 		q = q.Where("number < ?", page.After)

@@ -685,8 +685,9 @@ export interface paths {
     /**
      * The repo's pull requests
      * @description Newest first (the cursor is a request number); paginated. `state` is `open` (the
-     * default), `closed`, `merged` or `all`; `author` a username. Read access (any member, or
-     * anyone for a public repo); token scope `repo:read`.
+     * default), `closed`, `merged` or `all`; `author` a username; `reviewer` a username who
+     * reviewed the request. Each open request carries `checks`, its head's check state in one
+     * word. Read access (any member, or anyone for a public repo); token scope `repo:read`.
      */
     get: operations["listPulls"];
     /**
@@ -3523,6 +3524,13 @@ export interface components {
       approved_by: string[];
       /** @description The reviewers whose last word asks for changes. */
       changes_requested_by: string[];
+      /**
+       * @description The check state of an open request's head: every pipeline of its newest pull_request
+       * build there and every commit status there; empty with none, or once it is closed or merged.
+       *
+       * @enum {string}
+       */
+      checks: "" | "pending" | "failure" | "success";
       gate?: components["schemas"]["PullGate"];
     };
     /**
@@ -6301,8 +6309,9 @@ export interface operations {
   /**
    * The repo's pull requests
    * @description Newest first (the cursor is a request number); paginated. `state` is `open` (the
-   * default), `closed`, `merged` or `all`; `author` a username. Read access (any member, or
-   * anyone for a public repo); token scope `repo:read`.
+   * default), `closed`, `merged` or `all`; `author` a username; `reviewer` a username who
+   * reviewed the request. Each open request carries `checks`, its head's check state in one
+   * word. Read access (any member, or anyone for a public repo); token scope `repo:read`.
    */
   listPulls: {
     parameters: {
@@ -6311,6 +6320,7 @@ export interface operations {
         cursor?: components["parameters"]["Cursor"];
         state?: "open" | "closed" | "merged" | "all";
         author?: string;
+        reviewer?: string;
       };
       path: {
         org: components["parameters"]["Org"];

@@ -23,11 +23,13 @@ func pullConfig(image, marker string) string {
 	return "main:\n" +
 		"  push:\n" + job("on-push", `echo "push of $CNB_COMMIT"`) +
 		// The check writes its report back to the request with the job's own token.
+		// Then git:reviewer asks one developer of the team (none is there for the first request).
 		"  pull_request:\n" + job("check", `cat data.txt model.txt && echo "sha=$CNB_PULL_REQUEST_SHA target=$CNB_PULL_REQUEST_TARGET_SHA iid=$CNB_PULL_REQUEST_IID branch=$CNB_PULL_REQUEST_BRANCH at=$CNB_BRANCH commit=$CNB_COMMIT" && nimbus pr comment --body "check passed on $CNB_PULL_REQUEST_SHA"`) +
+		"        - name: ask\n          type: git:reviewer\n          options: { type: add-reviewer-from-repo-members, count: 1 }\n" +
 		"  pull_request.comment:\n" + job("comment", `echo "comment $CNB_COMMENT_ID said $CNB_COMMENT_BODY"`) +
 		"  pull_request.target:\n" + job("trusted", `echo "config=`+marker+` commit=$CNB_COMMIT"`) +
 		"  pull_request.merged:\n" + job("merged", `echo "merged as $CNB_COMMIT from $CNB_PULL_REQUEST_BRANCH"`) +
-		"  pull_request.approved:\n" + job("approved", `echo "approved by $CNB_REVIEW_LAST_REVIEWED_BY state=$CNB_PULL_REQUEST_REVIEW_STATE all=$CNB_REVIEW_REVIEWED_BY commit=$CNB_COMMIT"`) +
+		"  pull_request.approved:\n" + job("approved", `echo "approved by $CNB_REVIEW_LAST_REVIEWED_BY state=$CNB_PULL_REQUEST_REVIEW_STATE all=$CNB_REVIEW_REVIEWED_BY commit=$CNB_COMMIT reviewers=$CNB_PULL_REQUEST_REVIEWERS."`) +
 		// Fires only for a branch whose rule asks for review, once the request passes its gate.
 		"  pull_request.mergeable:\n    - name: automerge\n      runner: { tags: cnb:arch:amd64, cpus: 1 }\n      docker: { image: " + image + " }\n" +
 		"      stages:\n        - name: merge\n          type: git:auto-merge\n          options: { mergeType: auto, mergeCommitMessage: 'Merge #$CNB_PULL_REQUEST_IID', mergeCommitFooter: 'Auto-merged-by: nimbus', removeSourceBranch: true }\n"
@@ -219,6 +221,10 @@ func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 	w.waitBuildSuccess(10, 2*time.Minute)
 	got, err := w.api.api.GetPull(t.Context(), "ml", "trainer", tune.Number)
 	w.api.check("get tune", err)
+	// The check's git:reviewer asked bob, the team's one developer besides the author.
+	if !slices.Equal(got.RequestedReviewers, []string{"bob"}) {
+		t.Fatalf("requested reviewers of #3: %q", got.RequestedReviewers)
+	}
 	if got.Gate == nil || got.Gate.Passed || got.Gate.Rule != "main" || !slices.Equal(got.Gate.UnmetCodes(), []string{"approvals"}) ||
 		len(got.Gate.Checks) != 1 || got.Gate.Checks[0].Name != "check" || got.Gate.Checks[0].Status != "success" || got.Gate.Checks[0].Build != 9 {
 		t.Fatalf("the gate with green checks: %+v", got.Gate)
@@ -228,6 +234,9 @@ func TestPullRequestRunsChecksAndMerges(t *testing.T) {
 	// deletes the branch; push (#13) and pull_request.merged (#14) follow.
 	_, err = bob.api.ReviewPull(t.Context(), "ml", "trainer", tune.Number, "approve", "")
 	bob.check("approve tune", err)
+	if log := w.jobLogIn(w.waitBuildSuccess(11, 2*time.Minute), "approved", "approved"); !strings.Contains(log, "reviewers=bob.") {
+		t.Fatalf("CNB_PULL_REQUEST_REVIEWERS of #3's approval:\n%s", log)
+	}
 	auto := w.waitBuildSuccess(12, 2*time.Minute)
 	if log := w.jobLogIn(auto, "automerge", "merge"); auto.Event != "pull_request.mergeable" || auto.Commit != before ||
 		!strings.Contains(log, "git:auto-merge: merged pull request #3 of ml/trainer (merge)") {

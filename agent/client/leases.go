@@ -128,6 +128,26 @@ func (c *Client) MergePull(ctx context.Context, jobToken, slug string, number in
 	return out, nil
 }
 
+// SetReviewers changes the reviewers of pull request number of slug with a pipeline's job token
+// (protocol/pulls.go).
+func (c *Client) SetReviewers(ctx context.Context, jobToken, slug string, number int64, req protocol.ReviewersRequest) (protocol.ReviewedPull, error) {
+	var out protocol.ReviewedPull
+	org, repo, ok := strings.Cut(slug, "/")
+	if !ok || org == "" || repo == "" || number <= 0 {
+		return out, fmt.Errorf("client: pull request %d of %q", number, slug)
+	}
+	path := "/api/v1/repos/" + url.PathEscape(org) + "/" + url.PathEscape(repo) + "/pulls/" + strconv.FormatInt(number, 10) + "/reviewers"
+	body, err := jsonBody(req)
+	if err != nil {
+		return out, err
+	}
+	if _, err := c.call(ctx, request{method: http.MethodPost, path: path, body: body, contentType: "application/json",
+		token: jobToken, out: &out}); err != nil {
+		return out, fmt.Errorf("reviewers of pull request #%d: %w", number, err)
+	}
+	return out, nil
+}
+
 // PutRelease creates or updates a release with a pipeline's job token (protocol/releases.go).
 func (c *Client) PutRelease(ctx context.Context, jobToken, slug, tag string, req protocol.ReleaseRequest) (protocol.Release, error) {
 	var out protocol.Release

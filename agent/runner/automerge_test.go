@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -33,6 +34,35 @@ func TestAutoMergeRequest(t *testing.T) {
 			continue
 		}
 		if err != nil || got != c.want {
+			t.Errorf("%s: %+v %v, want %+v", c.name, got, err, c.want)
+		}
+	}
+}
+
+// git:reviewer's options, as CNB names them.
+func TestReviewersRequest(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts map[string]any
+		want protocol.ReviewersRequest
+		err  string
+	}{
+		{"comma-separated", map[string]any{"reviewers": "bob, carol"}, protocol.ReviewersRequest{Add: []string{"bob", "carol"}}, ""},
+		{"a list to remove", map[string]any{"type": "remove-reviewer", "reviewers": []any{"bob"}}, protocol.ReviewersRequest{Remove: []string{"bob"}}, ""},
+		{"picked from the members", map[string]any{"type": "add-reviewer-from-repo-members", "count": "2"}, protocol.ReviewersRequest{Pick: 2}, ""},
+		{"one picked by default", map[string]any{"type": "add-reviewer-from-group-members"}, protocol.ReviewersRequest{Pick: 1}, ""},
+		{"nobody named", map[string]any{}, protocol.ReviewersRequest{}, "name whom to ask"},
+		{"an unknown type", map[string]any{"type": "assign"}, protocol.ReviewersRequest{}, `option type: "assign"`},
+		{"a count of 11", map[string]any{"type": "add-reviewer-from-repo-members", "count": 11}, protocol.ReviewersRequest{}, "option count"},
+	} {
+		got, err := reviewersRequest(c.opts)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: %+v %v, want an error with %q", c.name, got, err, c.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got.Add, c.want.Add) || !slices.Equal(got.Remove, c.want.Remove) || got.Pick != c.want.Pick {
 			t.Errorf("%s: %+v %v, want %+v", c.name, got, err, c.want)
 		}
 	}

@@ -207,6 +207,8 @@ func (x *run) builtin(typ string) builtinFunc {
 		return x.gitRelease
 	case typeGitAutoMerge:
 		return x.gitAutoMerge
+	case typeGitReviewer:
+		return x.gitReviewer
 	case "cnb:apply":
 		return x.cnbApply
 	case "cnb:trigger":

@@ -20,15 +20,16 @@ var clientCalls = map[string]struct {
 	masked any    // the report maskReport masks on its way out
 	why    string // why the call is not masked that way
 }{
-	"Event":      {masked: protocol.Event{}},
-	"Finish":     {masked: protocol.FinishRequest{}},
-	"PutRelease": {masked: protocol.ReleaseRequest{}},
-	"MergePull":  {masked: protocol.MergeRequest{}},      // the merge message lands in history
-	"StartBuild": {masked: protocol.StartBuildRequest{}}, // all but the token
-	"Resolve":    {masked: protocol.KeyRequest{}},
-	"Await":      {masked: protocol.KeyRequest{}},
-	"Lock":       {masked: protocol.LockRequest{}},
-	"Unlock":     {masked: protocol.LockRequest{}},
+	"Event":        {masked: protocol.Event{}},
+	"Finish":       {masked: protocol.FinishRequest{}},
+	"PutRelease":   {masked: protocol.ReleaseRequest{}},
+	"MergePull":    {masked: protocol.MergeRequest{}}, // the merge message lands in history
+	"SetReviewers": {masked: protocol.ReviewersRequest{}},
+	"StartBuild":   {masked: protocol.StartBuildRequest{}}, // all but the token
+	"Resolve":      {masked: protocol.KeyRequest{}},
+	"Await":        {masked: protocol.KeyRequest{}},
+	"Lock":         {masked: protocol.LockRequest{}},
+	"Unlock":       {masked: protocol.LockRequest{}},
 
 	"AppendLog":      {why: "log bytes are masked as they stream (jobLog)"},
 	"PutReleaseFile": {why: "a file name holding a secret is refused (release.go); the bytes are an artifact"},

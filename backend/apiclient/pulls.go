@@ -35,6 +35,8 @@ type PullRequest struct {
 	// last word).
 	ApprovedBy         []string `json:"approved_by"`
 	ChangesRequestedBy []string `json:"changes_requested_by"`
+	// RequestedReviewers are the people asked to review it.
+	RequestedReviewers []string `json:"requested_reviewers"`
 	// Checks is the head's check state in one word: "", pending, failure or success.
 	Checks string `json:"checks"`
 	// Gate is where an open request stands against its merge gate (single reads only).

@@ -314,6 +314,9 @@ var mxMatrix = []mxRow{
 	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/pulls/1/reviews").note("a pipeline does not review").
 		body(map[string]any{"state": "comment", "body": "looks fine"}),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/reviews").body(map[string]any{"state": "comment", "body": "x"}),
+	// Reviewers: writers (and the repo's pipelines, git:reviewer) ask people to review.
+	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 200", "POST", mxAPriv+"/pulls/1/reviewers").body(map[string]any{"add": []string{"admin"}}),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/reviewers").body(map[string]any{"add": []string{"admin"}}),
 	// Comments: readers see them; anyone signed in who reads the repo comments, with repo:write
 	// (a public repo's outsider too, as on GitHub); a job token comments as its pipeline.
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pulls/1/comments"),

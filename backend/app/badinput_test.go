@@ -590,6 +590,18 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "no such request", Path: mxAPriv + "/pulls/999/reviews", Body: map[string]any{"state": "comment", "body": "x"}, Want: 404},
 			{Name: "a reporter", As: "reporter", Body: map[string]any{"state": "approve"}, Want: 403},
 		}},
+	{Method: "POST", Path: mxAPriv + "/pulls/1/reviewers", JSON: true,
+		Valid: map[string]any{"add": []string{"admin"}},
+		Cases: []mxBad{
+			{Name: "an unknown user", Body: map[string]any{"add": []string{"nobody-here"}}, Want: 422, Field: "add"},
+			{Name: "a reporter, who cannot approve", Body: map[string]any{"add": []string{"reporter"}}, Want: 422, Field: "add"},
+			{Name: "the author", Body: map[string]any{"add": []string{"owner"}}, Want: 422, Field: "add"},
+			{Name: "pick 11", Body: map[string]any{"pick": 11}, Want: 422, Field: "pick"},
+			{Name: "a negative pick", Body: map[string]any{"pick": -1}, Want: 422, Field: "pick"},
+			{Name: "add as a string", Body: map[string]any{"add": "admin"}, Want: 400},
+			{Name: "an unknown field", Body: map[string]any{"assignees": []string{"admin"}}, Want: 400},
+			{Name: "no such request", Path: mxAPriv + "/pulls/999/reviewers", Body: map[string]any{"add": []string{"admin"}}, Want: 404},
+		}},
 	{Method: "POST", Path: mxAPriv + "/pulls/1/comments", JSON: true,
 		Valid: map[string]any{"body": "fine"},
 		Cases: []mxBad{

@@ -38,6 +38,15 @@ func (a *App) pullEvents(publicURL string) func(context.Context, pull.Event) {
 		if u, err := a.Auth.UserByID(ctx, pr.AuthorID); err == nil {
 			base.Proposer = u.Username
 		}
+		if ids, err := a.Pulls.Reviewers(ctx, pr); err == nil {
+			var names []string
+			for _, id := range ids {
+				if u, err := a.Auth.UserByID(ctx, id); err == nil {
+					names = append(names, u.Username)
+				}
+			}
+			base.Reviewers = strings.Join(names, ",")
+		}
 		var evs []build.PullEvent
 		with := func(event, action, commit string) {
 			e := base

@@ -28,7 +28,7 @@ func models() []any {
 		&org.Org{}, &org.Member{}, &org.Invitation{},
 		&billing.Account{}, &billing.Txn{}, &billing.Posting{}, &billing.QuotaUsage{}, &billing.PipelineBilling{}, &billing.Notification{},
 		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{}, &repo.SecretFile{}, &repo.SecretFileRead{},
-		&pull.Request{}, &pull.Review{}, &pull.Rule{}, &pull.Settings{}, &pull.Comment{},
+		&pull.Request{}, &pull.Review{}, &pull.Rule{}, &pull.Settings{}, &pull.Comment{}, &pull.Reviewer{},
 		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Metric{}, &build.Schedule{}, &build.BuildKey{}, &build.BuildWait{}, &build.CommitStatus{},
 		&scheduler.Agent{}, &scheduler.RunnerToken{},
 		&logs.JobLog{}, &logs.LogChunk{},

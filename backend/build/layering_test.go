@@ -25,7 +25,7 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 	rules := []layering.Rule{
 		{Owner: module + "/backend/build", Tables: []string{"builds", "pipelines", "stages", "jobs", "schedules", "commit_statuses"}},
 		{Owner: module + "/backend/scheduler", Tables: []string{"agents"}},
-		{Owner: module + "/backend/pull", Tables: []string{"pull_requests", "pull_reviews", "branch_rules", "pull_settings", "pull_comments"}},
+		{Owner: module + "/backend/pull", Tables: []string{"pull_requests", "pull_reviews", "branch_rules", "pull_settings", "pull_comments", "pull_reviewers"}},
 	}
 	for _, v := range layering.Check(code, rules) {
 		t.Error(v)

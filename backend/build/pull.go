@@ -65,6 +65,8 @@ type PullEvent struct {
 	// ReviewedBy (CNB_REVIEW_REVIEWED_BY) the approvers, comma-separated; LastReviewedBy
 	// (CNB_REVIEW_LAST_REVIEWED_BY) who reviewed last. Set for review events.
 	ReviewState, ReviewedBy, LastReviewedBy string
+	// Reviewers is CNB_PULL_REQUEST_REVIEWERS: the usernames asked to review, comma-separated.
+	Reviewers string
 	// CommentID and CommentBody are CNB_COMMENT_ID and CNB_COMMENT_BODY, for comment events.
 	CommentID   int64
 	CommentBody string
@@ -132,6 +134,7 @@ func pullVars(ev *PullEvent, v map[string]string) {
 	v["CNB_PULL_REQUEST_ID"] = strconv.FormatInt(ev.ID, 10)
 	v["CNB_PULL_REQUEST_IID"] = strconv.FormatInt(ev.Number, 10)
 	v["CNB_EVENT_URL"] = ev.URL
+	v["CNB_PULL_REQUEST_REVIEWERS"] = ev.Reviewers
 	if ev.CommentID != 0 {
 		v["CNB_COMMENT_ID"] = strconv.FormatInt(ev.CommentID, 10)
 		v["CNB_COMMENT_BODY"] = ev.CommentBody

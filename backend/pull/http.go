@@ -3,7 +3,9 @@ package pull
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,6 +45,8 @@ type JSON struct {
 	// those whose last word asks for changes.
 	ApprovedBy         []string `json:"approved_by"`
 	ChangesRequestedBy []string `json:"changes_requested_by"`
+	// RequestedReviewers are the people asked to review it, in the order they were asked.
+	RequestedReviewers []string `json:"requested_reviewers"`
 	// Checks is the check state of an open request's head in one word (ChecksState): "",
 	// pending, failure or success; "" for a closed or merged one.
 	Checks string `json:"checks"`
@@ -103,20 +107,39 @@ type JobPulls interface {
 	JobPull(ctx context.Context, pipelineID int64) (event string, number int64, ok bool, err error)
 }
 
+// Members lists a team's members (org.Service): whom git:reviewer may pick.
+type Members interface {
+	Members(ctx context.Context, orgID int64) ([]org.MemberInfo, error)
+}
+
+// HandlerConfig is what the routes need.
+type HandlerConfig struct {
+	Service *Service
+	Repos   *repo.Service
+	// Users names authors, mergers and reviewers; Members lists a team; Jobs says which request
+	// a job token may merge (git:auto-merge).
+	Users     Users
+	Members   Members
+	Jobs      JobPulls
+	PublicURL string
+	Log       *slog.Logger
+}
+
 // Handler is the pull request routes.
 type Handler struct {
 	svc       *Service
 	repos     *repo.Service
 	users     Users
+	members   Members
 	jobs      JobPulls
 	publicURL string
 	log       *slog.Logger
 }
 
-// NewHandler returns the routes over svc; users names authors and mergers, jobs the request
-// a job token may merge (git:auto-merge).
-func NewHandler(svc *Service, repos *repo.Service, users Users, jobs JobPulls, publicURL string, log *slog.Logger) *Handler {
-	return &Handler{svc: svc, repos: repos, users: users, jobs: jobs, publicURL: publicURL, log: log}
+// NewHandler returns the routes.
+func NewHandler(cfg HandlerConfig) *Handler {
+	return &Handler{svc: cfg.Service, repos: cfg.Repos, users: cfg.Users, members: cfg.Members, jobs: cfg.Jobs,
+		publicURL: cfg.PublicURL, log: cfg.Log}
 }
 
 // Routes implements server.Module.
@@ -129,6 +152,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/repos/:org/:repo/pulls/:number/merge", h.merge)
 	rs.GET("/repos/:org/:repo/pulls/:number/reviews", h.reviews)
 	rs.POST("/repos/:org/:repo/pulls/:number/reviews", h.review)
+	rs.POST("/repos/:org/:repo/pulls/:number/reviewers", h.setReviewers)
 	rs.GET("/repos/:org/:repo/pulls/:number/comments", h.comments)
 	rs.POST("/repos/:org/:repo/pulls/:number/comments", h.comment)
 	rs.GET("/repos/:org/:repo/branch-rules", h.rules)
@@ -160,7 +184,10 @@ func (h *Handler) json(ctx context.Context, a *repo.Access, pr *Request) JSON {
 			out.MergedBy = &u.Username
 		}
 	}
-	out.ApprovedBy, out.ChangesRequestedBy = []string{}, []string{}
+	out.ApprovedBy, out.ChangesRequestedBy, out.RequestedReviewers = []string{}, []string{}, []string{}
+	if ids, err := h.svc.Reviewers(ctx, pr); err == nil {
+		out.RequestedReviewers = h.names(ctx, ids)
+	}
 	if reviews, err := h.svc.Reviews(ctx, pr); err == nil {
 		sum := Summarize(pr, reviews)
 		out.ApprovedBy, out.ChangesRequestedBy = h.names(ctx, sum.Approvals), h.names(ctx, sum.ChangesRequested)
@@ -618,4 +645,87 @@ func (h *Handler) comment(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusCreated, h.commentJSON(c.Request.Context(), cm))
+}
+
+// MaxPick bounds how many reviewers one call may pick at random.
+const MaxPick = 10
+
+// setReviewers is POST /repos/{org}/{repo}/pulls/{number}/reviewers {"add": [usernames],
+// "remove": [usernames], "pick": n}: asks people to review, or stops asking them, and answers
+// the request. pick asks n more at random among the team's members who may write to the repo
+// (not the author, not those asked already), as git:reviewer's member types do; fewer when the
+// team has fewer. Write access as a person, or the repo's job token (git:reviewer).
+func (h *Handler) setReviewers(c *gin.Context) error {
+	a, pr, who, err := h.writer(c, true)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Add    []string `json:"add"`
+		Remove []string `json:"remove"`
+		Pick   int      `json:"pick"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	if req.Pick < 0 || req.Pick > MaxPick {
+		return fault.Invalid("pick", "pick is 0 to %d reviewers", MaxPick)
+	}
+	ids := func(field string, names []string, mayReview bool) ([]int64, error) {
+		var out []int64
+		for _, name := range names {
+			u, err := h.users.UserByName(ctx, name)
+			if fault.KindOf(err) == fault.KindNotFound {
+				return nil, fault.Invalid(field, "no user %q", name)
+			}
+			if err != nil {
+				return nil, err
+			}
+			if mayReview {
+				level, err := h.repos.LevelOf(ctx, a.Org, a.Repo, u.ID)
+				if err != nil {
+					return nil, err
+				}
+				if level < repo.Write {
+					return nil, fault.Invalid(field, "%s cannot review %s/%s: reviewers need write access to approve", name, a.Org.Name, a.Repo.Name)
+				}
+			}
+			out = append(out, u.ID)
+		}
+		return out, nil
+	}
+	add, err := ids("add", req.Add, true)
+	if err != nil {
+		return err
+	}
+	remove, err := ids("remove", req.Remove, false)
+	if err != nil {
+		return err
+	}
+	if req.Pick > 0 {
+		have, err := h.svc.Reviewers(ctx, pr)
+		if err != nil {
+			return err
+		}
+		ms, err := h.members.Members(ctx, a.Org.ID)
+		if err != nil {
+			return err
+		}
+		var pool []int64
+		for _, m := range ms {
+			if m.Role.CanWrite() && m.UserID != pr.AuthorID && !slices.Contains(have, m.UserID) && !slices.Contains(add, m.UserID) {
+				pool = append(pool, m.UserID)
+			}
+		}
+		rand.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
+		add = append(add, pool[:min(req.Pick, len(pool))]...)
+	}
+	if _, err := h.svc.SetReviewers(ctx, a.Repo, pr.Number, who, add, remove); err != nil {
+		return err
+	}
+	if pr, err = h.svc.Get(ctx, a.Repo, pr.Number); err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, h.json(ctx, a, pr))
 }

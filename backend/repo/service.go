@@ -228,6 +228,14 @@ func (s *Service) resolve(ctx context.Context, p *auth.Principal, orgName, name 
 	return a, nil
 }
 
+// LevelOf is the access user userID has to r of o, as a session of theirs would have: who may
+// be asked to review, for instance.
+func (s *Service) LevelOf(ctx context.Context, o *org.Org, r *Repo, userID int64) (Level, error) {
+	a := &Access{Repo: r, Org: o}
+	err := s.levelOf(ctx, &auth.Principal{Kind: auth.KindSession, User: &auth.User{ID: userID}}, a)
+	return a.Level, err
+}
+
 func (s *Service) levelOf(ctx context.Context, p *auth.Principal, a *Access) error {
 	public := a.Repo.Visibility == Public
 	floor := None

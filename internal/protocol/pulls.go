@@ -23,3 +23,21 @@ type MergedPull struct {
 	MergeCommit string `json:"merge_commit"`
 	MergeMode   string `json:"merge_mode"`
 }
+
+// The git:reviewer task asks people to review the build's request, or stops asking them:
+//
+//	POST /api/v1/repos/{org}/{repo}/pulls/{number}/reviewers   ReviewersRequest → 200 ReviewedPull
+
+// ReviewersRequest changes a request's reviewers: usernames to add and remove, and how many more
+// to pick at random among the team's members who may write to the repo.
+type ReviewersRequest struct {
+	Add    []string `json:"add,omitempty"`
+	Remove []string `json:"remove,omitempty"`
+	Pick   int      `json:"pick,omitempty"`
+}
+
+// ReviewedPull is the part of the request the agent reads back.
+type ReviewedPull struct {
+	Number             int64    `json:"number"`
+	RequestedReviewers []string `json:"requested_reviewers"`
+}

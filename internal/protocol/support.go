@@ -43,5 +43,5 @@ func Blockers(p Plan) []string {
 
 // AgentBuiltins are the built-in task types (type: …) the agent runs itself.
 func AgentBuiltins() []string {
-	return []string{"cnb:apply", "cnb:await", "cnb:resolve", "cnb:trigger", "docker:cache", "git:auto-merge", "git:release", "vscode:go"}
+	return []string{"cnb:apply", "cnb:await", "cnb:resolve", "cnb:trigger", "docker:cache", "git:auto-merge", "git:release", "git:reviewer", "vscode:go"}
 }

@@ -114,7 +114,17 @@ CREATE TABLE commit_statuses (
     UNIQUE (repo_id, commit_sha, context)
 );
 
+-- The people asked to review a request (backend/pull/reviewers.go).
+CREATE TABLE pull_reviewers (
+    pull_id      BIGINT NOT NULL REFERENCES pull_requests (id) ON DELETE CASCADE,
+    user_id      BIGINT NOT NULL REFERENCES users (id),
+    requested_by BIGINT REFERENCES users (id),
+    created_at   TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (pull_id, user_id)
+);
+
 -- +goose Down
+DROP TABLE pull_reviewers;
 DROP TABLE commit_statuses;
 DROP TABLE pull_settings;
 DROP TABLE branch_rules;

@@ -278,7 +278,7 @@ func TestPlanExplain(t *testing.T) {
       imports: https://example.com/secrets/-/blob/main/env.yml
       stages:
         - name: s
-          type: git:reviewer
+          type: git:issue-update
 `), 0o644)
 	code, stdout, stderr := runCLI([]string{"plan", "--explain", "--event", "push", "--branch", "main", file}, nil)
 	if code != 0 {
@@ -298,7 +298,7 @@ func TestPlanExplain(t *testing.T) {
 	if len(out.Pipelines) != 2 || !out.Pipelines[0].Runs || len(out.Pipelines[0].Blockers) != 0 || len(out.Pipelines[0].Stages) != 2 {
 		t.Fatalf("the docker pipeline: %+v", out.Pipelines)
 	}
-	if p := out.Pipelines[1]; p.Runs || strings.Join(p.Blockers, ",") != "builtin:git:reviewer" {
+	if p := out.Pipelines[1]; p.Runs || strings.Join(p.Blockers, ",") != "builtin:git:issue-update" {
 		t.Fatalf("the workspace pipeline: %+v", p)
 	}
 

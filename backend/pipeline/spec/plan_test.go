@@ -58,7 +58,7 @@ func TestPipelineForms(t *testing.T) {
             unit:
               script: make unit
             release:
-              type: git:reviewer
+              type: git:issue-update
               options: {tag: v1}
             notify:
               image: plugins/notify
@@ -92,8 +92,8 @@ func TestPipelineForms(t *testing.T) {
 		if j := byKey["lint"]; j.Name != "lint" || j.Script != "make lint" {
 			t.Errorf("string job in a map: %+v", j)
 		}
-		if j := byKey["release"]; j.Kind != protocol.KindBuiltin || j.Type != "git:reviewer" || j.Options["tag"] != "v1" ||
-			j.Unsupported != `built-in task "git:reviewer" is not supported by this installation` {
+		if j := byKey["release"]; j.Kind != protocol.KindBuiltin || j.Type != "git:issue-update" || j.Options["tag"] != "v1" ||
+			j.Unsupported != `built-in task "git:issue-update" is not supported by this installation` {
 			t.Errorf("builtin: %+v", j)
 		}
 		want := map[string]any{"to": "team", "count": float64(3), "nested": map[string]any{"a": []any{float64(1), "x"}}}

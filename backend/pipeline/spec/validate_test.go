@@ -354,10 +354,10 @@ main:
 			src: `main:
   push:
     - stages:
-        - type: git:reviewer
+        - type: git:issue-update
 `,
-			sev: SeverityWarning, msg: `built-in task "git:reviewer" is not supported by this installation`, line: 4, col: 17,
-			hint: "this installation runs cnb:apply, cnb:await, cnb:resolve, cnb:trigger, docker:cache, git:auto-merge, git:release, vscode:go",
+			sev: SeverityWarning, msg: `built-in task "git:issue-update" is not supported by this installation`, line: 4, col: 17,
+			hint: "this installation runs cnb:apply, cnb:await, cnb:resolve, cnb:trigger, docker:cache, git:auto-merge, git:release, git:reviewer, vscode:go",
 		},
 		{
 			name: "unknown built-in task",
@@ -544,16 +544,16 @@ func TestStrictTurnsWarningsIntoErrors(t *testing.T) {
 }
 
 func TestConfigurableClassesAndBuiltins(t *testing.T) {
-	src := []byte("main:\n  push:\n    - runner: {tags: cnb:arch:amd64:gpu}\n      stages:\n        - type: git:reviewer\n")
+	src := []byte("main:\n  push:\n    - runner: {tags: cnb:arch:amd64:gpu}\n      stages:\n        - type: git:issue-update\n")
 	classes := runnerclass.Defaults()
 	classes[2].MaxDuration = 4 * 60 * 60 * 1e9
-	opts := Options{Classes: classes[:1], SupportedBuiltins: []string{"git:reviewer"}}
+	opts := Options{Classes: classes[:1], SupportedBuiltins: []string{"git:issue-update"}}
 	ds := Lint(src, opts)
 	if _, ok := findDiag(ds, SeverityError, `unknown runner tag "cnb:arch:amd64:gpu"`); !ok {
 		t.Errorf("a class left out of the configuration should be unknown: %v", ds)
 	}
 	if _, ok := findDiag(ds, SeverityWarning, "not supported"); ok {
-		t.Errorf("git:reviewer is supported here: %v", ds)
+		t.Errorf("git:issue-update is supported here: %v", ds)
 	}
 	// An operator caps GPU at 4 h, as CNB does.
 	ds = Lint([]byte("main:\n  push:\n    - runner: {tags: cnb:arch:amd64:gpu}\n      stages:\n        - script: make\n          timeout: 5h\n"), Options{Classes: classes})
@@ -586,7 +586,7 @@ func TestInvalidYAMLLines(t *testing.T) {
 // docker:cache and git:release are the agents' own: their jobs are planned runnable with no
 // configuration, while a task nothing runs still carries the reason it fails.
 func TestAgentBuiltinsAreSupportedEverywhere(t *testing.T) {
-	src := "main:\n  push:\n    - stages:\n        - type: docker:cache\n          options: {dockerfile: Dockerfile}\n        - type: git:release\n        - type: git:reviewer\n"
+	src := "main:\n  push:\n    - stages:\n        - type: docker:cache\n          options: {dockerfile: Dockerfile}\n        - type: git:release\n        - type: git:issue-update\n"
 	p := onlyPipeline(t, mustPlan(t, src, pushMain, Options{}))
 	for i, typ := range []string{"docker:cache", "git:release"} {
 		if j := p.Stages[i].Jobs[0]; j.Type != typ || j.Unsupported != "" {
@@ -594,7 +594,7 @@ func TestAgentBuiltinsAreSupportedEverywhere(t *testing.T) {
 		}
 	}
 	if merge := p.Stages[2].Jobs[0]; merge.Unsupported == "" {
-		t.Errorf("git:reviewer is not run by anything here: %+v", merge)
+		t.Errorf("git:issue-update is not run by anything here: %+v", merge)
 	}
 }
 

@@ -759,6 +759,26 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/pulls/{number}/reviewers": {
+    /**
+     * Ask people to review a pull request
+     * @description `add` asks people (usernames) to review, `remove` stops asking them, and `pick` asks that
+     * many more (up to 10) at random among the team's members who may write to the repo, not
+     * the author nor those asked already (fewer when the team has fewer), as `git:reviewer`'s
+     * member types do. A reviewer needs write access to the repo, so that their approval
+     * counts; the author cannot be asked (422). The request's `requested_reviewers` are
+     * `CNB_PULL_REQUEST_REVIEWERS` in its pipelines. Write access as a person, or the repo's
+     * job token (`git:reviewer`); token scope `repo:write`.
+     */
+    post: operations["setPullReviewers"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/pulls/{number}/comments": {
     /**
      * A pull request's comments
@@ -3524,6 +3544,8 @@ export interface components {
       approved_by: string[];
       /** @description The reviewers whose last word asks for changes. */
       changes_requested_by: string[];
+      /** @description The people asked to review it, in the order they were asked. */
+      requested_reviewers: string[];
       /**
        * @description The check state of an open request's head: every pipeline of its newest pull_request
        * build there and every commit status there; empty with none, or once it is closed or merged.
@@ -6478,6 +6500,50 @@ export interface operations {
     };
     responses: {
       /** @description The merged request. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PullRequest"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Ask people to review a pull request
+   * @description `add` asks people (usernames) to review, `remove` stops asking them, and `pick` asks that
+   * many more (up to 10) at random among the team's members who may write to the repo, not
+   * the author nor those asked already (fewer when the team has fewer), as `git:reviewer`'s
+   * member types do. A reviewer needs write access to the repo, so that their approval
+   * counts; the author cannot be asked (422). The request's `requested_reviewers` are
+   * `CNB_PULL_REQUEST_REVIEWERS` in its pipelines. Write access as a person, or the repo's
+   * job token (`git:reviewer`); token scope `repo:write`.
+   */
+  setPullReviewers: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          add?: string[];
+          remove?: string[];
+          pick?: number;
+        };
+      };
+    };
+    responses: {
+      /** @description The request. */
       200: {
         content: {
           "application/json": components["schemas"]["PullRequest"];

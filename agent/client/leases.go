@@ -108,15 +108,23 @@ func releasePath(slug, tag, file string) (string, error) {
 	return p, nil
 }
 
+// pullPath is the API path of what (merge, reviewers) of pull request number of slug.
+func pullPath(slug string, number int64, what string) (string, error) {
+	org, repo, ok := strings.Cut(slug, "/")
+	if !ok || org == "" || repo == "" || number <= 0 {
+		return "", fmt.Errorf("client: pull request %d of %q", number, slug)
+	}
+	return "/api/v1/repos/" + url.PathEscape(org) + "/" + url.PathEscape(repo) + "/pulls/" + strconv.FormatInt(number, 10) + "/" + what, nil
+}
+
 // MergePull merges pull request number of slug with a pipeline's job token (protocol/pulls.go).
 // A refusal (the gate, a conflict) is not retried: it is the answer.
 func (c *Client) MergePull(ctx context.Context, jobToken, slug string, number int64, req protocol.MergeRequest) (protocol.MergedPull, error) {
 	var out protocol.MergedPull
-	org, repo, ok := strings.Cut(slug, "/")
-	if !ok || org == "" || repo == "" || number <= 0 {
-		return out, fmt.Errorf("client: pull request %d of %q", number, slug)
+	path, err := pullPath(slug, number, "merge")
+	if err != nil {
+		return out, err
 	}
-	path := "/api/v1/repos/" + url.PathEscape(org) + "/" + url.PathEscape(repo) + "/pulls/" + strconv.FormatInt(number, 10) + "/merge"
 	body, err := jsonBody(req)
 	if err != nil {
 		return out, err
@@ -132,11 +140,10 @@ func (c *Client) MergePull(ctx context.Context, jobToken, slug string, number in
 // (protocol/pulls.go).
 func (c *Client) SetReviewers(ctx context.Context, jobToken, slug string, number int64, req protocol.ReviewersRequest) (protocol.ReviewedPull, error) {
 	var out protocol.ReviewedPull
-	org, repo, ok := strings.Cut(slug, "/")
-	if !ok || org == "" || repo == "" || number <= 0 {
-		return out, fmt.Errorf("client: pull request %d of %q", number, slug)
+	path, err := pullPath(slug, number, "reviewers")
+	if err != nil {
+		return out, err
 	}
-	path := "/api/v1/repos/" + url.PathEscape(org) + "/" + url.PathEscape(repo) + "/pulls/" + strconv.FormatInt(number, 10) + "/reviewers"
 	body, err := jsonBody(req)
 	if err != nil {
 		return out, err

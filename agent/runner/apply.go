@@ -48,13 +48,7 @@ func (x *run) startBuild(ctx context.Context, job protocol.Job, env map[string]s
 	if !ok {
 		return fail(errors.New("this agent cannot start builds"))
 	}
-	opts := make(map[string]any, len(job.Options))
-	for k, v := range job.Options {
-		if len(job.RuntimeVars) > 0 {
-			v = expandAny(v, job.RuntimeVars, env)
-		}
-		opts[k] = v
-	}
+	opts := runtimeOptions(job.Options, job.RuntimeVars, env)
 	str := func(k string) string { s, _ := optionString(opts[k]); return s }
 	req := protocol.StartBuildRequest{Kind: kind, Event: str("event"), Branch: str("branch"), Slug: str("slug"), Token: str("token")}
 	if kind == protocol.StartApply {

@@ -84,17 +84,11 @@ func (x *run) gitAutoMerge(ctx context.Context, job protocol.Job, env map[string
 	if !ok {
 		return fail(errors.New("this agent cannot merge pull requests"))
 	}
-	number, err := strconv.ParseInt(env["CNB_PULL_REQUEST_IID"], 10, 64)
-	if err != nil || number <= 0 {
+	number, ok := pullNumber(env)
+	if !ok {
 		return fail(errors.New("no pull request: git:auto-merge runs in a pull_request.mergeable build"))
 	}
-	opts := make(map[string]any, len(job.Options))
-	for k, v := range job.Options {
-		if len(job.RuntimeVars) > 0 {
-			v = expandAny(v, job.RuntimeVars, env)
-		}
-		opts[k] = v
-	}
+	opts := runtimeOptions(job.Options, job.RuntimeVars, env)
 	req, err := autoMergeRequest(opts)
 	if err != nil {
 		return fail(err)
@@ -109,4 +103,11 @@ func (x *run) gitAutoMerge(ctx context.Context, job protocol.Job, env map[string
 	jl.note("%s: merged pull request #%d of %s (%s) as %s", typeGitAutoMerge, out.Number, slug, out.MergeMode, out.MergeCommit)
 	code := exitSuccess
 	return jobResult{status: StatusSuccess, code: &code}
+}
+
+// pullNumber is the pipeline's pull request (CNB_PULL_REQUEST_IID); false outside a pull
+// request's build.
+func pullNumber(env map[string]string) (int64, bool) {
+	n, err := strconv.ParseInt(env["CNB_PULL_REQUEST_IID"], 10, 64)
+	return n, err == nil && n > 0
 }

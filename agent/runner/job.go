@@ -410,6 +410,19 @@ func envKey(k string) string {
 	}, k)
 }
 
+// runtimeOptions is a built-in task's options (or a plugin's settings) with its run-time
+// variables expanded (a copy; raw as it is when the job has none).
+func runtimeOptions(raw map[string]any, names []string, env map[string]string) map[string]any {
+	out := make(map[string]any, len(raw))
+	for k, v := range raw {
+		if len(names) > 0 {
+			v = expandAny(v, names, env)
+		}
+		out[k] = v
+	}
+	return out
+}
+
 // expandAny expands run-time variables in every string of a settings value.
 func expandAny(v any, names []string, env map[string]string) any {
 	switch t := v.(type) {

@@ -85,13 +85,7 @@ func (x *run) keyTask(ctx context.Context, job protocol.Job, env map[string]stri
 	if !ok {
 		return nil, "", nil, x.keyFailure(ctx, job, jl, what, errors.New("this agent cannot resolve or await keys"))
 	}
-	opts := make(map[string]any, len(job.Options))
-	for k, v := range job.Options {
-		if len(job.RuntimeVars) > 0 {
-			v = expandAny(v, job.RuntimeVars, env)
-		}
-		opts[k] = v
-	}
+	opts := runtimeOptions(job.Options, job.RuntimeVars, env)
 	key, err := optionString(opts["key"])
 	if err != nil || strings.TrimSpace(key) == "" {
 		return nil, "", nil, x.keyFailure(ctx, job, jl, what, errors.New("the option key is required"))

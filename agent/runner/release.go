@@ -74,13 +74,7 @@ func (x *run) releaseTask(ctx context.Context, job protocol.Job, raw map[string]
 	if !ok {
 		return fail(errors.New("this agent cannot publish releases"))
 	}
-	opts := make(map[string]any, len(raw))
-	for k, v := range raw {
-		if len(job.RuntimeVars) > 0 {
-			v = expandAny(v, job.RuntimeVars, env)
-		}
-		opts[k] = v
-	}
+	opts := runtimeOptions(raw, job.RuntimeVars, env)
 	str := func(k string) (string, error) { return optionString(opts[k]) }
 	tag, err := str("tag")
 	if err != nil {

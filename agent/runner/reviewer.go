@@ -90,17 +90,11 @@ func (x *run) gitReviewer(ctx context.Context, job protocol.Job, env map[string]
 	if !ok {
 		return fail(errors.New("this agent cannot change reviewers"))
 	}
-	number, err := strconv.ParseInt(env["CNB_PULL_REQUEST_IID"], 10, 64)
-	if err != nil || number <= 0 {
+	number, ok := pullNumber(env)
+	if !ok {
 		return fail(errors.New("no pull request: git:reviewer runs in a pull_request* build"))
 	}
-	opts := make(map[string]any, len(job.Options))
-	for k, v := range job.Options {
-		if len(job.RuntimeVars) > 0 {
-			v = expandAny(v, job.RuntimeVars, env)
-		}
-		opts[k] = v
-	}
+	opts := runtimeOptions(job.Options, job.RuntimeVars, env)
 	req, err := reviewersRequest(opts)
 	if err != nil {
 		return fail(err)

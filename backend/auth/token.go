@@ -25,6 +25,8 @@ const (
 const (
 	ScopeRepoRead      = "repo:read"      // read orgs, members, repos, builds and logs; clone
 	ScopeRepoWrite     = "repo:write"     // create and change repos, push, trigger and cancel builds
+	ScopeRepoStatus    = "repo:status"    // set commit statuses (CNB's repo-commit-status)
+	ScopeRepoNotes     = "repo:notes"     // comment on pull requests (CNB's repo-notes)
 	ScopeOrgWrite      = "org:write"      // create, rename, delete orgs; members and invitations
 	ScopeRegistryRead  = "registry:read"  // pull images and artifacts
 	ScopeRegistryWrite = "registry:write" // push images and artifacts
@@ -34,11 +36,14 @@ const (
 )
 
 // AllScopes lists every scope.
-var AllScopes = []string{ScopeRepoRead, ScopeRepoWrite, ScopeOrgWrite, ScopeRegistryRead,
+var AllScopes = []string{ScopeRepoRead, ScopeRepoWrite, ScopeRepoStatus, ScopeRepoNotes, ScopeOrgWrite, ScopeRegistryRead,
 	ScopeRegistryWrite, ScopeBillingRead, ScopeBillingWrite, ScopeAdmin}
 
-// impliedBy: a write scope also grants the matching read.
+// impliedBy: a write scope also grants the matching read, and repo:write the two narrow repo
+// scopes that a pull_request pipeline's job token holds without it (JobScopes).
 var impliedBy = map[string]string{
+	ScopeRepoStatus:   ScopeRepoWrite,
+	ScopeRepoNotes:    ScopeRepoWrite,
 	ScopeRepoRead:     ScopeRepoWrite,
 	ScopeRegistryRead: ScopeRegistryWrite,
 	ScopeBillingRead:  ScopeBillingWrite,

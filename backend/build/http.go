@@ -741,12 +741,23 @@ func (h *Handler) metrics(c *gin.Context) error {
 }
 
 // setStatus is POST …/statuses/{sha} {state, context, target_url, description}: the commit's
-// status of that context (201), set by a person with write access or by a pipeline's job token
-// of the repo (CNB's repo-commit-status scope, which even pull_request pipelines hold).
+// status of that context (201), set by a person with write access (token scope repo:status,
+// which repo:write implies) or by a pipeline's job token of the repo (CNB's repo-commit-status
+// scope, which even a pull request's proposed code holds).
 func (h *Handler) setStatus(c *gin.Context) error {
-	a, err := repo.Load(c, h.repos, repo.Write)
+	a, err := repo.Load(c, h.repos, repo.Read)
 	if err != nil {
 		return err
+	}
+	p := auth.From(c)
+	if !p.Authenticated() {
+		return fault.Unauthenticated("sign in or send a token to set a commit status of %s/%s", a.Org.Name, a.Repo.Name)
+	}
+	if err := p.Need(auth.ScopeRepoStatus); err != nil {
+		return err
+	}
+	if own := p.Kind == auth.KindJob && p.RepoID == a.Repo.ID; !own && a.Level < repo.Write {
+		return fault.Forbidden("setting a commit status needs write access to %s/%s (you have %s)", a.Org.Name, a.Repo.Name, a.Level)
 	}
 	var req struct {
 		State       string `json:"state"`
@@ -757,7 +768,6 @@ func (h *Handler) setStatus(c *gin.Context) error {
 	if err := api.Bind(c, &req); err != nil {
 		return err
 	}
-	p := auth.From(c)
 	var pipeline int64
 	if p.Kind == auth.KindJob {
 		pipeline = p.PipelineID

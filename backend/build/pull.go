@@ -42,6 +42,29 @@ const (
 	EventPullComment = "pull_request.comment"
 )
 
+// ProposedCode reports whether event runs a pull request's proposed code: the pre-merged commit
+// (or the source head), which anyone who can push to the source branch wrote. Its pipelines get
+// the reduced job token of CNB's §3.2 (JobScopes). pull_request.target, .mergeable and .merged
+// run the target's own code and config, and keep the full token, as push pipelines do.
+func ProposedCode(event string) bool {
+	switch event {
+	case EventPull, EventPullUpdate, EventPullApproved, EventPullChangesRequested, EventPullComment:
+		return true
+	}
+	return false
+}
+
+// JobScopes are the scopes of a pipeline's CNB_TOKEN under event. Proposed code reads the repo
+// and its registry, sets commit statuses and comments on its request (CNB's repo-code:r,
+// repo-registry:r, repo-commit-status:rw, repo-notes:rw): it cannot push, publish, merge,
+// trigger builds or change the repo. Every other event writes the repo and its registry.
+func JobScopes(event string) auth.Scopes {
+	if ProposedCode(event) {
+		return auth.Scopes{auth.ScopeRepoRead, auth.ScopeRegistryRead, auth.ScopeRepoStatus, auth.ScopeRepoNotes}
+	}
+	return auth.Scopes{auth.ScopeRepoWrite, auth.ScopeRegistryWrite}
+}
+
 // PullEvent is one pull request event to plan.
 type PullEvent struct {
 	Event string

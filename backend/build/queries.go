@@ -163,7 +163,8 @@ func (s *Service) RepoSchedules(ctx context.Context, repoID int64) ([]Schedule, 
 }
 
 // ResolveJobToken authenticates a pipeline's CNB_TOKEN: valid only while the pipeline runs,
-// scoped to its repo (clone, push, registry), acting for the user who triggered the build.
+// scoped to its repo (clone, push, registry; read-only for a pull request's proposed code, see
+// JobScopes), acting for the user who triggered the build.
 func (s *Service) ResolveJobToken(ctx context.Context, token string) (*auth.Principal, error) {
 	bad := fault.Unauthenticated("the job token is invalid or its pipeline has finished")
 	var p Pipeline
@@ -179,7 +180,7 @@ func (s *Service) ResolveJobToken(ctx context.Context, token string) (*auth.Prin
 		return nil, err
 	}
 	pr := &auth.Principal{Kind: auth.KindJob, RepoID: p.RepoID, PipelineID: p.ID,
-		Scopes: auth.Scopes{auth.ScopeRepoWrite, auth.ScopeRegistryWrite}}
+		Scopes: JobScopes(b.Event)}
 	if b.TriggeredBy != nil {
 		if u, err := s.users.UserByID(ctx, *b.TriggeredBy); err == nil {
 			pr.User = u

@@ -613,15 +613,16 @@ func (h *Handler) commentJSON(ctx context.Context, cm *Comment) CommentJSON {
 }
 
 // comment is POST /repos/{org}/{repo}/pulls/{number}/comments {"body", "path", "line"}: 201.
-// Anyone signed in who reads the repo may comment, as on GitHub; a token needs repo:write. A
-// pipeline's job token comments as its build's user, marked as the pipeline's.
+// Anyone signed in who reads the repo may comment, as on GitHub; a token needs repo:notes (which
+// repo:write implies). A pipeline's job token comments as its build's user, marked as the
+// pipeline's, even from a request's proposed code (CNB's repo-notes:rw).
 func (h *Handler) comment(c *gin.Context) error {
 	a, pr, err := h.load(c, repo.Read)
 	if err != nil {
 		return err
 	}
 	p := auth.From(c)
-	if err := p.Need(auth.ScopeRepoWrite); err != nil {
+	if err := p.Need(auth.ScopeRepoNotes); err != nil {
 		return err
 	}
 	who, err := person(c)

@@ -265,9 +265,14 @@ func (s *Service) levelOf(ctx context.Context, p *auth.Principal, a *Access) err
 			a.Level = Read
 		}
 	case auth.KindJob:
+		// A pipeline writes its own repo, unless it runs a pull request's proposed code: then
+		// its token lacks repo:write and it reads (build.JobScopes).
 		a.Level = floor
 		if p.RepoID == a.Repo.ID {
-			a.Level = Write
+			a.Level = Read
+			if p.Scopes.Has(auth.ScopeRepoWrite) {
+				a.Level = Write
+			}
 		}
 	default:
 		a.Level = floor

@@ -26,6 +26,8 @@ type Running struct {
 	// Build, when not 0, is an existing build: Seed adds a pipeline to it (Number and Commit
 	// are then ignored).
 	Build int64
+	// Event is the build's event; "" is push.
+	Event string
 }
 
 // Seeded is what Seed wrote.
@@ -41,7 +43,11 @@ func Seed(db *gorm.DB, r Running) (Seeded, error) {
 		return Seeded{}, err
 	}
 	now := time.Now().UTC()
-	b := build.Build{RepoID: r.RepoID, Number: r.Number, Event: "push", Branch: "main", CommitSHA: r.Commit,
+	event := r.Event
+	if event == "" {
+		event = "push"
+	}
+	b := build.Build{RepoID: r.RepoID, Number: r.Number, Event: event, Branch: "main", CommitSHA: r.Commit,
 		Status: build.StatusRunning, CreatedAt: now, UpdatedAt: now}
 	if r.TriggeredBy != 0 {
 		by := r.TriggeredBy

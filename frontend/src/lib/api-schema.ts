@@ -791,10 +791,11 @@ export interface paths {
      * Comment on a pull request
      * @description On the whole request, or with `path` and `line` on a line of a file the request changes,
      * at its source head (an open request only). Anyone signed in who reads the repo may
-     * comment, as on GitHub; a token needs `repo:write`. A person's comment fires
-     * `pull_request.comment` (`CNB_COMMENT_ID`, `CNB_COMMENT_BODY`). A pipeline's job token
-     * comments as its build's user, marked with the pipeline, and fires nothing, so a
-     * pipeline cannot loop on its own comments (`nimbus pr comment` in a job).
+     * comment, as on GitHub; a token needs `repo:notes` (implied by `repo:write`). A person's
+     * comment fires `pull_request.comment` (`CNB_COMMENT_ID`, `CNB_COMMENT_BODY`). A
+     * pipeline's job token, even a pull request's read-only one, comments as its build's user,
+     * marked with the pipeline, and fires nothing, so a pipeline cannot loop on its own
+     * comments (`nimbus pr comment` in a job).
      */
     post: operations["commentPull"];
     parameters: {
@@ -1293,8 +1294,9 @@ export interface paths {
      * `failure` or `error`, with a `target_url` (http or https) and a `description`; the
      * newest state of a context wins. A commit has at most 1000 contexts (409 past that). The
      * merge gate counts a status on a request's head as the required check named by its
-     * context. Write access; token scope `repo:write`; a pipeline's job token may (CNB's
-     * `repo-commit-status` scope), its status marked with the pipeline.
+     * context. Write access; token scope `repo:status` (implied by `repo:write`); a pipeline's
+     * job token of the repo may, even a pull request's (CNB's `repo-commit-status` scope), its
+     * status marked with the pipeline.
      */
     post: operations["setCommitStatus"];
     parameters: {
@@ -2398,6 +2400,9 @@ export interface components {
     /**
      * @description A token scope. `repo:read` reads orgs, members, invitations, repos, builds and logs, and
      * clones; `repo:write` creates and changes repos, pushes, triggers and cancels builds;
+     * `repo:status` sets commit statuses and `repo:notes` comments on pull requests (both
+     * implied by `repo:write`; a pull request's proposed code gets a job token with
+     * `repo:read`, `registry:read` and these two only);
      * `org:write` creates, renames and deletes orgs, changes and removes members, creates and
      * withdraws invitations, accepts and declines the user's own invitations, and claims
      * email invitations by their link;
@@ -2407,7 +2412,7 @@ export interface components {
      *
      * @enum {string}
      */
-    Scope: "repo:read" | "repo:write" | "org:write" | "registry:read" | "registry:write" | "billing:read" | "billing:write" | "admin";
+    Scope: "repo:read" | "repo:write" | "repo:status" | "repo:notes" | "org:write" | "registry:read" | "registry:write" | "billing:read" | "billing:write" | "admin";
     /**
      * @description A member's role. `reporter` reads repos, builds and logs; `billing` also the billing
      * account; `developer` also pushes, creates repos, triggers and cancels builds; `admin`
@@ -6595,10 +6600,11 @@ export interface operations {
    * Comment on a pull request
    * @description On the whole request, or with `path` and `line` on a line of a file the request changes,
    * at its source head (an open request only). Anyone signed in who reads the repo may
-   * comment, as on GitHub; a token needs `repo:write`. A person's comment fires
-   * `pull_request.comment` (`CNB_COMMENT_ID`, `CNB_COMMENT_BODY`). A pipeline's job token
-   * comments as its build's user, marked with the pipeline, and fires nothing, so a
-   * pipeline cannot loop on its own comments (`nimbus pr comment` in a job).
+   * comment, as on GitHub; a token needs `repo:notes` (implied by `repo:write`). A person's
+   * comment fires `pull_request.comment` (`CNB_COMMENT_ID`, `CNB_COMMENT_BODY`). A
+   * pipeline's job token, even a pull request's read-only one, comments as its build's user,
+   * marked with the pipeline, and fires nothing, so a pipeline cannot loop on its own
+   * comments (`nimbus pr comment` in a job).
    */
   commentPull: {
     parameters: {
@@ -7697,8 +7703,9 @@ export interface operations {
    * `failure` or `error`, with a `target_url` (http or https) and a `description`; the
    * newest state of a context wins. A commit has at most 1000 contexts (409 past that). The
    * merge gate counts a status on a request's head as the required check named by its
-   * context. Write access; token scope `repo:write`; a pipeline's job token may (CNB's
-   * `repo-commit-status` scope), its status marked with the pipeline.
+   * context. Write access; token scope `repo:status` (implied by `repo:write`); a pipeline's
+   * job token of the repo may, even a pull request's (CNB's `repo-commit-status` scope), its
+   * status marked with the pipeline.
    */
   setCommitStatus: {
     parameters: {

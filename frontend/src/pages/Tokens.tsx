@@ -10,6 +10,8 @@ import { keys } from '../lib/keys'
 const SCOPES: [Scope, string][] = [
   ['repo:read', 'read repos, builds and logs; clone'],
   ['repo:write', 'push, create repos, trigger and cancel builds'],
+  ['repo:status', 'set commit statuses'],
+  ['repo:notes', 'comment on pull requests'],
   ['org:write', 'manage teams, members and invitations'],
   ['registry:read', 'pull images and artifacts'],
   ['registry:write', 'push images and artifacts'],

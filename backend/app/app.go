@@ -211,6 +211,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	a.Pulls = pull.NewService(a.DB, a.Repos, clk, log)
 	a.Pulls.OnEvent(a.pullEvents(cfg.PublicURL))
 	a.Pulls.UseChecks(pullChecks{a.Builds})
+	a.Pulls.UseRoles(a.Orgs)
 	// A pull_request pipeline that ended may be the last check a request waited for.
 	a.Builds.OnEnded(a.recheckPull)
 

@@ -46,6 +46,15 @@ func mxUserOf(w *mxWorld, c *mxCall) *mxUser {
 	return w.users["victim"]
 }
 
+// mxForkInto forks into the caller's own team: B for the outsider (B's owner), A for the rest.
+func mxForkInto(w *mxWorld, c *mxCall) {
+	team := mxOrgA
+	if c.P.Col == mxColOutsider {
+		team = mxOrgB
+	}
+	c.Body = map[string]string{"org": team, "name": w.unique("fork-")}
+}
+
 // mxUnique sets a body whose key is a fresh name, plus fixed pairs.
 func mxUnique(key, prefix string, pairs ...string) func(w *mxWorld, c *mxCall) {
 	return func(w *mxWorld, c *mxCall) {
@@ -265,6 +274,12 @@ var mxMatrix = []mxRow{
 	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 404 404", "PATCH", mxARepo).note("rename").
 		prep(mxScratchRepo, mxUnique("name", "renamed-repo-")),
 	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 404 404", "DELETE", mxARepo).prep(mxScratchRepo),
+	// Forks: reading the source is enough, into a team where the caller writes; a private repo
+	// forks only within its team, so the outsider (who cannot see A's) gets 404 and forks A's
+	// public repo into B.
+	mx("401 | 403 201 201 201 403 | 201 | 403 403 | 403 403", "POST", mxAPub+"/forks").prep(mxForkInto),
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/forks").prep(mxForkInto),
+	mx("404 | 404 404 404 404 404 | 201 | 404 404 | 404 404", "POST", mxBPriv+"/forks").prep(mxForkInto),
 	mx("404 | 403 403 200 200 403 | 404 | 403 403 | 403 403", "GET", mxAPriv+"/secrets"),
 	mx("401 | 403 403 200 200 403 | 403 | 403 403 | 403 403", "GET", mxAPub+"/secrets"),
 	mx("404 | 403 403 204 204 403 | 404 | 403 403 | 403 403", "PUT", mxAPriv+"/secrets/"+mxSecretName).
@@ -306,6 +321,10 @@ var mxMatrix = []mxRow{
 	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 201", "POST", mxAPriv+"/pulls").prep(mxFreshBranch(mxPrivA)),
 	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/pulls").prep(mxFreshBranch(mxPubA)),
 	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 200", "PATCH", mxAPriv+"/pulls/1").body(map[string]any{"title": "Matrix pull, edited"}),
+	// Approve and run: writers, as people; #1 is no fork's, so they get the 409 of a request
+	// that does not wait (backend/pull's TestRequestFromAFork approves a held one).
+	mx("404 | 403 409 409 409 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/pulls/1/approve-run"),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/approve-run").note("B has no pull #1"),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "PATCH", mxBPriv+"/pulls/1").body(map[string]any{"title": "x"}),
 	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/pulls/{n}/merge").prep(mxFreshPull).body(map[string]any{}),
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "POST", mxBPriv+"/pulls/1/merge").body(map[string]any{}),

@@ -19,9 +19,27 @@ import (
 //	merged                           pull_request.merged on the merged commit, and the push
 //	                                 of the target (and of the deleted source) as a git push
 //	                                 would fire them; open requests on that target re-sync
+//	run approved                     what opening fires, for the approved head
+//
+// A request whose proposed code waits for "Approve and run" (pull.Service.RunHeld: a fork's,
+// by someone outside the team) fires nothing but pull_request.mergeable and .merged, which
+// run the target's own code after a maintainer acted. Builds of a fork's proposed code are
+// untrusted (build.Build.Untrusted): no secrets, no secret files, caches of their own.
 func (a *App) pullEvents(publicURL string) func(context.Context, pull.Event) {
 	return func(ctx context.Context, ev pull.Event) {
 		pr := ev.Request
+		if ev.What != pull.Mergeable && ev.What != pull.Merged {
+			held, err := a.Pulls.RunHeld(ctx, ev.Repo, pr)
+			if err != nil {
+				a.Log.ErrorContext(ctx, "pull events: is the request held", "repo_id", ev.Repo.ID, "pull", pr.Number, "err", err)
+				return
+			}
+			if held {
+				a.Log.InfoContext(ctx, "pull request from a fork waits for a maintainer to approve it to run", "repo_id", ev.Repo.ID,
+					"pull", pr.Number, "head", pr.HeadSHA, "event", ev.What)
+				return
+			}
+		}
 		var user *auth.User
 		if ev.By.ID != 0 {
 			user, _ = a.Auth.UserByID(ctx, ev.By.ID)
@@ -32,9 +50,14 @@ func (a *App) pullEvents(publicURL string) func(context.Context, pull.Event) {
 			return
 		}
 		slug := o.Name + "/" + ev.Repo.Name
+		if pr.SourceRepoID != ev.Repo.ID {
+			if from, fo, err := a.Repos.ByID(ctx, pr.SourceRepoID); err == nil {
+				slug = fo.Name + "/" + from.Name
+			}
+		}
 		base := build.PullEvent{ID: pr.ID, Number: pr.Number, Title: pr.Title, SourceBranch: pr.SourceBranch,
 			TargetBranch: pr.TargetBranch, SourceSlug: slug, HeadSHA: pr.HeadSHA, BaseSHA: pr.BaseSHA, MergeSHA: pr.MergeSHA,
-			MergeBase: pr.MergeBase, URL: pull.URL(publicURL, o.Name, ev.Repo.Name, pr.Number)}
+			MergeBase: pr.MergeBase, URL: pull.URL(publicURL, o.Name, ev.Repo.Name, pr.Number), Fork: pr.SourceRepoID != ev.Repo.ID}
 		if u, err := a.Auth.UserByID(ctx, pr.AuthorID); err == nil {
 			base.Proposer = u.Username
 		}
@@ -54,7 +77,7 @@ func (a *App) pullEvents(publicURL string) func(context.Context, pull.Event) {
 			evs = append(evs, e)
 		}
 		switch ev.What {
-		case pull.Opened, pull.Reopened, pull.Pushed:
+		case pull.Opened, pull.Reopened, pull.Pushed, pull.RunApproved:
 			action := "created"
 			if ev.What == pull.Pushed {
 				action = "code_update"

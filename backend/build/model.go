@@ -79,6 +79,10 @@ type Build struct {
 	// PullHeadSHA is the request's source head when the build was planned ("" for other
 	// builds): the merge gate counts a pull_request build's checks for that head only.
 	PullHeadSHA string `gorm:"not null"`
+	// Untrusted marks a build of a pull request's proposed code from a fork (PullEvent.Fork):
+	// its lease has no repo secrets, its jobs read no secret files, and its docker.volumes
+	// caches are its request's own, never the ones the repository's branches write.
+	Untrusted bool `gorm:"not null"`
 }
 
 // Pipeline is the unit that is queued and leased: one agent runs all its stages on one node.

@@ -79,9 +79,12 @@ type PullEvent struct {
 	Proposer                   string
 	SourceBranch, TargetBranch string
 	SourceSlug                 string // the source repository, org/repo
-	HeadSHA, BaseSHA           string // the source and target heads
-	MergeSHA                   string // the pre-merged commit ("" while it conflicts)
-	MergeBase                  string
+	// Fork says the source is another repository (a fork): the builds of the request's proposed
+	// code are untrusted (Build.Untrusted).
+	Fork             bool
+	HeadSHA, BaseSHA string // the source and target heads
+	MergeSHA         string // the pre-merged commit ("" while it conflicts)
+	MergeBase        string
 	// URL is the request's page (CNB_EVENT_URL).
 	URL string
 	// ReviewState is CNB_PULL_REQUEST_REVIEW_STATE: approve or unapprove (changes requested);

@@ -27,6 +27,9 @@ type RunInfo struct {
 	Branch      string // "" for tag events
 	TriggeredBy int64  // 0 when nobody (a schedule whose author left)
 	Jobs        []protocol.JobRef
+	// Untrusted: a fork's proposed code (Build.Untrusted); PullNumber its request.
+	Untrusted  bool
+	PullNumber int64
 }
 
 // RunInfo implements Lifecycle, in two queries whatever the pipeline: dispatch speed is bounded
@@ -42,10 +45,12 @@ func (s *Service) RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error) {
 		Event       string
 		Branch      string
 		TriggeredBy *int64
+		Untrusted   bool
+		PullNumber  *int64
 	}
 	if err := s.db.WithContext(ctx).Table("builds").
 		Select("builds.id, builds.number, builds.commit_sha, repos.name AS repo_name, orgs.name AS org_name, "+
-			"builds.repo_id, builds.event, builds.branch, builds.triggered_by").
+			"builds.repo_id, builds.event, builds.branch, builds.triggered_by, builds.untrusted, builds.pull_number").
 		Joins("JOIN repos ON repos.id = builds.repo_id").Joins("JOIN orgs ON orgs.id = repos.org_id").
 		Where("builds.id = ?", p.BuildID).Take(&b).Error; err != nil {
 		return nil, err
@@ -65,9 +70,12 @@ func (s *Service) RunInfo(ctx context.Context, p *Pipeline) (*RunInfo, error) {
 		refs = append(refs, protocol.JobRef{Stage: j.StagePosition, Job: j.Position, ID: j.ID})
 	}
 	info := &RunInfo{BuildID: b.ID, BuildNumber: b.Number, CommitSHA: b.CommitSHA, OrgName: b.OrgName, RepoName: b.RepoName,
-		RepoID: b.RepoID, Event: b.Event, Branch: b.Branch, Jobs: refs}
+		RepoID: b.RepoID, Event: b.Event, Branch: b.Branch, Jobs: refs, Untrusted: b.Untrusted}
 	if b.TriggeredBy != nil {
 		info.TriggeredBy = *b.TriggeredBy
+	}
+	if b.PullNumber != nil {
+		info.PullNumber = *b.PullNumber
 	}
 	return info, nil
 }
@@ -81,7 +89,7 @@ func (s *Service) ReadImport(ctx context.Context, p *Pipeline, raw, kind, image 
 		return protocol.ImportFile{}, err
 	}
 	rd := repo.Reader{OrgID: p.OrgID, RepoID: run.RepoID, Slug: run.OrgName + "/" + run.RepoName, Event: run.Event,
-		Branch: run.Branch, UserID: run.TriggeredBy, PipelineID: p.ID, BuildNumber: run.BuildNumber}
+		Branch: run.Branch, UserID: run.TriggeredBy, PipelineID: p.ID, BuildNumber: run.BuildNumber, Untrusted: run.Untrusted}
 	return s.repos.ReadImport(ctx, rd, raw, kind, image)
 }
 

@@ -233,6 +233,7 @@ func (s *Service) create(ctx context.Context, c *compiled, rq request) (*Build, 
 	if rq.pull != nil {
 		n := rq.pull.Number
 		b.PullNumber, b.PullHeadSHA = &n, rq.pull.HeadSHA
+		b.Untrusted = rq.pull.Fork && ProposedCode(rq.event)
 	}
 	if rq.user != nil {
 		id := rq.user.ID

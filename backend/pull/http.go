@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -53,6 +54,13 @@ type JSON struct {
 	// Gate is where an open request stands against its merge gate (gate.go); shown by the
 	// single-request read, not in lists.
 	Gate *GateJSON `json:"gate,omitempty"`
+	// SourceRepo is the fork the source branch is in (org/name); "" for the repository's own.
+	SourceRepo string `json:"source_repo"`
+	// RunHeld: the request's proposed code waits for a maintainer's "Approve and run"
+	// (POST …/approve-run) before any pipeline runs (Service.RunHeld).
+	RunHeld bool `json:"run_held"`
+	// RunApprovedBy approved the current head to run; nil when nobody has.
+	RunApprovedBy *string `json:"run_approved_by"`
 }
 
 // GateJSON is the merge gate of a request as the API shows it: passed when unmet is empty.
@@ -150,6 +158,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.GET("/repos/:org/:repo/pulls/:number", h.get)
 	rs.PATCH("/repos/:org/:repo/pulls/:number", h.update)
 	rs.POST("/repos/:org/:repo/pulls/:number/merge", h.merge)
+	rs.POST("/repos/:org/:repo/pulls/:number/approve-run", h.approveRun)
 	rs.GET("/repos/:org/:repo/pulls/:number/reviews", h.reviews)
 	rs.POST("/repos/:org/:repo/pulls/:number/reviews", h.review)
 	rs.POST("/repos/:org/:repo/pulls/:number/reviewers", h.setReviewers)
@@ -182,6 +191,19 @@ func (h *Handler) json(ctx context.Context, a *repo.Access, pr *Request) JSON {
 	if pr.MergedBy != nil {
 		if u, err := h.users.UserByID(ctx, *pr.MergedBy); err == nil {
 			out.MergedBy = &u.Username
+		}
+	}
+	if pr.SourceRepoID != pr.RepoID {
+		if from, o, err := h.repos.ByID(ctx, pr.SourceRepoID); err == nil {
+			out.SourceRepo = o.Name + "/" + from.Name
+		}
+		if pr.State == StateOpen {
+			out.RunHeld, _ = h.svc.RunHeld(ctx, a.Repo, pr)
+		}
+		if pr.RunApprovedBy != nil && pr.RunApprovedSHA == pr.HeadSHA {
+			if u, err := h.users.UserByID(ctx, *pr.RunApprovedBy); err == nil {
+				out.RunApprovedBy = &u.Username
+			}
 		}
 	}
 	out.ApprovedBy, out.ChangesRequestedBy, out.RequestedReviewers = []string{}, []string{}, []string{}
@@ -324,11 +346,8 @@ func (h *Handler) get(c *gin.Context) error {
 
 // open is POST /repos/{org}/{repo}/pulls: 201 with the new request.
 func (h *Handler) open(c *gin.Context) error {
-	a, _, who, err := h.writer(c, false)
-	if err != nil {
-		return err
-	}
 	var req struct {
+		SourceRepo   string `json:"source_repo"`
 		SourceBranch string `json:"source_branch"`
 		TargetBranch string `json:"target_branch"`
 		Title        string `json:"title"`
@@ -337,10 +356,43 @@ func (h *Handler) open(c *gin.Context) error {
 	if err := api.Bind(c, &req); err != nil {
 		return err
 	}
+	var a *repo.Access
+	var who Person
+	var from *repo.Repo
+	var err error
+	if req.SourceRepo == "" {
+		if a, _, who, err = h.writer(c, false); err != nil {
+			return err
+		}
+	} else {
+		// From a fork: reading the target is enough, as on GitHub, and reading the fork.
+		if a, err = repo.Load(c, h.repos, repo.Read); err != nil {
+			return err
+		}
+		p := auth.From(c)
+		if err := p.Need(auth.ScopeRepoWrite); err != nil {
+			return err
+		}
+		if who, err = person(c); err != nil {
+			return err
+		}
+		forkOrg, forkName, ok := strings.Cut(req.SourceRepo, "/")
+		if !ok {
+			return fault.Invalid("source_repo", "name the fork as org/name, not %q", req.SourceRepo)
+		}
+		fa, err := h.repos.Resolve(c.Request.Context(), p, forkOrg, forkName, repo.Read)
+		if fault.KindOf(err) == fault.KindNotFound {
+			return fault.Invalid("source_repo", "no repository %s", req.SourceRepo)
+		}
+		if err != nil {
+			return err
+		}
+		from = fa.Repo
+	}
 	if req.TargetBranch == "" {
 		req.TargetBranch = a.Repo.DefaultBranch
 	}
-	pr, err := h.svc.Open(c.Request.Context(), a.Repo, who, OpenInput{Source: req.SourceBranch, Target: req.TargetBranch, Title: req.Title, Body: req.Body})
+	pr, err := h.svc.Open(c.Request.Context(), a.Repo, who, OpenInput{Source: req.SourceBranch, Target: req.TargetBranch, Title: req.Title, Body: req.Body, From: from})
 	if err != nil {
 		return err
 	}
@@ -381,6 +433,23 @@ func (h *Handler) update(c *gin.Context) error {
 		}
 	}
 	return api.JSON(c, http.StatusOK, h.json(ctx, a, pr))
+}
+
+// approveRun is POST /repos/{org}/{repo}/pulls/{number}/approve-run: a maintainer (write
+// access, a person) lets a held request's current head run (Service.ApproveRun); 200 with the
+// request, 409 when it is not held.
+func (h *Handler) approveRun(c *gin.Context) error {
+	a, pr, who, err := h.writer(c, true)
+	if err != nil {
+		return err
+	}
+	if auth.From(c).Kind == auth.KindJob {
+		return fault.Forbidden("a pipeline's job token cannot approve code to run: that is a maintainer's call")
+	}
+	if pr, err = h.svc.ApproveRun(c.Request.Context(), a.Repo, pr.Number, who); err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, h.json(c.Request.Context(), a, pr))
 }
 
 // merge is POST /repos/{org}/{repo}/pulls/{number}/merge: 200 with the merged request.

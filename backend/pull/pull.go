@@ -72,13 +72,17 @@ type Request struct {
 	Conflicts string `gorm:"not null"`
 	// MergeableSHA is the source head pull_request.mergeable last fired for ("" before).
 	MergeableSHA string `gorm:"column:mergeable_sha;not null"`
-	MergedBy     *int64
-	MergedAt     *time.Time
-	MergeCommit  string `gorm:"not null"`
-	MergeMode    string `gorm:"not null"`
-	ClosedAt     *time.Time
-	CreatedAt    time.Time `gorm:"not null"`
-	UpdatedAt    time.Time `gorm:"not null"`
+	// RunApprovedSHA is the source head a maintainer approved to run (ApproveRun), for a
+	// request whose proposed code waits for that (RunHeld); RunApprovedBy who did.
+	RunApprovedSHA string `gorm:"column:run_approved_sha;not null"`
+	RunApprovedBy  *int64 `gorm:"column:run_approved_by"`
+	MergedBy       *int64
+	MergedAt       *time.Time
+	MergeCommit    string `gorm:"not null"`
+	MergeMode      string `gorm:"not null"`
+	ClosedAt       *time.Time
+	CreatedAt      time.Time `gorm:"not null"`
+	UpdatedAt      time.Time `gorm:"not null"`
 }
 
 // TableName is the table of Request.

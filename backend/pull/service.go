@@ -14,14 +14,17 @@ import (
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store"
 )
 
-// Paths says where a repository's bare git directory is (repo.Service).
+// Paths says where a repository's bare git directory is, and loads a request's source repository
+// (repo.Service).
 type Paths interface {
 	Path(r *repo.Repo) string
+	ByID(ctx context.Context, id int64) (*repo.Repo, *org.Org, error)
 }
 
 // Person is who does something to a request, as git records it.
@@ -44,6 +47,7 @@ type Service struct {
 	log    *slog.Logger
 	events []func(context.Context, Event)
 	checks Checks
+	roles  Roles
 }
 
 // NewService returns the pull request service.
@@ -58,6 +62,8 @@ const (
 	Pushed   = "pushed" // its source branch moved
 	Edited   = "edited" // its title or description changed
 	Merged   = "merged"
+	// RunApproved: a maintainer approved the held request's head to run (ApproveRun).
+	RunApproved = "run_approved"
 )
 
 // Event is something that happened to a request, after it is recorded: the pull_request*
@@ -89,6 +95,9 @@ func (s *Service) fire(ctx context.Context, ev Event) {
 type OpenInput struct {
 	Source, Target string // branch names
 	Title, Body    string
+	// From is the source branch's repository when it is not the target's: a fork of it
+	// (repo.Service.Fork). nil: the target's own.
+	From *repo.Repo
 }
 
 func checkText(title, body string) error {
@@ -117,6 +126,30 @@ func head(ctx context.Context, path, field, branch string) (string, error) {
 	return sha, err
 }
 
+// sourceHead resolves the request's source branch, in its source repository, and brings that
+// commit into r's object store when the source is a fork. A deleted source branch or fork is
+// a fault.Invalid on "source".
+func (s *Service) sourceHead(ctx context.Context, r *repo.Repo, pr *Request) (string, error) {
+	if pr.SourceRepoID == r.ID {
+		return head(ctx, s.paths.Path(r), "source", pr.SourceBranch)
+	}
+	from, _, err := s.paths.ByID(ctx, pr.SourceRepoID)
+	if err != nil {
+		if fault.KindOf(err) == fault.KindNotFound {
+			return "", fault.Invalid("source", "the fork is gone")
+		}
+		return "", err
+	}
+	sha, err := head(ctx, s.paths.Path(from), "source", pr.SourceBranch)
+	if err != nil {
+		return "", err
+	}
+	if err := git.FetchCommit(ctx, s.paths.Path(r), s.paths.Path(from), sha); err != nil {
+		return "", err
+	}
+	return sha, nil
+}
+
 // Open proposes in.Source for merging into in.Target, both branches of r. The request gets the
 // repository's next number; a second open request for the same two branches is refused, as is
 // a source with nothing the target does not have.
@@ -129,7 +162,14 @@ func (s *Service) Open(ctx context.Context, r *repo.Repo, author Person, in Open
 		return nil, fault.Conflict("the repository is archived")
 	}
 	path := s.paths.Path(r)
-	src, err := head(ctx, path, "source", in.Source)
+	from := r
+	if in.From != nil && in.From.ID != r.ID {
+		if in.From.ForkOf == nil || *in.From.ForkOf != r.ID {
+			return nil, fault.Invalid("source_repo", "%s is not a fork of this repository", in.From.Name)
+		}
+		from = in.From
+	}
+	src, err := head(ctx, s.paths.Path(from), "source", in.Source)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +177,15 @@ func (s *Service) Open(ctx context.Context, r *repo.Repo, author Person, in Open
 	if err != nil {
 		return nil, err
 	}
-	if in.Source == in.Target {
+	if in.Source == in.Target && from == r {
 		return nil, fault.Invalid("source", "source and target are the same branch")
+	}
+	if from != r {
+		// The fork's commits come into the target's object store: the pre-merged commit, the
+		// checks and the merge all happen there. Only what the target lacks travels.
+		if err := git.FetchCommit(ctx, path, s.paths.Path(from), src); err != nil {
+			return nil, err
+		}
 	}
 	if base, err := git.MergeBase(ctx, path, dst, src); err != nil {
 		return nil, err
@@ -146,7 +193,7 @@ func (s *Service) Open(ctx context.Context, r *repo.Repo, author Person, in Open
 		return nil, fault.Invalid("source", "%s has no commits that %s does not have", in.Source, in.Target)
 	}
 	now := s.clock.Now().UTC()
-	pr := &Request{RepoID: r.ID, SourceRepoID: r.ID, SourceBranch: in.Source, TargetBranch: in.Target, Title: in.Title,
+	pr := &Request{RepoID: r.ID, SourceRepoID: from.ID, SourceBranch: in.Source, TargetBranch: in.Target, Title: in.Title,
 		Body: in.Body, State: StateOpen, AuthorID: author.ID, Conflicts: "[]", CreatedAt: now, UpdatedAt: now}
 	if err := s.merged(ctx, path, pr, src, dst); err != nil {
 		return nil, err
@@ -157,7 +204,7 @@ func (s *Service) Open(ctx context.Context, r *repo.Repo, author Person, in Open
 		}
 		var dup Request
 		err := tx.Select("number").Where("repo_id = ? AND source_repo_id = ? AND source_branch = ? AND target_branch = ? AND state = ?",
-			r.ID, r.ID, in.Source, in.Target, StateOpen).Take(&dup).Error
+			r.ID, from.ID, in.Source, in.Target, StateOpen).Take(&dup).Error
 		if err == nil {
 			return fault.Conflict("pull request #%d already proposes %s for %s", dup.Number, in.Source, in.Target)
 		}
@@ -320,15 +367,11 @@ func (s *Service) Close(ctx context.Context, r *repo.Repo, number int64) (*Reque
 // Reopen opens a closed request again and syncs it with its branches, which must still exist.
 // A merged request stays merged.
 func (s *Service) Reopen(ctx context.Context, r *repo.Repo, number int64, by Person) (*Request, error) {
-	pr, err := s.Get(ctx, r, number)
+	pr, err := s.getState(ctx, r, number, StateClosed)
 	if err != nil {
 		return nil, err
 	}
-	if pr.State != StateClosed {
-		return nil, fault.Conflict("pull request #%d is %s, not closed", number, pr.State)
-	}
-	path := s.paths.Path(r)
-	if _, err := head(ctx, path, "source", pr.SourceBranch); err != nil {
+	if _, err := s.sourceHead(ctx, r, pr); err != nil {
 		return nil, fault.Conflict("the source branch %s is gone: push it again to reopen", pr.SourceBranch)
 	}
 	var dup Request
@@ -348,6 +391,18 @@ func (s *Service) Reopen(ctx context.Context, r *repo.Repo, number int64, by Per
 	}
 	s.fire(ctx, Event{What: Reopened, Repo: r, Request: pr, By: by})
 	s.recheck(ctx, r, number, by)
+	return pr, nil
+}
+
+// getState reads request number of r, which must be in state: a 409 otherwise.
+func (s *Service) getState(ctx context.Context, r *repo.Repo, number int64, state string) (*Request, error) {
+	pr, err := s.Get(ctx, r, number)
+	if err != nil {
+		return nil, err
+	}
+	if pr.State != state {
+		return nil, fault.Conflict("pull request #%d is %s, not %s", number, pr.State, state)
+	}
 	return pr, nil
 }
 
@@ -377,9 +432,12 @@ func (s *Service) Sync(ctx context.Context, r *repo.Repo, pr *Request) (bool, er
 		return false, nil
 	}
 	path := s.paths.Path(r)
-	src, err := head(ctx, path, "source", pr.SourceBranch)
+	src, err := s.sourceHead(ctx, r, pr)
+	if fault.KindOf(err) == fault.KindInvalid {
+		return false, nil // the branch (or the fork) was deleted: nothing to sync to
+	}
 	if err != nil {
-		return false, nil // the branch was deleted: nothing to sync to
+		return false, err
 	}
 	dst, err := head(ctx, path, "target", pr.TargetBranch)
 	if err != nil {
@@ -448,12 +506,9 @@ func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Pers
 	if in.Mode != ModeMerge && in.Mode != ModeSquash && in.Mode != ModeRebase {
 		return nil, fault.Invalid("mode", "mode is merge, squash, rebase or auto, not %q", in.Mode)
 	}
-	pr, err := s.Get(ctx, r, number)
+	pr, err := s.getState(ctx, r, number, StateOpen)
 	if err != nil {
 		return nil, err
-	}
-	if pr.State != StateOpen {
-		return nil, fault.Conflict("pull request #%d is %s", number, pr.State)
 	}
 	if _, err := s.Sync(ctx, r, pr); err != nil {
 		return nil, err
@@ -511,7 +566,7 @@ func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Pers
 		return nil, fmt.Errorf("pull #%d merged as %s, but recording it failed: %w", pr.Number, commit, err)
 	}
 	out := &MergeDone{Target: git.RefUpdate{Old: pr.BaseSHA, New: commit, Ref: target}}
-	if in.DeleteSource {
+	if in.DeleteSource && pr.SourceRepoID == r.ID {
 		err := git.DeleteRef(ctx, path, "refs/heads/"+pr.SourceBranch, pr.HeadSHA)
 		out.SourceDeleted = err == nil
 		if err != nil {
@@ -545,6 +600,27 @@ func (s *Service) OnPush(ctx context.Context, r *repo.Repo, by Person, updates [
 		s.log.ErrorContext(ctx, "pull requests: sync after push", "repo_id", r.ID, "err", err)
 		return
 	}
+	s.syncAll(ctx, r, by, open)
+	// The pushed repository may be a fork that requests into its source come from.
+	var fromFork []Request
+	if err := s.db.WithContext(ctx).Where("source_repo_id = ? AND repo_id <> ? AND state = ? AND source_branch IN ?", r.ID, r.ID, StateOpen, branches).
+		Order("id").Find(&fromFork).Error; err != nil {
+		s.log.ErrorContext(ctx, "pull requests: sync after a push to a fork", "repo_id", r.ID, "err", err)
+		return
+	}
+	for i := range fromFork {
+		target, _, err := s.paths.ByID(ctx, fromFork[i].RepoID)
+		if err != nil {
+			s.log.ErrorContext(ctx, "pull requests: sync after a push to a fork", "repo_id", fromFork[i].RepoID, "err", err)
+			continue
+		}
+		s.syncAll(ctx, target, by, fromFork[i:i+1])
+	}
+}
+
+// syncAll syncs open requests of r after a push, fires Pushed for those whose source moved and
+// rechecks each one's gate.
+func (s *Service) syncAll(ctx context.Context, r *repo.Repo, by Person, open []Request) {
 	for i := range open {
 		pr := &open[i]
 		moved, err := s.Sync(ctx, r, pr)
@@ -558,4 +634,65 @@ func (s *Service) OnPush(ctx context.Context, r *repo.Repo, by Person, updates [
 		// A moved target may have cleared a conflict: the gate may pass now.
 		s.recheck(ctx, r, pr.Number, by)
 	}
+}
+
+// Roles says what role a user has in a team (org.Service).
+type Roles interface {
+	RoleOf(ctx context.Context, orgID, userID int64) (org.Role, error)
+}
+
+// UseRoles gives the service the team roles RunHeld reads. It is wiring (app.New).
+func (s *Service) UseRoles(r Roles) { s.roles = r }
+
+// RunHeld reports whether the request's proposed code waits for a maintainer's "Approve and
+// run" before any of its pipelines runs: it comes from a fork, its author is not a member of
+// the target's team, and its current source head is not the one approved. This is GitHub's
+// rule for outside contributors, applied to every new head (a push after an approval waits
+// again): it keeps a stranger's code off the team's money and GPUs until someone who may write
+// to the repository has read it.
+func (s *Service) RunHeld(ctx context.Context, r *repo.Repo, pr *Request) (bool, error) {
+	if pr.SourceRepoID == pr.RepoID || pr.RunApprovedSHA == pr.HeadSHA {
+		return false, nil
+	}
+	if s.roles == nil {
+		return true, nil
+	}
+	role, err := s.roles.RoleOf(ctx, r.OrgID, pr.AuthorID)
+	if err != nil {
+		return false, err
+	}
+	return !role.IsMember(), nil
+}
+
+// ApproveRun lets the held request's current head run (RunHeld) and fires RunApproved, which
+// starts the pipelines its opening or last push would have started. by is a person who may
+// write to r (the handler checks). Approving a request that is not held is a 409.
+func (s *Service) ApproveRun(ctx context.Context, r *repo.Repo, number int64, by Person) (*Request, error) {
+	pr, err := s.getState(ctx, r, number, StateOpen)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Sync(ctx, r, pr); err != nil {
+		return nil, err
+	}
+	held, err := s.RunHeld(ctx, r, pr)
+	if err != nil {
+		return nil, err
+	}
+	if !held {
+		return nil, fault.Conflict("pull request #%d does not wait for approval to run", number)
+	}
+	res := s.db.WithContext(ctx).Model(&Request{}).Where("id = ? AND head_sha = ? AND state = ?", pr.ID, pr.HeadSHA, StateOpen).
+		Updates(map[string]any{"run_approved_sha": pr.HeadSHA, "run_approved_by": by.ID, "updated_at": s.clock.Now().UTC()})
+	if res.Error != nil {
+		return nil, res.Error
+	}
+	if res.RowsAffected == 0 {
+		return nil, fault.Conflict("pull request #%d moved meanwhile: look at its new commits and approve again", number)
+	}
+	if pr, err = s.Get(ctx, r, number); err != nil {
+		return nil, err
+	}
+	s.fire(ctx, Event{What: RunApproved, Repo: r, Request: pr, By: by})
+	return pr, nil
 }

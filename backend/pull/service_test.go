@@ -13,6 +13,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/paging"
 	"github.com/nimbus-build/nimbus/backend/pull"
 	"github.com/nimbus-build/nimbus/backend/repo"
@@ -470,6 +471,121 @@ func TestReviews(t *testing.T) {
 		wantKind(t, "a review of a closed request", err, fault.KindConflict)
 		if want := []string{"changes_requested by bob", "approved by bob"}; !slices.Equal(fired, want) {
 			t.Fatalf("events %q, want %q", fired, want)
+		}
+	})
+}
+
+// A request from a fork: its commits come into the target's object store, its pre-merged
+// commit holds both sides, a push to the fork re-syncs it and fires Pushed on the target, and
+// while its author is outside the target's team it is held until a maintainer approves its
+// head to run, again after every push.
+func TestRequestFromAFork(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		f.pulls.UseRoles(f.w.Orgs)
+		var fired []string
+		f.pulls.OnEvent(func(_ context.Context, ev pull.Event) { fired = append(fired, ev.What+"@"+ev.Repo.Name) })
+
+		// bob, of another team, forks acme/model and pushes a branch to his fork.
+		bob := f.w.Signup(t, "bob")
+		theirs, err := f.w.Orgs.Create(ctx, bob, "bobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fork, err := f.w.Repos.Fork(ctx, f.repo, theirs, "model-fork")
+		if err != nil {
+			t.Fatal(err)
+		}
+		forkBare := f.w.Repos.Path(fork)
+		f.git("checkout", "-q", "-B", "tune", "main")
+		first := f.commit(map[string]string{"train.py": "lr = 0.01\nepochs = 10\n"}, "tune lr")
+		f.git("push", "-q", forkBare, "tune")
+		f.git("checkout", "-q", "main")
+		if f.ref("refs/heads/tune") != "" {
+			t.Fatal("the fork's branch is in the target")
+		}
+
+		// A repository that is not a fork of the target is refused.
+		stranger, err := f.w.Repos.Create(ctx, theirs, "other", repo.Public, "main", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bobP := pull.Person{ID: bob.ID, Name: "bob", Email: "bob@example.com"}
+		_, err = f.pulls.Open(ctx, f.repo, bobP, pull.OpenInput{Source: "tune", Target: "main", Title: "x", From: stranger})
+		wantKind(t, "a request from a repository that is not a fork", err, fault.KindInvalid)
+
+		pr, err := f.pulls.Open(ctx, f.repo, bobP, pull.OpenInput{Source: "tune", Target: "main", Title: "Lower lr", From: fork})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.SourceRepoID != fork.ID || pr.HeadSHA != first || f.ref(pull.HeadRef(pr.Number)) != first || pr.MergeSHA == "" {
+			t.Fatalf("request %+v", pr)
+		}
+		if got := f.show(pr.MergeSHA, "train.py"); got != "lr = 0.01\nepochs = 10\n" {
+			t.Errorf("the pre-merged commit's train.py %q", got)
+		}
+		held, err := f.pulls.RunHeld(ctx, f.repo, pr)
+		if err != nil || !held {
+			t.Errorf("an outsider's fork request is not held: %v, %v", held, err)
+		}
+
+		// A maintainer approves it to run: RunApproved fires, and it is no longer held.
+		fired = nil
+		pr, err = f.pulls.ApproveRun(ctx, f.repo, pr.Number, f.alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held, _ := f.pulls.RunHeld(ctx, f.repo, pr); held || len(fired) != 1 || fired[0] != pull.RunApproved+"@model" {
+			t.Errorf("after approval: held %v, fired %v", held, fired)
+		}
+		_, err = f.pulls.ApproveRun(ctx, f.repo, pr.Number, f.alice)
+		wantKind(t, "approving twice", err, fault.KindConflict)
+
+		// bob pushes to his fork: the request follows, fires Pushed on the target, and is held
+		// again for the new head.
+		f.git("checkout", "-q", "tune")
+		second := f.commit(map[string]string{"README.md": "model, tuned\n"}, "readme")
+		f.git("push", "-q", forkBare, "tune")
+		f.git("checkout", "-q", "main")
+		fired = nil
+		f.pulls.OnPush(ctx, fork, bobP, []git.RefUpdate{{Old: first, New: second, Ref: "refs/heads/tune"}})
+		pr, err = f.pulls.Get(ctx, f.repo, pr.Number)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.HeadSHA != second || f.ref(pull.HeadRef(pr.Number)) != second || len(fired) == 0 || fired[0] != pull.Pushed+"@model" {
+			t.Errorf("after the fork's push: head %s (want %s), fired %v", pr.HeadSHA, second, fired)
+		}
+		if held, _ := f.pulls.RunHeld(ctx, f.repo, pr); !held {
+			t.Error("a new head of an outsider's fork request runs without a new approval")
+		}
+		// A member's request from a fork is not held.
+		acme, err := f.w.Orgs.ByID(ctx, f.repo.OrgID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alice, err := f.w.Users.UserByID(ctx, f.alice.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := f.w.Orgs.Invite(ctx, acme, alice, org.Owner, "bob", "", org.Developer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.w.Orgs.RespondInvitation(ctx, bob, inv.ID, true); err != nil {
+			t.Fatal(err)
+		}
+		if held, _ := f.pulls.RunHeld(ctx, f.repo, pr); held {
+			t.Error("a team member's fork request is held")
+		}
+		// It merges like any other: the target gets the fork's commits.
+		done, err := f.pulls.Merge(ctx, f.repo, pr.Number, f.alice, pull.MergeInput{Mode: pull.ModeMerge, DeleteSource: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.show(done.Target.New, "README.md"); got != "model, tuned\n" || done.SourceDeleted {
+			t.Errorf("merged README %q, source deleted %v (a fork's branch is not the target's to delete)", got, done.SourceDeleted)
 		}
 	})
 }

@@ -34,6 +34,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/orgs/:org/repos", h.create)
 	rs.GET("/orgs/:org/repos", h.list)
 	rs.GET("/repos/:org/:repo", h.get)
+	rs.POST("/repos/:org/:repo/forks", h.fork)
 	rs.PATCH("/repos/:org/:repo", h.update)
 	rs.DELETE("/repos/:org/:repo", h.delete)
 	rs.GET("/repos/:org/:repo/secrets", h.listSecrets)
@@ -51,19 +52,22 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 
 // JSON is a repo as the API shows it.
 type JSON struct {
-	ID            int64     `json:"id"`
-	Org           string    `json:"org"`
-	Name          string    `json:"name"`
-	FullName      string    `json:"full_name"`
-	Description   string    `json:"description"`
-	Visibility    string    `json:"visibility"`
-	DefaultBranch string    `json:"default_branch"`
-	Archived      bool      `json:"archived"`
-	Secret        bool      `json:"secret"`
-	CloneURL      string    `json:"clone_url"`
-	Permission    string    `json:"permission,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	ID            int64  `json:"id"`
+	Org           string `json:"org"`
+	Name          string `json:"name"`
+	FullName      string `json:"full_name"`
+	Description   string `json:"description"`
+	Visibility    string `json:"visibility"`
+	DefaultBranch string `json:"default_branch"`
+	Archived      bool   `json:"archived"`
+	Secret        bool   `json:"secret"`
+	CloneURL      string `json:"clone_url"`
+	Permission    string `json:"permission,omitempty"`
+	// ForkOf is the org/name of the repo this one was forked from, shown to those who may read
+	// it (the single-repo answers; lists leave it out).
+	ForkOf    *string   `json:"fork_of,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 func (h *Handler) json(r *Repo, orgName string, lvl Level) JSON {
@@ -168,7 +172,74 @@ func (h *Handler) get(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	return api.JSON(c, http.StatusOK, h.json(a.Repo, a.Org.Name, a.Level))
+	j := h.json(a.Repo, a.Org.Name, a.Level)
+	j.ForkOf = h.svc.forkOf(c.Request.Context(), auth.From(c), a.Repo)
+	return api.JSON(c, http.StatusOK, j)
+}
+
+// fork is POST /repos/{org}/{repo}/forks {"org", "name"}: 201 with the new repo in team org
+// (the caller's developer role or above there; name defaults to the source's). Reading the
+// source is enough, as on GitHub: that is how someone outside a team proposes a change to its
+// public repo. A private repo forks only within its own team (GitHub's default for
+// organisations). A job token does not fork.
+func (h *Handler) fork(c *gin.Context) error {
+	a, err := Load(c, h.svc, Read)
+	if err != nil {
+		return err
+	}
+	p := auth.From(c)
+	if !p.Authenticated() {
+		return fault.Unauthenticated("sign in or send a token to fork %s/%s", a.Org.Name, a.Repo.Name)
+	}
+	if err := p.Need(auth.ScopeRepoWrite); err != nil {
+		return err
+	}
+	if p.User == nil || p.Kind == auth.KindJob {
+		return fault.Forbidden("forking takes a person: sign in or use a personal access token")
+	}
+	var req struct {
+		Org  string `json:"org"`
+		Name string `json:"name"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	if req.Org == "" {
+		return fault.Invalid("org", "name the team to fork into")
+	}
+	o, err := h.orgs.ByName(c.Request.Context(), req.Org)
+	if fault.KindOf(err) == fault.KindNotFound {
+		return fault.Invalid("org", "no team %q that you belong to", req.Org)
+	}
+	if err != nil {
+		return err
+	}
+	role, err := h.orgs.RoleOf(c.Request.Context(), o.ID, p.User.ID)
+	if err != nil {
+		return err
+	}
+	if !role.IsMember() {
+		return fault.Invalid("org", "no team %q that you belong to", req.Org)
+	}
+	if !role.CanWrite() {
+		return fault.Forbidden("forking into %s needs the developer role or above there (you are %s)", o.Name, role)
+	}
+	if a.Repo.Visibility != Public && o.ID != a.Org.ID {
+		// GitHub's default for organisations: a team's private code stays in the team.
+		return fault.Forbidden("%s/%s is private: it forks only within %s", a.Org.Name, a.Repo.Name, a.Org.Name)
+	}
+	r, err := h.svc.Fork(c.Request.Context(), a.Repo, o, req.Name)
+	if err != nil {
+		return err
+	}
+	lvl, err := h.svc.LevelOf(c.Request.Context(), o, r, p.User.ID)
+	if err != nil {
+		return err
+	}
+	j := h.json(r, o.Name, lvl)
+	from := a.Org.Name + "/" + a.Repo.Name
+	j.ForkOf = &from
+	return api.JSON(c, http.StatusCreated, j)
 }
 
 func (h *Handler) update(c *gin.Context) error {

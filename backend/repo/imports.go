@@ -28,6 +28,8 @@ type Reader struct {
 	UserID        int64  // who triggered it; 0 for nobody
 	PipelineID    int64
 	BuildNumber   int64
+	// Untrusted: a fork's proposed code (build.Build.Untrusted), which reads no secret file.
+	Untrusted bool
 }
 
 // FileRef is a file URL taken apart: {any host}/{org}/{repo}/-/blob/{ref}/{path}.
@@ -119,6 +121,14 @@ func (s *Service) ReadImport(ctx context.Context, rd Reader, raw, kind, image st
 		return protocol.ImportFile{}, fault.NotFound("%s: secret repository %s/%s keeps one version of each file, on %s; ref %s has none",
 			raw, o.Name, r.Name, r.DefaultBranch, ref.Ref)
 	}
+	if rd.Untrusted {
+		audit := SecretFileRead{RepoID: r.ID, Path: ref.Path, Kind: kind, Reader: rd.Slug, PipelineID: rd.PipelineID,
+			BuildNumber: rd.BuildNumber, UserID: rd.UserID, Reason: untrustedReason, ReadAt: s.clock.Now().UTC()}
+		if err := s.db.WithContext(ctx).Create(&audit).Error; err != nil {
+			return protocol.ImportFile{}, fmt.Errorf("audit the read of %s: %w", raw, err)
+		}
+		return protocol.ImportFile{}, fault.New(fault.KindForbidden, protocol.CodeImportRefused, "%s: %s", raw, untrustedReason)
+	}
 	f, err := s.SecretFileContent(ctx, &r, ref.Path)
 	if err != nil {
 		var ae *fault.Error
@@ -142,6 +152,9 @@ func (s *Service) ReadImport(ctx context.Context, rd Reader, raw, kind, image st
 	}
 	return protocol.ImportFile{Name: name, Content: f.Content, Secret: true}, nil
 }
+
+// untrustedReason is why a fork's proposed code reads no secret file, whatever the file allows.
+const untrustedReason = "a pull request from a fork reads no secret files (its code is not the team's own)"
 
 // allowRule is a key of a secret file that says who may read it, and what of the reader it
 // matches; allowRules are checked in this order.

@@ -23,7 +23,10 @@ type Repo struct {
 	Archived      bool   `gorm:"not null"`
 	// Secret marks a secret repository (secretfiles.go): no git content, only sealed files
 	// that pipelines import.
-	Secret    bool      `gorm:"not null"`
+	Secret bool `gorm:"not null"`
+	// ForkOf is the repo this one was forked from (Fork); nil for the rest, and once the
+	// source is deleted.
+	ForkOf    *int64    `gorm:"column:fork_of"`
 	CreatedAt time.Time `gorm:"not null"`
 	UpdatedAt time.Time `gorm:"not null"`
 }

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -339,6 +341,80 @@ func TestVisibleOrg(t *testing.T) {
 			if o, role, err := f.repos.VisibleOrg(ctx, p, "team"); err != nil || o.ID != f.team.ID || role != "" {
 				t.Errorf("%s, a team with a public repo: %v %q %v", name, o, role, err)
 			}
+		}
+	})
+}
+
+// A fork copies the source's settings and refs, borrows its objects, chains at most
+// MaxForkDepth deep, refuses a secret repository, and outlives its source.
+func TestFork(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		src, err := f.repos.Create(ctx, f.team, "model", repo.Public, "dev", "a model")
+		if err != nil {
+			t.Fatal(err)
+		}
+		work := t.TempDir()
+		gitCmd := func(dir string, args ...string) string {
+			t.Helper()
+			cmd := exec.Command("git", args...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.com", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.com")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("git %v: %v\n%s", args, err, out)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		gitCmd(work, "init", "-q", "-b", "dev")
+		gitCmd(work, "commit", "-q", "--allow-empty", "-m", "one")
+		gitCmd(work, "push", "-q", f.repos.Path(src), "dev", "dev:refs/heads/other")
+		head := gitCmd(work, "rev-parse", "HEAD")
+
+		fork, err := f.repos.Fork(ctx, src, f.other, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fork.Name != "model" || fork.Visibility != repo.Public || fork.DefaultBranch != "dev" || fork.Description != "a model" ||
+			fork.ForkOf == nil || *fork.ForkOf != src.ID || fork.OrgID != f.other.ID {
+			t.Errorf("fork %+v", fork)
+		}
+		for _, ref := range []string{"refs/heads/dev", "refs/heads/other"} {
+			if got, err := git.ResolveRef(ctx, f.repos.Path(fork), ref); err != nil || got != head {
+				t.Errorf("fork's %s = %q, %v", ref, got, err)
+			}
+		}
+		if _, err := f.repos.Fork(ctx, src, f.other, ""); status(err) != 409 {
+			t.Errorf("a second fork of the same name: %v", err)
+		}
+		// A chain of forks stops at MaxForkDepth.
+		up := fork
+		for i := 2; i <= repo.MaxForkDepth; i++ {
+			if up, err = f.repos.Fork(ctx, up, f.other, fmt.Sprintf("model-%d", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := f.repos.Fork(ctx, up, f.other, "too-deep"); status(err) != 422 {
+			t.Errorf("a fork %d deep: %v", repo.MaxForkDepth+1, err)
+		}
+		sealed, err := f.repos.CreateSecretRepo(ctx, f.team, "keys", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.repos.Fork(ctx, sealed, f.other, ""); status(err) != 422 {
+			t.Errorf("forking a secret repository: %v", err)
+		}
+		// The source goes; its fork keeps its history and no longer names it.
+		if err := f.repos.Delete(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := git.TreeOf(ctx, f.repos.Path(fork), head); err != nil {
+			t.Errorf("the fork lost its history with its source: %v", err)
+		}
+		again, _, err := f.repos.ByID(ctx, fork.ID)
+		if err != nil || again.ForkOf != nil {
+			t.Errorf("after the source's deletion: %+v, %v", again, err)
 		}
 	})
 }

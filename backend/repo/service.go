@@ -101,7 +101,7 @@ func (s *Service) Create(ctx context.Context, o *org.Org, name, visibility, defa
 	}
 	now := s.clock.Now().UTC()
 	r := &Repo{OrgID: o.ID, Name: name, Description: description, Visibility: visibility, DefaultBranch: defaultBranch, CreatedAt: now, UpdatedAt: now}
-	return s.insert(ctx, o, r)
+	return s.insert(ctx, o, r, nil)
 }
 
 // CreateSecretRepo makes a secret repository (secretfiles.go): always private, with an empty
@@ -117,19 +117,67 @@ func (s *Service) CreateSecretRepo(ctx context.Context, o *org.Org, name, descri
 	now := s.clock.Now().UTC()
 	r := &Repo{OrgID: o.ID, Name: name, Description: description, Visibility: Private, DefaultBranch: "main",
 		Secret: true, CreatedAt: now, UpdatedAt: now}
-	return s.insert(ctx, o, r)
+	return s.insert(ctx, o, r, nil)
+}
+
+// MaxForkDepth bounds a chain of forks of forks: git follows at most five levels of borrowed
+// objects (objects/info/alternates).
+const MaxForkDepth = 4
+
+// Fork copies src into team o as name ("" keeps src's name), as GitHub's fork does: the same
+// visibility, description and default branch, every branch and tag, and no pull requests,
+// secrets, settings or builds. The fork borrows src's git objects instead of copying them
+// (git.ShareObjects), so forking costs nothing on disk and takes as long for a large history as
+// for a small one. A secret repository has no git content to fork.
+func (s *Service) Fork(ctx context.Context, src *Repo, o *org.Org, name string) (*Repo, error) {
+	if name == "" {
+		name = src.Name
+	}
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if src.Secret {
+		return nil, fault.Invalid("repo", "a secret repository holds sealed files, not code: it cannot be forked")
+	}
+	// The new fork's depth is src's (how many fork_of links lead up from it) plus one.
+	depth := 1
+	for up := src.ForkOf; up != nil && depth <= MaxForkDepth; depth++ {
+		var parent Repo
+		if err := s.db.WithContext(ctx).Select("id", "fork_of").Take(&parent, *up).Error; err != nil {
+			return nil, err
+		}
+		up = parent.ForkOf
+	}
+	if depth > MaxForkDepth {
+		return nil, fault.Invalid("repo", "forks of forks go %d deep at most: fork the repository this one was forked from", MaxForkDepth)
+	}
+	now := s.clock.Now().UTC()
+	id := src.ID
+	r := &Repo{OrgID: o.ID, Name: name, Description: src.Description, Visibility: src.Visibility, DefaultBranch: src.DefaultBranch,
+		ForkOf: &id, CreatedAt: now, UpdatedAt: now}
+	from := s.Path(src)
+	return s.insert(ctx, o, r, func(path string) error {
+		if err := git.ShareObjects(ctx, path, from); err != nil {
+			return err
+		}
+		if err := git.CopyRefs(ctx, path, from); err != nil {
+			return err
+		}
+		return git.SetHEAD(ctx, path, src.DefaultBranch)
+	})
 }
 
 // insert stores r and makes its bare repository, together: the directory is created inside
 // the transaction, so if git fails no row remains, and if the commit fails the directory this
-// call made is removed.
+// call made is removed. fill, when not nil, fills the new bare repository (a fork's refs)
+// inside the transaction too.
 //
 // A directory already at the new repo's path belongs to no row: the data directory is out of
 // step with the database (a database restored from a backup older than the data directory,
 // which then reuses the ids of repos made since). It is never touched, the repo is not made,
 // the caller gets a 409 that says so, and the log an error naming the directory, since only
 // an operator can reconcile the two.
-func (s *Service) insert(ctx context.Context, o *org.Org, r *Repo) (*Repo, error) {
+func (s *Service) insert(ctx context.Context, o *org.Org, r *Repo, fill func(path string) error) (*Repo, error) {
 	name, defaultBranch := r.Name, r.DefaultBranch
 	created := false
 	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
@@ -140,6 +188,9 @@ func (s *Service) insert(ctx context.Context, o *org.Org, r *Repo) (*Repo, error
 			return err
 		}
 		created = true
+		if fill != nil {
+			return fill(s.Path(r))
+		}
 		return nil
 	})
 	switch {
@@ -382,9 +433,23 @@ func (s *Service) Update(ctx context.Context, r *Repo, p Patch) error {
 	return s.db.WithContext(ctx).Take(r, r.ID).Error
 }
 
-// Delete removes the repo, its secrets and deploy tokens, and its git directory.
+// Delete removes the repo, its secrets and deploy tokens, and its git directory. Its forks
+// first get their own copy of every object they borrow (git.Dissociate): a fork outlives its
+// source. A fork that cannot be given its copy stops the delete, so no fork breaks.
 func (s *Service) Delete(ctx context.Context, r *Repo) error {
+	var forks []Repo
+	if err := s.db.WithContext(ctx).Where("fork_of = ?", r.ID).Find(&forks).Error; err != nil {
+		return err
+	}
+	for i := range forks {
+		if err := git.Dissociate(ctx, s.Path(&forks[i])); err != nil {
+			return fmt.Errorf("repo %d: give fork %d its own objects: %w", r.ID, forks[i].ID, err)
+		}
+	}
 	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
+		if err := tx.Model(&Repo{}).Where("fork_of = ?", r.ID).Update("fork_of", nil).Error; err != nil {
+			return err
+		}
 		for _, m := range []any{&Secret{}, &DeployToken{}, &SecretFile{}, &SecretFileRead{}} {
 			if err := tx.Where("repo_id = ?", r.ID).Delete(m).Error; err != nil {
 				return err
@@ -399,6 +464,24 @@ func (s *Service) Delete(ctx context.Context, r *Repo) error {
 		s.log.ErrorContext(ctx, "repo directory not removed", "repo_id", r.ID, "err", err)
 	}
 	return nil
+}
+
+// forkOf names the repo r was forked from, if p may read it (a private source stays unnamed to
+// those who cannot see it).
+func (s *Service) forkOf(ctx context.Context, p *auth.Principal, r *Repo) *string {
+	if r.ForkOf == nil {
+		return nil
+	}
+	src, o, err := s.ByID(ctx, *r.ForkOf)
+	if err != nil {
+		return nil
+	}
+	a := &Access{Repo: src, Org: o}
+	if err := s.levelOf(ctx, p, a); err != nil || a.Level == None {
+		return nil
+	}
+	name := o.Name + "/" + src.Name
+	return &name
 }
 
 // ByID loads a repo and its org without authorization (for internal callers such as triggers).

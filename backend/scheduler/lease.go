@@ -292,6 +292,14 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 	return lease, nil
 }
 
+// UntrustedCacheGroup is the docker.volumes group an untrusted build's cache entry of group
+// gets: one that no build of the repository's own branches names, since a .cnb.yml group
+// cannot hold ':' (it separates group, path and type), so the fork can neither read what the
+// team's branches cached nor leave them a poisoned cache.
+func UntrustedCacheGroup(pull int64, group string) string {
+	return fmt.Sprintf("fork-pr-%d:%s", pull, group)
+}
+
 // leaseFor assembles the lease of a claimed pipeline.
 func (s *Service) leaseFor(ctx context.Context, a *Agent, p *build.Pipeline, leaseID, jobToken string, expires time.Time, req protocol.PollRequest) (*protocol.Lease, error) {
 	var plan protocol.Plan
@@ -302,8 +310,16 @@ func (s *Service) leaseFor(ctx context.Context, a *Agent, p *build.Pipeline, lea
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := s.secrets.SecretValues(ctx, p.RepoID)
-	if err != nil {
+	var secrets map[string]string
+	if run.Untrusted {
+		// A fork's proposed code: no repo secret, and caches of its request's own
+		// (build.Build.Untrusted).
+		for i := range plan.Volumes {
+			if plan.Volumes[i].Type != protocol.VolumeData {
+				plan.Volumes[i].Group = UntrustedCacheGroup(run.PullNumber, plan.Volumes[i].Group)
+			}
+		}
+	} else if secrets, err = s.secrets.SecretValues(ctx, p.RepoID); err != nil {
 		return nil, err
 	}
 	if len(secrets) > 0 {

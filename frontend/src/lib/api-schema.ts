@@ -461,6 +461,28 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/forks": {
+    /**
+     * Fork a repo into a team
+     * @description Copies the repo into team `org` under `name` (the source's name by default): its
+     * visibility, description, default branch, branches and tags; no pull requests, secrets,
+     * settings or builds. The fork borrows the source's git objects (nothing is copied, so it
+     * takes as long for a large history as for a small one). A pull request from the fork
+     * into the source runs its checks only after a maintainer approves it when its author is
+     * not a member of the source's team. Read access to the source is enough (a private repo
+     * forks only within its own team: 403 elsewhere); the caller's role in `org` is developer
+     * or above (a team they do not belong to is a 422 on `org`). A secret repository, or a
+     * fork of a fork 4 deep, is a 422; a name taken in `org` is a 409. Token scope
+     * `repo:write`; a job token is a 403.
+     */
+    post: operations["forkRepo"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/secret-files": {
     /**
      * The files of a secret repository
@@ -702,6 +724,14 @@ export interface paths {
      * same two branches and an archived repo are 409. Write access (role `developer` or
      * stronger) as a person: a session, a personal token with `repo:write`, or the job token
      * of the repo's own pipeline (as the user the build runs as; CNB's `repo-pr:rw`).
+     *
+     * From a fork: `source_repo` names it (`org/name`, a fork of this repository that the
+     * caller may read; anything else is a 422 on `source_repo`), and read access to this
+     * repository is enough, as on GitHub. The fork's commits are fetched into this
+     * repository. When the author is not a member of this repository's team, no pipeline
+     * runs until someone with write access approves the head (`POST …/approve-run`; again
+     * after each push), and the pipelines of the proposed code are untrusted: no repo
+     * secrets, no secret files, caches of their own, and the read-only job token.
      */
     post: operations["openPull"];
     parameters: {
@@ -725,6 +755,24 @@ export interface paths {
      * be reopened (409). Write access as a person; token scope `repo:write`.
      */
     patch: operations["updatePull"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/pulls/{number}/approve-run": {
+    /**
+     * Approve a fork's request to run its pipelines
+     * @description "Approve and run": lets the current head of a request from a fork, by someone outside
+     * the team, run its pipelines (`pull_request`, `pull_request.update`,
+     * `pull_request.target`), on this team's money. A later push waits for a new approval.
+     * A request that does not wait (`run_held` false), or is not open, is a 409. Write access
+     * as a person; token scope `repo:write`; a job token is a 403.
+     */
+    post: operations["approvePullRun"];
     parameters: {
       path: {
         org: components["parameters"]["Org"];
@@ -2657,10 +2705,21 @@ export interface components {
        * @enum {string}
        */
       permission?: "read" | "write" | "admin";
+      /**
+       * @description `org/name` of the repo this one was forked from, in the answers about one repo,
+       * when the caller may read that repo.
+       */
+      fork_of?: string;
       /** Format: date-time */
       created_at: string;
       /** Format: date-time */
       updated_at: string;
+    };
+    RepoFork: {
+      /** @description The team to fork into; the caller's role there is developer or above. */
+      org: string;
+      /** @description The fork's name; the source's name when left out. */
+      name?: string;
     };
     RepoCreate: {
       /** @description 1–100 letters, digits, '.', '-' or '_', starting with a letter or digit, not ending in .git; unique in the org ignoring case. */
@@ -3484,6 +3543,8 @@ export interface components {
       next_cursor?: components["schemas"]["NextCursor"];
     };
     PullRequestOpen: {
+      /** @description The fork the source branch is in, `org/name`; this repository when left out. */
+      source_repo?: string;
       source_branch: string;
       /** @description Default the repo's default branch. */
       target_branch?: string;
@@ -3509,6 +3570,15 @@ export interface components {
       delete_source_branch?: boolean;
     };
     PullRequest: {
+      /** @description The fork the source branch is in (`org/name`); empty for this repository. */
+      source_repo: string;
+      /**
+       * @description The request comes from a fork by someone outside the team, and its current head
+       * waits for a maintainer's `POST …/approve-run` before any pipeline runs.
+       */
+      run_held: boolean;
+      /** @description Who approved the current head to run; null when nobody has. */
+      run_approved_by: string | null;
       /** Format: int64 */
       number: number;
       title: string;
@@ -5749,6 +5819,48 @@ export interface operations {
     };
   };
   /**
+   * Fork a repo into a team
+   * @description Copies the repo into team `org` under `name` (the source's name by default): its
+   * visibility, description, default branch, branches and tags; no pull requests, secrets,
+   * settings or builds. The fork borrows the source's git objects (nothing is copied, so it
+   * takes as long for a large history as for a small one). A pull request from the fork
+   * into the source runs its checks only after a maintainer approves it when its author is
+   * not a member of the source's team. Read access to the source is enough (a private repo
+   * forks only within its own team: 403 elsewhere); the caller's role in `org` is developer
+   * or above (a team they do not belong to is a 422 on `org`). A secret repository, or a
+   * fork of a fork 4 deep, is a 422; a name taken in `org` is a 409. Token scope
+   * `repo:write`; a job token is a 403.
+   */
+  forkRepo: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["RepoFork"];
+      };
+    };
+    responses: {
+      /** @description The fork, with `fork_of`. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["Repo"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
    * The files of a secret repository
    * @description A secret repository (created with `"secret": true`) holds env files that pipelines
    * import (`imports:`, `settingsFrom`, `optionsFrom`); it has no git content and cannot be
@@ -6381,6 +6493,14 @@ export interface operations {
    * same two branches and an archived repo are 409. Write access (role `developer` or
    * stronger) as a person: a session, a personal token with `repo:write`, or the job token
    * of the repo's own pipeline (as the user the build runs as; CNB's `repo-pr:rw`).
+   *
+   * From a fork: `source_repo` names it (`org/name`, a fork of this repository that the
+   * caller may read; anything else is a 422 on `source_repo`), and read access to this
+   * repository is enough, as on GitHub. The fork's commits are fetched into this
+   * repository. When the author is not a member of this repository's team, no pipeline
+   * runs until someone with write access approves the head (`POST …/approve-run`; again
+   * after each push), and the pipelines of the proposed code are untrusted: no repo
+   * secrets, no secret files, caches of their own, and the read-only job token.
    */
   openPull: {
     parameters: {
@@ -6471,6 +6591,37 @@ export interface operations {
       409: components["responses"]["Conflict"];
       413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Approve a fork's request to run its pipelines
+   * @description "Approve and run": lets the current head of a request from a fork, by someone outside
+   * the team, run its pipelines (`pull_request`, `pull_request.update`,
+   * `pull_request.target`), on this team's money. A later push waits for a new approval.
+   * A request that does not wait (`run_held` false), or is not open, is a 409. Write access
+   * as a person; token scope `repo:write`; a job token is a 403.
+   */
+  approvePullRun: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    responses: {
+      /** @description The request, no longer held. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["PullRequest"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
       default: components["responses"]["Error"];
     };
   };

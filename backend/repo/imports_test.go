@@ -168,6 +168,7 @@ func TestReadImportRules(t *testing.T) {
 			}
 			return repo.Reader{OrgID: f.team.ID, Slug: slug, Event: event, Branch: branch, UserID: uid, PipelineID: 7, BuildNumber: 3}
 		}
+		untrusted := func(rd repo.Reader) repo.Reader { rd.Untrusted = true; return rd }
 		const host = "https://cnb.cool/"
 		for _, tc := range []struct {
 			name  string
@@ -191,6 +192,8 @@ func TestReadImportRules(t *testing.T) {
 			{"KEY=VALUE rules", reader("team/x", "tag_push", "", ""), host + "team/keys/-/blob/main/env", "", 200, ""},
 			{"another ref of a secret repo", reader("team/app", "push", "main", "admin"), host + "team/keys/-/blob/dev/plain.yml", "", 404, "one version"},
 			{"a missing secret file", reader("team/app", "push", "main", "admin"), host + "team/keys/-/blob/main/nope.yml", "", 404, ""},
+			{"a fork's code: no secret file, even one with no rule for the owner", untrusted(reader("team/app", "pull_request", "main", "owner")), host + "team/keys/-/blob/main/plain.yml", "", 403, "from a fork"},
+			{"a fork's code: a plain file reads", untrusted(reader("team/app", "pull_request", "main", "")), host + "team/model/-/blob/main/env.yml", "", 200, ""},
 			{"own team's repo", reader("team/app", "push", "main", ""), host + "team/model/-/blob/main/env.yml", "", 200, ""},
 			{"own team's repo, unknown ref", reader("team/app", "push", "main", ""), host + "team/model/-/blob/nope/env.yml", "", 404, ""},
 			{"another team's private repo", reader("team/app", "push", "main", "owner"), host + "other/private/-/blob/main/env.yml", "", 404, ""},
@@ -218,8 +221,8 @@ func TestReadImportRules(t *testing.T) {
 		// Every read of the secret repository that reached a file is audited, allowed or not.
 		var reads []repo.SecretFileRead
 		db.Where("repo_id = ?", keys.ID).Order("id").Find(&reads)
-		if len(reads) != 12 {
-			t.Fatalf("%d audited reads, want 12", len(reads))
+		if len(reads) != 13 {
+			t.Fatalf("%d audited reads, want 13", len(reads))
 		}
 		if r := reads[2]; r.Allowed || r.Reader != "team/app" || r.PipelineID != 7 || r.BuildNumber != 3 || r.UserID != f.by["developer"].ID ||
 			r.Path != "plain.yml" || r.Kind != protocol.ImportEnv || !strings.Contains(r.Reason, "no allow_* rule") {
@@ -228,6 +231,9 @@ func TestReadImportRules(t *testing.T) {
 		page, err := f.repos.SecretFileReads(ctx, keys, api.Page{Limit: 5})
 		if err != nil || len(page) != 6 || page[0].ID < page[1].ID {
 			t.Errorf("audit page: %d rows, %v (want 5+1, newest first)", len(page), err)
+		}
+		if r := reads[12]; r.Allowed || r.Reader != "team/app" || !strings.Contains(r.Reason, "from a fork") {
+			t.Errorf("the fork's refused read: %+v", r)
 		}
 	})
 }

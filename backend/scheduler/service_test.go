@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -561,4 +562,46 @@ func TestRefusedPipelineReleasesItsSlotOnce(t *testing.T) {
 	if err != nil || running != 1 {
 		t.Fatalf("the team's running count is %d (%v), want 1: the leased pipeline still runs", running, err)
 	}
+}
+
+// A build of a fork's proposed code (build.Build.Untrusted) gets no repo secret in its lease,
+// and its docker.volumes caches move under its request's own group; data volumes stay as they
+// are (they are the pipeline's own anyway).
+func TestUntrustedLeaseHasNoSecretsAndItsOwnCaches(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+		bs := f.push("main", `
+main:
+  push:
+    - name: train
+      runner: { tags: cnb:arch:amd64, cpus: 4 }
+      docker:
+        volumes:
+          - /root/.cache/pip
+          - ${CNB_BRANCH}:/data/set:read-only
+          - /scratch:data
+      stages:
+        - name: train
+          jobs:
+            a: { script: echo a }
+`)
+		if err := db.Model(&build.Build{}).Where("id = ?", bs[0].ID).Updates(map[string]any{"untrusted": true, "pull_number": 7}).Error; err != nil {
+			t.Fatal(err)
+		}
+		l := f.poll(f.agent("a1", 8), 8)
+		if l == nil {
+			t.Fatal("no lease")
+		}
+		if len(l.Secrets) != 0 {
+			t.Errorf("an untrusted lease holds secrets: %v", l.Secrets)
+		}
+		var groups []string
+		for _, v := range l.Plan.Volumes {
+			groups = append(groups, v.Type+"="+v.Group)
+		}
+		want := []string{"copy-on-write=" + UntrustedCacheGroup(7, ""), "read-only=" + UntrustedCacheGroup(7, "main"), "data="}
+		if !slices.Equal(groups, want) {
+			t.Errorf("volumes %q, want %q", groups, want)
+		}
+	})
 }

@@ -87,6 +87,18 @@ type Repo struct {
 	Visibility string `json:"visibility"`
 	Secret     bool   `json:"secret"`
 	CloneURL   string `json:"clone_url"`
+	// ForkOf is the repo this one was forked from (org/name), in answers about one repo.
+	ForkOf string `json:"fork_of,omitempty"`
+}
+
+// ForkRepo forks org/repo into team into, named name ("" keeps the name) (POST
+// /repos/{org}/{repo}/forks).
+func (c *Client) ForkRepo(ctx context.Context, org, repo, into, name string) (*Repo, error) {
+	body := map[string]string{"org": into}
+	if name != "" {
+		body["name"] = name
+	}
+	return call[Repo](ctx, c, http.MethodPost, Path("repos", org, repo, "forks"), body)
 }
 
 // CreateRepo creates a repo in the org (POST /orgs/{org}/repos).

@@ -41,6 +41,11 @@ type PullRequest struct {
 	Checks string `json:"checks"`
 	// Gate is where an open request stands against its merge gate (single reads only).
 	Gate *PullGate `json:"gate,omitempty"`
+	// SourceRepo is the fork the source branch is in (org/name); "" for the repository's own.
+	SourceRepo string `json:"source_repo"`
+	// RunHeld: a fork's request by an outsider waits for ApprovePullRun before anything runs.
+	RunHeld       bool    `json:"run_held"`
+	RunApprovedBy *string `json:"run_approved_by"`
 }
 
 // PullGate is a request's merge gate (schema PullGate): passed when Unmet is empty.
@@ -104,6 +109,7 @@ type PullReview struct {
 
 // NewPull is what opening a pull request takes (schema PullRequestOpen).
 type NewPull struct {
+	SourceRepo   string `json:"source_repo,omitempty"` // a fork, org/name; default: this repo
 	SourceBranch string `json:"source_branch"`
 	TargetBranch string `json:"target_branch,omitempty"` // default: the repo's default branch
 	Title        string `json:"title"`
@@ -124,6 +130,12 @@ func pullPath(org, repo string, number int64, more ...string) string {
 // OpenPull opens a pull request (POST /repos/{org}/{repo}/pulls).
 func (c *Client) OpenPull(ctx context.Context, org, repo string, in NewPull) (*PullRequest, error) {
 	return call[PullRequest](ctx, c, http.MethodPost, Path("repos", org, repo, "pulls"), in)
+}
+
+// ApprovePullRun lets a held request from a fork run its pipelines ("Approve and run"; POST
+// /repos/{org}/{repo}/pulls/{number}/approve-run).
+func (c *Client) ApprovePullRun(ctx context.Context, org, repo string, number int64) (*PullRequest, error) {
+	return call[PullRequest](ctx, c, http.MethodPost, Path("repos", org, repo, "pulls", strconv.FormatInt(number, 10), "approve-run"), nil)
 }
 
 // Pulls lists a repository's pull requests of a state (open, closed, merged or all), newest

@@ -78,7 +78,8 @@ fuzz:
 # cache hit against a cold build (about 40 s), a 200 MiB docker.volumes cache filled then reused
 # (job speed-up, target ≥ 5×; about 15 s),
 # the billing tick, a pull request opened to its pull_request pipeline queued and the
-# mergeability check on a repo of 10,000 commits (targets p50 < 150 ms and < 100 ms), the reproducibility record's cost to a three-job pipeline (target < 5 %) and
+# mergeability check on a repo of 10,000 commits (targets p50 < 150 ms and < 100 ms), the code
+# browser's root tree and a 5,000-line diff on that repo (targets < 100 ms and < 300 ms), the reproducibility record's cost to a three-job pipeline (target < 5 %) and
 # its storage for a 50-job one (target < 20 KB), a git push to its pipelines queued in Redis (with the server's git process
 # count), push to a job's first log line, cancel to its container gone and a job riding out a
 # server outage (Docker executor, about 1 min), and push and pull of a 1 GiB blob with oras against Nimbus's registry and the reference
@@ -98,6 +99,7 @@ bench:
 	$(GO) test -run='^$$' -bench='^BenchmarkRecordOverhead$$' -benchtime=5x ./agent/executor
 	$(GO) test -run='^$$' -bench='^BenchmarkRecord50Jobs$$' -benchtime=200x ./backend/record
 	$(GO) test -run='^$$' -bench='^BenchmarkPullRequest$$' -benchtime=1x -v ./backend/pull
+	$(GO) test -run='^$$' -bench='^BenchmarkCodeBrowse$$' -benchtime=1x -v ./backend/code
 	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^(BenchmarkPushToQueued|BenchmarkAgentLatency|BenchmarkDockerBuildCacheHit|BenchmarkVolumeCache|BenchmarkGPUHandOver|BenchmarkRegistry1GiB|BenchmarkWorkspace)$$' -benchtime=1x -v ./e2e
 
 # gpu-check runs on a host with an NVIDIA GPU (not in CI: no GPU here): the agent's GPU detection

@@ -29,6 +29,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/billing"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/code"
 	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/downloads"
 	"github.com/nimbus-build/nimbus/backend/fault"
@@ -321,6 +322,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			org.NewHandler(a.Orgs, log),
 			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
 			buildHandler,
+			code.NewHandler(a.Repos, commitStates{a.Builds}, log),
 			pull.NewHandler(pull.HandlerConfig{Service: a.Pulls, Repos: a.Repos, Users: a.Auth, Members: a.Orgs, Jobs: jobPulls{a.Builds},
 				PublicURL: cfg.PublicURL, Log: log}),
 			a.Publisher,

@@ -1234,6 +1234,46 @@ var mxBadWorkspaceEndpoints = []mxBadEndpoint{
 		Cases: append(slices.Clip(mxBadPorts),
 			mxBad{Name: "valid: changes nothing", Path: "/api/v1/workspaces/{id}/preview/8080/token", Want: 200})},
 	// Reads, with the same path checks.
+	// Code: refs and paths are checked before git sees them.
+	{Method: "GET", Path: mxAPriv + "/tree",
+		Cases: []mxBad{
+			{Name: "a ref that names nothing", Path: mxAPriv + "/tree?ref=nope", Want: 404},
+			{Name: "a ref as an option", Path: mxAPriv + "/tree?ref=--output=x", Want: 404},
+			{Name: "a ref with a path lookup", Path: mxAPriv + "/tree?ref=main:.cnb.yml", Want: 404},
+			{Name: "a path out of the tree", Path: mxAPriv + "/tree?path=../../etc", Want: 422, Field: "path"},
+			{Name: "a path that is a file", Path: mxAPriv + "/tree?path=.cnb.yml", Want: 422, Field: "path"},
+			{Name: "a path not in the commit", Path: mxAPriv + "/tree?path=nope", Want: 404},
+			{Name: "a secret repository has no code", Path: mxARepo + "/tree", Want: 404, Setup: func(w *mxWorld, v map[string]string) {
+				c := &mxCall{Vars: v}
+				mxSecretRepo(w, c)
+			}},
+		}},
+	{Method: "GET", Path: mxAPriv + "/blob",
+		Cases: []mxBad{
+			{Name: "no path", Path: mxAPriv + "/blob", Want: 422, Field: "path"},
+			{Name: "a directory", Path: mxAPriv + "/blob?path=.cnb", Want: 422, Field: "path"},
+			{Name: "a NUL in the path", Path: mxAPriv + "/blob?path=a%00b", Want: 400},
+			{Name: "a missing file", Path: mxAPriv + "/blob?path=nope.txt", Want: 404},
+		}},
+	{Method: "GET", Path: mxAPriv + "/raw",
+		Cases: []mxBad{
+			{Name: "no path", Path: mxAPriv + "/raw", Want: 422, Field: "path"},
+			{Name: "a directory", Path: mxAPriv + "/raw?path=.cnb", Want: 422, Field: "path"},
+			{Name: "a missing file", Path: mxAPriv + "/raw?path=nope.txt", Want: 404},
+		}},
+	{Method: "GET", Path: mxAPriv + "/commits",
+		Cases: []mxBad{
+			{Name: "a limit of 0", Path: mxAPriv + "/commits?limit=0", Want: 400},
+			{Name: "a limit of 101", Path: mxAPriv + "/commits?limit=101", Want: 400},
+			{Name: "a cursor not of this list", Path: mxAPriv + "/commits?cursor=!!", Want: 400},
+			{Name: "a path out of the tree", Path: mxAPriv + "/commits?path=../x", Want: 422, Field: "path"},
+			{Name: "a ref that names nothing", Path: mxAPriv + "/commits?ref=nope", Want: 404},
+		}},
+	{Method: "GET", Path: mxAPriv + "/commits/main",
+		Cases: []mxBad{
+			{Name: "a SHA nobody has", Path: mxAPriv + "/commits/" + strings.Repeat("a", 40), Want: 404},
+			{Name: "an option", Path: mxAPriv + "/commits/--all", Want: 404},
+		}},
 	{Method: "GET", Path: "/api/v1/workspaces/{id}/preview/{port}", Setup: mxPreviewRest(""),
 		Cases: append(slices.Clip(mxBadPorts),
 			mxBad{Name: "valid: the login redirect", Path: "/api/v1/workspaces/{id}/preview/8080", Want: 303})},

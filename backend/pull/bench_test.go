@@ -1,12 +1,9 @@
 package pull_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -17,41 +14,10 @@ import (
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/git"
+	"github.com/nimbus-build/nimbus/backend/git/gittest"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
-
-// bigHistory writes a history of n commits on main into the bare repository at path with git
-// fast-import: each commit changes one of 100 files, the first adds a .cnb.yml with a
-// pull_request pipeline. It returns main's head.
-func bigHistory(b *testing.B, path string, n int) string {
-	b.Helper()
-	var in bytes.Buffer
-	cnb := "main:\n  pull_request:\n    - name: check\n      stages: [ { name: t, script: echo check } ]\n"
-	for i := 1; i <= n; i++ {
-		fmt.Fprintf(&in, "commit refs/heads/main\ncommitter Bench <bench@example.com> %d +0000\ndata <<EOM\nstep %d\nEOM\n", 1700000000+i, i)
-		if i == 1 {
-			fmt.Fprintf(&in, "M 100644 inline .cnb.yml\ndata %d\n%s\n", len(cnb), cnb)
-		}
-		body := fmt.Sprintf("file %d, step %d\n", i%100, i)
-		fmt.Fprintf(&in, "M 100644 inline src/f%02d.py\ndata %d\n%s\n", i%100, len(body), body)
-	}
-	cmd := exec.Command("git", "--git-dir="+path, "fast-import", "--quiet")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "HOME=" + b.TempDir()}
-	cmd.Stdin = &in
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("fast-import: %v\n%s", err, out)
-	}
-	head, err := git.ResolveRef(context.Background(), path, "refs/heads/main")
-	if err != nil {
-		b.Fatal(err)
-	}
-	count, err := exec.Command("git", "--git-dir="+path, "rev-list", "--count", head).Output()
-	if err != nil || strings.TrimSpace(string(count)) != fmt.Sprint(n) {
-		b.Fatalf("main has %q commits, want %d (%v)", count, n, err)
-	}
-	return head
-}
 
 // BenchmarkPullRequest measures, on a repository of 10,000 commits, with the whole app behind
 // its HTTP server (PostgreSQL, the test Redis):
@@ -72,7 +38,7 @@ func BenchmarkPullRequest(b *testing.B) {
 	r := srv.Repo(b, o, "history", "private")
 	path := srv.App.Repos.Path(r)
 	ctx := context.Background()
-	head := bigHistory(b, path, commits)
+	head := gittest.BigHistory(b, path, commits, "main:\n  pull_request:\n    - name: check\n      stages: [ { name: t, script: echo check } ]\n")
 	parent, err := git.ResolveRef(ctx, path, head+"^")
 	if err != nil {
 		b.Fatal(err)

@@ -1355,6 +1355,125 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/branches": {
+    /**
+     * The branches, each with its last commit
+     * @description Every branch by name, with its last commit and that commit's check state (`checks`);
+     * `default` marks the default branch.
+     * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+     * repo's own pipelines reads too. A secret repository has no code: 404.
+     */
+    get: operations["listBranches"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/tags": {
+    /**
+     * The tags, each with its commit
+     * @description Every tag of a commit by name (annotated tags peeled), with the commit and its check state.
+     * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+     * repo's own pipelines reads too. A secret repository has no code: 404.
+     */
+    get: operations["listTags"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/tree": {
+    /**
+     * A directory at a branch, tag or commit
+     * @description The entries of `path` (the root when left out) at `ref`: directories first, then files,
+     * each with its size; `readme` names the directory's README (README.md first). A path
+     * that is a file is a 422 on `path`; one not in the commit a 404.
+     * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+     * repo's own pipelines reads too. A secret repository has no code: 404.
+     */
+    get: operations["getTree"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/blob": {
+    /**
+     * A file at a branch, tag or commit
+     * @description The file for showing: `content` is its text when it is UTF-8 of at most 1 MiB; otherwise
+     * `binary` or `too_large` says why not (fetch `raw_url`). A Git LFS pointer is text with
+     * `lfs` set to what it points at. A directory is a 422 on `path`.
+     * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+     * repo's own pipelines reads too. A secret repository has no code: 404.
+     */
+    get: operations["getBlob"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/commits": {
+    /**
+     * The history of a branch, tag or commit
+     * @description Commits reachable from `ref`, newest first (with `path`, only those that change it), each
+     * with its check state; paged as every list is.
+     * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+     * repo's own pipelines reads too. A secret repository has no code: 404.
+     */
+    get: operations["listCommits"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/raw": {
+    /**
+     * A file's bytes
+     * @description The file at `ref`, whatever its size: text as `text/plain; charset=utf-8`, anything else
+     * as an `application/octet-stream` attachment, always with `X-Content-Type-Options:
+     * nosniff` and a sandboxing `Content-Security-Policy`, so no file runs as a page of this
+     * origin. A directory is a 422 on `path`.
+     * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+     * repo's own pipelines reads too. A secret repository has no code: 404.
+     */
+    get: operations["getRawFile"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/commits/{sha}": {
+    /**
+     * A commit and its diff
+     * @description The commit with its parents and its whole diff against its first parent (every file
+     * added for a root commit), renames found: each file's status, counts and unified patch.
+     * Patches stop after 4 MiB in all; the files past that keep their counts with `truncated`.
+     * Its pipelines are at `…/commits/{sha}/checks`.
+     * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+     * repo's own pipelines reads too. A secret repository has no code: 404.
+     */
+    get: operations["getCommit"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description A commit SHA, or any branch or tag naming one. */
+        sha: string;
+      };
+    };
+  };
   "/repos/{org}/{repo}/commits/{sha}/checks": {
     /**
      * A commit's check state
@@ -2714,6 +2833,104 @@ export interface components {
       created_at: string;
       /** Format: date-time */
       updated_at: string;
+    };
+    CodeCommit: {
+      sha: string;
+      title: string;
+      message: string;
+      author_name: string;
+      author_email: string;
+      /** Format: date-time */
+      authored_at: string;
+      committer_name: string;
+      committer_email: string;
+      /** Format: date-time */
+      committed_at: string;
+      /**
+       * @description The commit's check state (`…/commits/{sha}/checks`).
+       * @enum {string}
+       */
+      checks: "" | "pending" | "success" | "failure";
+    };
+    CodeCommitList: {
+      items: components["schemas"]["CodeCommit"][];
+      next_cursor?: components["schemas"]["NextCursor"];
+    };
+    CodeRefList: {
+      items: {
+          name: string;
+          /** @description The repo's default branch. */
+          default: boolean;
+          commit: components["schemas"]["CodeCommit"];
+        }[];
+      next_cursor?: components["schemas"]["NextCursor"];
+    };
+    CodeTree: {
+      ref: string;
+      commit: string;
+      path: string;
+      /** @description The directory's README; empty when it has none. */
+      readme: string;
+      entries: ({
+          name: string;
+          path: string;
+          /**
+           * @description A file or link, a directory, or a submodule.
+           * @enum {string}
+           */
+          type: "blob" | "tree" | "commit";
+          mode: string;
+          sha: string;
+          /** Format: int64 */
+          size: number;
+        })[];
+    };
+    CodeBlob: {
+      ref: string;
+      commit: string;
+      path: string;
+      sha: string;
+      /** Format: int64 */
+      size: number;
+      mode: string;
+      binary: boolean;
+      too_large: boolean;
+      lfs: {
+        oid: string;
+        /** Format: int64 */
+        size: number;
+      } | null;
+      content: string | null;
+      raw_url: string;
+    };
+    CodeFile: {
+      path: string;
+      old_path: string;
+      /** @enum {string} */
+      status: "added" | "modified" | "deleted" | "renamed" | "copied" | "type_changed";
+      additions: number;
+      deletions: number;
+      binary: boolean;
+      /** @description The unified diff from the first hunk; empty for a binary file or one without content changes. */
+      patch: string;
+      truncated: boolean;
+    };
+    CodeCommitDetail: {
+      sha: string;
+      title: string;
+      message: string;
+      author_name: string;
+      author_email: string;
+      /** Format: date-time */
+      authored_at: string;
+      committer_name: string;
+      committer_email: string;
+      /** Format: date-time */
+      committed_at: string;
+      /** @enum {string} */
+      checks: "" | "pending" | "success" | "failure";
+      parents: string[];
+      files: components["schemas"]["CodeFile"][];
     };
     RepoFork: {
       /** @description The team to fork into; the caller's role there is developer or above. */
@@ -7891,6 +8108,240 @@ export interface operations {
       409: components["responses"]["Conflict"];
       413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The branches, each with its last commit
+   * @description Every branch by name, with its last commit and that commit's check state (`checks`);
+   * `default` marks the default branch.
+   * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+   * repo's own pipelines reads too. A secret repository has no code: 404.
+   */
+  listBranches: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description OK. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["CodeRefList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The tags, each with its commit
+   * @description Every tag of a commit by name (annotated tags peeled), with the commit and its check state.
+   * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+   * repo's own pipelines reads too. A secret repository has no code: 404.
+   */
+  listTags: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description OK. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["CodeRefList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A directory at a branch, tag or commit
+   * @description The entries of `path` (the root when left out) at `ref`: directories first, then files,
+   * each with its size; `readme` names the directory's README (README.md first). A path
+   * that is a file is a 422 on `path`; one not in the commit a 404.
+   * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+   * repo's own pipelines reads too. A secret repository has no code: 404.
+   */
+  getTree: {
+    parameters: {
+      query?: {
+        /** @description A branch, tag or commit; the default branch when left out. One that names nothing is a 404. */
+        ref?: string;
+        /** @description A path from the repository root (no `..`, no empty or `.` segments). */
+        path?: string;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description OK. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["CodeTree"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A file at a branch, tag or commit
+   * @description The file for showing: `content` is its text when it is UTF-8 of at most 1 MiB; otherwise
+   * `binary` or `too_large` says why not (fetch `raw_url`). A Git LFS pointer is text with
+   * `lfs` set to what it points at. A directory is a 422 on `path`.
+   * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+   * repo's own pipelines reads too. A secret repository has no code: 404.
+   */
+  getBlob: {
+    parameters: {
+      query?: {
+        /** @description A branch, tag or commit; the default branch when left out. One that names nothing is a 404. */
+        ref?: string;
+        /** @description A path from the repository root (no `..`, no empty or `.` segments). */
+        path?: string;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description OK. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["CodeBlob"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The history of a branch, tag or commit
+   * @description Commits reachable from `ref`, newest first (with `path`, only those that change it), each
+   * with its check state; paged as every list is.
+   * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+   * repo's own pipelines reads too. A secret repository has no code: 404.
+   */
+  listCommits: {
+    parameters: {
+      query?: {
+        /** @description A branch, tag or commit; the default branch when left out. One that names nothing is a 404. */
+        ref?: string;
+        /** @description A path from the repository root (no `..`, no empty or `.` segments). */
+        path?: string;
+        limit?: components["parameters"]["Limit"];
+        cursor?: components["parameters"]["Cursor"];
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description OK. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["CodeCommitList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A file's bytes
+   * @description The file at `ref`, whatever its size: text as `text/plain; charset=utf-8`, anything else
+   * as an `application/octet-stream` attachment, always with `X-Content-Type-Options:
+   * nosniff` and a sandboxing `Content-Security-Policy`, so no file runs as a page of this
+   * origin. A directory is a 422 on `path`.
+   * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+   * repo's own pipelines reads too. A secret repository has no code: 404.
+   */
+  getRawFile: {
+    parameters: {
+      query?: {
+        /** @description A branch, tag or commit; the default branch when left out. One that names nothing is a 404. */
+        ref?: string;
+        /** @description A path from the repository root (no `..`, no empty or `.` segments). */
+        path?: string;
+      };
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description The bytes. */
+      200: {
+        content: {
+          "text/plain": string;
+          "application/octet-stream": string;
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A commit and its diff
+   * @description The commit with its parents and its whole diff against its first parent (every file
+   * added for a root commit), renames found: each file's status, counts and unified patch.
+   * Patches stop after 4 MiB in all; the files past that keep their counts with `truncated`.
+   * Its pipelines are at `…/commits/{sha}/checks`.
+   * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
+   * repo's own pipelines reads too. A secret repository has no code: 404.
+   */
+  getCommit: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description A commit SHA, or any branch or tag naming one. */
+        sha: string;
+      };
+    };
+    responses: {
+      /** @description The commit. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["CodeCommitDetail"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
       default: components["responses"]["Error"];
     };
   };

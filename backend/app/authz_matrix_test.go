@@ -344,6 +344,10 @@ var mxMatrix = []mxRow{
 	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 201", "POST", mxAPriv+"/pulls").prep(mxFreshBranch(mxPrivA)),
 	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/pulls").prep(mxFreshBranch(mxPubA)),
 	mx("404 | 403 200 200 200 403 | 404 | 403 403 | 403 200", "PATCH", mxAPriv+"/pulls/1").body(map[string]any{"title": "Matrix pull, edited"}),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pulls/1/files"),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", mxBPriv+"/pulls/1/files"),
+	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/pulls/1/commits"),
+	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "GET", mxBPriv+"/pulls/1/commits"),
 	// Approve and run: writers, as people; #1 is no fork's, so they get the 409 of a request
 	// that does not wait (backend/pull's TestRequestFromAFork approves a held one).
 	mx("404 | 403 409 409 409 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/pulls/1/approve-run"),

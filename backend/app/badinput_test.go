@@ -531,6 +531,11 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "no such branch", Body: map[string]any{"button": "Run", "branch": "nope"}, Want: 422},
 			{Name: "unknown field", Body: map[string]any{"button": "Run", "input": map[string]string{}}, Want: 400},
 		}},
+	{Method: "GET", Path: mxAPriv + "/pulls/1/files",
+		Cases: []mxBad{
+			{Name: "no such request", Path: mxAPriv + "/pulls/987654/files", Want: 404},
+			{Name: "not a number", Path: mxAPriv + "/pulls/x/commits", Want: 404},
+		}},
 	{Method: "POST", Path: mxAPriv + "/pulls/{n}/approve-run",
 		Cases: []mxBad{
 			{Name: "no such request", Path: mxAPriv + "/pulls/987654/approve-run", Want: 404},

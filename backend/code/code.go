@@ -211,9 +211,14 @@ func gitFault(err error, p string) error {
 	return err
 }
 
-func (h *Handler) commitJSON(ctx context.Context, repoID int64, c git.CommitInfo) CommitJSON {
-	out := CommitJSON{SHA: c.SHA, Title: c.Title, Message: c.Message, AuthorName: c.AuthorName, AuthorEmail: c.AuthorEmail,
+// CommitOf is a commit's JSON without its check state.
+func CommitOf(c git.CommitInfo) CommitJSON {
+	return CommitJSON{SHA: c.SHA, Title: c.Title, Message: c.Message, AuthorName: c.AuthorName, AuthorEmail: c.AuthorEmail,
 		AuthoredAt: c.Time, CommitterName: c.CommitterName, CommitterEmail: c.CommitterEmail, CommittedAt: c.CommitterTime}
+}
+
+func (h *Handler) commitJSON(ctx context.Context, repoID int64, c git.CommitInfo) CommitJSON {
+	out := CommitOf(c)
 	if h.checks != nil {
 		if st, err := h.checks.CommitState(ctx, repoID, c.SHA); err == nil {
 			out.Checks = st

@@ -18,6 +18,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/code"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/git/gittest"
+	"github.com/nimbus-build/nimbus/backend/pull"
 	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
@@ -154,6 +155,23 @@ func TestCodeRoutes(t *testing.T) {
 	get("/commits?path=train.py", &page)
 	if len(page.Items) != 2 {
 		t.Errorf("commits of train.py: %d, want 2", len(page.Items))
+	}
+
+	// A request's files and commits: against the merge base.
+	gittest.FastImport(t, bare, []byte("commit refs/heads/tune\ncommitter Bob <bob@example.com> 1700000100 +0000\ndata <<EOM\ntune\nEOM\nfrom refs/heads/main^0\nM 100644 inline train.py\ndata 10\nlr = 0.05\n\n"))
+	who := pull.Person{ID: alice.ID, Name: alice.Username, Email: alice.Email}
+	if _, err := s.App.Pulls.Open(ctx, r, who, pull.OpenInput{Source: "tune", Target: "main", Title: "Tune"}); err != nil {
+		t.Fatal(err)
+	}
+	var prFiles struct{ Items []code.FileJSON }
+	get("/pulls/1/files", &prFiles)
+	if len(prFiles.Items) != 1 || prFiles.Items[0].Path != "train.py" || prFiles.Items[0].Additions != 1 || prFiles.Items[0].Deletions != 2 {
+		t.Errorf("the request's files %+v", prFiles.Items)
+	}
+	var prCommits struct{ Items []code.CommitJSON }
+	get("/pulls/1/commits", &prCommits)
+	if len(prCommits.Items) != 1 || prCommits.Items[0].Title != "tune" || prCommits.Items[0].AuthorName != "Bob" {
+		t.Errorf("the request's commits %+v", prCommits.Items)
 	}
 
 	var detail code.CommitDetailJSON

@@ -216,6 +216,19 @@ func Log(ctx context.Context, repoPath, commit, path string, skip, limit int) ([
 	return Commits(ctx, repoPath, strings.Fields(string(out)))
 }
 
+// RangeLog lists the commits of head that base lacks (git log base..head), newest first, at
+// most limit: a pull request's commits.
+func RangeLog(ctx context.Context, repoPath, base, head string, limit int) ([]CommitInfo, error) {
+	if !isSHA(base) || !isSHA(head) {
+		return nil, fmt.Errorf("%w: log %q..%q", ErrInvalid, base, head)
+	}
+	out, err := run(ctx, repoPath, nil, "rev-list", "--max-count="+strconv.Itoa(limit), head, "^"+base, "--")
+	if err != nil {
+		return nil, fmt.Errorf("git: log %s..%s in %s: %w", base, head, repoPath, err)
+	}
+	return Commits(ctx, repoPath, strings.Fields(string(out)))
+}
+
 // Parents are the parents of commit (a SHA), first parent first.
 func Parents(ctx context.Context, repoPath, commit string) ([]string, error) {
 	if !isSHA(commit) {

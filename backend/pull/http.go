@@ -14,7 +14,9 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/api"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/code"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
@@ -159,6 +161,8 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.PATCH("/repos/:org/:repo/pulls/:number", h.update)
 	rs.POST("/repos/:org/:repo/pulls/:number/merge", h.merge)
 	rs.POST("/repos/:org/:repo/pulls/:number/approve-run", h.approveRun)
+	rs.GET("/repos/:org/:repo/pulls/:number/files", h.files)
+	rs.GET("/repos/:org/:repo/pulls/:number/commits", h.commits)
 	rs.GET("/repos/:org/:repo/pulls/:number/reviews", h.reviews)
 	rs.POST("/repos/:org/:repo/pulls/:number/reviews", h.review)
 	rs.POST("/repos/:org/:repo/pulls/:number/reviewers", h.setReviewers)
@@ -798,4 +802,39 @@ func (h *Handler) setReviewers(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusOK, h.json(ctx, a, pr))
+}
+
+// MaxCommits is how many of a request's commits its commits route lists.
+const MaxCommits = 250
+
+// files is GET /repos/{org}/{repo}/pulls/{number}/files: the files the request changes, against
+// the merge base (what GitHub's "Files changed" shows), with their patches.
+func (h *Handler) files(c *gin.Context) error {
+	a, pr, err := h.load(c, repo.Read)
+	if err != nil {
+		return err
+	}
+	diff, err := git.Diff(c.Request.Context(), h.repos.Path(a.Repo), pr.MergeBase, pr.HeadSHA, code.MaxDiffBytes)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, api.List[code.FileJSON]{Items: code.FilesJSON(diff)})
+}
+
+// commits is GET /repos/{org}/{repo}/pulls/{number}/commits: the request's commits (those of its
+// source head that the merge base lacks), newest first, at most MaxCommits.
+func (h *Handler) commits(c *gin.Context) error {
+	a, pr, err := h.load(c, repo.Read)
+	if err != nil {
+		return err
+	}
+	infos, err := git.RangeLog(c.Request.Context(), h.repos.Path(a.Repo), pr.MergeBase, pr.HeadSHA, MaxCommits)
+	if err != nil {
+		return err
+	}
+	out := api.List[code.CommitJSON]{Items: make([]code.CommitJSON, 0, len(infos))}
+	for _, info := range infos {
+		out.Items = append(out.Items, code.CommitOf(info))
+	}
+	return api.JSON(c, http.StatusOK, out)
 }

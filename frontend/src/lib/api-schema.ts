@@ -763,6 +763,38 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/pulls/{number}/files": {
+    /**
+     * The files a pull request changes
+     * @description The diff of the source head against the merge base (GitHub's "Files changed"): each
+     * file's status, counts and patch; patches stop after 4 MiB in all (`truncated`).
+     * Read access; token scope `repo:read`.
+     */
+    get: operations["listPullFiles"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+  };
+  "/repos/{org}/{repo}/pulls/{number}/commits": {
+    /**
+     * A pull request's commits
+     * @description The source head's commits that the merge base lacks, newest first, at most 250 (`checks`
+     * is empty here: see the request's own).
+     * Read access; token scope `repo:read`.
+     */
+    get: operations["listPullCommits"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/pulls/{number}/approve-run": {
     /**
      * Approve a fork's request to run its pipelines
@@ -6808,6 +6840,68 @@ export interface operations {
       409: components["responses"]["Conflict"];
       413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The files a pull request changes
+   * @description The diff of the source head against the merge base (GitHub's "Files changed"): each
+   * file's status, counts and patch; patches stop after 4 MiB in all (`truncated`).
+   * Read access; token scope `repo:read`.
+   */
+  listPullFiles: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    responses: {
+      /** @description OK. */
+      200: {
+        content: {
+          "application/json": {
+            items: components["schemas"]["CodeFile"][];
+            next_cursor?: components["schemas"]["NextCursor"];
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * A pull request's commits
+   * @description The source head's commits that the merge base lacks, newest first, at most 250 (`checks`
+   * is empty here: see the request's own).
+   * Read access; token scope `repo:read`.
+   */
+  listPullCommits: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    responses: {
+      /** @description OK. */
+      200: {
+        content: {
+          "application/json": {
+            items: components["schemas"]["CodeCommit"][];
+            next_cursor?: components["schemas"]["NextCursor"];
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
       default: components["responses"]["Error"];
     };
   };

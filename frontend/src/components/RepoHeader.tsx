@@ -29,6 +29,8 @@ export function RepoHeader({ org, repo }: { org: string; repo: string }) {
         <NavLink to={base} end>
           Builds
         </NavLink>
+        <NavLink to={`${base}/-/tree`}>Code</NavLink>
+        <NavLink to={`${base}/-/pulls`}>Pull requests</NavLink>
         <NavLink to={`${base}/artifacts`}>Artifacts</NavLink>
         <NavLink to={`${base}/releases`}>Releases</NavLink>
         <NavLink to={`${base}/metrics`}>Metrics</NavLink>

@@ -152,6 +152,35 @@ export const endpoints = {
     },
   },
 
+  code: {
+    branches: (org: string, repo: string) => call('get', '/repos/{org}/{repo}/branches', { org, repo }),
+    tags: (org: string, repo: string) => call('get', '/repos/{org}/{repo}/tags', { org, repo }),
+    tree: (org: string, repo: string, ref?: string, path?: string) => call('get', '/repos/{org}/{repo}/tree', { org, repo }, undefined, { ref, path }),
+    blob: (org: string, repo: string, ref: string | undefined, path: string) => call('get', '/repos/{org}/{repo}/blob', { org, repo }, undefined, { ref, path }),
+    rawHref: (org: string, repo: string, ref: string, path: string) => href('/repos/{org}/{repo}/raw', { org, repo }, { ref, path }),
+    commits: (org: string, repo: string, ref?: string, cursor?: string) =>
+      call('get', '/repos/{org}/{repo}/commits', { org, repo }, undefined, { ref, cursor, limit: 30 }),
+    commit: (org: string, repo: string, sha: string) => call('get', '/repos/{org}/{repo}/commits/{sha}', { org, repo, sha }),
+    checks: (org: string, repo: string, sha: string) => call('get', '/repos/{org}/{repo}/commits/{sha}/checks', { org, repo, sha }),
+  },
+
+  pulls: {
+    list: (org: string, repo: string, state: 'open' | 'closed' | 'merged' | 'all') => call('get', '/repos/{org}/{repo}/pulls', { org, repo }, undefined, { state, limit: 100 }),
+    get: (org: string, repo: string, n: number | string) => call('get', '/repos/{org}/{repo}/pulls/{number}', { org, repo, number: n }),
+    open: (org: string, repo: string, body: RequestBody<'/repos/{org}/{repo}/pulls', 'post'>) => call('post', '/repos/{org}/{repo}/pulls', { org, repo }, body),
+    files: (org: string, repo: string, n: number | string) => call('get', '/repos/{org}/{repo}/pulls/{number}/files', { org, repo, number: n }),
+    commits: (org: string, repo: string, n: number | string) => call('get', '/repos/{org}/{repo}/pulls/{number}/commits', { org, repo, number: n }),
+    comments: (org: string, repo: string, n: number | string) => all('/repos/{org}/{repo}/pulls/{number}/comments', { org, repo, number: n }),
+    comment: (org: string, repo: string, n: number | string, body: RequestBody<'/repos/{org}/{repo}/pulls/{number}/comments', 'post'>) =>
+      call('post', '/repos/{org}/{repo}/pulls/{number}/comments', { org, repo, number: n }, body),
+    reviews: (org: string, repo: string, n: number | string) => all('/repos/{org}/{repo}/pulls/{number}/reviews', { org, repo, number: n }),
+    review: (org: string, repo: string, n: number | string, body: RequestBody<'/repos/{org}/{repo}/pulls/{number}/reviews', 'post'>) =>
+      call('post', '/repos/{org}/{repo}/pulls/{number}/reviews', { org, repo, number: n }, body),
+    merge: (org: string, repo: string, n: number | string, body: RequestBody<'/repos/{org}/{repo}/pulls/{number}/merge', 'post'>) =>
+      call('post', '/repos/{org}/{repo}/pulls/{number}/merge', { org, repo, number: n }, body),
+    approveRun: (org: string, repo: string, n: number | string) => call('post', '/repos/{org}/{repo}/pulls/{number}/approve-run', { org, repo, number: n }),
+  },
+
   repos: {
     get: (org: string, repo: string) => call('get', '/repos/{org}/{repo}', { org, repo }),
     update: (org: string, repo: string, body: RequestBody<'/repos/{org}/{repo}', 'patch'>) => call('patch', '/repos/{org}/{repo}', { org, repo }, body),

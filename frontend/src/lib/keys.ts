@@ -39,6 +39,28 @@ export const keys = {
     notifications: (org: string) => ['billing-notifications', org] as const,
   },
 
+  code: {
+    branches: (org: string, repo: string) => ['branches', org, repo] as const,
+    tags: (org: string, repo: string) => ['tags', org, repo] as const,
+    tree: (org: string, repo: string, ref: string, path: string) => ['tree', org, repo, ref, path] as const,
+    blob: (org: string, repo: string, ref: string, path: string) => ['blob', org, repo, ref, path] as const,
+    commits: (org: string, repo: string, ref: string, cursor: string) => ['commits', org, repo, ref, cursor] as const,
+    commit: (org: string, repo: string, sha: string) => ['commit', org, repo, sha] as const,
+    checks: (org: string, repo: string, sha: string) => ['commit', org, repo, sha, 'checks'] as const,
+  },
+
+  pulls: {
+    list: (org: string, repo: string, state: string) => ['pulls', org, repo, state] as const,
+    /** Everything about one request: its page's queries all start with this. */
+    one: (org: string, repo: string, n: Id) => ['pull', org, repo, id(n)] as const,
+    files: (org: string, repo: string, n: Id) => ['pull', org, repo, id(n), 'files'] as const,
+    commits: (org: string, repo: string, n: Id) => ['pull', org, repo, id(n), 'commits'] as const,
+    comments: (org: string, repo: string, n: Id) => ['pull', org, repo, id(n), 'comments'] as const,
+    reviews: (org: string, repo: string, n: Id) => ['pull', org, repo, id(n), 'reviews'] as const,
+    /** The builds of its checks; builds is their numbers joined by commas. */
+    checkBuilds: (org: string, repo: string, n: Id, builds: string) => ['pull', org, repo, id(n), 'builds', builds] as const,
+  },
+
   repos: {
     get: (org: string, repo: string) => ['repo', org, repo] as const,
     builds: (org: string, repo: string) => ['builds', org, repo] as const,

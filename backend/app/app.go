@@ -324,6 +324,9 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			buildHandler,
 			code.NewHandler(a.Repos, commitStates{a.Builds}, log),
 			pull.NewHandler(pull.HandlerConfig{Service: a.Pulls, Repos: a.Repos, Users: a.Auth, Members: a.Orgs, Jobs: jobPulls{a.Builds},
+				Metrics: func(ctx context.Context, repoID, number int64, target string) (any, error) {
+					return a.Builds.PullMetrics(ctx, repoID, number, target)
+				},
 				PublicURL: cfg.PublicURL, Log: log}),
 			a.Publisher,
 			record.NewHandler(record.Config{Builds: a.Builds, Describe: buildHandler.Describe, Files: a.Files, Repos: a.Repos,

@@ -535,6 +535,7 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 		Cases: []mxBad{
 			{Name: "no such request", Path: mxAPriv + "/pulls/987654/files", Want: 404},
 			{Name: "not a number", Path: mxAPriv + "/pulls/x/commits", Want: 404},
+			{Name: "metrics of no such request", Path: mxAPriv + "/pulls/987654/metrics", Want: 404},
 		}},
 	{Method: "POST", Path: mxAPriv + "/pulls/{n}/approve-run",
 		Cases: []mxBad{

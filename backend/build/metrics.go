@@ -2,6 +2,7 @@ package build
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -49,16 +50,26 @@ func keepMetrics(tx *gorm.DB, p *Pipeline, jobID int64, metrics map[string]float
 	if err := tx.Where("id = ?", p.BuildID).Take(&b).Error; err != nil {
 		return err
 	}
+	branch := b.Branch
+	if b.PullNumber != nil && ProposedCode(b.Event) {
+		// A request's proposed code is not its target branch's history: its metrics chart
+		// under the request (PullMetrics), never in the target's series.
+		branch = PullSeries(*b.PullNumber)
+	}
 	rows := make([]Metric, 0, len(metrics))
 	for name, v := range metrics {
 		if !protocol.ValidMetricName(name) || math.IsNaN(v) || math.IsInf(v, 0) {
 			return fault.Invalid("metrics", "metric %q=%v: a name of letters, digits and _.-/ and a finite number", name, v)
 		}
 		rows = append(rows, Metric{RepoID: p.RepoID, BuildID: b.ID, PipelineID: p.ID, JobID: jobID, BuildNumber: b.Number,
-			Branch: b.Branch, CommitSHA: b.CommitSHA, Name: name, Value: v, CreatedAt: now})
+			Branch: branch, CommitSHA: b.CommitSHA, Name: name, Value: v, CreatedAt: now})
 	}
 	return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&rows).Error
 }
+
+// PullSeries is the series name of request number's metrics: "pull:<number>", which no branch
+// can be (git refuses ':' in a ref name).
+func PullSeries(number int64) string { return fmt.Sprintf("pull:%d", number) }
 
 // Point is one build's value of a metric.
 type Point struct {

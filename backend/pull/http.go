@@ -128,9 +128,12 @@ type HandlerConfig struct {
 	Repos   *repo.Service
 	// Users names authors, mergers and reviewers; Members lists a team; Jobs says which request
 	// a job token may merge (git:auto-merge).
-	Users     Users
-	Members   Members
-	Jobs      JobPulls
+	Users   Users
+	Members Members
+	Jobs    JobPulls
+	// Metrics compares a request's metrics with its target's (build.Service.PullMetrics, wired
+	// in app); its answer is the route's JSON as it is.
+	Metrics   func(ctx context.Context, repoID, number int64, target string) (any, error)
 	PublicURL string
 	Log       *slog.Logger
 }
@@ -142,6 +145,7 @@ type Handler struct {
 	users     Users
 	members   Members
 	jobs      JobPulls
+	metrics   func(ctx context.Context, repoID, number int64, target string) (any, error)
 	publicURL string
 	log       *slog.Logger
 }
@@ -149,7 +153,7 @@ type Handler struct {
 // NewHandler returns the routes.
 func NewHandler(cfg HandlerConfig) *Handler {
 	return &Handler{svc: cfg.Service, repos: cfg.Repos, users: cfg.Users, members: cfg.Members, jobs: cfg.Jobs,
-		publicURL: cfg.PublicURL, log: cfg.Log}
+		metrics: cfg.Metrics, publicURL: cfg.PublicURL, log: cfg.Log}
 }
 
 // Routes implements server.Module.
@@ -163,6 +167,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/repos/:org/:repo/pulls/:number/approve-run", h.approveRun)
 	rs.GET("/repos/:org/:repo/pulls/:number/files", h.files)
 	rs.GET("/repos/:org/:repo/pulls/:number/commits", h.commits)
+	rs.GET("/repos/:org/:repo/pulls/:number/metrics", h.metricDeltas)
 	rs.GET("/repos/:org/:repo/pulls/:number/reviews", h.reviews)
 	rs.POST("/repos/:org/:repo/pulls/:number/reviews", h.review)
 	rs.POST("/repos/:org/:repo/pulls/:number/reviewers", h.setReviewers)
@@ -837,4 +842,21 @@ func (h *Handler) commits(c *gin.Context) error {
 		out.Items = append(out.Items, code.CommitOf(info))
 	}
 	return api.JSON(c, http.StatusOK, out)
+}
+
+// metricDeltas is GET /repos/{org}/{repo}/pulls/{number}/metrics: each metric the request's
+// proposed code reported, against the target's latest successful build (build.PullMetrics).
+func (h *Handler) metricDeltas(c *gin.Context) error {
+	a, pr, err := h.load(c, repo.Read)
+	if err != nil {
+		return err
+	}
+	if h.metrics == nil {
+		return fault.Unavailable("metrics are not wired")
+	}
+	out, err := h.metrics(c.Request.Context(), a.Repo.ID, pr.Number, pr.TargetBranch)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, gin.H{"items": out})
 }

@@ -795,6 +795,27 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/pulls/{number}/metrics": {
+    /**
+     * The request's effect on the model's metrics
+     * @description Each metric the request's proposed code reported (`##[set-output metric.<name>=<n>]` in
+     * a `pull_request` pipeline; these stay out of the target branch's series), its newest
+     * value, beside the same metric on the target branch's latest successful build, with the
+     * delta and its verdict. Which way is better is declared per metric by the reporting
+     * pipeline's env `NIMBUS_METRICS_BETTER` (`loss=lower accuracy=higher`), else guessed from
+     * the name (losses, errors, perplexities, latencies, durations: lower). `pipeline_id` of
+     * `head` and `base` is what the provenance diff compares. Read access; token scope
+     * `repo:read`.
+     */
+    get: operations["listPullMetrics"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/pulls/{number}/approve-run": {
     /**
      * Approve a fork's request to run its pipelines
@@ -3923,6 +3944,31 @@ export interface components {
       allow_squash?: boolean;
       allow_rebase?: boolean;
     };
+    PullMetricValue: {
+      value: number;
+      /** Format: int64 */
+      build: number;
+      /** Format: int64 */
+      pipeline_id: number;
+      commit: string;
+    };
+    PullMetricDelta: {
+      name: string;
+      head: components["schemas"]["PullMetricValue"];
+      /** @description The target's latest successful build that reported it; null when none did. */
+      base: components["schemas"]["PullMetricValue"] | null;
+      /** @description head − base; null without a base. */
+      delta: number | null;
+      /** @enum {string} */
+      better: "lower" | "higher";
+      /** @description `better` was declared by NIMBUS_METRICS_BETTER, not guessed. */
+      declared: boolean;
+      /**
+       * @description Empty without a base.
+       * @enum {string}
+       */
+      verdict: "" | "better" | "worse" | "same";
+    };
     PullReview: {
       /** Format: int64 */
       id: number;
@@ -6895,6 +6941,41 @@ export interface operations {
           "application/json": {
             items: components["schemas"]["CodeCommit"][];
             next_cursor?: components["schemas"]["NextCursor"];
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The request's effect on the model's metrics
+   * @description Each metric the request's proposed code reported (`##[set-output metric.<name>=<n>]` in
+   * a `pull_request` pipeline; these stay out of the target branch's series), its newest
+   * value, beside the same metric on the target branch's latest successful build, with the
+   * delta and its verdict. Which way is better is declared per metric by the reporting
+   * pipeline's env `NIMBUS_METRICS_BETTER` (`loss=lower accuracy=higher`), else guessed from
+   * the name (losses, errors, perplexities, latencies, durations: lower). `pipeline_id` of
+   * `head` and `base` is what the provenance diff compares. Read access; token scope
+   * `repo:read`.
+   */
+  listPullMetrics: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        number: components["parameters"]["PullNumber"];
+      };
+    };
+    responses: {
+      /** @description OK. */
+      200: {
+        content: {
+          "application/json": {
+            items: components["schemas"]["PullMetricDelta"][];
           };
         };
       };

@@ -178,6 +178,7 @@ export const endpoints = {
       call('post', '/repos/{org}/{repo}/pulls/{number}/reviews', { org, repo, number: n }, body),
     merge: (org: string, repo: string, n: number | string, body: RequestBody<'/repos/{org}/{repo}/pulls/{number}/merge', 'post'>) =>
       call('post', '/repos/{org}/{repo}/pulls/{number}/merge', { org, repo, number: n }, body),
+    metrics: (org: string, repo: string, n: number | string) => call('get', '/repos/{org}/{repo}/pulls/{number}/metrics', { org, repo, number: n }),
     approveRun: (org: string, repo: string, n: number | string) => call('post', '/repos/{org}/{repo}/pulls/{number}/approve-run', { org, repo, number: n }),
   },
 

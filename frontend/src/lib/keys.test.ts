@@ -34,7 +34,7 @@ describe('keys', () => {
       'repos.publishWebhook repos.webhookDeliveries',
       // A request's page refreshes all of itself; a commit its checks.
       'code.commit code.checks',
-      ...['files', 'commits', 'comments', 'reviews', 'checkBuilds'].map((k) => `pulls.one pulls.${k}`),
+      ...['files', 'commits', 'comments', 'reviews', 'checkBuilds', 'metrics'].map((k) => `pulls.one pulls.${k}`),
     ])
     const list = all()
     expect(list.length).toBeGreaterThan(40)

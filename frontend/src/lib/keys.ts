@@ -57,6 +57,7 @@ export const keys = {
     commits: (org: string, repo: string, n: Id) => ['pull', org, repo, id(n), 'commits'] as const,
     comments: (org: string, repo: string, n: Id) => ['pull', org, repo, id(n), 'comments'] as const,
     reviews: (org: string, repo: string, n: Id) => ['pull', org, repo, id(n), 'reviews'] as const,
+    metrics: (org: string, repo: string, n: Id) => ['pull', org, repo, id(n), 'metrics'] as const,
     /** The builds of its checks; builds is their numbers joined by commas. */
     checkBuilds: (org: string, repo: string, n: Id, builds: string) => ['pull', org, repo, id(n), 'builds', builds] as const,
   },

@@ -28,6 +28,13 @@ function show() {
     '/api/v1/repos/ml/trainer/pulls/3/comments?limit=100': { items: [] },
     '/api/v1/repos/ml/trainer/pulls/3/reviews?limit=100': { items: [] },
     '/api/v1/repos/ml/trainer/builds/7': build,
+    '/api/v1/repos/ml/trainer/pulls/3/metrics': { items: [
+      { name: 'accuracy', head: { value: 0.91, build: 7, pipeline_id: 70, commit: head }, base: { value: 0.88, build: 5, pipeline_id: 50, commit: head },
+        delta: 0.03, better: 'higher', declared: false, verdict: 'better' },
+      { name: 'loss', head: { value: 0.35, build: 7, pipeline_id: 70, commit: head }, base: { value: 0.3, build: 5, pipeline_id: 50, commit: head },
+        delta: 0.05, better: 'lower', declared: true, verdict: 'worse' },
+      { name: 'new_metric', head: { value: 1, build: 7, pipeline_id: 70, commit: head }, base: null, delta: null, better: 'higher', declared: false, verdict: '' },
+    ] },
   }
   vi.stubGlobal(
     'fetch',
@@ -78,6 +85,20 @@ describe('Pull', () => {
     fireEvent.change(form.querySelector('textarea')!, { target: { value: 'why 0.01?' } })
     fireEvent.submit(form)
     await waitFor(() => expect(posted).toContainEqual({ url: '/api/v1/repos/ml/trainer/pulls/3/comments', body: { body: 'why 0.01?', path: 'train.py', line: 1 } }))
+  })
+})
+
+describe('Pull metrics', () => {
+  it('shows each metric against the target, coloured by its verdict, with the runs to diff', async () => {
+    const { container } = show()
+    await screen.findByRole('table', { name: 'Metrics' })
+    const row = (m: string) => container.querySelector(`tr[data-metric="${m}"]`)!
+    expect(row('accuracy').textContent).toContain('+0.03 (better)')
+    expect(row('accuracy').querySelector('.verdict-better')).toBeTruthy()
+    expect(row('loss').textContent).toContain('+0.05 (worse)')
+    expect(row('loss').querySelector('.verdict-worse')).toBeTruthy()
+    expect(row('new_metric').textContent).toContain('new')
+    expect(row('loss').querySelector('a[href="/ml/trainer/builds/7?pipeline=70&compare=50"]')).toBeTruthy()
   })
 })
 

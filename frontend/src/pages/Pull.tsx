@@ -89,6 +89,7 @@ function Conversation({ org, repo, pr }: { org: string; repo: string; pr: PullRe
         <p className="muted">No description.</p>
       )}
       <Checks org={org} repo={repo} pr={pr} />
+      <MetricDeltas org={org} repo={repo} pr={pr} />
       <Reviews org={org} repo={repo} pr={pr} />
       <Comments org={org} repo={repo} pr={pr} />
       {pr.state === 'open' && <MergeBox org={org} repo={repo} pr={pr} />}
@@ -143,6 +144,52 @@ function Checks({ org, repo, pr }: { org: string; repo: string; pr: PullRequest 
               </tr>
             )
           })}
+        </tbody>
+      </table>
+    </div>
+  )
+}
+
+/** The model's effect: each metric the request reported against the target's latest successful
+ * build, the delta coloured by whether it is better, and the provenance diff of the two runs. */
+function MetricDeltas({ org, repo, pr }: { org: string; repo: string; pr: PullRequest }) {
+  const q = useQuery({ queryKey: keys.pulls.metrics(org, repo, pr.number), queryFn: () => endpoints.pulls.metrics(org, repo, pr.number) })
+  const items = q.data?.items ?? []
+  if (items.length === 0) return null
+  const fmt = (v: number) => (Math.abs(v) >= 1000 || v === 0 ? String(v) : v.toPrecision(4).replace(/\.?0+$/, ''))
+  return (
+    <div className="tablewrap">
+      <table aria-label="Metrics" className="metricdeltas">
+        <thead>
+          <tr>
+            <th scope="col">Metric</th>
+            <th scope="col">{pr.target_branch}</th>
+            <th scope="col">This request</th>
+            <th scope="col">Change</th>
+            <th scope="col">Provenance</th>
+          </tr>
+        </thead>
+        <tbody>
+          {items.map((m) => (
+            <tr key={m.name} data-metric={m.name} data-verdict={m.verdict}>
+              <td>
+                {m.name} <span className="muted" title={m.declared ? 'declared by NIMBUS_METRICS_BETTER' : 'guessed from the name'}>({m.better} is better)</span>
+              </td>
+              <td>{m.base ? <Link to={`${repoPath(org, repo)}/builds/${m.base.build}`}>{fmt(m.base.value)}</Link> : '—'}</td>
+              <td>
+                <Link to={`${repoPath(org, repo)}/builds/${m.head.build}`}>{fmt(m.head.value)}</Link>
+              </td>
+              <td className={`verdict-${m.verdict || 'none'}`}>
+                {m.delta === null ? 'new' : `${m.delta > 0 ? '+' : m.delta < 0 ? '−' : '±'}${fmt(Math.abs(m.delta))}`}
+                {m.verdict && m.verdict !== 'same' && <> ({m.verdict})</>}
+              </td>
+              <td>
+                {m.base && (
+                  <Link to={`${repoPath(org, repo)}/builds/${m.head.build}?pipeline=${m.head.pipeline_id}&compare=${m.base.pipeline_id}`}>diff the runs</Link>
+                )}
+              </td>
+            </tr>
+          ))}
         </tbody>
       </table>
     </div>

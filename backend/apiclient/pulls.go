@@ -132,6 +132,37 @@ func (c *Client) OpenPull(ctx context.Context, org, repo string, in NewPull) (*P
 	return call[PullRequest](ctx, c, http.MethodPost, Path("repos", org, repo, "pulls"), in)
 }
 
+// PullMetricValue is one build's value of a metric (schema PullMetricValue).
+type PullMetricValue struct {
+	Value      float64 `json:"value"`
+	Build      int64   `json:"build"`
+	PipelineID int64   `json:"pipeline_id"`
+	Commit     string  `json:"commit"`
+}
+
+// PullMetricDelta is a metric of a request against its target (schema PullMetricDelta).
+type PullMetricDelta struct {
+	Name     string           `json:"name"`
+	Head     PullMetricValue  `json:"head"`
+	Base     *PullMetricValue `json:"base"`
+	Delta    *float64         `json:"delta"`
+	Better   string           `json:"better"` // lower or higher
+	Declared bool             `json:"declared"`
+	Verdict  string           `json:"verdict"` // better, worse, same; "" without a base
+}
+
+// PullMetrics compares a request's metrics with its target's (GET
+// /repos/{org}/{repo}/pulls/{number}/metrics).
+func (c *Client) PullMetrics(ctx context.Context, org, repo string, number int64) ([]PullMetricDelta, error) {
+	out, err := call[struct {
+		Items []PullMetricDelta `json:"items"`
+	}](ctx, c, http.MethodGet, Path("repos", org, repo, "pulls", strconv.FormatInt(number, 10), "metrics"), nil)
+	if err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}
+
 // ApprovePullRun lets a held request from a fork run its pipelines ("Approve and run"; POST
 // /repos/{org}/{repo}/pulls/{number}/approve-run).
 func (c *Client) ApprovePullRun(ctx context.Context, org, repo string, number int64) (*PullRequest, error) {

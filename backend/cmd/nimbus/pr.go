@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +29,7 @@ const prUsage = `Usage: nimbus pr create [flags] ORG/REPO --source BRANCH [--tar
        nimbus pr checkout [flags] ORG/REPO NUMBER [-C DIR]
        nimbus pr merge [flags] ORG/REPO NUMBER [--mode merge|squash|rebase|auto] [--delete-branch]
        nimbus pr comment [flags] [ORG/REPO NUMBER] (--body TEXT | --body-file FILE) [--path FILE --line N]
+       nimbus pr metrics [flags] [ORG/REPO NUMBER] [--fail-worse NAME=LIMIT,…]
 
 create opens a pull request of a branch into another (the repository's default branch unless
 --target says), list prints a repository's requests, merge merges one as you. checkout runs git
@@ -36,7 +38,12 @@ server and checks them out on the branch pr-NUMBER, with the token sent as a hea
 written into the repository's config. comment posts a comment (Markdown; --body-file - reads
 standard input), on a line of a changed file with --path and --line; inside a pull_request
 pipeline ORG/REPO and NUMBER default to the pipeline's own (CNB_REPO_SLUG,
-CNB_PULL_REQUEST_IID), so a job can write its report back to the request.
+CNB_PULL_REQUEST_IID), so a job can write its report back to the request. metrics prints each
+metric the request reported against its target's latest successful build; with --fail-worse it
+exits 1 when a named metric got worse by more than its LIMIT, absolute (loss=0.02) or relative
+to the target's value (accuracy=1%); * names every metric (*=0: no regression at all). A later
+stage of a pull_request pipeline that runs it fails the check when the model regresses; the
+limits live in the .cnb.yml.
 
 The token is a personal token (or, inside a pipeline, CNB_TOKEN).`
 
@@ -46,7 +53,7 @@ type prClient struct {
 }
 
 func runPR(ctx context.Context, e env, args []string) int {
-	verb, code, ok := verbOf(e, args, prUsage, "create", "list", "checkout", "merge", "comment")
+	verb, code, ok := verbOf(e, args, prUsage, "create", "list", "checkout", "merge", "comment", "metrics")
 	if !ok {
 		return code
 	}
@@ -54,7 +61,7 @@ func runPR(ctx context.Context, e env, args []string) int {
 	var in apiclient.NewPull
 	var merge apiclient.PullMerge
 	var note apiclient.NewPullComment
-	var bodyFile string
+	var bodyFile, failWorse string
 	state, dir := "open", "."
 	fs := envflag.New("pr "+verb, prUsage)
 	serverFlags(fs, &c.server, &c.token, "a personal token (default: CNB_TOKEN inside a pipeline)")
@@ -76,6 +83,8 @@ func runPR(ctx context.Context, e env, args []string) int {
 		fs.String(&bodyFile, "body-file", "", "", "read the comment from this file (- for standard input)")
 		fs.String(&note.Path, "path", "", "", "comment on a line of this changed file")
 		fs.Int(&note.Line, "line", "", 0, "the line of --path, from 1, at the request's head")
+	case "metrics":
+		fs.String(&failWorse, "fail-worse", "", "", "NAME=LIMIT,…: exit 1 when a metric got worse by more than LIMIT (0.02, or 1% of the target's value; * is every metric)")
 	}
 	rest, err := parseWorkspaceArgs(fs, args[1:], e, true)
 	if err != nil {
@@ -88,10 +97,10 @@ func runPR(ctx context.Context, e env, args []string) int {
 	inPipeline(e, &c.server, &c.token)
 	c.server = strings.TrimRight(c.server, "/")
 	want := 1
-	if verb == "checkout" || verb == "merge" || verb == "comment" {
+	if verb == "checkout" || verb == "merge" || verb == "comment" || verb == "metrics" {
 		want = 2
 	}
-	if verb == "comment" && len(rest) == 0 && e.getenv("CNB_PULL_REQUEST_IID") != "" && e.getenv("CNB_REPO_SLUG") != "" {
+	if (verb == "comment" || verb == "metrics") && len(rest) == 0 && e.getenv("CNB_PULL_REQUEST_IID") != "" && e.getenv("CNB_REPO_SLUG") != "" {
 		rest = []string{e.getenv("CNB_REPO_SLUG"), e.getenv("CNB_PULL_REQUEST_IID")} // the pipeline's own request
 	}
 	switch {
@@ -137,6 +146,13 @@ func runPR(ctx context.Context, e env, args []string) int {
 			return 2
 		}
 		err = c.comment(ctx, e.stdout, org, repo, number, note)
+	case "metrics":
+		limits, perr := parseLimits(failWorse)
+		if perr != nil {
+			fmt.Fprintf(e.stderr, "nimbus pr metrics: --fail-worse: %v\n", perr)
+			return 2
+		}
+		err = c.metrics(ctx, e.stdout, org, repo, number, limits)
 	}
 	if err != nil {
 		fmt.Fprintf(e.stderr, "nimbus pr %s: %v\n", verb, err)
@@ -244,4 +260,84 @@ func (c *prClient) comment(ctx context.Context, out io.Writer, org, repo string,
 	}
 	fmt.Fprintf(out, "comment %d on %s of %s/%s\n", cm.ID, where, org, repo)
 	return nil
+}
+
+// limit is how much worse a metric may get: Value absolute, or Value percent of the target's.
+type limit struct {
+	Value   float64
+	Percent bool
+}
+
+// parseLimits reads --fail-worse: NAME=LIMIT pairs split by commas; * names every metric.
+func parseLimits(s string) (map[string]limit, error) {
+	out := map[string]limit{}
+	for _, pair := range strings.Split(s, ",") {
+		if pair = strings.TrimSpace(pair); pair == "" {
+			continue
+		}
+		name, v, ok := strings.Cut(pair, "=")
+		l := limit{}
+		v, l.Percent = strings.CutSuffix(strings.TrimSpace(v), "%")
+		n, err := strconv.ParseFloat(v, 64)
+		if !ok || name == "" || err != nil || n < 0 {
+			return nil, fmt.Errorf("%q is not NAME=LIMIT (a number, or a percentage like 1%%)", pair)
+		}
+		l.Value = n
+		out[strings.TrimSpace(name)] = l
+	}
+	return out, nil
+}
+
+// errRegressed is the exit of a metrics check that found a regression past its limit.
+var errRegressed = errors.New("the model regressed past the limits of --fail-worse")
+
+func (c *prClient) metrics(ctx context.Context, out io.Writer, org, repo string, number int64, limits map[string]limit) error {
+	ms, err := c.api.PullMetrics(ctx, org, repo, number)
+	if err != nil {
+		return err
+	}
+	if len(ms) == 0 {
+		fmt.Fprintf(out, "pull request #%d reported no metrics yet (##[set-output metric.NAME=VALUE] in a pull_request pipeline)\n", number)
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "METRIC\tTARGET\tREQUEST\tCHANGE\tVERDICT")
+	failed := false
+	for _, m := range ms {
+		base, change := "-", "new"
+		if m.Base != nil && m.Delta != nil {
+			base, change = strconv.FormatFloat(m.Base.Value, 'g', 6, 64), strconv.FormatFloat(*m.Delta, 'g', 6, 64)
+		}
+		verdict := m.Verdict
+		l, ok := limits[m.Name]
+		if !ok {
+			l, ok = limits["*"]
+		}
+		if ok && m.Verdict == "worse" && m.Base != nil && m.Delta != nil {
+			allowed := l.Value
+			if l.Percent {
+				allowed = l.Value / 100 * math.Abs(m.Base.Value)
+			}
+			if math.Abs(*m.Delta) > allowed {
+				verdict += fmt.Sprintf(" (past the limit %s)", formatLimit(l))
+				failed = true
+			}
+		}
+		fmt.Fprintf(tw, "%s (%s is better)\t%s\t%s\t%s\t%s\n", m.Name, m.Better, base, strconv.FormatFloat(m.Head.Value, 'g', 6, 64), change, verdict)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if failed {
+		return errRegressed
+	}
+	return nil
+}
+
+func formatLimit(l limit) string {
+	s := strconv.FormatFloat(l.Value, 'g', -1, 64)
+	if l.Percent {
+		return s + "%"
+	}
+	return s
 }

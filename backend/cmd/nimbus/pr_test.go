@@ -6,10 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nimbus-build/nimbus/backend/app"
 	"github.com/nimbus-build/nimbus/backend/app/apptest"
 	"github.com/nimbus-build/nimbus/backend/auth"
+	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/build/buildtest"
+	"github.com/nimbus-build/nimbus/backend/pull"
 	"github.com/nimbus-build/nimbus/backend/repo"
 )
 
@@ -94,5 +98,84 @@ func TestPRCommands(t *testing.T) {
 		if code != c.code || !strings.Contains(errOut, c.want) {
 			t.Errorf("%v: %d %q, want %d and %q", c.args, code, errOut, c.code, c.want)
 		}
+	}
+}
+
+// nimbus pr metrics prints a request's metrics against its target and, with --fail-worse,
+// exits 1 on a regression past its limit, absolute or relative: the check a pipeline fails.
+func TestPRMetricsFailsOnARegression(t *testing.T) {
+	s := apptest.Start(t, nil, app.Options{})
+	u := s.Signup(t, "ada")
+	r := s.Repo(t, s.Org(t, u, "ml"), "trainer", repo.Private)
+	token := s.Token(t, u, auth.ScopeRepoRead)
+	sha := strings.Repeat("a", 40)
+	report := func(n int64, branch string, values map[string]float64) {
+		t.Helper()
+		seeded, err := buildtest.Seed(s.App.DB, buildtest.Running{RepoID: r.ID, OrgID: r.OrgID, Number: n, Commit: sha, TriggeredBy: u.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.App.DB.Model(&build.Build{}).Where("id = ?", seeded.BuildID).Update("status", build.StatusSuccess).Error; err != nil {
+			t.Fatal(err)
+		}
+		for name, v := range values {
+			m := build.Metric{RepoID: r.ID, BuildID: seeded.BuildID, PipelineID: seeded.PipelineID, JobID: seeded.JobID, BuildNumber: n,
+				Branch: branch, CommitSHA: sha, Name: name, Value: v, CreatedAt: time.Now()}
+			if err := s.App.DB.Create(&m).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The request is #1 of ml/trainer; metrics are all the command reads of it.
+	report(1, "main", map[string]float64{"loss": 0.30, "accuracy": 0.90})
+	report(2, build.PullSeries(1), map[string]float64{"loss": 0.33, "accuracy": 0.89})
+	openPull(t, s, u, r)
+
+	cli := func(args ...string) (int, string, string) { return runCLIFast(args, s.URL, token) }
+	code, out, errOut := cli("pr", "metrics", "ml/trainer", "1")
+	if code != 0 || !strings.Contains(out, "loss (lower is better)") || !strings.Contains(out, "0.03") || !strings.Contains(out, "worse") {
+		t.Fatalf("metrics: %d %q %q", code, out, errOut)
+	}
+	for _, c := range []struct {
+		limits string
+		want   int
+	}{
+		{"loss=0.05", 0},   // 0.03 worse, within 0.05
+		{"loss=0.01", 1},   // past it
+		{"accuracy=2%", 0}, // 0.01 of 0.90 is 1.1%
+		{"accuracy=1%", 1}, // past it
+		{"*=0", 1},         // no regression at all
+		{"unknown=0", 0},   // a metric the request did not report
+		{"loss=much", 2},   // not a limit
+	} {
+		code, out, errOut := cli("pr", "metrics", "ml/trainer", "1", "--fail-worse", c.limits)
+		if code != c.want {
+			t.Errorf("--fail-worse %s: exit %d, want %d\n%s%s", c.limits, code, c.want, out, errOut)
+		}
+		if c.want == 1 && !strings.Contains(out, "past the limit") {
+			t.Errorf("--fail-worse %s: the table does not say which limit:\n%s", c.limits, out)
+		}
+	}
+}
+
+// openPull opens request #1 of r: a branch tune one empty commit ahead of main.
+func openPull(t *testing.T, s *apptest.Server, u *auth.User, r *repo.Repo) {
+	t.Helper()
+	bare := s.App.Repos.Path(r)
+	run := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"--git-dir=" + bare}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@x", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@x")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("git %v: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	base := run("commit-tree", run("mktree"), "-m", "base")
+	run("update-ref", "refs/heads/main", base)
+	run("update-ref", "refs/heads/tune", run("commit-tree", run("mktree"), "-p", base, "-m", "tune"))
+	who := pull.Person{ID: u.ID, Name: u.Username, Email: u.Email}
+	if _, err := s.App.Pulls.Open(t.Context(), r, who, pull.OpenInput{Source: "tune", Target: "main", Title: "Tune"}); err != nil {
+		t.Fatal(err)
 	}
 }

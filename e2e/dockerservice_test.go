@@ -13,9 +13,18 @@ import (
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
-// pushFiles writes files (path → content) into the work tree, commits and pushes them, and
-// returns the new build's number.
+// pushFiles writes files (path → content) into the work tree, commits and pushes them to main,
+// and returns the new build's number.
 func (w *world) pushFiles(files map[string]string) int64 {
+	w.t.Helper()
+	w.pushes++
+	w.pushFilesTo("main", files)
+	return int64(w.pushes)
+}
+
+// pushFilesTo writes files into the work tree, commits them on the branch checked out and
+// pushes it as branch (which starts no build unless the .cnb.yml has pipelines for it).
+func (w *world) pushFilesTo(branch string, files map[string]string) {
 	w.t.Helper()
 	for name, content := range files {
 		p := filepath.Join(w.work, name)
@@ -26,13 +35,11 @@ func (w *world) pushFiles(files map[string]string) int64 {
 			w.t.Fatal(err)
 		}
 	}
-	w.pushes++
 	gitRun(w.t, w.work, "add", ".")
 	gitRun(w.t, w.work, "commit", "-q", "--allow-empty", "-m", "run")
 	u, _ := url.Parse(w.base + "/ml/trainer.git")
 	u.User = url.UserPassword("alice", w.token)
-	gitRun(w.t, w.work, "push", "-q", u.String(), "main")
-	return int64(w.pushes)
+	gitRun(w.t, w.work, "push", "-q", u.String(), "HEAD:refs/heads/"+branch)
 }
 
 // registryHost is Nimbus's registry as CNB_DOCKER_REGISTRY names it.

@@ -106,11 +106,17 @@ func TestPullRequestJobTokenIsReduced(t *testing.T) {
 	ctx := context.Background()
 	s, alice, r, _, head := openTune(t)
 
-	token := func(t *testing.T, n int64, event string) string {
+	// token is the job token of a running build of event for request pull (0: none).
+	token := func(t *testing.T, n int64, event string, pull int64) string {
 		t.Helper()
 		seeded, err := buildtest.Seed(s.App.DB, buildtest.Running{RepoID: r.ID, OrgID: r.OrgID, Number: n, Commit: head, TriggeredBy: alice.ID, Event: event})
 		if err != nil {
 			t.Fatal(err)
+		}
+		if pull != 0 {
+			if err := s.App.DB.Model(&build.Build{}).Where("id = ?", seeded.BuildID).Update("pull_number", pull).Error; err != nil {
+				t.Fatal(err)
+			}
 		}
 		return seeded.JobToken
 	}
@@ -139,7 +145,7 @@ func TestPullRequestJobTokenIsReduced(t *testing.T) {
 		{"pull_request.target", false}, {"pull_request.merged", false}, {"push", false},
 	} {
 		t.Run(tc.event, func(t *testing.T) {
-			tok := token(t, int64(i+1), tc.event)
+			tok := token(t, int64(i+1), tc.event, 1)
 			p, err := s.App.Builds.ResolveJobToken(ctx, tok)
 			if err != nil {
 				t.Fatal(err)
@@ -177,6 +183,16 @@ func TestPullRequestJobTokenIsReduced(t *testing.T) {
 			if got := call(t, tok, "PATCH", "/pulls/1", `{"title":"Tune `+tc.event+`"}`); got != want {
 				t.Errorf("edit the request: %d, want %d", got, want)
 			}
+			// git:reviewer: a pipeline of the request asks reviewers for it, even a reduced one.
+			if got := call(t, tok, "POST", "/pulls/1/reviewers", `{"remove":["alice"]}`); got != http.StatusOK {
+				t.Errorf("git:reviewer on its own request: %d, want 200", got)
+			}
 		})
 	}
+	// A reduced token of another request's build asks reviewers for nothing here.
+	t.Run("another request's pipeline", func(t *testing.T) {
+		if got := call(t, token(t, 99, "pull_request", 2), "POST", "/pulls/1/reviewers", `{"remove":["alice"]}`); got != http.StatusForbidden {
+			t.Errorf("git:reviewer of request #2 on #1: %d, want 403", got)
+		}
+	})
 }

@@ -89,6 +89,14 @@ func (s *Service) Gate(ctx context.Context, r *repo.Repo, pr *Request, mode stri
 			g.Unmet = append(g.Unmet, Unmet{Code: "mode", Message: fmt.Sprintf("this repository does not allow %s merges; it allows %s", mode, strings.Join(set.Modes(), ", "))})
 		}
 	}
+	// The checks of the head, whether or not a rule requires them: the request's page shows them.
+	found := false
+	if s.checks != nil {
+		var err error
+		if g.Checks, found, err = s.checks.PullChecks(ctx, r.ID, pr.Number, pr.HeadSHA); err != nil {
+			return nil, err
+		}
+	}
 	rule, err := s.RuleFor(ctx, r.ID, pr.TargetBranch)
 	if err != nil || rule == nil {
 		return g, err
@@ -121,14 +129,7 @@ func (s *Service) Gate(ctx context.Context, r *repo.Repo, pr *Request, mode stri
 	if len(required) == 0 {
 		return g, nil
 	}
-	var checks []Check
-	found := false
-	if s.checks != nil {
-		if checks, found, err = s.checks.PullChecks(ctx, r.ID, pr.Number, pr.HeadSHA); err != nil {
-			return nil, err
-		}
-	}
-	g.Checks = checks
+	checks := g.Checks
 	if !found {
 		g.Unmet = append(g.Unmet, Unmet{Code: "checks_missing", Rule: rule.Pattern,
 			Message: fmt.Sprintf("%s requires checks (%s), and no pull_request build ran on the head %s", name, strings.Join(required, ", "), short(pr.HeadSHA))})

@@ -726,6 +726,33 @@ func (h *Handler) comment(c *gin.Context) error {
 	return api.JSON(c, http.StatusCreated, h.commentJSON(c.Request.Context(), cm))
 }
 
+// reviewersCaller authorizes a change to a request's reviewers: a person with write access, or
+// a job token of a pipeline of that very request (git:reviewer). The latter holds even for the
+// read-only token of a request's proposed code, as CNB runs git:reviewer in pull_request
+// pipelines: asking people to review is the request's own business, and changes no code.
+func (h *Handler) reviewersCaller(c *gin.Context) (*repo.Access, *Request, Person, error) {
+	p := auth.From(c)
+	if p.Kind != auth.KindJob {
+		return h.writer(c, true)
+	}
+	a, pr, err := h.load(c, repo.Read)
+	if err != nil {
+		return nil, nil, Person{}, err
+	}
+	_, number, ok, err := h.jobs.JobPull(c.Request.Context(), p.PipelineID)
+	if err != nil {
+		return nil, nil, Person{}, err
+	}
+	if !ok || number != pr.Number {
+		if p.Has(auth.ScopeRepoWrite) {
+			return h.writer(c, true)
+		}
+		return nil, nil, Person{}, fault.Forbidden("a pipeline's job token asks reviewers only for its own pull request")
+	}
+	who, err := person(c)
+	return a, pr, who, err
+}
+
 // MaxPick bounds how many reviewers one call may pick at random.
 const MaxPick = 10
 
@@ -735,7 +762,7 @@ const MaxPick = 10
 // (not the author, not those asked already), as git:reviewer's member types do; fewer when the
 // team has fewer. Write access as a person, or the repo's job token (git:reviewer).
 func (h *Handler) setReviewers(c *gin.Context) error {
-	a, pr, who, err := h.writer(c, true)
+	a, pr, who, err := h.reviewersCaller(c)
 	if err != nil {
 		return err
 	}

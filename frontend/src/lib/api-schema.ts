@@ -869,7 +869,9 @@ export interface paths {
      * member types do. A reviewer needs write access to the repo, so that their approval
      * counts; the author cannot be asked (422). The request's `requested_reviewers` are
      * `CNB_PULL_REQUEST_REVIEWERS` in its pipelines. Write access as a person, or the repo's
-     * job token (`git:reviewer`); token scope `repo:write`.
+     * job token (`git:reviewer`); token scope `repo:write`. The job token of a pipeline of
+     * this very request may, even the read-only one of its proposed code (CNB runs
+     * `git:reviewer` in `pull_request` pipelines); another request's pipeline is a 403.
      */
     post: operations["setPullReviewers"];
     parameters: {
@@ -7071,7 +7073,9 @@ export interface operations {
    * member types do. A reviewer needs write access to the repo, so that their approval
    * counts; the author cannot be asked (422). The request's `requested_reviewers` are
    * `CNB_PULL_REQUEST_REVIEWERS` in its pipelines. Write access as a person, or the repo's
-   * job token (`git:reviewer`); token scope `repo:write`.
+   * job token (`git:reviewer`); token scope `repo:write`. The job token of a pipeline of
+   * this very request may, even the read-only one of its proposed code (CNB runs
+   * `git:reviewer` in `pull_request` pipelines); another request's pipeline is a 403.
    */
   setPullReviewers: {
     parameters: {

@@ -17,7 +17,12 @@ import { CheckState } from './Code'
 // conversation, the files changed with line comments, and the commits.
 export default function Pull() {
   const { org = '', repo = '', number = '' } = useParams()
-  const q = useQuery({ queryKey: keys.pulls.one(org, repo, number), queryFn: () => endpoints.pulls.get(org, repo, number) })
+  // An open request changes as its checks run and people review: it refreshes every few seconds.
+  const q = useQuery({
+    queryKey: keys.pulls.one(org, repo, number),
+    queryFn: () => endpoints.pulls.get(org, repo, number),
+    refetchInterval: (query) => (query.state.data?.state === 'open' ? 3000 : false),
+  })
   return (
     <section>
       <RepoHeader org={org} repo={repo} />
@@ -153,7 +158,11 @@ function Checks({ org, repo, pr }: { org: string; repo: string; pr: PullRequest 
 /** The model's effect: each metric the request reported against the target's latest successful
  * build, the delta coloured by whether it is better, and the provenance diff of the two runs. */
 function MetricDeltas({ org, repo, pr }: { org: string; repo: string; pr: PullRequest }) {
-  const q = useQuery({ queryKey: keys.pulls.metrics(org, repo, pr.number), queryFn: () => endpoints.pulls.metrics(org, repo, pr.number) })
+  const q = useQuery({
+    queryKey: keys.pulls.metrics(org, repo, pr.number),
+    queryFn: () => endpoints.pulls.metrics(org, repo, pr.number),
+    refetchInterval: pr.state === 'open' ? 3000 : false,
+  })
   const items = q.data?.items ?? []
   if (items.length === 0) return null
   const fmt = (v: number) => (Math.abs(v) >= 1000 || v === 0 ? String(v) : v.toPrecision(4).replace(/\.?0+$/, ''))
@@ -247,7 +256,7 @@ function MergeBox({ org, repo, pr }: { org: string; repo: string; pr: PullReques
 
 function Reviews({ org, repo, pr }: { org: string; repo: string; pr: PullRequest }) {
   const qc = useQueryClient()
-  const q = useQuery({ queryKey: keys.pulls.reviews(org, repo, pr.number), queryFn: () => endpoints.pulls.reviews(org, repo, pr.number) })
+  const q = useQuery({ queryKey: keys.pulls.reviews(org, repo, pr.number), queryFn: () => endpoints.pulls.reviews(org, repo, pr.number), refetchInterval: pr.state === 'open' ? 3000 : false })
   const [body, setBody] = useState('')
   const review = useMutation({
     mutationFn: (state: 'approve' | 'request_changes' | 'comment') => endpoints.pulls.review(org, repo, pr.number, { state, body }),

@@ -30,7 +30,7 @@ const pullBrowserCI = `main:
           script: echo "##[set-output metric.loss=$(cat loss.txt)]" && echo "##[set-output metric.accuracy=$(cat accuracy.txt)]"
 `
 
-// A pull request in a real Chromium: alice opens one from her branch on the pull requests page,
+// A pull request in a real Chromium: alice opens one from her branch's row on the branches page,
 // sees its diff and leaves a comment on a line of it; bob, a second developer, approves it;
 // the page shows the model's effect (the request lowers the loss and raises the accuracy, both
 // better), and alice merges. Screenshots go to e2e/screenshots.
@@ -64,8 +64,11 @@ func TestPullRequestInChromium(t *testing.T) {
 	}
 	signIn("alice")
 
-	// Open the request from the branch: the form comes filled with it.
-	b.do("open the pull requests page", 20*time.Second, chromedp.Navigate(w.base+"/ml/trainer/-/pulls?new=tune"),
+	// Open the request from the branch page: the form comes filled with the branch.
+	b.do("open the branches page", 20*time.Second, chromedp.Navigate(w.base+"/ml/trainer/-/branches"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-ref="tune"] a`)))
+	b.shot("branches")
+	b.do("open a pull request from tune", 10*time.Second, clickOn(`tr[data-ref="tune"] a[href$="new=tune"]`),
 		chromedp.WaitVisible(chromedp.CSS(`form[aria-label="Open a pull request"] input`)))
 	b.waitJS("the branch in the form", `[...document.querySelectorAll('form[aria-label="Open a pull request"] select')][0].value === 'tune'`, 10*time.Second)
 	b.do("name the request", 10*time.Second, typeInto(`form[aria-label="Open a pull request"] input`, "Lower the learning rate"))

@@ -307,6 +307,11 @@ var mxMatrix = []mxRow{
 	mx("404 | 404 404 404 404 404 | 404 | 404 404 | 404 404", "DELETE", mxBPriv+"/deploy-tokens/{id}").
 		note("A's deploy token through B").prep(mxDeployTokenOfA),
 
+	// The tags page's auto-tag button: writers, as people (each press tags main's head anew).
+	mx("404 | 403 201 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/auto-tag"),
+	mx("401 | 403 201 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/auto-tag"),
+	mx("404 | 404 404 404 404 404 | 409 | 404 404 | 404 404", "POST", mxBPriv+"/auto-tag").note("B's repo is empty: nothing to tag"),
+
 	// ---- code: reads, for readers and the repo's own job token, like the repo itself.
 	//  anon | rep dev adm own bil | out | nosc ro | dep job
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/branches"),

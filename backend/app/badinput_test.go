@@ -1240,6 +1240,11 @@ var mxBadWorkspaceEndpoints = []mxBadEndpoint{
 		Cases: append(slices.Clip(mxBadPorts),
 			mxBad{Name: "valid: changes nothing", Path: "/api/v1/workspaces/{id}/preview/8080/token", Want: 200})},
 	// Reads, with the same path checks.
+	{Method: "POST", Path: mxARepo + "/auto-tag",
+		Cases: []mxBad{
+			{Name: "an empty default branch", Setup: func(w *mxWorld, v map[string]string) { v["repo"] = w.scratchRepo() }, Want: 409},
+			{Name: "no such repo", Path: "/api/v1/repos/" + mxOrgA + "/" + mxGhostRepo + "/auto-tag", Want: 404},
+		}},
 	// Code: refs and paths are checked before git sees them.
 	{Method: "GET", Path: mxAPriv + "/tree",
 		Cases: []mxBad{

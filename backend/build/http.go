@@ -132,6 +132,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs := api.NewRoutes(v1, h.log)
 	rs.GET("/repos/:org/:repo/builds", h.list)
 	rs.POST("/repos/:org/:repo/builds", h.trigger)
+	rs.POST("/repos/:org/:repo/auto-tag", h.autoTag)
 	rs.GET("/repos/:org/:repo/builds/:number", h.get)
 	rs.GET("/repos/:org/:repo/builds/:number/pipelines", h.pipelines)
 	rs.POST("/repos/:org/:repo/builds/:number/cancel", h.cancel)
@@ -418,6 +419,43 @@ func (h *Handler) trigger(c *gin.Context) error {
 	return h.Start(c, "start builds", &req, func(a *repo.Access, u *auth.User) (*Build, error) {
 		return h.svc.Manual(c.Request.Context(), a, u, req.Branch, req.Event, req.Env)
 	})
+}
+
+// AutoTagJSON is the answer of POST …/auto-tag: the build of the default branch's auto_tag
+// pipelines, or the tag the default made (and the build numbers of its tag_push).
+type AutoTagJSON struct {
+	Build   *JSON   `json:"build"`
+	Tag     string  `json:"tag"`
+	Commit  string  `json:"commit"`
+	TagPush []int64 `json:"tag_push"`
+}
+
+// autoTag is POST /repos/{org}/{repo}/auto-tag: the tags page's button (AutoTag). Write access
+// as a person, as running a build takes; 201.
+func (h *Handler) autoTag(c *gin.Context) error {
+	a, err := repo.Load(c, h.repos, repo.Write)
+	if err != nil {
+		return err
+	}
+	if auth.From(c).Kind == auth.KindJob {
+		return fault.Forbidden("a pipeline's job token cannot press the auto-tag button")
+	}
+	res, err := h.svc.AutoTag(c.Request.Context(), a, auth.From(c).User)
+	if err != nil {
+		return err
+	}
+	out := AutoTagJSON{Tag: res.Tag, Commit: res.Commit, TagPush: []int64{}}
+	for _, b := range res.TagPush {
+		out.TagPush = append(out.TagPush, b.Number)
+	}
+	if res.Build != nil {
+		described, err := h.describe(c.Request.Context(), []Build{*res.Build}, true)
+		if err != nil {
+			return err
+		}
+		out.Build = &described[0]
+	}
+	return api.JSON(c, http.StatusCreated, out)
 }
 
 // Start is a route that starts a build (run a build, press a button, and package workspace's

@@ -50,6 +50,8 @@ func DefaultFiredEvents() []string {
 		"pull_request.comment",
 		// A tag's Deploy buttons (.cnb/tag_deploy.yml, backend/build/deploy.go).
 		"tag_deploy.*",
+		// The tags page's button (backend/build/autotag.go).
+		EventAutoTag,
 	}
 }
 

@@ -35,7 +35,8 @@ func (c *Config) selectPipelines(t Trigger) []selected {
 			out, declared = appendEvent(out, b, t, declared)
 		}
 	}
-	if declared {
+	// auto_tag runs only what the default branch's own key declares: CNB ignores "$" for it.
+	if declared || t.Event == EventAutoTag {
 		return out
 	}
 	for _, b := range c.branches {

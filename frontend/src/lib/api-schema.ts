@@ -461,6 +461,26 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/auto-tag": {
+    /**
+     * Auto-generate a tag (the tags page's button)
+     * @description Fires `auto_tag` on the default branch's head: the pipelines its `.cnb.yml` declares for
+     * `auto_tag` under the default branch's own key run (`build`; one under `$` is ignored, as
+     * on CNB). Without them the default runs, as CNB's git-auto-tag plugin does: the next
+     * semantic version after the highest `vX.Y.Z` (or `X.Y.Z`) tag, patch plus one with its
+     * prefix kept, `v1.0.0` when there is none, is tagged on the head as the caller, and its
+     * `tag_push` pipelines start (`tag_push`: their build numbers). An empty default branch and
+     * an archived repo are 409. Write access as a person; token scope `repo:write`; a job token
+     * is a 403.
+     */
+    post: operations["autoTag"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+  };
   "/repos/{org}/{repo}/forks": {
     /**
      * Fork a repo into a team
@@ -6112,6 +6132,46 @@ export interface operations {
       409: components["responses"]["Conflict"];
       413: components["responses"]["PayloadTooLarge"];
       422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Auto-generate a tag (the tags page's button)
+   * @description Fires `auto_tag` on the default branch's head: the pipelines its `.cnb.yml` declares for
+   * `auto_tag` under the default branch's own key run (`build`; one under `$` is ignored, as
+   * on CNB). Without them the default runs, as CNB's git-auto-tag plugin does: the next
+   * semantic version after the highest `vX.Y.Z` (or `X.Y.Z`) tag, patch plus one with its
+   * prefix kept, `v1.0.0` when there is none, is tagged on the head as the caller, and its
+   * `tag_push` pipelines start (`tag_push`: their build numbers). An empty default branch and
+   * an archived repo are 409. Write access as a person; token scope `repo:write`; a job token
+   * is a 403.
+   */
+  autoTag: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+      };
+    };
+    responses: {
+      /** @description What the button did. */
+      201: {
+        content: {
+          "application/json": {
+            /** @description The auto_tag build; null when the default made a tag. */
+            build: components["schemas"]["Build"] | null;
+            /** @description The tag the default made; empty when a build ran. */
+            tag: string;
+            commit: string;
+            tag_push: number[];
+          };
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
       default: components["responses"]["Error"];
     };
   };

@@ -162,6 +162,9 @@ export const endpoints = {
       call('get', '/repos/{org}/{repo}/commits', { org, repo }, undefined, { ref, cursor, limit: 30 }),
     commit: (org: string, repo: string, sha: string) => call('get', '/repos/{org}/{repo}/commits/{sha}', { org, repo, sha }),
     checks: (org: string, repo: string, sha: string) => call('get', '/repos/{org}/{repo}/commits/{sha}/checks', { org, repo, sha }),
+    autoTag: (org: string, repo: string) => call('post', '/repos/{org}/{repo}/auto-tag', { org, repo }),
+    deployEnvironments: (org: string, repo: string, tag: string) => call('get', '/repos/{org}/{repo}/deploy-environments', { org, repo }, undefined, { tag }),
+    deploy: (org: string, repo: string, body: RequestBody<'/repos/{org}/{repo}/deployments', 'post'>) => call('post', '/repos/{org}/{repo}/deployments', { org, repo }, body),
   },
 
   pulls: {

@@ -47,6 +47,7 @@ export const keys = {
     commits: (org: string, repo: string, ref: string, cursor: string) => ['commits', org, repo, ref, cursor] as const,
     commit: (org: string, repo: string, sha: string) => ['commit', org, repo, sha] as const,
     checks: (org: string, repo: string, sha: string) => ['commit', org, repo, sha, 'checks'] as const,
+    deployEnvironments: (org: string, repo: string, tag: string) => ['deploy-environments', org, repo, tag] as const,
   },
 
   pulls: {

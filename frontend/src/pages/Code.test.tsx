@@ -1,7 +1,5 @@
-import { render, screen } from '@testing-library/react'
-import { MemoryRouter, Route, Routes } from 'react-router'
-import { QueryClient, QueryClientProvider } from '@tanstack/react-query'
-import CodeRoutes from './CodeRoutes'
+import { screen } from '@testing-library/react'
+import { renderCode } from './renderCode.test-util'
 
 const repo = { id: 1, org: 'ml', name: 'trainer', full_name: 'ml/trainer', description: '', visibility: 'private', default_branch: 'main',
   archived: false, secret: false, clone_url: 'http://nimbus.test/ml/trainer.git', permission: 'read', created_at: '2026-01-01T00:00:00Z', updated_at: '2026-01-01T00:00:00Z' }
@@ -26,16 +24,7 @@ const answers: Record<string, unknown> = {
 function show(path: string) {
   vi.stubGlobal('fetch', vi.fn(async (url: string) =>
     url in answers ? new Response(JSON.stringify(answers[url]), { status: 200 }) : new Response('{"error":{"code":"not_found","message":"no"}}', { status: 404 })))
-  const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } })
-  return render(
-    <QueryClientProvider client={qc}>
-      <MemoryRouter initialEntries={[path]}>
-        <Routes>
-          <Route path="/:org/:repo/-/:kind" element={<CodeRoutes />} />
-        </Routes>
-      </MemoryRouter>
-    </QueryClientProvider>,
-  )
+  return renderCode(path)
 }
 
 afterEach(() => vi.unstubAllGlobals())

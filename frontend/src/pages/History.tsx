@@ -1,10 +1,11 @@
-import { Link, useLocation, useParams, useSearchParams } from 'react-router'
-import { useQuery } from '@tanstack/react-query'
+import { useState, type ReactNode } from 'react'
+import { Link, useLocation, useNavigate, useParams, useSearchParams } from 'react-router'
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
 import { keys } from '../lib/keys'
 import { RepoHeader, repoPath } from '../components/RepoHeader'
 import { DiffFile } from '../components/DiffView'
-import { Empty, QueryView } from '../components/ui'
+import { Empty, FormError, Notice, QueryView } from '../components/ui'
 import { ago, shortSha } from '../lib/format'
 import type { CodeCommit } from '../lib/types'
 import { CheckState, codeHref } from './Code'
@@ -153,7 +154,19 @@ function CommitPipelines({ org, repo, sha }: { org: string; repo: string; sha: s
 function Refs({ org, repo }: { org: string; repo: string }) {
   const branches = useQuery({ queryKey: keys.code.branches(org, repo), queryFn: () => endpoints.code.branches(org, repo) })
   const tags = useQuery({ queryKey: keys.code.tags(org, repo), queryFn: () => endpoints.code.tags(org, repo) })
-  const table = (label: string, items: { name: string; default: boolean; commit: CodeCommit }[]) =>
+  const qc = useQueryClient()
+  const nav = useNavigate()
+  const [made, setMade] = useState('')
+  const autoTag = useMutation({
+    mutationFn: () => endpoints.code.autoTag(org, repo),
+    onSuccess: (r) => {
+      if (r.build) return nav(`${repoPath(org, repo)}/builds/${r.build.number}`)
+      setMade(r.tag)
+      return qc.invalidateQueries({ queryKey: keys.code.tags(org, repo) })
+    },
+  })
+  const [deployOf, setDeployOf] = useState('')
+  const table = (label: string, items: { name: string; default: boolean; commit: CodeCommit }[], action: (name: string, isDefault: boolean) => ReactNode) =>
     items.length === 0 ? (
       <p className="muted">No {label.toLowerCase()}.</p>
     ) : (
@@ -161,7 +174,7 @@ function Refs({ org, repo }: { org: string; repo: string }) {
         <table aria-label={label}>
           <tbody>
             {items.map((r) => (
-              <tr key={r.name}>
+              <tr key={r.name} data-ref={r.name}>
                 <td>
                   <Link to={codeHref(org, repo, 'tree', r.name, '')}>{r.name}</Link> {r.default && <span className="tag">default</span>}
                 </td>
@@ -172,6 +185,7 @@ function Refs({ org, repo }: { org: string; repo: string }) {
                 <td>
                   <CheckState state={r.commit.checks} />
                 </td>
+                <td>{action(r.name, r.default)}</td>
               </tr>
             ))}
           </tbody>
@@ -182,12 +196,73 @@ function Refs({ org, repo }: { org: string; repo: string }) {
     <>
       <h1>Branches</h1>
       <QueryView q={branches} what="Loading the branches">
-        {(l) => table('Branches', l.items)}
+        {(l) =>
+          table('Branches', l.items, (name, isDefault) =>
+            isDefault ? null : <Link to={`${repoPath(org, repo)}/-/pulls?new=${encodeURIComponent(name)}`}>Open a pull request</Link>,
+          )
+        }
       </QueryView>
       <h2>Tags</h2>
+      <p>
+        <button type="button" onClick={() => autoTag.mutate()} disabled={autoTag.isPending}>
+          Auto-generate a tag
+        </button>{' '}
+        <span className="muted">the next version on the default branch, or its own auto_tag pipelines</span>
+      </p>
+      <FormError error={autoTag.error} />
+      {made && <Notice kind="success">Tagged {made}.</Notice>}
       <QueryView q={tags} what="Loading the tags">
-        {(l) => table('Tags', l.items)}
+        {(l) =>
+          table('Tags', l.items, (name) => (
+            <button type="button" className="secondary small" onClick={() => setDeployOf(deployOf === name ? '' : name)}>
+              Deploy…
+            </button>
+          ))
+        }
       </QueryView>
+      {deployOf && <DeployPanel org={org} repo={repo} tag={deployOf} />}
     </>
+  )
+}
+
+/** A tag's Deploy buttons: the environments of .cnb/tag_deploy.yml, each allowed or why not. */
+function DeployPanel({ org, repo, tag }: { org: string; repo: string; tag: string }) {
+  const q = useQuery({ queryKey: keys.code.deployEnvironments(org, repo, tag), queryFn: () => endpoints.code.deployEnvironments(org, repo, tag) })
+  const nav = useNavigate()
+  const deploy = useMutation({
+    mutationFn: (environment: string) => endpoints.code.deploy(org, repo, { tag, environment }),
+    onSuccess: (b) => nav(`${repoPath(org, repo)}/builds/${b.number}`),
+  })
+  return (
+    <section aria-label={`Deploy ${tag}`} className="mergebox">
+      <h3>Deploy {tag}</h3>
+      <QueryView q={q} what="Loading the environments">
+        {(d) =>
+          d.environments.length === 0 ? (
+            <p className="muted">
+              No environments: declare them in <code>.cnb/tag_deploy.yml</code> on the default branch.
+            </p>
+          ) : (
+            <ul className="comments">
+              {d.environments.map((e) => (
+                <li key={e.name}>
+                  <button type="button" onClick={() => deploy.mutate(e.name)} disabled={!e.allowed || deploy.isPending} title={e.why}>
+                    Deploy to {e.name}
+                  </button>{' '}
+                  {e.description} {!e.allowed && e.why && <span className="muted">({e.why})</span>}
+                  {e.last && (
+                    <span className="muted">
+                      {' '}
+                      · last: <Link to={`${repoPath(org, repo)}/builds/${e.last.build}`}>#{e.last.build}</Link> {e.last.status}
+                    </span>
+                  )}
+                </li>
+              ))}
+            </ul>
+          )
+        }
+      </QueryView>
+      <FormError error={deploy.error} />
+    </section>
   )
 }

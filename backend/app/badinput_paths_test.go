@@ -152,7 +152,7 @@ func mxSweepRoutes(t *testing.T, w *mxWorld) []mxSweepRoute {
 	for _, m := range pages {
 		out = append(out, mxSweepRoute{Method: "GET", Template: regexp.MustCompile(`:([a-z]+)`).ReplaceAllString(m[1], "{$1}"),
 			Dialect: mxDialectDashboard, As: w.byName["owner"],
-			Valid: map[string]string{"org": mxOrgA, "repo": mxPrivA, "number": "1", "id": "1", "job": "1"}})
+			Valid: map[string]string{"org": mxOrgA, "repo": mxPrivA, "number": "1", "id": "1", "job": "1", "kind": "tree", "sha": "main"}})
 	}
 	return out
 }

@@ -114,7 +114,7 @@ func TestPullRequestJobTokenIsReduced(t *testing.T) {
 			t.Fatal(err)
 		}
 		if pull != 0 {
-			if err := s.App.DB.Model(&build.Build{}).Where("id = ?", seeded.BuildID).Update("pull_number", pull).Error; err != nil {
+			if err := buildtest.ForPull(s.App.DB, seeded.BuildID, pull); err != nil {
 				t.Fatal(err)
 			}
 		}

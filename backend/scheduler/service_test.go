@@ -18,6 +18,7 @@ import (
 
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/build"
+	"github.com/nimbus-build/nimbus/backend/build/buildtest"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/org"
@@ -585,7 +586,7 @@ main:
           jobs:
             a: { script: echo a }
 `)
-		if err := db.Model(&build.Build{}).Where("id = ?", bs[0].ID).Updates(map[string]any{"untrusted": true, "pull_number": 7}).Error; err != nil {
+		if err := buildtest.Untrusted(db, bs[0].ID, 7); err != nil {
 			t.Fatal(err)
 		}
 		l := f.poll(f.agent("a1", 8), 8)

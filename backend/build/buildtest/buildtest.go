@@ -126,3 +126,16 @@ func Ended(db *gorm.DB, buildID int64, at time.Time) error {
 	return db.Model(&build.Build{}).Where("id = ?", buildID).
 		Updates(map[string]any{"status": build.StatusSuccess, "finished_at": at.UTC()}).Error
 }
+
+// ForPull links build id to pull request number, as a pull_request* event build is.
+func ForPull(db *gorm.DB, id, number int64) error {
+	return db.Model(&build.Build{}).Where("id = ?", id).Update("pull_number", number).Error
+}
+
+// Untrusted marks build id as a fork's proposed code of request number (build.Build.Untrusted).
+func Untrusted(db *gorm.DB, id, number int64) error {
+	return db.Model(&build.Build{}).Where("id = ?", id).Updates(map[string]any{"untrusted": true, "pull_number": number}).Error
+}
+
+// Report keeps a metric row as a finished job's report would.
+func Report(db *gorm.DB, m build.Metric) error { return db.Create(&m).Error }

@@ -115,13 +115,13 @@ func TestPRMetricsFailsOnARegression(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.App.DB.Model(&build.Build{}).Where("id = ?", seeded.BuildID).Update("status", build.StatusSuccess).Error; err != nil {
+		if err := buildtest.Ended(s.App.DB, seeded.BuildID, time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		for name, v := range values {
 			m := build.Metric{RepoID: r.ID, BuildID: seeded.BuildID, PipelineID: seeded.PipelineID, JobID: seeded.JobID, BuildNumber: n,
 				Branch: branch, CommitSHA: sha, Name: name, Value: v, CreatedAt: time.Now()}
-			if err := s.App.DB.Create(&m).Error; err != nil {
+			if err := buildtest.Report(s.App.DB, m); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -306,7 +306,7 @@ func TestPlanExplain(t *testing.T) {
 	// jobs; the warning still goes to stderr (the file's declaration is warned about for every
 	// event).
 	os.WriteFile(file, []byte(`"**":
-  auto_tag:
+  issue.open:
     - stages:
         - { name: s, script: echo hi }
   push:
@@ -317,7 +317,7 @@ func TestPlanExplain(t *testing.T) {
 		event, ref string
 		runs       bool
 		want       string
-	}{{"auto_tag", "--branch", false, "event:auto_tag"}, {"push", "--branch", true, ""}} {
+	}{{"issue.open", "--branch", false, "event:issue.open"}, {"push", "--branch", true, ""}} {
 		code, stdout, stderr := runCLI([]string{"plan", "--explain", "--event", c.event, c.ref, "v1.0.0", file}, nil)
 		if code != 0 {
 			t.Fatalf("%s: exit %d: %s", c.event, code, stderr)

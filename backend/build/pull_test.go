@@ -17,6 +17,8 @@ const pullConfig = `
 main:
   pull_request:
     - name: check
+      # CNB's common pattern: one run a request, the newest push winning.
+      lock: { key: "pr-${CNB_PULL_REQUEST_IID}", cancel-in-progress: true }
       stages: [ { name: t, script: "echo $CNB_PULL_REQUEST_IID" } ]
     - name: docs-only
       ifModify: ["docs/**"]
@@ -66,6 +68,9 @@ func TestPullEvents(t *testing.T) {
 				}
 				if plan.Conditions.Skip == "" {
 					names = append(names, p.Name) // the pipelines that run
+				}
+				if p.Name == "check" && (plan.Lock == nil || plan.Lock.Key != "pr-7" || !plan.Lock.CancelInProgress) {
+					t.Fatalf("check's lock %+v, want the key pr-7, cancel-in-progress", plan.Lock)
 				}
 				v := plan.Builtins
 				if v["CNB_PULL_REQUEST_IID"] != "7" || v["CNB_PULL_REQUEST_ID"] != "11" || v["CNB_PULL_REQUEST"] != "true" ||

@@ -97,25 +97,23 @@ func ReadBlob(ctx context.Context, repoPath, commit, file string, max int64) (Bl
 	if !isSHA(commit) {
 		return Blob{}, fmt.Errorf("%w: read %q", ErrInvalid, commit)
 	}
-	objs, err := lookup(ctx, repoPath, commit+":"+file)
+	// One ls-tree answers it all: "<mode> <type> <sha> <size>\t<path>", nothing when absent.
+	out, err := run(ctx, repoPath, nil, "--literal-pathspecs", "ls-tree", "-z", "-l", "--end-of-options", commit, "--", file)
 	if err != nil {
-		return Blob{}, err
+		return Blob{}, fmt.Errorf("git: read %s at %s: %w", file, commit, err)
 	}
-	o := objs[0]
+	meta, _, _ := strings.Cut(strings.TrimSuffix(string(out), "\x00"), "\t")
+	f := strings.Fields(meta)
 	switch {
-	case o.typ == "":
+	case len(f) != 4:
 		return Blob{}, fmt.Errorf("%w: %s at %s", ErrNotExist, file, commit)
-	case o.typ != "blob":
-		return Blob{}, fmt.Errorf("%w: %s at %s is a %s", ErrNotFile, file, commit, o.typ)
+	case f[1] != "blob":
+		return Blob{}, fmt.Errorf("%w: %s at %s is a %s", ErrNotFile, file, commit, f[1])
 	}
-	b := Blob{SHA: o.sha, Size: o.size, Mode: "100644"}
-	if out, err := run(ctx, repoPath, nil, "ls-tree", "-z", "--end-of-options", commit, "--", file); err == nil {
-		if mode, _, ok := strings.Cut(string(out), " "); ok {
-			b.Mode = mode
-		}
-	}
+	b := Blob{SHA: f[2], Mode: f[0]}
+	b.Size, _ = strconv.ParseInt(f[3], 10, 64)
 	var buf bytes.Buffer
-	if err := StreamBlob(ctx, repoPath, o.sha, &limitWriter{w: &buf, n: max}); err != nil && !errors.Is(err, errLimit) {
+	if err := StreamBlob(ctx, repoPath, b.SHA, &limitWriter{w: &buf, n: max}); err != nil && !errors.Is(err, errLimit) {
 		return Blob{}, err
 	}
 	b.Data = buf.Bytes()

@@ -141,8 +141,8 @@ func (s *Service) sourceHead(ctx context.Context, r *repo.Repo, pr *Request) (st
 		return "", err
 	}
 	sha, err := head(ctx, s.paths.Path(from), "source", pr.SourceBranch)
-	if err != nil {
-		return "", err
+	if err != nil || sha == pr.HeadSHA {
+		return sha, err // an unmoved head is in r already (refs/pull/N/head keeps it)
 	}
 	if err := git.FetchCommit(ctx, s.paths.Path(r), s.paths.Path(from), sha); err != nil {
 		return "", err

@@ -117,4 +117,12 @@ func TestPullRequestFromAFork(t *testing.T) {
 		!strings.Contains(log, "target token=[***] commit="+mainHead) {
 		t.Errorf("build #%d %+v:\n%s", first+2, target, log)
 	}
+
+	// bob deletes his fork: the request, in alice's repository, stays, marked as such.
+	w.api.check("delete the fork", bob.api.DeleteRepo(t.Context(), "bobs", "trainer"))
+	kept, err := w.api.api.GetPull(t.Context(), "ml", "trainer", 1)
+	w.api.check("the request after its fork's deletion", err)
+	if !kept.SourceDeleted || kept.SourceRepo != "" || kept.State != "open" || kept.HeadSHA != pr.HeadSHA {
+		t.Errorf("after the fork's deletion %+v", kept)
+	}
 }

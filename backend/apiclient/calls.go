@@ -101,6 +101,11 @@ func (c *Client) ForkRepo(ctx context.Context, org, repo, into, name string) (*R
 	return call[Repo](ctx, c, http.MethodPost, Path("repos", org, repo, "forks"), body)
 }
 
+// DeleteRepo deletes a repo and its git directory (DELETE /repos/{org}/{repo}).
+func (c *Client) DeleteRepo(ctx context.Context, org, repo string) error {
+	return c.Do(ctx, http.MethodDelete, Path("repos", org, repo), nil, nil)
+}
+
 // CreateRepo creates a repo in the org (POST /orgs/{org}/repos).
 func (c *Client) CreateRepo(ctx context.Context, org string, r NewRepo) (*Repo, error) {
 	return call[Repo](ctx, c, http.MethodPost, Path("orgs", org, "repos"), r)

@@ -43,6 +43,8 @@ type PullRequest struct {
 	Gate *PullGate `json:"gate,omitempty"`
 	// SourceRepo is the fork the source branch is in (org/name); "" for the repository's own.
 	SourceRepo string `json:"source_repo"`
+	// SourceDeleted: the fork the request came from is gone; the request stays.
+	SourceDeleted bool `json:"source_deleted"`
 	// RunHeld: a fork's request by an outsider waits for ApprovePullRun before anything runs.
 	RunHeld       bool    `json:"run_held"`
 	RunApprovedBy *string `json:"run_approved_by"`

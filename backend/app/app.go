@@ -322,7 +322,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			org.NewHandler(a.Orgs, log),
 			repo.NewHandler(a.Repos, a.Orgs, cfg.PublicURL, log),
 			buildHandler,
-			code.NewHandler(a.Repos, commitStates{a.Builds}, log),
+			code.NewHandler(a.Repos, a.Builds, log),
 			pull.NewHandler(pull.HandlerConfig{Service: a.Pulls, Repos: a.Repos, Users: a.Auth, Members: a.Orgs, Jobs: jobPulls{a.Builds},
 				Metrics: func(ctx context.Context, repoID, number int64, target string) (any, error) {
 					return a.Builds.PullMetrics(ctx, repoID, number, target)

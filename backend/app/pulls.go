@@ -179,14 +179,3 @@ func (j jobPulls) JobPull(ctx context.Context, pipelineID int64) (string, int64,
 	run, ok, err := j.builds.PullOf(ctx, pipelineID)
 	return run.Event, run.Number, ok, err
 }
-
-// commitStates reads a commit's check state for the code routes (code.Checks).
-type commitStates struct{ builds *build.Service }
-
-func (c commitStates) CommitState(ctx context.Context, repoID int64, sha string) (string, error) {
-	cc, err := c.builds.ChecksOf(ctx, repoID, sha)
-	if err != nil {
-		return "", err
-	}
-	return cc.State, nil
-}

@@ -170,19 +170,33 @@ func (s *Service) ChecksOf(ctx context.Context, repoID int64, sha string) (*Comm
 			out.Pipelines = append(out.Pipelines, CommitPipeline{Build: b.Number, Event: b.Event, Name: p.Name, Status: p.Status})
 		}
 	}
-	var failed, pending, any bool
-	for _, st := range out.Statuses {
-		any = true
-		switch st.State {
+	statuses := make([]string, len(out.Statuses))
+	for i, st := range out.Statuses {
+		statuses[i] = st.State
+	}
+	pipelines := make([]string, len(out.Pipelines))
+	for i, p := range out.Pipelines {
+		pipelines[i] = p.Status
+	}
+	out.State = checkState(statuses, pipelines)
+	return out, nil
+}
+
+// checkState makes one state of a commit's external status states and pipeline statuses:
+// failure when one failed (or was cancelled, terminated, errored), else pending while one
+// runs, else success; "" with nothing.
+func checkState(statuses, pipelines []string) string {
+	var failed, pending bool
+	for _, st := range statuses {
+		switch st {
 		case StateFailure, StateError:
 			failed = true
 		case StatePending:
 			pending = true
 		}
 	}
-	for _, p := range out.Pipelines {
-		any = true
-		switch p.Status {
+	for _, p := range pipelines {
+		switch p {
 		case StatusSuccess, StatusSkipped:
 		case StatusQueued, StatusRunning:
 			pending = true
@@ -192,11 +206,63 @@ func (s *Service) ChecksOf(ctx context.Context, repoID int64, sha string) (*Comm
 	}
 	switch {
 	case failed:
-		out.State = StateFailure
+		return StateFailure
 	case pending:
-		out.State = StatePending
-	case any:
-		out.State = StateSuccess
+		return StatePending
+	case len(statuses)+len(pipelines) > 0:
+		return StateSuccess
+	}
+	return ""
+}
+
+// StatesOf reads the check state of many commits of repoID at once (a page of commits, the
+// branches list), as ChecksOf makes it for one: three queries whatever the number of commits.
+// A commit with no checks is absent from the map.
+func (s *Service) StatesOf(ctx context.Context, repoID int64, shas []string) (map[string]string, error) {
+	out := map[string]string{}
+	if len(shas) == 0 {
+		return out, nil
+	}
+	statuses := map[string][]string{}
+	var sts []CommitStatus
+	if err := s.db.WithContext(ctx).Select("commit_sha", "state").Where("repo_id = ? AND commit_sha IN ?", repoID, shas).Find(&sts).Error; err != nil {
+		return nil, err
+	}
+	for _, st := range sts {
+		statuses[st.CommitSHA] = append(statuses[st.CommitSHA], st.State)
+	}
+	// The newest build of each event on each commit, as ChecksOf reads them.
+	var builds []Build
+	if err := s.db.WithContext(ctx).Select("id", "commit_sha", "event").Where("repo_id = ? AND commit_sha IN ?", repoID, shas).
+		Order("id DESC").Find(&builds).Error; err != nil {
+		return nil, err
+	}
+	type key struct{ sha, event string }
+	seen := map[key]bool{}
+	shaOf := map[int64]string{}
+	var ids []int64
+	for _, b := range builds {
+		if k := (key{b.CommitSHA, b.Event}); !seen[k] {
+			seen[k] = true
+			shaOf[b.ID] = b.CommitSHA
+			ids = append(ids, b.ID)
+		}
+	}
+	pipelines := map[string][]string{}
+	if len(ids) > 0 {
+		var ps []Pipeline
+		if err := s.db.WithContext(ctx).Select("build_id", "status").Where("build_id IN ?", ids).Find(&ps).Error; err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			sha := shaOf[p.BuildID]
+			pipelines[sha] = append(pipelines[sha], p.Status)
+		}
+	}
+	for _, sha := range shas {
+		if st := checkState(statuses[sha], pipelines[sha]); st != "" {
+			out[sha] = st
+		}
 	}
 	return out, nil
 }

@@ -45,6 +45,15 @@ func TestCommitStatuses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The batched read of a page of commits agrees, and leaves out a commit without checks.
+			none := "0123456789012345678901234567890123456789"
+			states, err := f.builds.StatesOf(ctx, r.ID, []string{none, sha})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := states[none]; states[sha] != cc.State || ok || len(states) != 1 {
+				t.Fatalf("StatesOf %v, ChecksOf %q", states, cc.State)
+			}
 			return cc
 		}
 		// The push build's pipeline is queued: pending.

@@ -45,10 +45,11 @@ const MaxShown = git.MaxFileSize
 // truncated (a diff of a generated file should not take the page down).
 const MaxDiffBytes = 4 << 20
 
-// Checks reads the check state of commits ("", pending, failure or success), as
-// build.Service.ChecksOf makes it.
+// Checks reads the check states of commits ("", pending, failure or success), as
+// build.Service.ChecksOf makes them, for a page of commits at once (a commit without checks
+// may be absent from the map).
 type Checks interface {
-	CommitState(ctx context.Context, repoID int64, sha string) (string, error)
+	StatesOf(ctx context.Context, repoID int64, shas []string) (map[string]string, error)
 }
 
 // Handler serves the code routes.
@@ -217,12 +218,25 @@ func CommitOf(c git.CommitInfo) CommitJSON {
 		AuthoredAt: c.Time, CommitterName: c.CommitterName, CommitterEmail: c.CommitterEmail, CommittedAt: c.CommitterTime}
 }
 
-func (h *Handler) commitJSON(ctx context.Context, repoID int64, c git.CommitInfo) CommitJSON {
-	out := CommitOf(c)
-	if h.checks != nil {
-		if st, err := h.checks.CommitState(ctx, repoID, c.SHA); err == nil {
-			out.Checks = st
-		}
+// commitsJSON is the JSON of commits with their check states, read in one go. A failed read
+// of the states is logged and leaves them empty: the commits are still worth showing.
+func (h *Handler) commitsJSON(ctx context.Context, repoID int64, cs []git.CommitInfo) []CommitJSON {
+	out := make([]CommitJSON, len(cs))
+	shas := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = CommitOf(c)
+		shas[i] = c.SHA
+	}
+	if h.checks == nil || len(cs) == 0 {
+		return out
+	}
+	states, err := h.checks.StatesOf(ctx, repoID, shas)
+	if err != nil {
+		h.log.ErrorContext(ctx, "code: commit check states", "repo_id", repoID, "err", err)
+		return out
+	}
+	for i := range out {
+		out[i].Checks = states[out[i].SHA]
 	}
 	return out
 }
@@ -245,10 +259,10 @@ func (h *Handler) refs(c *gin.Context, prefix string) error {
 	if err != nil {
 		return err
 	}
+	commits := h.commitsJSON(ctx, a.Repo.ID, infos)
 	out := make([]RefJSON, 0, len(tips))
 	for i, t := range tips {
-		out = append(out, RefJSON{Name: t.Name, Default: prefix == "refs/heads/" && t.Name == a.Repo.DefaultBranch,
-			Commit: h.commitJSON(ctx, a.Repo.ID, infos[i])})
+		out = append(out, RefJSON{Name: t.Name, Default: prefix == "refs/heads/" && t.Name == a.Repo.DefaultBranch, Commit: commits[i]})
 	}
 	return api.JSON(c, http.StatusOK, api.List[RefJSON]{Items: out})
 }
@@ -403,14 +417,12 @@ func (h *Handler) commits(c *gin.Context) error {
 	if err != nil {
 		return gitFault(err, p)
 	}
-	out := api.List[CommitJSON]{Items: make([]CommitJSON, 0, len(infos))}
+	var out api.List[CommitJSON]
 	if len(infos) > limit {
 		infos = infos[:limit]
 		out.NextCursor = api.Cursor(int64(skip + limit))
 	}
-	for _, info := range infos {
-		out.Items = append(out.Items, h.commitJSON(c.Request.Context(), a.Repo.ID, info))
-	}
+	out.Items = h.commitsJSON(c.Request.Context(), a.Repo.ID, infos)
 	return api.JSON(c, http.StatusOK, out)
 }
 
@@ -445,6 +457,6 @@ func (h *Handler) commit(c *gin.Context) error {
 	if err != nil {
 		return err
 	}
-	return api.JSON(c, http.StatusOK, CommitDetailJSON{CommitJSON: h.commitJSON(ctx, a.Repo.ID, info), Parents: append([]string{}, parents...),
+	return api.JSON(c, http.StatusOK, CommitDetailJSON{CommitJSON: h.commitsJSON(ctx, a.Repo.ID, []git.CommitInfo{info})[0], Parents: append([]string{}, parents...),
 		Files: FilesJSON(files)})
 }

@@ -58,6 +58,9 @@ type JSON struct {
 	Gate *GateJSON `json:"gate,omitempty"`
 	// SourceRepo is the fork the source branch is in (org/name); "" for the repository's own.
 	SourceRepo string `json:"source_repo"`
+	// SourceDeleted: the request came from a fork that has since been deleted. It still reads,
+	// merges and closes (the target keeps its commits) but never follows a push again.
+	SourceDeleted bool `json:"source_deleted"`
 	// RunHeld: the request's proposed code waits for a maintainer's "Approve and run"
 	// (POST …/approve-run) before any pipeline runs (Service.RunHeld).
 	RunHeld bool `json:"run_held"`
@@ -202,8 +205,9 @@ func (h *Handler) json(ctx context.Context, a *repo.Access, pr *Request) JSON {
 			out.MergedBy = &u.Username
 		}
 	}
+	out.SourceDeleted = pr.SourceRepoID == 0
 	if pr.SourceRepoID != pr.RepoID {
-		if from, o, err := h.repos.ByID(ctx, pr.SourceRepoID); err == nil {
+		if from, o, err := h.repos.ByID(ctx, pr.SourceRepoID); err == nil && !out.SourceDeleted {
 			out.SourceRepo = o.Name + "/" + from.Name
 		}
 		if pr.State == StateOpen {

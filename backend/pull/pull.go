@@ -54,7 +54,7 @@ type Request struct {
 	ID           int64  `gorm:"primaryKey"`
 	RepoID       int64  `gorm:"not null"`
 	Number       int64  `gorm:"not null"`
-	SourceRepoID int64  `gorm:"not null"`
+	SourceRepoID int64  // 0 (NULL) once the fork it came from is deleted (migration 00030)
 	SourceBranch string `gorm:"not null"`
 	TargetBranch string `gorm:"not null"`
 	Title        string `gorm:"not null"`

@@ -589,3 +589,78 @@ func TestRequestFromAFork(t *testing.T) {
 		}
 	})
 }
+
+// Deleting a fork leaves the requests it opened against another team's repository, with their
+// reviews and comments: the target keeps the proposed commits (refs/pull/N/head), so the
+// request still reads, merges and closes; it only never syncs again, and cannot be reopened.
+func TestAForksRequestOutlivesTheFork(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		bob := f.w.Signup(t, "bob")
+		theirs, err := f.w.Orgs.Create(ctx, bob, "bobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		bobP := pull.Person{ID: bob.ID, Name: "bob", Email: "bob@example.com"}
+		open := func(fork *repo.Repo, branch, file string) *pull.Request {
+			t.Helper()
+			f.git("checkout", "-q", "-B", branch, "main")
+			f.commit(map[string]string{file: branch + "\n"}, branch)
+			f.git("push", "-q", f.w.Repos.Path(fork), branch)
+			f.git("checkout", "-q", "main")
+			pr, err := f.pulls.Open(ctx, f.repo, bobP, pull.OpenInput{Source: branch, Target: "main", Title: branch, From: fork})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pr
+		}
+		fork, err := f.w.Repos.Fork(ctx, f.repo, theirs, "model-fork")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept := open(fork, "tune", "tune.txt")
+		closing := open(fork, "other", "other.txt")
+		if _, err := f.pulls.Comment(ctx, f.repo, kept.Number, f.alice, pull.CommentInput{Body: "looks right"}, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.pulls.Review(ctx, f.repo, kept.Number, f.alice, pull.ReviewApprove, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.pulls.Close(ctx, f.repo, closing.Number); err != nil {
+			t.Fatal(err)
+		}
+
+		if err := f.w.Repos.Delete(ctx, fork); err != nil {
+			t.Fatal(err)
+		}
+		pr, err := f.pulls.Get(ctx, f.repo, kept.Number)
+		if err != nil {
+			t.Fatalf("the request went with the fork: %v", err)
+		}
+		if pr.SourceRepoID != 0 || pr.State != pull.StateOpen || pr.HeadSHA != kept.HeadSHA {
+			t.Errorf("after the fork's deletion: %+v", pr)
+		}
+		comments, err := f.pulls.Comments(ctx, pr)
+		if err != nil || len(comments) != 1 {
+			t.Errorf("comments %v, %v", comments, err)
+		}
+		reviews, err := f.pulls.Reviews(ctx, pr)
+		if err != nil || len(reviews) != 1 {
+			t.Errorf("reviews %v, %v", reviews, err)
+		}
+		if synced, err := f.pulls.Sync(ctx, f.repo, pr); synced || err != nil {
+			t.Errorf("a request without its fork synced: %v, %v", synced, err)
+		}
+		_, err = f.pulls.Reopen(ctx, f.repo, closing.Number, f.alice)
+		wantKind(t, "reopening a request whose fork is gone", err, fault.KindConflict)
+
+		done, err := f.pulls.Merge(ctx, f.repo, pr.Number, f.alice, pull.MergeInput{Mode: pull.ModeMerge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.show(done.Target.New, "tune.txt"); got != "tune\n" {
+			t.Errorf("merged tune.txt %q", got)
+		}
+	})
+}

@@ -3865,6 +3865,11 @@ export interface components {
       /** @description The fork the source branch is in (`org/name`); empty for this repository. */
       source_repo: string;
       /**
+       * @description The request came from a fork that has since been deleted. It still reads, merges and
+       * closes (this repository keeps its commits under refs/pull/N/head) but follows no push.
+       */
+      source_deleted: boolean;
+      /**
        * @description The request comes from a fork by someone outside the team, and its current head
        * waits for a maintainer's `POST …/approve-run` before any pipeline runs.
        */

@@ -11,7 +11,7 @@ const pr = { number: 3, title: 'Lower the learning rate', body: '**Why**: loss p
   author: 'bob', head_sha: head, base_sha: 'b'.repeat(40), merge_base: 'c'.repeat(40), merge_sha: 'd'.repeat(40), mergeable: true, conflicts: [],
   merged_by: null, merged_at: null, merge_commit: '', merge_mode: '', closed_at: null, created_at: '2026-01-02T00:00:00Z', updated_at: '2026-01-02T00:00:00Z',
   url: 'http://nimbus.test/ml/trainer/-/pulls/3', approved_by: [], changes_requested_by: [], requested_reviewers: ['carol'], checks: 'pending',
-  source_repo: 'bobs/trainer', run_held: true, run_approved_by: null,
+  source_repo: 'bobs/trainer', source_deleted: false, run_held: true, run_approved_by: null,
   gate: { passed: false, rule: 'main', checks: [{ name: 'eval', status: 'running', build: 7 }],
     unmet: [{ code: 'approvals', rule: 'main', message: '0 of 1 approvals' }, { code: 'checks_pending', rule: 'main', message: 'eval is running' }] } }
 const files = { items: [{ path: 'train.py', old_path: '', status: 'modified', additions: 1, deletions: 1, binary: false, truncated: false,

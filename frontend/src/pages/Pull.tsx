@@ -43,7 +43,7 @@ function PullView({ org, repo, pr }: { org: string; repo: string; pr: PullReques
       <p>
         <span className="tag">{pr.state}</span> <strong>{pr.author}</strong> wants to merge{' '}
         <code>
-          {pr.source_repo ? `${pr.source_repo}:` : ''}
+          {pr.source_repo ? `${pr.source_repo}:` : pr.source_deleted ? 'deleted fork:' : ''}
           {pr.source_branch}
         </code>{' '}
         into <code>{pr.target_branch}</code> · opened {ago(pr.created_at)} <CheckState state={pr.checks} />
@@ -241,7 +241,7 @@ function MergeBox({ org, repo, pr }: { org: string; repo: string; pr: PullReques
           <option value="rebase">Rebase</option>
         </select>
       </label>{' '}
-      {!pr.source_repo && (
+      {!pr.source_repo && !pr.source_deleted && (
         <label>
           <input type="checkbox" checked={del} onChange={(e) => setDel(e.target.checked)} /> Delete {pr.source_branch} after
         </label>

@@ -65,7 +65,7 @@ export default function Pulls() {
                         <Link to={`${repoPath(org, repo)}/-/pulls/${p.number}`}>{p.title}</Link> <span className="tag">{p.state}</span>
                         {p.run_held && <span className="tag">waiting for approval to run</span>}
                         <div className="muted">
-                          #{p.number} by {p.author}, {ago(p.created_at)} · {p.source_repo ? `${p.source_repo}:` : ''}
+                          #{p.number} by {p.author}, {ago(p.created_at)} · {p.source_repo ? `${p.source_repo}:` : p.source_deleted ? 'deleted fork:' : ''}
                           {p.source_branch} → {p.target_branch}
                         </div>
                       </td>

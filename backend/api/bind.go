@@ -78,6 +78,13 @@ func bind(c *gin.Context, v any, strict bool) error {
 	if !utf8.Valid(body) {
 		return fault.BadRequest("request body is not valid UTF-8 (at byte %d)", invalidUTF8At(body))
 	}
+	// PostgreSQL's text cannot hold U+0000 (nor can a git commit message): one in any string
+	// would be a 500 at the database, after part of the work is done. Not so for the agent
+	// protocol (BindLenient): its bodies carry job output, and an agent never retries a 4xx, so
+	// a refusal there would lose a job's report.
+	if at := nulEscapeAt(body); strict && at >= 0 {
+		return fault.BadRequest("request body holds a NUL character (\\u0000) at byte %d: no text field can hold one", at)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if strict {
 		dec.DisallowUnknownFields()
@@ -91,6 +98,24 @@ func bind(c *gin.Context, v any, strict bool) error {
 		return fault.BadRequest("request body must hold one JSON object and nothing after it")
 	}
 	return duplicateKey(body, reflect.TypeOf(v))
+}
+
+// nulEscapeAt is the offset of the first \u0000 escape inside a JSON string of b, or -1. (A raw
+// NUL byte is no valid JSON: the decoder refuses it.)
+func nulEscapeAt(b []byte) int {
+	in := false
+	for i := 0; i < len(b); i++ {
+		switch {
+		case b[i] == '"':
+			in = !in
+		case in && b[i] == '\\' && i+1 < len(b):
+			if b[i+1] == 'u' && i+6 <= len(b) && string(b[i+2:i+6]) == "0000" {
+				return i
+			}
+			i++ // the escaped character, which may be a quote
+		}
+	}
+	return -1
 }
 
 // jsonSpace is the whitespace JSON allows between tokens.

@@ -56,6 +56,9 @@ func TestBind(t *testing.T) {
 		{"trailing garbage", ok + ` garbage`, 400, "one JSON object", ""},
 		{"trailing comma", ok + `,`, 400, "one JSON object", ""},
 		{"trailing NUL", ok + "\x00", 400, "one JSON object", ""},
+		{"a NUL in a string", `{"name":"a\u0000b"}`, 400, "NUL character", ""},
+		{"a NUL in a key", `{"na\u0000me":"a"}`, 400, "NUL character", ""},
+		{"an escaped quote does not end the string", `{"name":"\"\u0000"}`, 400, "NUL character", ""},
 		{"unknown field", `{"nam":"a"}`, 400, `unknown field "nam"`, "nam"},
 		{"unknown field beside known ones", `{"name":"a","count":2,"extra":true}`, 400, `unknown field "extra"`, "extra"},
 		{"over the limit", `{"name":"` + strings.Repeat("x", MaxJSONBody) + `"}`, 413, "exceeds", ""},
@@ -67,6 +70,16 @@ func TestBind(t *testing.T) {
 			err := Bind(ctxWith("POST", "/", tt.body), &v)
 			checkBind(t, err, v.Name, v.Count, tt.status, tt.want, tt.field)
 		})
+	}
+}
+
+// A backslash that is itself escaped leaves "u0000" as text, which binds.
+func TestBindEscapedBackslashBeforeU0000(t *testing.T) {
+	var v struct {
+		Name string `json:"name"`
+	}
+	if err := Bind(ctxWith("POST", "/", `{"name":"a\\u0000"}`), &v); err != nil || v.Name != `a\u0000` {
+		t.Fatalf("err %v, name %q", err, v.Name)
 	}
 }
 

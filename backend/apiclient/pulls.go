@@ -173,12 +173,25 @@ func (c *Client) ApprovePullRun(ctx context.Context, org, repo string, number in
 
 // Pulls lists a repository's pull requests of a state (open, closed, merged or all), newest
 // first, the first 100 (GET /repos/{org}/{repo}/pulls).
-func (c *Client) Pulls(ctx context.Context, org, repo, state string) ([]PullRequest, error) {
-	page, err := call[PullList](ctx, c, http.MethodGet, Path("repos", org, repo, "pulls")+"?limit=100&state="+url.QueryEscape(state), nil)
+func (c *Client) Pulls(ctx context.Context, org, repo string, f PullFilter) ([]PullRequest, error) {
+	q := url.Values{"limit": {"100"}, "state": {f.State}}
+	if f.Author != "" {
+		q.Set("author", f.Author)
+	}
+	if f.Reviewer != "" {
+		q.Set("reviewer", f.Reviewer)
+	}
+	page, err := call[PullList](ctx, c, http.MethodGet, Path("repos", org, repo, "pulls")+"?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
 	return page.Items, nil
+}
+
+// PullFilter narrows Pulls: State is open, closed, merged or all; Author and Reviewer are
+// usernames ("" for anyone).
+type PullFilter struct {
+	State, Author, Reviewer string
 }
 
 // PullList is a page of pull requests (schema PullRequestList).

@@ -370,7 +370,7 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "starts with a dot", Body: map[string]any{"name": ".hidden"}, Want: 422},
 			{Name: "empty", Body: map[string]any{"name": ""}, Want: 422},
 			{Name: "101 characters", Body: map[string]any{"name": mxLong(101)}, Want: 422},
-			{Name: "NUL byte", Body: map[string]any{"name": "a\x00b"}, Want: 422},
+			{Name: "NUL byte", Body: map[string]any{"name": "a\x00b"}, Want: 400},
 			{Name: "unknown visibility", Body: map[string]any{"name": "fine-repo", "visibility": "internal"}, Want: 422},
 			{Name: "default branch with ..", Body: map[string]any{"name": "fine-repo", "default_branch": "../main"}, Want: 422},
 			{Name: "default branch ending .lock", Body: map[string]any{"name": "fine-repo", "default_branch": "main.lock"}, Want: 422},
@@ -547,8 +547,8 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 		Valid: map[string]any{"source_branch": "nope", "title": "t"},
 		Setup: func(w *mxWorld, v map[string]string) { v["branch"] = w.freshBranch(mxPrivA) },
 		Cases: []mxBad{
-			{Name: "no such source", Body: map[string]any{"source_branch": "nope", "title": "t"}, Want: 422, Field: "source"},
-			{Name: "no such target", Body: map[string]any{"source_branch": "main", "target_branch": "nope", "title": "t"}, Want: 422, Field: "target"},
+			{Name: "no such source", Body: map[string]any{"source_branch": "nope", "title": "t"}, Want: 422, Field: "source_branch"},
+			{Name: "no such target", Body: map[string]any{"source_branch": "main", "target_branch": "nope", "title": "t"}, Want: 422, Field: "target_branch"},
 			{Name: "the same branch twice", Body: map[string]any{"source_branch": "main", "target_branch": "main", "title": "t"}, Want: 422},
 			{Name: "source as an option", Body: map[string]any{"source_branch": "--upload-pack=x", "title": "t"}, Want: 422},
 			{Name: "source as a full ref", Body: map[string]any{"source_branch": "refs/heads/main", "title": "t"}, Want: 422},
@@ -691,6 +691,8 @@ var mxBadUserEndpoints = []mxBadEndpoint{
 			{Name: "an unknown mode", Body: map[string]any{"mode": "octopus"}, Want: 422, Field: "mode"},
 			{Name: "mode as a number", Body: map[string]any{"mode": 1}, Want: 400},
 			{Name: "delete_source_branch as a string", Body: map[string]any{"delete_source_branch": "yes"}, Want: 400},
+			{Name: "a NUL in the message", Body: map[string]any{"mode": "merge", "message": "bad\x00nul"}, Want: 400},
+			{Name: "a message over 64 KiB", Body: map[string]any{"mode": "merge", "message": strings.Repeat("m", pull.MaxBody+1)}, Want: 422, Field: "message"},
 			{Name: "no such request", Path: mxAPriv + "/pulls/999/merge", Body: map[string]any{}, Want: 404},
 			{Name: "a merged request", Path: mxAPriv + "/pulls/{merged}/merge", Body: map[string]any{}, Want: 409,
 				Setup: func(w *mxWorld, v map[string]string) {

@@ -199,13 +199,16 @@ func pathParam(c *gin.Context) string {
 	return strings.Trim(c.Query("path"), "/")
 }
 
-// gitFault turns git's answers about a path into the API's.
-func gitFault(err error, p string) error {
+// gitFault turns git's answers about a path into the API's; dir says the route wanted a
+// directory (the tree), not a file.
+func gitFault(err error, p string, dir bool) error {
 	switch {
 	case errors.Is(err, git.ErrNotExist):
 		return fault.NotFound("no %s at this commit", p)
+	case errors.Is(err, git.ErrNotFile) && dir:
+		return fault.Invalid("path", "%s is a file, not a directory: read it with the blob route", p)
 	case errors.Is(err, git.ErrNotFile):
-		return fault.Invalid("path", "%s is a directory or a submodule", p)
+		return fault.Invalid("path", "%s is a directory or a submodule, not a file", p)
 	case errors.Is(err, git.ErrInvalid):
 		return fault.Invalid("path", "%q is not a path in a repository", p)
 	}
@@ -286,7 +289,7 @@ func (h *Handler) tree(c *gin.Context) error {
 	p := pathParam(c)
 	entries, err := git.Tree(c.Request.Context(), bare, sha, p)
 	if err != nil {
-		return gitFault(err, p)
+		return gitFault(err, p, true)
 	}
 	out := TreeJSON{Ref: ref, Commit: sha, Path: p, Entries: make([]EntryJSON, 0, len(entries))}
 	best := 0
@@ -339,7 +342,7 @@ func (h *Handler) file(c *gin.Context, max int64) (*fileAt, error) {
 	}
 	b, err := git.ReadBlob(c.Request.Context(), bare, sha, p, max)
 	if err != nil {
-		return nil, gitFault(err, p)
+		return nil, gitFault(err, p, false)
 	}
 	return &fileAt{a: a, bare: bare, ref: ref, sha: sha, path: p, blob: b}, nil
 }
@@ -415,7 +418,7 @@ func (h *Handler) commits(c *gin.Context) error {
 	p := pathParam(c)
 	infos, err := git.Log(c.Request.Context(), bare, sha, p, skip, limit+1)
 	if err != nil {
-		return gitFault(err, p)
+		return gitFault(err, p, false)
 	}
 	var out api.List[CommitJSON]
 	if len(infos) > limit {

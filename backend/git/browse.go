@@ -278,24 +278,34 @@ func Diff(ctx context.Context, repoPath, from, to string, maxBytes int) ([]FileD
 	if err != nil {
 		return nil, fmt.Errorf("git: diff %s..%s: %w", from, to, err)
 	}
-	patch, err := run(ctx, repoPath, nil, append(append(append([]string{}, base...), "-p"), append(revs, "--")...)...)
-	if err != nil {
+	// The patch is read only as far as the budget goes (plus room for the files' headers): git
+	// is stopped there, so a 100 MB file's diff costs neither its size in memory nor the time
+	// to read it. Sections past the cut, and the one it falls in, are Truncated.
+	var buf bytes.Buffer
+	out := &limitWriter{w: &buf, n: int64(maxBytes) + patchHeaderRoom}
+	err = runTo(ctx, repoPath, out, append(append(append([]string{}, base...), "-p"), append(revs, "--")...)...)
+	if err != nil && !out.full {
 		return nil, fmt.Errorf("git: diff %s..%s: %w", from, to, err)
 	}
 	// The patch lists the files in the same order as --raw: one "diff --git" section each.
-	sections := splitPatch(patch, from == "")
-	budget := maxBytes
+	sections := splitPatch(buf.Bytes(), from == "")
+	if out.full && len(sections) > 0 {
+		sections = sections[:len(sections)-1] // cut short
+	}
+	budget, perFile := maxBytes, maxBytes/maxFileShare
 	for i := range files {
-		if i >= len(sections) {
-			break
+		body := ""
+		if i < len(sections) {
+			body = sections[i]
 		}
-		body := sections[i]
-		if files[i].Binary || body == "" {
+		if files[i].Binary || (body == "" && i < len(sections)) {
 			continue
 		}
-		if len(body) > budget {
+		if i >= len(sections) || len(body) > budget || len(body) > perFile {
 			files[i].Truncated = true
-			budget = 0
+			if len(body) > budget {
+				budget = 0
+			}
 			continue
 		}
 		budget -= len(body)
@@ -303,6 +313,15 @@ func Diff(ctx context.Context, repoPath, from, to string, maxBytes int) ([]FileD
 	}
 	return files, nil
 }
+
+// patchHeaderRoom is what Diff reads past its budget for the "diff --git", index and ---/+++
+// lines, which do not count against it.
+const patchHeaderRoom = 64 << 10
+
+// maxFileShare: one file's patch may take at most 1/maxFileShare of a diff's budget; a larger
+// one (a generated file, a data file in one line) is Truncated and leaves the budget to the
+// others, as GitHub folds a large file's diff.
+const maxFileShare = 8
 
 // splitPatch cuts diff-tree -p output into each file's hunks (from its first "@@"), "" for a
 // file without hunks. With root, the first line is the commit's SHA, which is skipped.

@@ -122,3 +122,38 @@ func TestBrowseLikeGit(t *testing.T) {
 		t.Errorf("the root commit's diff %+v %v", rootDiff, err)
 	}
 }
+
+// A diff reads git's patch only as far as its budget: a file far larger than the budget does
+// not come into memory whole, the files after the cut keep their counts and say Truncated, and
+// one file may take an eighth of the budget at most, leaving the rest to the others.
+func TestDiffStopsAtItsBudget(t *testing.T) {
+	ctx := context.Background()
+	w := newMergeWorld(t)
+	gitOK(t, w.env, w.work, "checkout", "-q", "-b", "big", "topic")
+	line := strings.Repeat("x", 99) + "\n"
+	commit(t, w.env, w.work, map[string]string{
+		"a-small.txt": "one\n", "b-wide.txt": strings.Repeat(line, 2000), "c-huge.txt": strings.Repeat(line, 80_000), "d-after.txt": "two\n",
+	}, "big files")
+	gitOK(t, w.env, w.work, "push", "-q", w.bare, "big")
+	files, err := Diff(ctx, w.bare, w.sha("big~1"), w.sha("big"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]FileDiff{}
+	for _, f := range files {
+		got[f.Path] = f
+	}
+	small, wide, huge, after := got["a-small.txt"], got["b-wide.txt"], got["c-huge.txt"], got["d-after.txt"]
+	if small.Truncated || !strings.Contains(small.Patch, "+one") {
+		t.Errorf("the small file before the big ones: %+v", small)
+	}
+	if !wide.Truncated || wide.Patch != "" || wide.Additions != 2000 {
+		t.Errorf("a 200 KB file, over an eighth of a 1 MiB budget: %+v", wide)
+	}
+	if !huge.Truncated || huge.Patch != "" || huge.Additions != 80_000 {
+		t.Errorf("an 8 MB file: truncated %v, additions %d, patch %d bytes", huge.Truncated, huge.Additions, len(huge.Patch))
+	}
+	if !after.Truncated || after.Additions != 1 {
+		t.Errorf("the file after the cut: %+v", after)
+	}
+}

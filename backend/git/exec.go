@@ -71,6 +71,20 @@ func run(ctx context.Context, repo string, stdin io.Reader, args ...string) ([]b
 	return stdout.Bytes(), nil
 }
 
+// runTo is run with stdout streamed to w. A writer that refuses more (limitWriter) stops git:
+// the error is then the failed write's, and the caller knows it asked for that.
+func runTo(ctx context.Context, repo string, w io.Writer, args ...string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	cmd := command(ctx, repo, args...)
+	stderr := &capWriter{max: maxStderr}
+	cmd.Stdout, cmd.Stderr = w, stderr
+	if err := cmd.Run(); err != nil {
+		return commandError(args, err, stderr)
+	}
+	return nil
+}
+
 // commandError describes a failed git command. The *exec.ExitError stays reachable with
 // errors.As so callers can look at the exit code.
 func commandError(args []string, err error, stderr *capWriter) error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"gorm.io/gorm"
@@ -48,6 +49,9 @@ type Service struct {
 	events []func(context.Context, Event)
 	checks Checks
 	roles  Roles
+	// merging holds a lock per repository that Merge takes, so merges through this server
+	// queue instead of racing for the target; replicas still race, and retry (mergeTries).
+	merging sync.Map // repo id → *sync.Mutex
 }
 
 // NewService returns the pull request service.
@@ -110,6 +114,10 @@ func checkText(title, body string) error {
 		return fault.Invalid("body", "the description is %d bytes, over the %d allowed", len(body), MaxBody)
 	case !utf8.ValidString(title) || !utf8.ValidString(body):
 		return fault.Invalid("body", "title and description must be UTF-8")
+	case strings.ContainsRune(title, 0):
+		return fault.Invalid("title", "a title cannot hold a NUL byte")
+	case strings.ContainsRune(body, 0):
+		return fault.Invalid("body", "a description cannot hold a NUL byte")
 	}
 	return nil
 }
@@ -128,19 +136,24 @@ func head(ctx context.Context, path, field, branch string) (string, error) {
 
 // sourceHead resolves the request's source branch, in its source repository, and brings that
 // commit into r's object store when the source is a fork. A deleted source branch or fork is
-// a fault.Invalid on "source".
+// a fault.Invalid on "source_branch" (or "source_repo").
 func (s *Service) sourceHead(ctx context.Context, r *repo.Repo, pr *Request) (string, error) {
+	if pr.SourceRepoID == 0 {
+		// The fork is gone (migration 00030). Its last head is kept in r (refs/pull/N/head), and
+		// the request still follows its target, so it can merge after the target moves.
+		return pr.HeadSHA, nil
+	}
 	if pr.SourceRepoID == r.ID {
-		return head(ctx, s.paths.Path(r), "source", pr.SourceBranch)
+		return head(ctx, s.paths.Path(r), "source_branch", pr.SourceBranch)
 	}
 	from, _, err := s.paths.ByID(ctx, pr.SourceRepoID)
 	if err != nil {
 		if fault.KindOf(err) == fault.KindNotFound {
-			return "", fault.Invalid("source", "the fork is gone")
+			return "", fault.Invalid("source_repo", "the fork is gone")
 		}
 		return "", err
 	}
-	sha, err := head(ctx, s.paths.Path(from), "source", pr.SourceBranch)
+	sha, err := head(ctx, s.paths.Path(from), "source_branch", pr.SourceBranch)
 	if err != nil || sha == pr.HeadSHA {
 		return sha, err // an unmoved head is in r already (refs/pull/N/head keeps it)
 	}
@@ -169,16 +182,16 @@ func (s *Service) Open(ctx context.Context, r *repo.Repo, author Person, in Open
 		}
 		from = in.From
 	}
-	src, err := head(ctx, s.paths.Path(from), "source", in.Source)
+	src, err := head(ctx, s.paths.Path(from), "source_branch", in.Source)
 	if err != nil {
 		return nil, err
 	}
-	dst, err := head(ctx, path, "target", in.Target)
+	dst, err := head(ctx, path, "target_branch", in.Target)
 	if err != nil {
 		return nil, err
 	}
 	if in.Source == in.Target && from == r {
-		return nil, fault.Invalid("source", "source and target are the same branch")
+		return nil, fault.Invalid("source_branch", "source and target are the same branch")
 	}
 	if from != r {
 		// The fork's commits come into the target's object store: the pre-merged commit, the
@@ -190,7 +203,7 @@ func (s *Service) Open(ctx context.Context, r *repo.Repo, author Person, in Open
 	if base, err := git.MergeBase(ctx, path, dst, src); err != nil {
 		return nil, err
 	} else if base == src {
-		return nil, fault.Invalid("source", "%s has no commits that %s does not have", in.Source, in.Target)
+		return nil, fault.Invalid("source_branch", "%s has no commits that %s does not have", in.Source, in.Target)
 	}
 	now := s.clock.Now().UTC()
 	pr := &Request{RepoID: r.ID, SourceRepoID: from.ID, SourceBranch: in.Source, TargetBranch: in.Target, Title: in.Title,
@@ -371,6 +384,9 @@ func (s *Service) Reopen(ctx context.Context, r *repo.Repo, number int64, by Per
 	if err != nil {
 		return nil, err
 	}
+	if pr.SourceRepoID == 0 {
+		return nil, fault.Conflict("the fork this request came from is deleted: it cannot be reopened")
+	}
 	if _, err := s.sourceHead(ctx, r, pr); err != nil {
 		return nil, fault.Conflict("the source branch %s is gone: push it again to reopen", pr.SourceBranch)
 	}
@@ -489,9 +505,12 @@ type MergeDone struct {
 }
 
 // Merge merges an open, conflict-free request into its target as by, in one of the three modes.
-// The target moves only from the head the merge was computed on: a push meanwhile is a 409 and
-// nothing changes. The gate (gate.go: conflicts, the allowed modes, the target's rule) is
-// checked after the sync; a merge it stops is a 409 naming every unmet condition.
+// The target moves only from the head the merge was computed on. Merges of one repository
+// through this server take turns; a push (or another replica's merge) meanwhile makes the
+// merge start again from the sync, as a person pressing the button again would; after
+// mergeTries such races it is a 409 and nothing changes. The gate (gate.go:
+// conflicts, the allowed modes, the target's rule) is checked after each sync; a merge it stops
+// is a 409 naming every unmet condition.
 func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Person, in MergeInput) (*MergeDone, error) {
 	if in.Mode == "" {
 		in.Mode = ModeMerge
@@ -506,33 +525,87 @@ func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Pers
 	if in.Mode != ModeMerge && in.Mode != ModeSquash && in.Mode != ModeRebase {
 		return nil, fault.Invalid("mode", "mode is merge, squash, rebase or auto, not %q", in.Mode)
 	}
-	pr, err := s.getState(ctx, r, number, StateOpen)
-	if err != nil {
+	if strings.TrimSpace(in.Message) == "" {
+		in.Message = ""
+	}
+	if err := checkMessage(in.Message); err != nil {
 		return nil, err
 	}
+	lock, _ := s.merging.LoadOrStore(r.ID, &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
+	defer lock.(*sync.Mutex).Unlock()
+	for try := 1; ; try++ {
+		pr, commit, err := s.mergeCommit(ctx, r, number, by, in)
+		if err != nil {
+			return nil, err
+		}
+		target := "refs/heads/" + pr.TargetBranch
+		err = git.UpdateRef(ctx, s.paths.Path(r), target, commit, pr.BaseSHA)
+		if errors.Is(err, git.ErrRefMoved) && try < mergeTries {
+			continue
+		}
+		if errors.Is(err, git.ErrRefMoved) {
+			return nil, fault.Conflict("%s kept moving while merging: look at the request again and retry", pr.TargetBranch)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s.recordMerge(ctx, r, pr, by, in, commit)
+	}
+}
+
+// mergeTries is how many times Merge computes a merge whose target moved before it gives up.
+const mergeTries = 3
+
+// checkMessage refuses a merge message git cannot store, or longer than a description.
+func checkMessage(msg string) error {
+	if strings.ContainsRune(msg, 0) {
+		return fault.Invalid("message", "a commit message cannot hold a NUL byte")
+	}
+	if len(msg) > MaxBody {
+		return fault.Invalid("message", "the message is %d bytes, at most %d", len(msg), MaxBody)
+	}
+	return nil
+}
+
+// mergeCommit syncs request number, checks its gate and writes the commit the target is to
+// move to, not moving anything yet.
+func (s *Service) mergeCommit(ctx context.Context, r *repo.Repo, number int64, by Person, in MergeInput) (*Request, string, error) {
+	pr, err := s.getState(ctx, r, number, StateOpen)
+	if err != nil {
+		return nil, "", err
+	}
 	if _, err := s.Sync(ctx, r, pr); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	g, err := s.Gate(ctx, r, pr, in.Mode)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if !g.Passed() {
-		return nil, refused(number, g.Unmet)
+		return nil, "", refused(number, g.Unmet)
+	}
+	if in.DeleteSource && pr.SourceRepoID == r.ID {
+		rule, err := s.RuleFor(ctx, r.ID, pr.SourceBranch)
+		if err != nil {
+			return nil, "", err
+		}
+		if rule != nil && !rule.AllowDeletion {
+			return nil, "", fault.Invalid("delete_source_branch", "%s is a protected branch (rule %q): it cannot be deleted", pr.SourceBranch, rule.Pattern)
+		}
 	}
 	path := s.paths.Path(r)
-	now := s.clock.Now().UTC()
-	who := git.Signature{Name: by.Name, Email: by.Email, When: now}
+	who := git.Signature{Name: by.Name, Email: by.Email, When: s.clock.Now().UTC()}
 	tree, err := git.TreeOf(ctx, path, pr.MergeSHA)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var commit string
 	switch in.Mode {
 	case ModeMerge:
 		msg := in.Message
 		if msg == "" {
-			msg = fmt.Sprintf("Merge pull request #%d from %s\n\n%s", pr.Number, pr.SourceBranch, pr.Title)
+			msg = fmt.Sprintf("Merge pull request #%d from %s\n\n%s", pr.Number, s.sourceName(ctx, r, pr), pr.Title)
 		}
 		commit, err = git.CommitTree(ctx, path, git.NewCommit{Tree: tree, Parents: []string{pr.BaseSHA, pr.HeadSHA},
 			Message: msg, Author: who, Committer: who})
@@ -541,24 +614,44 @@ func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Pers
 		if msg == "" {
 			msg = fmt.Sprintf("%s (#%d)", pr.Title, pr.Number)
 		}
+		// The change is the proposer's: the squashed commit keeps the author of the request's
+		// head commit, as GitHub and GitLab credit the author; the merger is its committer.
+		author := who
+		if heads, err := git.Commits(ctx, path, []string{pr.HeadSHA}); err == nil && len(heads) == 1 {
+			author = git.Signature{Name: heads[0].AuthorName, Email: heads[0].AuthorEmail, When: who.When}
+		}
 		commit, err = git.CommitTree(ctx, path, git.NewCommit{Tree: tree, Parents: []string{pr.BaseSHA},
-			Message: msg, Author: who, Committer: who})
+			Message: msg, Author: author, Committer: who})
 	case ModeRebase:
 		var rb git.RebaseResult
 		if rb, err = git.Rebase(ctx, path, pr.BaseSHA, pr.HeadSHA, who); err == nil && rb.Head == "" {
-			return nil, fault.Conflict("pull request #%d does not rebase: commit %s conflicts in %s", number, rb.Conflict, strings.Join(rb.Conflicts, ", "))
+			return nil, "", fault.Conflict("pull request #%d does not rebase: commit %s conflicts in %s", number, rb.Conflict, strings.Join(rb.Conflicts, ", "))
 		}
 		commit = rb.Head
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	target := "refs/heads/" + pr.TargetBranch
-	if err := git.UpdateRef(ctx, path, target, commit, pr.BaseSHA); errors.Is(err, git.ErrRefMoved) {
-		return nil, fault.Conflict("%s moved while merging: look at the request again and retry", pr.TargetBranch)
-	} else if err != nil {
-		return nil, err
+	return pr, commit, nil
+}
+
+// sourceName is the source branch as a merge message names it: "branch" in the repository
+// itself, "org/branch" from a fork (GitHub's "owner/branch"), "deleted-fork/branch" once the
+// fork is gone.
+func (s *Service) sourceName(ctx context.Context, r *repo.Repo, pr *Request) string {
+	if pr.SourceRepoID == r.ID {
+		return pr.SourceBranch
 	}
+	if _, o, err := s.paths.ByID(ctx, pr.SourceRepoID); err == nil {
+		return o.Name + "/" + pr.SourceBranch
+	}
+	return "deleted-fork/" + pr.SourceBranch
+}
+
+// recordMerge records the merge of pr as commit, deletes its source branch when asked and
+// fires Merged.
+func (s *Service) recordMerge(ctx context.Context, r *repo.Repo, pr *Request, by Person, in MergeInput, commit string) (*MergeDone, error) {
+	path, target, now := s.paths.Path(r), "refs/heads/"+pr.TargetBranch, s.clock.Now().UTC()
 	// The target has moved: from here on the merge has happened, whatever else fails.
 	set := map[string]any{"state": StateMerged, "merged_by": by.ID, "merged_at": now, "merge_commit": commit, "merge_mode": in.Mode,
 		"closed_at": now, "updated_at": now}
@@ -573,7 +666,8 @@ func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Pers
 			s.log.InfoContext(ctx, "source branch kept after merge", "pull", pr.Number, "branch", pr.SourceBranch, "why", err)
 		}
 	}
-	if out.Request, err = s.Get(ctx, r, number); err != nil {
+	var err error
+	if out.Request, err = s.Get(ctx, r, pr.Number); err != nil {
 		return nil, err
 	}
 	s.fire(ctx, Event{What: Merged, Repo: r, Request: out.Request, By: by, Merge: out})
@@ -585,15 +679,19 @@ func (s *Service) Merge(ctx context.Context, r *repo.Repo, number int64, by Pers
 // commit). A moved target only refreshes the pre-merged commit and the conflicts. Failures are
 // logged: the push has happened.
 func (s *Service) OnPush(ctx context.Context, r *repo.Repo, by Person, updates []git.RefUpdate) {
-	var branches []string
+	var branches, deleted []string
 	for _, u := range updates {
 		if b, ok := strings.CutPrefix(u.Ref, "refs/heads/"); ok {
 			branches = append(branches, b)
+			if u.New == git.ZeroSHA {
+				deleted = append(deleted, b)
+			}
 		}
 	}
 	if len(branches) == 0 {
 		return
 	}
+	s.closeDeleted(ctx, r, deleted)
 	var open []Request
 	if err := s.db.WithContext(ctx).Where("repo_id = ? AND state = ? AND (source_branch IN ? OR target_branch IN ?)", r.ID, StateOpen, branches, branches).
 		Order("number").Find(&open).Error; err != nil {
@@ -615,6 +713,24 @@ func (s *Service) OnPush(ctx context.Context, r *repo.Repo, by Person, updates [
 			continue
 		}
 		s.syncAll(ctx, target, by, fromFork[i:i+1])
+	}
+}
+
+// closeDeleted closes the open requests whose source branch, in r, was just deleted, as GitHub
+// does: there is nothing left to propose. Pushing the branch again allows a reopen.
+func (s *Service) closeDeleted(ctx context.Context, r *repo.Repo, deleted []string) {
+	if len(deleted) == 0 {
+		return
+	}
+	now := s.clock.Now().UTC()
+	res := s.db.WithContext(ctx).Model(&Request{}).Where("source_repo_id = ? AND state = ? AND source_branch IN ?", r.ID, StateOpen, deleted).
+		Updates(map[string]any{"state": StateClosed, "closed_at": now, "updated_at": now})
+	if res.Error != nil {
+		s.log.ErrorContext(ctx, "pull requests: close those whose source branch was deleted", "repo_id", r.ID, "err", res.Error)
+		return
+	}
+	if res.RowsAffected > 0 {
+		s.log.InfoContext(ctx, "pull requests closed: their source branch was deleted", "repo_id", r.ID, "branches", deleted, "closed", res.RowsAffected)
 	}
 }
 

@@ -235,8 +235,13 @@ func TestMerge(t *testing.T) {
 			f.git("fetch", "-q", f.bare, "main") // the last merge moved it on the server
 			f.git("checkout", "-q", "-B", "main", "FETCH_HEAD")
 			f.git("checkout", "-q", "-B", "m-"+mode, "main")
+			env := f.env
+			if mode == pull.ModeSquash { // a proposer other than the merger
+				f.env = append(append([]string{}, env...), "GIT_AUTHOR_NAME=Bob", "GIT_AUTHOR_EMAIL=bob@example.com")
+			}
 			f.commit(map[string]string{mode + "-1.txt": "1\n"}, mode+" one")
 			head := f.commit(map[string]string{mode + "-2.txt": "2\n"}, mode+" two")
+			f.env = env
 			f.git("push", "-q", f.bare, "m-"+mode)
 			f.git("checkout", "-q", "main")
 			f.commit(map[string]string{"main-" + mode + ".txt": "main\n"}, "main before "+mode)
@@ -270,7 +275,10 @@ func TestMerge(t *testing.T) {
 				if !slices.Equal(parents, []string{base, head}) || author != "Alice <alice@example.com> / Alice <alice@example.com>" {
 					t.Fatalf("merge: parents %v, by %s", parents, author)
 				}
-			case pull.ModeSquash: // one commit on main
+			case pull.ModeSquash: // one commit on main, the proposer's, committed by the merger
+				if author != "Bob <bob@example.com> / Alice <alice@example.com>" {
+					t.Fatalf("squash: by %s, want the request's author and the merger", author)
+				}
 				if !slices.Equal(parents, []string{base}) || count != "1" || f.git("--git-dir="+f.bare, "log", "-1", "--format=%s", tip) != "Try squash (#"+strconv.FormatInt(pr.Number, 10)+")" {
 					t.Fatalf("squash: parents %v, %s commits", parents, count)
 				}
@@ -654,13 +662,101 @@ func TestAForksRequestOutlivesTheFork(t *testing.T) {
 		}
 		_, err = f.pulls.Reopen(ctx, f.repo, closing.Number, f.alice)
 		wantKind(t, "reopening a request whose fork is gone", err, fault.KindConflict)
+		// The target moves on: the request follows it from the head it kept.
+		f.commit(map[string]string{"main.txt": "moved\n"}, "main moves")
+		f.git("push", "-q", f.bare, "main")
+		if synced, err := f.pulls.Sync(ctx, f.repo, pr); synced || err != nil || pr.BaseSHA != f.ref("refs/heads/main") {
+			t.Errorf("a request without its fork after its target moved: synced %v, %v, base %s", synced, err, pr.BaseSHA)
+		}
 
 		done, err := f.pulls.Merge(ctx, f.repo, pr.Number, f.alice, pull.MergeInput{Mode: pull.ModeMerge})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := f.show(done.Target.New, "tune.txt"); got != "tune\n" {
+		if got := f.show(done.Target.New, "tune.txt"); got != "tune\n" || f.show(done.Target.New, "main.txt") != "moved\n" {
 			t.Errorf("merged tune.txt %q", got)
+		}
+		if msg := f.git("--git-dir="+f.bare, "log", "-1", "--format=%s", done.Target.New); msg != "Merge pull request #1 from deleted-fork/tune" {
+			t.Errorf("the merge message %q", msg)
+		}
+	})
+}
+
+// What a merge refuses or takes care of: a protected source branch is not deleted (the whole
+// merge is refused first), a message git cannot store is refused and a blank one gives the
+// default, a deleted source branch closes its request, and merges of several requests at once
+// all land (each one that finds main moved starts again).
+func TestMergeEdges(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		f := newFixture(t, db)
+		if _, err := f.pulls.SetRule(ctx, f.repo, pull.RuleInput{Pattern: "keep"}); err != nil {
+			t.Fatal(err)
+		}
+		f.branch("keep", map[string]string{"keep.txt": "k\n"})
+		keep, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "keep", Target: "main", Title: "Keep"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		main := f.ref("refs/heads/main")
+		_, err = f.pulls.Merge(ctx, f.repo, keep.Number, f.alice, pull.MergeInput{DeleteSource: true})
+		wantKind(t, "deleting a protected source branch", err, fault.KindInvalid)
+		if f.ref("refs/heads/main") != main || f.ref("refs/heads/keep") == "" {
+			t.Fatal("a refused merge moved main or deleted the protected branch")
+		}
+		_, err = f.pulls.Merge(ctx, f.repo, keep.Number, f.alice, pull.MergeInput{Message: "bad\x00nul"})
+		wantKind(t, "a NUL in the message", err, fault.KindInvalid)
+		m, err := f.pulls.Merge(ctx, f.repo, keep.Number, f.alice, pull.MergeInput{Message: "  \n "})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if msg := f.git("--git-dir="+f.bare, "log", "-1", "--format=%s", m.Target.New); msg != "Merge pull request #1 from keep" {
+			t.Errorf("a blank message gave %q", msg)
+		}
+
+		// git push :gone closes the request from gone.
+		gone := f.branch("gone", map[string]string{"gone.txt": "g\n"})
+		pr, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: "gone", Target: "main", Title: "Gone"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.git("push", "-q", f.bare, ":gone")
+		f.pulls.OnPush(ctx, f.repo, f.alice, []git.RefUpdate{{Old: gone, New: git.ZeroSHA, Ref: "refs/heads/gone"}})
+		if pr, err = f.pulls.Get(ctx, f.repo, pr.Number); err != nil || pr.State != pull.StateClosed || pr.ClosedAt == nil {
+			t.Fatalf("after its source branch was deleted: %+v %v", pr, err)
+		}
+
+		// Four requests merged at once: every one lands.
+		f.git("fetch", "-q", f.bare, "main")
+		f.git("checkout", "-q", "-B", "main", "FETCH_HEAD")
+		var numbers []int64
+		for i := range 4 {
+			name := "par-" + strconv.Itoa(i)
+			f.branch(name, map[string]string{name + ".txt": name + "\n"})
+			pr, err := f.pulls.Open(ctx, f.repo, f.alice, pull.OpenInput{Source: name, Target: "main", Title: name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			numbers = append(numbers, pr.Number)
+		}
+		errs := make(chan error, len(numbers))
+		for _, n := range numbers {
+			go func() {
+				_, err := f.pulls.Merge(ctx, f.repo, n, f.alice, pull.MergeInput{Mode: pull.ModeSquash})
+				errs <- err
+			}()
+		}
+		for range numbers {
+			if err := <-errs; err != nil {
+				t.Errorf("a merge beside others: %v", err)
+			}
+		}
+		tip := f.ref("refs/heads/main")
+		for i := range 4 {
+			name := "par-" + strconv.Itoa(i)
+			if f.show(tip, name+".txt") != name+"\n" {
+				t.Errorf("main lacks %s.txt", name)
+			}
 		}
 	})
 }

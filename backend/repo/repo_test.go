@@ -356,17 +356,7 @@ func TestFork(t *testing.T) {
 			t.Fatal(err)
 		}
 		work := t.TempDir()
-		gitCmd := func(dir string, args ...string) string {
-			t.Helper()
-			cmd := exec.Command("git", args...)
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.com", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.com")
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("git %v: %v\n%s", args, err, out)
-			}
-			return strings.TrimSpace(string(out))
-		}
+		gitCmd := func(dir string, args ...string) string { t.Helper(); return runGit(t, dir, args...) }
 		gitCmd(work, "init", "-q", "-b", "dev")
 		gitCmd(work, "commit", "-q", "--allow-empty", "-m", "one")
 		gitCmd(work, "push", "-q", f.repos.Path(src), "dev", "dev:refs/heads/other")
@@ -417,4 +407,80 @@ func TestFork(t *testing.T) {
 			t.Errorf("after the source's deletion: %+v, %v", again, err)
 		}
 	})
+}
+
+// A fork borrows its source's objects, so it must never show what its readers could not read
+// in the source: a repository made private first splits off its public forks and those of
+// other teams (they keep their history, but what is pushed to the source later is out of
+// their reach), and a fork of a private repository cannot be made public.
+func TestForksOfAPrivateSourceSeeNothingNew(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db)
+		ctx := context.Background()
+		src, err := f.repos.Create(ctx, f.team, "model", repo.Public, "main", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		work := t.TempDir()
+		gitCmd := func(args ...string) string { t.Helper(); return runGit(t, work, args...) }
+		gitCmd("init", "-q", "-b", "main")
+		gitCmd("commit", "-q", "--allow-empty", "-m", "public")
+		gitCmd("push", "-q", f.repos.Path(src), "main")
+		old := gitCmd("rev-parse", "HEAD")
+
+		theirs, err := f.repos.Fork(ctx, src, f.other, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ownPublic, err := f.repos.Fork(ctx, src, f.team, "model-public")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ownPrivate, err := f.repos.Fork(ctx, src, f.team, "model-private")
+		if err != nil {
+			t.Fatal(err)
+		}
+		private, public := repo.Private, repo.Public
+		if err := f.repos.Update(ctx, ownPrivate, repo.Patch{Visibility: &private}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.repos.Update(ctx, src, repo.Patch{Visibility: &private}); err != nil {
+			t.Fatal(err)
+		}
+		gitCmd("commit", "-q", "--allow-empty", "-m", "secret")
+		gitCmd("push", "-q", f.repos.Path(src), "main")
+		secret := gitCmd("rev-parse", "HEAD")
+
+		for _, c := range []struct {
+			fork  *repo.Repo
+			split bool
+		}{{theirs, true}, {ownPublic, true}, {ownPrivate, false}} {
+			again, _, err := f.repos.ByID(ctx, c.fork.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := f.repos.Path(again)
+			_, errOld := git.TreeOf(ctx, path, old)
+			_, errNew := git.TreeOf(ctx, path, secret)
+			if errOld != nil || (again.ForkOf == nil) != c.split || (errNew != nil) != c.split {
+				t.Errorf("%s: fork_of %v, its history %v, the source's new commit %v (split off: %v)", again.Name, again.ForkOf, errOld, errNew, c.split)
+			}
+		}
+		if err := f.repos.Update(ctx, ownPrivate, repo.Patch{Visibility: &public}); status(err) != 422 {
+			t.Errorf("a fork of a private repository made public: %v", err)
+		}
+	})
+}
+
+// runGit runs git in dir as author and committer "a" and returns its trimmed output.
+func runGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.com", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -400,6 +400,9 @@ func (s *Service) Update(ctx context.Context, r *Repo, p Patch) error {
 		if err := validateVisibility(*p.Visibility); err != nil {
 			return err
 		}
+		if err := s.mayShow(ctx, r, *p.Visibility); err != nil {
+			return err
+		}
 		changes["visibility"] = *p.Visibility
 	}
 	if p.DefaultBranch != nil {
@@ -413,6 +416,11 @@ func (s *Service) Update(ctx context.Context, r *Repo, p Patch) error {
 	}
 	if len(changes) == 0 {
 		return fault.Invalid("", "nothing to change")
+	}
+	if p.Visibility != nil && *p.Visibility == Private && r.Visibility != Private {
+		if err := s.splitForks(ctx, r); err != nil {
+			return err
+		}
 	}
 	changes["updated_at"] = s.clock.Now().UTC()
 	err := store.Tx(ctx, s.db, func(tx *gorm.DB) error {
@@ -431,6 +439,51 @@ func (s *Service) Update(ctx context.Context, r *Repo, p Patch) error {
 		return err
 	}
 	return s.db.WithContext(ctx).Take(r, r.ID).Error
+}
+
+// A fork borrows its source's object store (git.ShareObjects), so anyone who can read the fork
+// can read any object of the source by its id, those pushed after the fork included: git's
+// upload-pack and the code routes serve a commit asked for by SHA. GitHub has the same shape
+// and the same two rules, which keep that from ever showing what a reader could not see in the
+// source itself:
+//   - a fork of a private repository stays private (mayShow), and private forks live only in
+//     the source's team (Fork), whose members read the source anyway;
+//   - a repository that becomes private first splits off (splitForks) every fork that is
+//     public or in another team: each gets its own copy of what it borrows and stops
+//     borrowing, so what is pushed to the source from then on is out of its reach.
+
+// mayShow refuses to make a fork of a private repository public.
+func (s *Service) mayShow(ctx context.Context, r *Repo, visibility string) error {
+	if visibility != Public || r.ForkOf == nil {
+		return nil
+	}
+	var src Repo
+	err := s.db.WithContext(ctx).Select("id", "visibility").Take(&src, *r.ForkOf).Error
+	if err != nil {
+		return err
+	}
+	if src.Visibility == Private {
+		return fault.Invalid("visibility", "a fork of a private repository stays private: it shares the source's git objects")
+	}
+	return nil
+}
+
+// splitForks detaches the forks of r that could read r's objects without reading r once it
+// is private: the public ones, and those of other teams.
+func (s *Service) splitForks(ctx context.Context, r *Repo) error {
+	var forks []Repo
+	if err := s.db.WithContext(ctx).Where("fork_of = ? AND (visibility = ? OR org_id <> ?)", r.ID, Public, r.OrgID).Find(&forks).Error; err != nil {
+		return err
+	}
+	for i := range forks {
+		if err := git.Dissociate(ctx, s.Path(&forks[i])); err != nil {
+			return fmt.Errorf("repo %d: split off fork %d: %w", r.ID, forks[i].ID, err)
+		}
+		if err := s.db.WithContext(ctx).Model(&Repo{}).Where("id = ?", forks[i].ID).Update("fork_of", nil).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Delete removes the repo, its secrets and deploy tokens, and its git directory. Its forks

@@ -24,15 +24,16 @@ func prCommand() command {
 	return command{summary: "open, list, check out and merge pull requests", run: runPR}
 }
 
-const prUsage = `Usage: nimbus pr create [flags] ORG/REPO --source BRANCH [--target BRANCH] --title TITLE [--body TEXT]
-       nimbus pr list [flags] ORG/REPO [--state open|closed|merged|all]
+const prUsage = `Usage: nimbus pr create [flags] ORG/REPO --source BRANCH [--from FORK_ORG/FORK_REPO] [--target BRANCH] --title TITLE [--body TEXT]
+       nimbus pr list [flags] ORG/REPO [--state open|closed|merged|all] [--author USER] [--reviewer USER]
        nimbus pr checkout [flags] ORG/REPO NUMBER [-C DIR]
        nimbus pr merge [flags] ORG/REPO NUMBER [--mode merge|squash|rebase|auto] [--delete-branch]
        nimbus pr comment [flags] [ORG/REPO NUMBER] (--body TEXT | --body-file FILE) [--path FILE --line N]
        nimbus pr metrics [flags] [ORG/REPO NUMBER] [--fail-worse NAME=LIMIT,…]
 
 create opens a pull request of a branch into another (the repository's default branch unless
---target says), list prints a repository's requests, merge merges one as you. checkout runs git
+--target says); with --from the branch is in your fork of ORG/REPO. list prints a repository's
+requests with their check state, merge merges one as you. checkout runs git
 in the work tree DIR (default: the current directory): it fetches the request's commits (refs/pull/NUMBER/head) from the
 server and checks them out on the branch pr-NUMBER, with the token sent as a header, never
 written into the repository's config. comment posts a comment (Markdown; --body-file - reads
@@ -62,17 +63,20 @@ func runPR(ctx context.Context, e env, args []string) int {
 	var merge apiclient.PullMerge
 	var note apiclient.NewPullComment
 	var bodyFile, failWorse string
-	state, dir := "open", "."
+	filter, dir := apiclient.PullFilter{State: "open"}, "."
 	fs := envflag.New("pr "+verb, prUsage)
 	serverFlags(fs, &c.server, &c.token, "a personal token (default: CNB_TOKEN inside a pipeline)")
 	switch verb {
 	case "create":
 		fs.String(&in.SourceBranch, "source", "", "", "the branch to merge (required)")
+		fs.String(&in.SourceRepo, "from", "", "", "the fork the branch is in, ORG/REPO (default: ORG/REPO itself)")
 		fs.String(&in.TargetBranch, "target", "", "", "the branch to merge into (default: the repository's default branch)")
 		fs.String(&in.Title, "title", "", "", "the title (required)")
 		fs.String(&in.Body, "body", "", "", "the description (Markdown)")
 	case "list":
-		fs.String(&state, "state", "", "open", "open, closed, merged or all")
+		fs.String(&filter.State, "state", "", "open", "open, closed, merged or all")
+		fs.String(&filter.Author, "author", "", "", "only the requests of this user")
+		fs.String(&filter.Reviewer, "reviewer", "", "", "only the requests this user is asked to review")
 	case "checkout":
 		fs.String(&dir, "C", "", ".", "the git work tree to check the request out in")
 	case "merge":
@@ -135,7 +139,7 @@ func runPR(ctx context.Context, e env, args []string) int {
 		}
 		err = c.create(ctx, e.stdout, org, repo, in)
 	case "list":
-		err = c.list(ctx, e.stdout, org, repo, state)
+		err = c.list(ctx, e.stdout, org, repo, filter)
 	case "checkout":
 		err = c.checkout(ctx, e.stdout, dir, org, repo, number)
 	case "merge":
@@ -173,17 +177,17 @@ func (c *prClient) create(ctx context.Context, out io.Writer, org, repo string, 
 	return nil
 }
 
-func (c *prClient) list(ctx context.Context, out io.Writer, org, repo, state string) error {
-	prs, err := c.api.Pulls(ctx, org, repo, state)
+func (c *prClient) list(ctx context.Context, out io.Writer, org, repo string, f apiclient.PullFilter) error {
+	prs, err := c.api.Pulls(ctx, org, repo, f)
 	if err != nil {
 		return err
 	}
 	if len(prs) == 0 {
-		fmt.Fprintf(out, "%s/%s has no %s pull requests\n", org, repo, state)
+		fmt.Fprintf(out, "%s/%s has no %s pull requests that match\n", org, repo, f.State)
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NUMBER\tSTATE\tBRANCHES\tAUTHOR\tTITLE")
+	fmt.Fprintln(tw, "NUMBER\tSTATE\tCHECKS\tBRANCHES\tAUTHOR\tTITLE")
 	for _, p := range prs {
 		st := p.State
 		if st == "open" && !p.Mergeable {
@@ -191,7 +195,14 @@ func (c *prClient) list(ctx context.Context, out io.Writer, org, repo, state str
 		} else if st == "open" && len(p.ApprovedBy) > 0 {
 			st = "open, approved"
 		}
-		fmt.Fprintf(tw, "#%d\t%s\t%s → %s\t%s\t%s\n", p.Number, st, p.SourceBranch, p.TargetBranch, p.Author, p.Title)
+		checks, from := p.Checks, p.SourceBranch
+		if checks == "" {
+			checks = "-"
+		}
+		if p.SourceRepo != "" {
+			from = p.SourceRepo + ":" + from
+		}
+		fmt.Fprintf(tw, "#%d\t%s\t%s\t%s → %s\t%s\t%s\n", p.Number, st, checks, from, p.TargetBranch, p.Author, p.Title)
 	}
 	return tw.Flush()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/app"
 	"github.com/nimbus-build/nimbus/backend/app/apptest"
 	"github.com/nimbus-build/nimbus/backend/auth"
@@ -81,6 +82,27 @@ func TestPRCommands(t *testing.T) {
 	}
 	if code, out, errOut = cli("pr", "list", "ml/trainer", "--state", "merged"); code != 0 || !strings.Contains(out, "merged") {
 		t.Fatalf("list merged: %d %q %q", code, out, errOut)
+	}
+
+	// --from: a request from a fork, and list's filters.
+	if _, err := apiclient.New(s.URL, apiclient.WithToken(token)).ForkRepo(t.Context(), "ml", "trainer", "ml", "trainer-fork"); err != nil {
+		t.Fatal(err)
+	}
+	git(work, "checkout", "-q", "-b", "tune", "lower-lr")
+	os.WriteFile(filepath.Join(work, "epochs.txt"), []byte("20\n"), 0o644)
+	git(work, "add", ".")
+	git(work, "commit", "-q", "-m", "more epochs")
+	git(work, "push", "-q", strings.TrimSuffix(remote, ".git")+"-fork.git", "tune")
+	code, out, errOut = cli("pr", "create", "ml/trainer", "--from", "ml/trainer-fork", "--source", "tune", "--title", "More epochs")
+	if code != 0 || !strings.Contains(out, "pull request #2") {
+		t.Fatalf("create --from: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = cli("pr", "list", "ml/trainer", "--author", "ada"); code != 0 || !strings.Contains(out, "ml/trainer-fork:tune → main") ||
+		!strings.Contains(out, "CHECKS") {
+		t.Fatalf("list --author ada: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut = cli("pr", "list", "ml/trainer", "--reviewer", "ada"); code != 0 || !strings.Contains(out, "no open pull requests that match") {
+		t.Fatalf("list --reviewer ada: %d %q %q", code, out, errOut)
 	}
 	for _, c := range []struct {
 		args []string

@@ -787,7 +787,8 @@ export interface paths {
     /**
      * The files a pull request changes
      * @description The diff of the source head against the merge base (GitHub's "Files changed"): each
-     * file's status, counts and patch; patches stop after 4 MiB in all (`truncated`).
+     * file's status, counts and patch; patches stop after 4 MiB in all, and one file's patch
+     * over 512 KiB is left out (`truncated`, its counts kept).
      * Read access; token scope `repo:read`.
      */
     get: operations["listPullFiles"];
@@ -1534,7 +1535,8 @@ export interface paths {
      * A commit and its diff
      * @description The commit with its parents and its whole diff against its first parent (every file
      * added for a root commit), renames found: each file's status, counts and unified patch.
-     * Patches stop after 4 MiB in all; the files past that keep their counts with `truncated`.
+     * Patches stop after 4 MiB in all, and one file's over 512 KiB is left out; those files keep
+     * their counts with `truncated`.
      * Its pipelines are at `…/commits/{sha}/checks`.
      * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
      * repo's own pipelines reads too. A secret repository has no code: 404.
@@ -6959,7 +6961,8 @@ export interface operations {
   /**
    * The files a pull request changes
    * @description The diff of the source head against the merge base (GitHub's "Files changed"): each
-   * file's status, counts and patch; patches stop after 4 MiB in all (`truncated`).
+   * file's status, counts and patch; patches stop after 4 MiB in all, and one file's patch
+   * over 512 KiB is left out (`truncated`, its counts kept).
    * Read access; token scope `repo:read`.
    */
   listPullFiles: {
@@ -8561,7 +8564,8 @@ export interface operations {
    * A commit and its diff
    * @description The commit with its parents and its whole diff against its first parent (every file
    * added for a root commit), renames found: each file's status, counts and unified patch.
-   * Patches stop after 4 MiB in all; the files past that keep their counts with `truncated`.
+   * Patches stop after 4 MiB in all, and one file's over 512 KiB is left out; those files keep
+   * their counts with `truncated`.
    * Its pipelines are at `…/commits/{sha}/checks`.
    * Read access (anyone for a public repo); token scope `repo:read`; a job token of the
    * repo's own pipelines reads too. A secret repository has no code: 404.

@@ -103,6 +103,9 @@ type Options struct {
 	Mail    mail.Sender // from the SMTP settings when nil
 	// StripeClient carries the calls to the Stripe API (tests count them); nil = the default.
 	StripeClient *http.Client
+	// Passwords is the work of a password hash; the zero value is the real one (tests:
+	// auth.CheapPasswords, see auth.PasswordCost).
+	Passwords auth.PasswordCost
 }
 
 // New builds the app: it opens and migrates the database, connects Redis, and wires every
@@ -151,7 +154,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 			mailer = mail.SMTP{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, From: cfg.SMTPFrom}
 		}
 	}
-	a.Auth = auth.NewService(a.DB, a.Redis.Client, clk, mailer, log, auth.Config{PublicURL: cfg.PublicURL})
+	a.Auth = auth.NewService(a.DB, a.Redis.Client, clk, mailer, log, auth.Config{PublicURL: cfg.PublicURL, Passwords: opt.Passwords})
 	a.Orgs = org.NewService(a.DB, a.Auth, clk, mailer, cfg.PublicURL, log)
 	a.Orgs.OnCreate(func(tx *gorm.DB, o *org.Org) error { return billing.OpenAccount(tx, o.ID, clk.Now().UTC()) })
 	a.Repos = repo.NewService(a.DB, a.Orgs, box, clk, filepath.Join(cfg.DataDir, "repos"), log)

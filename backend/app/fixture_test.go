@@ -256,7 +256,7 @@ func newMXWorld(t *testing.T, databaseURL string) *mxWorld {
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	box := &mxMailbox{}
 	ctx := context.Background()
-	a, err := New(ctx, cfg, log, Options{Version: "test", Mail: box})
+	a, err := New(ctx, cfg, log, Options{Version: "test", Mail: box, Passwords: auth.CheapPasswords()})
 	if err != nil {
 		t.Fatal(err)
 	}

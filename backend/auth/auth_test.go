@@ -53,7 +53,7 @@ func newFixture(t *testing.T, db *gorm.DB) *fixture {
 	t.Helper()
 	f := &fixture{mail: &outbox{}}
 	w := testworld.New(t, db, testworld.Options{Now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), Mail: f.mail,
-		Auth: auth.Config{PublicURL: "https://nimbus.test", LoginLimitPerAccount: 3, LoginLimitPerIP: 5}})
+		Auth: auth.Config{PublicURL: "https://nimbus.test", LoginLimitPerAccount: 3, LoginLimitPerIP: 5, Passwords: auth.CheapPasswords()}})
 	f.svc, f.clock = w.Users, w.Clock
 	return f
 }

@@ -21,13 +21,34 @@ const (
 	MaxPasswordLen = 256
 )
 
-// argon2id parameters: OWASP's recommended minimum (19 MiB, 2 passes, 1 lane).
+// argon2id parameters: OWASP's recommended minimum (19 MiB, 2 passes, 1 lane), the default
+// PasswordCost.
 const (
 	argonTime    = 2
 	argonMemory  = 19 * 1024
 	argonThreads = 1
 	argonKeyLen  = 32
 )
+
+// PasswordCost is the work of one argon2id password hash: passes over MemoryKiB of memory. The
+// zero value is OWASP's recommended minimum (2 passes over 19 MiB), which every server uses.
+// A hash carries its parameters and checkPassword reads them from it, so a cost changes new
+// hashes only. Tests hash hundreds of passwords under the race detector, where one hash at the
+// real cost takes half a second of CPU: they use CheapPasswords, the same code at less work.
+type PasswordCost struct {
+	Time, MemoryKiB uint32
+}
+
+// CheapPasswords is the cost for tests: one pass over 64 KiB.
+func CheapPasswords() PasswordCost { return PasswordCost{Time: 1, MemoryKiB: 64} }
+
+// orDefault is c, or OWASP's minimum when c is the zero value.
+func (c PasswordCost) orDefault() PasswordCost {
+	if c.Time == 0 || c.MemoryKiB == 0 {
+		return PasswordCost{Time: argonTime, MemoryKiB: argonMemory}
+	}
+	return c
+}
 
 // ErrWrongPassword is returned by checkPassword for a mismatch.
 var ErrWrongPassword = errors.New("auth: wrong password")
@@ -54,14 +75,15 @@ func CheckPasswordRules(pw, username, email string) string {
 	return ""
 }
 
-// hashPassword returns an encoded argon2id hash in the PHC string format.
-func hashPassword(pw string) (string, error) {
+// hashPassword returns an encoded argon2id hash of pw at cost c, in the PHC string format.
+func hashPassword(pw string, c PasswordCost) (string, error) {
+	c = c.orDefault()
 	salt := make([]byte, 16)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("auth: salt: %w", err)
 	}
-	key := argon2.IDKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
-	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads,
+	key := argon2.IDKey([]byte(pw), salt, c.Time, c.MemoryKiB, argonThreads, argonKeyLen)
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, c.MemoryKiB, c.Time, argonThreads,
 		base64.RawStdEncoding.EncodeToString(salt), base64.RawStdEncoding.EncodeToString(key)), nil
 }
 
@@ -97,8 +119,11 @@ func checkPassword(encoded, pw string) error {
 }
 
 // dummyHash is checked against when a login names no existing user, so that the response time
-// does not reveal which usernames exist.
-var dummyHash = "$argon2id$v=19$m=19456,t=2,p=1$c29tZXNhbHRzb21lc2FsdA$0000000000000000000000000000000000000000000"
+// does not reveal which usernames exist: a hash of cost c that matches no password.
+func dummyHash(c PasswordCost) string {
+	c = c.orDefault()
+	return fmt.Sprintf("$argon2id$v=19$m=%d,t=%d,p=1$c29tZXNhbHRzb21lc2FsdA$0000000000000000000000000000000000000000000", c.MemoryKiB, c.Time)
+}
 
 // commonPasswords is a short list of the most common passwords in public breach corpora that
 // are 10+ characters long (shorter ones fail the length rule anyway).

@@ -27,6 +27,7 @@ type Config struct {
 	LoginLimitPerAccount int           // failed logins per account per window (default 10)
 	LoginLimitPerIP      int           // failed logins per client IP per window (default 50)
 	LoginWindow          time.Duration // default 15 minutes
+	Passwords            PasswordCost  // default OWASP's minimum; tests: CheapPasswords
 }
 
 // Service holds the auth logic.
@@ -98,7 +99,7 @@ func (s *Service) Signup(ctx context.Context, username, email, password string) 
 	if msg := CheckPasswordRules(password, username, email); msg != "" {
 		return nil, fault.Invalid("password", "%s", msg)
 	}
-	hash, err := hashPassword(password)
+	hash, err := hashPassword(password, s.cfg.Passwords)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +157,7 @@ func (s *Service) Login(ctx context.Context, login, password, ip string) (*User,
 	var u User
 	err := s.db.WithContext(ctx).Where("lower(username) = lower(?) OR lower(email) = lower(?)", login, login).Take(&u).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		checkPassword(dummyHash, password) // same cost as a real check: no user enumeration by timing
+		checkPassword(dummyHash(s.cfg.Passwords), password) // same cost as a real check: no user enumeration by timing
 		s.fail(ctx, acctKey, ipKey)
 		return nil, errInvalidCredentials
 	}
@@ -250,7 +251,7 @@ func (s *Service) ChangePassword(ctx context.Context, u *User, current, next, ke
 // setPassword stores a new password (already checked against the rules) and ends every session
 // of the user but keepSession.
 func (s *Service) setPassword(ctx context.Context, db *gorm.DB, u *User, next, keepSession string) error {
-	hash, err := hashPassword(next)
+	hash, err := hashPassword(next, s.cfg.Passwords)
 	if err != nil {
 		return err
 	}

@@ -101,7 +101,7 @@ func newHTWorld(t *testing.T, o htOptions) *htWorld {
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	w.app, err = app.New(w.ctx, cfg, log, app.Options{Version: "test", Clock: w.clock, StripeClient: &http.Client{Transport: w.stripe}})
+	w.app, err = app.New(w.ctx, cfg, log, app.Options{Version: "test", Clock: w.clock, StripeClient: &http.Client{Transport: w.stripe}, Passwords: auth.CheapPasswords()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -100,6 +100,9 @@ func New(t testing.TB, db *gorm.DB, o Options) *World {
 		w.Clock = clock.NewFake(o.Now)
 		clk = w.Clock
 	}
+	if o.Auth.Passwords == (auth.PasswordCost{}) {
+		o.Auth.Passwords = auth.CheapPasswords()
+	}
 	w.Users = auth.NewService(db, o.Redis, clk, o.Mail, o.Log, o.Auth)
 	w.Orgs = org.NewService(db, w.Users, clk, o.Mail, o.PublicURL, o.Log)
 	w.Orgs.OnCreate(func(tx *gorm.DB, og *org.Org) error { return billing.OpenAccount(tx, og.ID, clk.Now().UTC()) })

@@ -48,6 +48,9 @@ func Start(t testing.TB, env map[string]string, opt app.Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if opt.Passwords == (auth.PasswordCost{}) {
+		opt.Passwords = auth.CheapPasswords()
+	}
 	a, err := app.New(context.Background(), cfg, slog.New(slog.DiscardHandler), opt)
 	if err != nil {
 		t.Fatal(err)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
 
 	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -64,12 +66,35 @@ func newWorld(t testing.TB, extraEnv ...string) *world {
 func (w *world) agent(dir string, extraEnv ...string) (*proc, string) {
 	if dir == "" {
 		dir = w.t.TempDir()
+		// Runs after every agent started in dir has stopped, and before the TempDir removal.
+		w.t.Cleanup(func() { releaseAgentDir(w.t, dir) })
 	}
 	env := append([]string{"NIMBUS_SERVER_URL=" + w.base, "NIMBUS_AGENT_TOKEN=e2e-registration", "NIMBUS_AGENT_EXECUTOR=docker",
 		"NIMBUS_AGENT_DOCKER_HOST=" + w.docker, "NIMBUS_AGENT_NETWORK=none", "NIMBUS_AGENT_WORK_DIR=" + dir,
 		"NIMBUS_AGENT_CPUS=4", "NIMBUS_AGENT_DEFAULT_IMAGE=" + w.image}, extraEnv...)
 	p := start(w.t, dir, env, "nimbus-agent")
 	return p, dir
+}
+
+// releaseAgentDir lets the test remove an agent's work dir: an agent stopped at the end of a
+// test while it was starting may leave its cache store's overlay probe mounted (agent/volumes),
+// and then the removal fails with "directory not empty". Mounts under dir are detached, and
+// the removal is retried for a few seconds.
+func releaseAgentDir(t testing.TB, dir string) {
+	if info, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+		for _, line := range strings.Split(string(info), "\n") {
+			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+				unix.Unmount(f[4], unix.MNT_DETACH)
+			}
+		}
+	}
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err = os.RemoveAll(dir); err == nil {
+			return
+		}
+	}
+	t.Errorf("the agent's work dir %s cannot be removed: %v", dir, err)
 }
 
 // push commits a pipeline running script and returns the new build's number.

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sys/unix"
 
 	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -76,25 +75,19 @@ func (w *world) agent(dir string, extraEnv ...string) (*proc, string) {
 	return p, dir
 }
 
-// releaseAgentDir lets the test remove an agent's work dir: an agent stopped at the end of a
-// test while it was starting may leave its cache store's overlay probe mounted (agent/volumes),
-// and then the removal fails with "directory not empty". Mounts under dir are detached, and
-// the removal is retried for a few seconds.
+// releaseAgentDir retries the removal of an agent's work dir for a few seconds after its agents
+// stopped: a process of a killed agent's job may still write there for a moment, and
+// TempDir's own removal, which runs next, then fails with "directory not empty"
+// (TestAgentKilledEndsItsBuildAndEngine, once in CI). What still fails is left to TempDir's
+// cleanup to report.
 func releaseAgentDir(t testing.TB, dir string) {
-	if info, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		for _, line := range strings.Split(string(info), "\n") {
-			if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-				unix.Unmount(f[4], unix.MNT_DETACH)
-			}
-		}
-	}
 	var err error
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		if err = os.RemoveAll(dir); err == nil {
 			return
 		}
 	}
-	t.Errorf("the agent's work dir %s cannot be removed: %v", dir, err)
+	t.Logf("the agent's work dir %s resists removal: %v", dir, err)
 }
 
 // push commits a pipeline running script and returns the new build's number.

@@ -207,8 +207,10 @@ func (h *Handler) json(ctx context.Context, a *repo.Access, pr *Request) JSON {
 	}
 	out.SourceDeleted = pr.SourceRepoID == 0
 	if pr.SourceRepoID != pr.RepoID {
-		if from, o, err := h.repos.ByID(ctx, pr.SourceRepoID); err == nil && !out.SourceDeleted {
-			out.SourceRepo = o.Name + "/" + from.Name
+		if !out.SourceDeleted {
+			if from, o, err := h.repos.ByID(ctx, pr.SourceRepoID); err == nil {
+				out.SourceRepo = o.Name + "/" + from.Name
+			}
 		}
 		if pr.State == StateOpen {
 			out.RunHeld, _ = h.svc.RunHeld(ctx, a.Repo, pr)

@@ -22,6 +22,38 @@ var (
 		"optionsFrom", "env", "imports", "exports", "timeout", "allowFailure", "lock", "retry", "if", "ifModify",
 		"ifNewBranch", "breakIfModify", "skipIfModify"}
 	nestedListHint = "a list anchor used as a list item makes a nested list; anchor a map and write `- <<: *anchor`"
+
+	// habits are the keys other CI systems (GitLab CI, GitHub Actions, Drone, Woodpecker) put
+	// where .cnb.yml has another: an edit distance finds no "did you mean" for them, so each
+	// names the key that does what its author meant.
+	habits = map[string]map[string]string{
+		"pipeline": {
+			"image":         "did you mean `docker.image`? A pipeline's image goes under docker: { image: … }",
+			"volumes":       "did you mean `docker.volumes`?",
+			"build":         "did you mean `docker.build`?",
+			"cache":         "caches are `docker.volumes` (a path, or path:mode)",
+			"variables":     "did you mean `env`?",
+			"environment":   "did you mean `env`?",
+			"script":        "a pipeline runs `stages`; put the script in a stage: stages: [{ name: build, script: … }]",
+			"steps":         "did you mean `stages`?",
+			"jobs":          "did you mean `stages`? Jobs live inside a stage (its `jobs` key)",
+			"runs-on":       "did you mean `runner.tags`?",
+			"cpus":          "did you mean `runner.cpus`?",
+			"timeout":       "a timeout is set per job (its `timeout` key)",
+			"before_script": "put it in a first stage of `stages`",
+			"after_script":  "did you mean `endStages`? They run whatever the result",
+		},
+		"stage": {
+			"script":    "a stage with jobs runs its jobs' scripts: move this script into one of them, or drop jobs",
+			"variables": "did you mean `env`?",
+		},
+		"job": {
+			"run":         "did you mean `script`?",
+			"variables":   "did you mean `env`?",
+			"environment": "did you mean `env`?",
+			"docker":      "a job's image is its `image` key (the pipeline's is docker.image)",
+		},
+	}
 )
 
 type decoder struct {
@@ -203,6 +235,9 @@ func (dc *decoder) unknownKey(k *node, where string, known []string) {
 		return
 	}
 	hint := suggest.Hint(k.value, known)
+	if h := habits[where][k.value]; h != "" {
+		hint = h
+	}
 	switch {
 	case where == "pipeline" && k.value == "tags":
 		hint = "runner tags go under runner.tags; to filter git tags, use the branch key under tag_push"

@@ -138,9 +138,15 @@ func (e *ValidationError) Error() string {
 type diags struct {
 	list Diagnostics
 	seen map[Diagnostic]bool
+	// unchecked are the positions of references lint left to unread remote includes: the
+	// errors their stand-in values cause there are not the file's (resolveReferences).
+	unchecked map[Pos]bool
 }
 
 func (d *diags) add(pos Pos, sev Severity, hint, format string, args ...any) {
+	if sev == SeverityError && d.unchecked[pos] {
+		return
+	}
 	diag := Diagnostic{Pos: pos, Severity: sev, Message: fmt.Sprintf(format, args...), Hint: hint}
 	// An anchor used twice reports its problems once.
 	if d.seen == nil {

@@ -20,12 +20,13 @@ type Excerpt struct {
 // maxExcerptLine keeps a minified or generated line from filling a page.
 const maxExcerptLine = 240
 
-// ExcerptAt cuts the excerpt for pos out of src. It returns nil when pos has no line or the line
-// is past the end of src.
+// ExcerptAt cuts the excerpt for pos out of src, as it was read (a UTF-16 file is decoded as the
+// parser decodes it). It returns nil when pos has no line or the line is past the end of src.
 func ExcerptAt(src []byte, pos Pos) *Excerpt {
 	if pos.Line <= 0 {
 		return nil
 	}
+	src = normalize(src)
 	lines := bytes.Split(src, []byte("\n"))
 	if len(lines) > 0 && len(lines[len(lines)-1]) == 0 {
 		lines = lines[:len(lines)-1]

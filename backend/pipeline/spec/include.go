@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"strconv"
@@ -31,6 +32,9 @@ type loader struct {
 	budget *budget
 	files  int      // included files read so far
 	stack  []string // files being loaded, for cycle detection
+	// unread are the remote includes lint skipped: a !reference it cannot find may point
+	// into one of them.
+	unread []string
 }
 
 // load parses one file, loads its includes, and returns the merged tree: the includes in order,
@@ -155,6 +159,7 @@ func (l *loader) includeFile(p string, pos Pos, ignoreError bool) *node {
 		if src == nil {
 			// Lint never goes to the network; the build resolves it with the user's permissions.
 			l.d.warnf(pos, "remote include %s is not read here; it is resolved when the build runs", p)
+			l.unread = append(l.unread, p)
 			return nil
 		}
 	}
@@ -221,11 +226,15 @@ func mergeNodes(a, b *node) *node {
 // resolveReferences replaces every `!reference [path, …]` in root by a copy of the value at that
 // path of the merged tree. A referenced value may itself contain references, at most
 // maxReferenceDepth deep.
-func resolveReferences(root *node, b *budget, d *diags) *node {
+//
+// unread are the remote includes lint did not read. A reference found nowhere else may be
+// defined in one of them: it is a warning that says so, not an error, and the errors that its
+// stand-in value (an empty string) then causes at the reference's position are dropped.
+func resolveReferences(root *node, b *budget, d *diags, unread []string) *node {
 	if !hasReference(root) {
 		return root // most files have none: skip the copy
 	}
-	r := refResolver{root: root, budget: b, d: d}
+	r := refResolver{root: root, budget: b, d: d, unread: unread}
 	return r.resolve(root, 0)
 }
 
@@ -250,6 +259,7 @@ type refResolver struct {
 	root   *node
 	budget *budget
 	d      *diags
+	unread []string
 }
 
 // resolve returns n with its references replaced. The tree is not modified: targets are looked
@@ -265,6 +275,15 @@ func (r *refResolver) resolve(n *node, depth int) *node {
 			return &node{kind: nScalar, tag: "!!null", pos: n.pos}
 		}
 		target, err := r.lookup(n)
+		if errors.Is(err, errNoSuchValue) && len(r.unread) > 0 {
+			r.d.warnHint(n.pos, "lint reads no remote include; the build resolves it with "+strings.Join(r.unread, ", "),
+				"%v here; it may be defined in a remote include, which lint cannot check", err)
+			if r.d.unchecked == nil {
+				r.d.unchecked = map[Pos]bool{}
+			}
+			r.d.unchecked[n.pos] = true
+			return &node{kind: nScalar, tag: "!!str", pos: n.pos}
+		}
 		if err != nil {
 			r.d.errorf(n.pos, "%v", err)
 			return &node{kind: nScalar, tag: "!!null", pos: n.pos}
@@ -292,6 +311,8 @@ func (r *refResolver) resolve(n *node, depth int) *node {
 	return &c
 }
 
+var errNoSuchValue = errors.New("no such value")
+
 // lookup follows a !reference path from the root: map keys, or list indexes.
 func (r *refResolver) lookup(ref *node) (*node, error) {
 	if ref.kind != nSeq || len(ref.items) == 0 {
@@ -318,7 +339,7 @@ func (r *refResolver) lookup(ref *node) (*node, error) {
 			cur = nil
 		}
 		if cur == nil {
-			return nil, fmt.Errorf("!reference [%s]: no such value", strings.Join(walked, ", "))
+			return nil, fmt.Errorf("!reference [%s]: %w", strings.Join(walked, ", "), errNoSuchValue)
 		}
 	}
 	return cur, nil

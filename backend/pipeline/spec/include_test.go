@@ -206,6 +206,29 @@ func TestInclude(t *testing.T) {
 			t.Errorf("a build fails on an unreadable remote include: %v", ds)
 		}
 	})
+	t.Run("a !reference into a remote include is a warning in lint", func(t *testing.T) {
+		src := "include:\n  - https://example.invalid/common.yml\n" +
+			"main:\n  push:\n    - stages:\n        - name: test\n          script: !reference [.common, test]\n" +
+			"        - name: steps\n          jobs: !reference [.common, jobs]\n"
+		ds := Lint([]byte(src), Options{})
+		if ds.HasErrors() {
+			t.Fatalf("lint errs on what it cannot read: %v", ds)
+		}
+		d, ok := findDiag(ds, SeverityWarning, "!reference [.common]: no such value here; it may be defined in a remote include")
+		if !ok || d.Pos.Line != 7 || !strings.Contains(d.Hint, "https://example.invalid/common.yml") {
+			t.Errorf("the warning: %+v in %v", d, ds)
+		}
+		// With the remote include read (a build), the reference resolves; without any remote
+		// include, a missing value is still an error.
+		remote := mapFS{"https://example.invalid/common.yml": ".common:\n  test: make test\n  jobs: [{ name: a, script: 'true' }]\n"}
+		if ds := Lint([]byte(src), Options{Remote: remote}); len(ds) != 0 {
+			t.Errorf("with the include read: %v", ds)
+		}
+		local := "main:\n  push:\n    - stages:\n        - name: test\n          script: !reference [.common, test]\n"
+		if _, ok := findDiag(Lint([]byte(local), Options{}), SeverityError, "no such value"); !ok {
+			t.Error("a reference to nothing, with no remote include, is an error")
+		}
+	})
 	t.Run("paths are relative to the repository root", func(t *testing.T) {
 		got := names("include: [./ci/../ci/a.yml, /ci/b.yml]\n")
 		if !slices.Equal(got, []string{"from-a", "from-b"}) {

@@ -2,6 +2,8 @@ package spec
 
 import (
 	"bytes"
+	"encoding/binary"
+	"unicode/utf16"
 
 	"gopkg.in/yaml.v3"
 
@@ -81,14 +83,35 @@ func (b *budget) take() bool {
 	return true
 }
 
-// normalize strips a UTF-8 byte order mark and turns CRLF line ends into LF; line and column
-// numbers are unchanged by both.
+// normalize turns a UTF-16 file with its byte order mark (Windows editors write them) into
+// UTF-8, strips a UTF-8 byte order mark and turns CRLF line ends into LF; line and column
+// numbers are unchanged by all three, so diagnostics and their excerpts point at the same place.
 func normalize(src []byte) []byte {
+	src = fromUTF16(src)
 	src = bytes.TrimPrefix(src, []byte("\xef\xbb\xbf"))
 	if bytes.Contains(src, []byte("\r\n")) {
 		src = bytes.ReplaceAll(src, []byte("\r\n"), []byte("\n"))
 	}
 	return src
+}
+
+// fromUTF16 decodes src when it opens with a UTF-16 byte order mark; anything else is returned
+// as it is. An odd trailing byte is dropped, and unpaired surrogates become U+FFFD.
+func fromUTF16(src []byte) []byte {
+	var order binary.ByteOrder
+	switch {
+	case bytes.HasPrefix(src, []byte{0xff, 0xfe}):
+		order = binary.LittleEndian
+	case bytes.HasPrefix(src, []byte{0xfe, 0xff}):
+		order = binary.BigEndian
+	default:
+		return src
+	}
+	units := make([]uint16, 0, len(src)/2)
+	for i := 2; i+1 < len(src); i += 2 {
+		units = append(units, order.Uint16(src[i:]))
+	}
+	return []byte(string(utf16.Decode(units)))
 }
 
 // parseYAML parses one file with yaml.v3 and converts its nodes. It returns nil when the file

@@ -131,7 +131,7 @@ func Parse(src []byte, opts Options) (*Config, Diagnostics) {
 	cfg := &Config{opts: opts}
 	root := l.load(opts.File, src)
 	if root != nil {
-		root = resolveReferences(root, b, d)
+		root = resolveReferences(root, b, d, l.unread)
 		if b.exceeded {
 			d.errorf(Pos{File: opts.File}, "the document expands to more than %d values (aliases or !reference nested too deeply)", maxNodes)
 		} else {

@@ -326,6 +326,25 @@ main:
 			sev: SeverityWarning, msg: `unknown key "stags" in pipeline`, hint: `did you mean "stages"?`, line: 3, col: 7,
 		},
 		{
+			name: "a GitLab habit: image on the pipeline",
+			src: `main:
+  push:
+    - image: python:3.12
+      stages: [make]
+`,
+			sev: SeverityWarning, msg: `unknown key "image" in pipeline`, hint: "did you mean `docker.image`? A pipeline's image goes under docker: { image: … }", line: 3, col: 7,
+		},
+		{
+			name: "a GitHub Actions habit: run in a job",
+			src: `main:
+  push:
+    - stages:
+        - name: test
+          run: make test
+`,
+			sev: SeverityWarning, msg: `unknown key "run" in job`, hint: "did you mean `script`?", line: 5, col: 11,
+		},
+		{
 			name: "unknown event with did you mean",
 			src: `main:
   pushh:

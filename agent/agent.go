@@ -53,6 +53,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/nimbus-build/nimbus/agent/client"
@@ -226,8 +227,19 @@ func (a *Agent) Executor() executor.Executor { return a.exec }
 // Tags returns the tags the agent serves: the configured ones and those of its GPUs.
 func (a *Agent) Tags() []string { return slices.Clone(a.tags) }
 
-// Close releases the executor and the cache store.
-func (a *Agent) Close() error { return errors.Join(a.exec.Close(), a.caches.Close()) }
+// Close releases the executor and the cache store, and removes this agent's directory under
+// DefaultServiceDir when nothing is left in it: it is named for the agent, so a later agent
+// (another work dir) would never reuse it, and agents that came and went left one each.
+func (a *Agent) Close() error {
+	err := errors.Join(a.exec.Close(), a.caches.Close())
+	if a.docker != nil && a.cfg.DockerService.Dir == "" {
+		dir := filepath.Join(DefaultServiceDir, a.id)
+		if rmErr := os.Remove(dir); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && !errors.Is(rmErr, syscall.ENOTEMPTY) {
+			err = errors.Join(err, fmt.Errorf("agent: remove %s: %w", dir, rmErr))
+		}
+	}
+	return err
+}
 
 // cleanup removes containers and checkouts that an earlier run of this agent left behind: a
 // crash or kill -9 skips the normal teardown, and the next start must not inherit its debris.
@@ -523,8 +535,13 @@ func (l *loop) serve(ctx context.Context, reg protocol.RegisterResponse, control
 func (l *loop) start(sess *session, lease *protocol.Lease) {
 	a := l.Agent
 	l.cap.take(lease)
-	a.log.Info("lease received", "lease_id", lease.ID, "pipeline_id", lease.PipelineID,
-		"cpus", lease.Plan.Runner.Cpus, "gpus", strings.Join(lease.GPUs, ","))
+	// gpu_devices are the ids of the GPUs handed to the lease (nvidia-smi's indexes), not a
+	// count: "0" is the first GPU; a CPU lease has none and logs none.
+	attrs := []any{"lease_id", lease.ID, "pipeline_id", lease.PipelineID, "cpus", lease.Plan.Runner.Cpus}
+	if len(lease.GPUs) > 0 {
+		attrs = append(attrs, "gpu_devices", strings.Join(lease.GPUs, ","))
+	}
+	a.log.Info("lease received", attrs...)
 	l.running.Go(func() {
 		defer l.cap.release(lease)
 		res, err := sess.run.Run(l.runs, l.reports, lease)

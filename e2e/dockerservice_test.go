@@ -84,7 +84,7 @@ func serviceDir(t *testing.T, dir string) string {
 func TestDockerServiceInPipelines(t *testing.T) {
 	testenv.DindUser(t)
 	w := newWorld(t)
-	_, dir := w.agent("")
+	ag, dir := w.agent("")
 	reg := w.registryHost()
 	base := reg + "/ml/trainer/base:1"
 	w.pushImage(t, w.image, base)
@@ -187,5 +187,12 @@ func TestDockerServiceInPipelines(t *testing.T) {
 	}
 	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), svc) {
 		t.Fatal("a mount of an engine is left")
+	}
+	// The agent's own folder there (it is not under its work dir) goes when the agent stops.
+	if err, _ := ag.stop(t, time.Minute); err != nil {
+		t.Fatalf("the agent's stop: %v", err)
+	}
+	if _, err := os.Stat(svc); !os.IsNotExist(err) {
+		t.Fatalf("the stopped agent left %s behind (%v)", svc, err)
 	}
 }

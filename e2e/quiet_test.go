@@ -29,7 +29,8 @@ import (
 // server's log must hold no ERROR line (nor the agents': their work went well too).
 func TestLoadLogsNoErrorLines(t *testing.T) {
 	t.Parallel() // waits more than it computes: it overlaps the other slow worlds (harness_test.go)
-	w := newWorld(t)
+	// At debug: the agents' control polls, counted below, are logged at that level.
+	w := newWorld(t, "NIMBUS_LOG_LEVEL=debug")
 	agents := make([]*proc, 4)
 	for i := range agents {
 		agents[i], _ = w.agent("", "NIMBUS_AGENT_NAME=quiet-"+itoa(int64(i)))

@@ -65,7 +65,7 @@ func (s *Server) accessLog(c *gin.Context) {
 	switch p := c.Request.URL.Path; {
 	case c.Writer.Status() >= 500:
 		level = slog.LevelError
-	case p == "/healthz" || p == "/readyz" || p == "/metrics":
+	case p == "/healthz" || p == "/readyz" || p == "/metrics" || routine(c):
 		level = slog.LevelDebug // probes every few seconds would drown everything else
 	}
 	s.deps.Log.LogAttrs(c.Request.Context(), level, "http request",
@@ -76,6 +76,25 @@ func (s *Server) accessLog(c *gin.Context) {
 		slog.Duration("duration", time.Since(start)),
 		slog.String("client", c.ClientIP()),
 	)
+}
+
+// routine reports whether a request is an agent's timed traffic that brings no news: a long
+// poll that leased nothing, a control poll with nothing to say, a lease renewal, a log chunk.
+// Every agent sends them every few seconds; at INFO they buried what happened (a lease, a
+// finish, an event, which stay at INFO). NIMBUS_LOG_LEVEL=debug shows them.
+func routine(c *gin.Context) bool {
+	if c.Writer.Status() >= 300 {
+		return false
+	}
+	switch c.FullPath() {
+	case "/api/v1/agent/poll":
+		return c.Writer.Status() == http.StatusNoContent
+	case "/api/v1/agent/control":
+		return c.Writer.Size() <= len("{}")
+	case "/api/v1/agent/leases/:lease/renew", "/api/v1/agent/leases/:lease/jobs/:job/log":
+		return true
+	}
+	return false
 }
 
 // checkURL refuses, before any route sees it, a request whose URL names nothing Nimbus could

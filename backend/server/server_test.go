@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -417,5 +419,47 @@ func TestEdgeRefusesURLsThatNameNothing(t *testing.T) {
 	}
 	if strings.Contains(f.logs.String(), `"level":"ERROR"`) {
 		t.Errorf("the edge logged an ERROR:\n%s", f.logs.String())
+	}
+}
+
+// An agent's timed polls that bring no news are logged at DEBUG; a lease, and anything that
+// fails, stay at INFO or above.
+func TestRoutineAgentTrafficLogsAtDebug(t *testing.T) {
+	var f *fixture
+	leased := false
+	f = newFixture(t, Deps{Modules: []Module{routes(func(root *gin.Engine, _ *gin.RouterGroup) {
+		root.POST("/api/v1/agent/poll", func(c *gin.Context) {
+			if leased {
+				c.JSON(200, gin.H{"lease_id": "l"})
+				return
+			}
+			c.Status(204)
+		})
+		root.POST("/api/v1/agent/leases/:lease/renew", func(c *gin.Context) { c.JSON(200, gin.H{}) })
+		root.POST("/api/v1/agent/control", func(c *gin.Context) { c.JSON(409, gin.H{"code": "x"}) })
+	})}})
+	f.do("POST", "/api/v1/agent/poll", nil)
+	f.do("POST", "/api/v1/agent/leases/l1/renew", nil)
+	leased = true
+	f.do("POST", "/api/v1/agent/poll", nil)
+	f.do("POST", "/api/v1/agent/control", nil)
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(f.logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if rec["msg"] == "http request" {
+			got = append(got, fmt.Sprintf("%v %v %v", rec["path"], rec["status"], rec["level"]))
+		}
+	}
+	want := []string{
+		"/api/v1/agent/poll 204 DEBUG",
+		"/api/v1/agent/leases/l1/renew 200 DEBUG",
+		"/api/v1/agent/poll 200 INFO",
+		"/api/v1/agent/control 409 INFO",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("access log levels:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

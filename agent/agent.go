@@ -76,6 +76,9 @@ type Config struct {
 	Token string
 	// Name shows the agent in the server's lists; "" means the host name.
 	Name string
+	// Tags are the runner tags served besides the GPU tags of detected GPUs; nil means
+	// DefaultTags() on a host without GPUs, and none on a host with GPUs, so that CPU
+	// pipelines never hold a GPU host unless its operator names CPU tags here.
 	Tags []string
 	CPUs int
 	// MemoryBytes is announced to the server; 0 means the host's memory.
@@ -190,7 +193,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	if warning != "" {
 		log.Warn("!!! " + warning + " !!!")
 	}
-	a := &Agent{cfg: cfg, log: log, id: id, exec: ex, gpus: gpus, tags: mergeTags(cfg.Tags, gpu.Tags(gpus))}
+	a := &Agent{cfg: cfg, log: log, id: id, exec: ex, gpus: gpus, tags: servedTags(cfg.Tags, gpus)}
 	if ex.Name() == executor.ModeDocker {
 		a.docker = newDockerService(cfg.DockerService, id, log)
 	}
@@ -309,6 +312,18 @@ func loadID(workDir string) (string, error) {
 }
 
 // mergeTags appends the GPU tags to the configured ones, without duplicates.
+// DefaultTags are the CPU classes a host without GPUs serves when its operator names none.
+func DefaultTags() []string { return []string{"cnb:arch:default", "cnb:arch:amd64"} }
+
+// servedTags are the tags an agent registers with: the configured ones (or DefaultTags on a
+// host without GPUs) and the GPU tags of what was detected.
+func servedTags(configured []string, gpus []protocol.GPU) []string {
+	if len(configured) == 0 && len(gpus) == 0 {
+		configured = DefaultTags()
+	}
+	return mergeTags(configured, gpu.Tags(gpus))
+}
+
 func mergeTags(tags, more []string) []string {
 	out := slices.Clone(tags)
 	for _, t := range more {

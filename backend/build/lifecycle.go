@@ -235,7 +235,7 @@ func (s *Service) End(ctx context.Context, p *Pipeline, status, reason string) (
 func (s *Service) Refuse(ctx context.Context, p *Pipeline, reason string) (bool, error) {
 	ended, err := s.end(ctx, p, StatusFailed, reason, s.clock.Now().UTC(), true)
 	if ended {
-		p.StartedAt = nil
+		p.StartedAt, p.Host = nil, ""
 	}
 	return ended, err
 }
@@ -250,7 +250,10 @@ func (s *Service) end(ctx context.Context, p *Pipeline, status, reason string, a
 		set := map[string]any{"status": status, "reason": reason, "finished_at": at, "updated_at": now,
 			"lease_expires_at": nil, "job_token_hash": ""}
 		if neverStarted {
+			// It never ran: no host ran it either (the card said "on sim-gpu" for a pipeline
+			// that billing refused at its claim).
 			set["started_at"] = nil
+			set["host"] = ""
 		}
 		res := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND status = ?", p.ID, leaseID, StatusRunning).
 			Updates(set)

@@ -65,15 +65,19 @@ func refreshStatus(tx *gorm.DB, buildID int64, now time.Time) error {
 }
 
 // settleStage finishes a stage once none of its jobs is queued or running: failed if one failed,
-// else cancelled if one was cancelled, else success.
+// else cancelled if one was cancelled, else skipped if none ran, else success.
 func settleStage(tx *gorm.DB, stageID int64, now time.Time) error {
 	var statuses []string
 	if err := tx.Model(&Job{}).Where("stage_id = ?", stageID).Pluck("status", &statuses).Error; err != nil {
 		return err
 	}
-	final := StatusSuccess
+	// A stage none of whose jobs ran (each skipped: by its condition, or because the pipeline
+	// ended before it, refused by billing at its claim) is skipped, not a success.
+	final, skipped := StatusSuccess, 0
 	for _, st := range statuses {
 		switch st {
+		case StatusSkipped:
+			skipped++
 		case StatusQueued, StatusRunning:
 			return nil
 		case StatusFailed:
@@ -83,6 +87,9 @@ func settleStage(tx *gorm.DB, stageID int64, now time.Time) error {
 				final = StatusCancelled
 			}
 		}
+	}
+	if skipped > 0 && skipped == len(statuses) {
+		final = StatusSkipped
 	}
 	return tx.Model(&Stage{}).Where("id = ? AND status IN ?", stageID, []string{StatusQueued, StatusRunning}).
 		Updates(map[string]any{"status": final, "finished_at": now}).Error

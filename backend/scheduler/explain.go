@@ -18,7 +18,7 @@ import (
 //	no online agent serves <class>                                  (no_agent: see the agents, bring a team runner)
 //	no online agent of <class> has <n> cores (the largest has <m>)  (too_small)
 //	team concurrency cap reached: <n> of <cap> pipelines running    (team_cap)
-//	balance insufficient: … / the team's monthly spending cap …    (balance: top up / spending_cap)
+//	balance insufficient: … / the team's monthly spending cap would be passed: …    (balance: top up / spending_cap)
 //	all agents of <class> are busy: #<k> in the team's queue, …     (busy: not a blocker, its place)
 //
 // and for a team tag (teams.go): no runner of your team serves tag <tag>, every runner of it is
@@ -100,8 +100,12 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64][]
 			err := s.meter.CanStart(ctx, Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs, Workspace: p.Workspace})
 			switch r := refusal(err); {
 			case r == nil:
+			case r.Reason == build.ReasonSpendingCap && r.Detail != "":
+				// The cap need not be reached: the next window may be what would pass it, and
+				// the figures say by how much (a team at 0.1467 of 0.15 read "reached").
+				add(build.BlockerSpendingCap, build.RemedySpendingCap, "the team's monthly spending cap would be passed: %s", r.Detail)
 			case r.Reason == build.ReasonSpendingCap:
-				add(build.BlockerSpendingCap, build.RemedySpendingCap, "the team's monthly spending cap is reached")
+				add(build.BlockerSpendingCap, build.RemedySpendingCap, "the team's monthly spending cap would be passed")
 			default:
 				add(build.BlockerBalance, build.RemedyTopUp, "balance insufficient: %s", r.Detail)
 			}

@@ -559,6 +559,15 @@ func TestRefusedPipelineReleasesItsSlotOnce(t *testing.T) {
 	if p := f.pipeline(ps[0].ID); p.Status != build.StatusFailed || p.Reason != build.ReasonInsufficientBalance {
 		t.Fatalf("refused pipeline: %s %q", p.Status, p.Reason)
 	}
+	// It never ran: no host, and its stage is skipped like its job, not a success.
+	if p := f.pipeline(ps[0].ID); p.Host != "" || p.StartedAt != nil {
+		t.Fatalf("the refused pipeline names a host %q or a start %v", p.Host, p.StartedAt)
+	}
+	var stages []build.Stage
+	db.Where("pipeline_id = ?", ps[0].ID).Find(&stages)
+	if len(stages) != 1 || stages[0].Status != build.StatusSkipped {
+		t.Fatalf("the refused pipeline's stages: %+v", stages)
+	}
 	running, err := f.rdb.HGet(ctx, "{q:cnb:arch:amd64}:running", strconv.FormatInt(ps[0].OrgID, 10)).Int()
 	if err != nil || running != 1 {
 		t.Fatalf("the team's running count is %d (%v), want 1: the leased pipeline still runs", running, err)

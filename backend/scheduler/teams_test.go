@@ -246,3 +246,28 @@ func TestBlockersAllAtOnceAndQueueTimeout(t *testing.T) {
 		}
 	})
 }
+
+// cappedBilling says every window would pass the team's spending cap.
+type cappedBilling struct{ refusingBilling }
+
+func (cappedBilling) CanStart(context.Context, Run) error {
+	return &Refusal{Reason: build.ReasonSpendingCap, Detail: "0.1467 paid this month and 0.0000 frozen, its first 5m0s window's 0.6667 would pass the cap of 0.1500 CNY"}
+}
+
+// A spending cap blocks with the figures: what was paid, and the window that would pass it
+// (the cap itself is not reached: 0.1467 of 0.15).
+func TestSpendingCapBlockerSaysWhatWouldPassIt(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 30 * time.Millisecond})
+		s := NewService(db, f.intake, f.builds, f.repos, cappedBilling{}, f.clock, f.log,
+			Config{RegistrationToken: "reg-secret", PublicURL: "http://nimbus.test", QueueTimeout: time.Hour})
+		f.push("main", "main:\n  push:\n    - name: gpu\n      runner: { tags: cnb:arch:amd64:gpu }\n      stages: [ { name: s, script: x } ]\n")
+		var p build.Pipeline
+		db.Omit("plan").Where("name = ?", "gpu").Take(&p)
+		bs := s.Explain(context.Background(), []build.Pipeline{p})[p.ID]
+		want := "the team's monthly spending cap would be passed: 0.1467 paid this month and 0.0000 frozen, its first 5m0s window's 0.6667 would pass the cap of 0.1500 CNY"
+		if len(bs) != 2 || bs[1].Code != build.BlockerSpendingCap || bs[1].Remedy != build.RemedySpendingCap || bs[1].Message != want {
+			t.Fatalf("blockers: %+v", bs)
+		}
+	})
+}

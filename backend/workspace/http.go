@@ -36,6 +36,42 @@ type Handler struct {
 	// The default origin check: a browser page of another origin (a preview, another site)
 	// cannot open a terminal with the user's cookie.
 	upgrader websocket.Upgrader
+	// pingEvery is how often the terminal and SSH bridges ping their client (keepAlive).
+	pingEvery time.Duration
+}
+
+// PingEvery is how often a terminal or SSH WebSocket is pinged (every 4 s: the idle countdown
+// of a workspace whose page was left starts within 10 s). A client that has not answered
+// (a pong, or any message) for two of these and a bit is gone: its connection is closed, and
+// the workspace's idle countdown starts. A browser that leaves a page by the address bar or
+// into the back-forward cache, a laptop that sleeps, a network that drops may never send a
+// close, and the workspace billed on as "connected".
+const PingEvery = 4 * time.Second
+
+// keepAlive pings ws every interval until stop is closed, and gives its reads a deadline that
+// every pong and every message moves on: a client that answers nothing for 2×interval+1 s
+// fails the next read. Writes of the caller and the pinger are serialised by wmu.
+func keepAlive(ws *websocket.Conn, wmu *sync.Mutex, interval time.Duration, stop <-chan struct{}) {
+	grace := 2*interval + time.Second
+	ws.SetReadDeadline(time.Now().Add(grace))
+	ws.SetPongHandler(func(string) error { return ws.SetReadDeadline(time.Now().Add(grace)) })
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				wmu.Lock()
+				err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(interval))
+				wmu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}
+	}()
 }
 
 // Starter is build's route preamble for what starts a build (build.Handler.Start): the open
@@ -46,7 +82,7 @@ type Starter interface {
 
 // NewHandler returns the HTTP module of s; builds answers the open route.
 func NewHandler(s *Service, builds Starter, log *slog.Logger) *Handler {
-	return &Handler{s: s, builds: builds, log: log, upgrader: websocket.Upgrader{
+	return &Handler{s: s, builds: builds, log: log, pingEvery: PingEvery, upgrader: websocket.Upgrader{
 		Subprotocols: []string{TerminalSubprotocol, SSHSubprotocol}, ReadBufferSize: 32 << 10, WriteBufferSize: 32 << 10}}
 }
 
@@ -256,11 +292,16 @@ func (h *Handler) terminal(c *gin.Context) error {
 	}()
 	// Browser → agent.
 	ws.SetReadLimit(protocol.MaxTermFrame)
+	stopPings := make(chan struct{})
+	defer close(stopPings)
+	keepAlive(ws, &wmu, h.pingEvery, stopPings)
+	grace := 2*h.pingEvery + time.Second
 	for {
 		typ, b, err := ws.ReadMessage()
 		if err != nil {
 			break
 		}
+		ws.SetReadDeadline(time.Now().Add(grace))
 		switch typ {
 		case websocket.BinaryMessage:
 			err = protocol.WriteTermFrame(conn, protocol.TermData, b)
@@ -295,6 +336,7 @@ func (h *Handler) ssh(c *gin.Context) error {
 		return nil
 	}
 	defer ws.Close()
+	var wmu sync.Mutex
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -302,23 +344,33 @@ func (h *Handler) ssh(c *gin.Context) error {
 		for {
 			n, err := conn.Read(buf)
 			if n > 0 {
+				wmu.Lock()
 				ws.SetWriteDeadline(time.Now().Add(30 * time.Second))
-				if ws.WriteMessage(websocket.BinaryMessage, buf[:n]) != nil {
+				werr := ws.WriteMessage(websocket.BinaryMessage, buf[:n])
+				wmu.Unlock()
+				if werr != nil {
 					break
 				}
 			}
 			if err != nil {
+				wmu.Lock()
 				ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+				wmu.Unlock()
 				break
 			}
 		}
 		ws.Close()
 	}()
+	stopPings := make(chan struct{})
+	defer close(stopPings)
+	keepAlive(ws, &wmu, h.pingEvery, stopPings)
+	grace := 2*h.pingEvery + time.Second
 	for {
 		typ, r, err := ws.NextReader()
 		if err != nil {
 			break
 		}
+		ws.SetReadDeadline(time.Now().Add(grace))
 		if typ != websocket.BinaryMessage {
 			continue
 		}

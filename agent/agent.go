@@ -48,6 +48,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -188,6 +190,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	if d, ok := ex.(*executor.Docker); ok {
 		d.NetworkMode = cfg.Network
 		d.SimulateGPUs = cfg.SimulatedGPUs
+		if w := unreachableServer(cfg.ServerURL, cfg.Network); w != "" {
+			log.Warn("!!! " + w + " !!!")
+		}
 	}
 	log = log.With("agent_id", id)
 	if warning != "" {
@@ -312,6 +317,23 @@ func loadID(workDir string) (string, error) {
 }
 
 // mergeTags appends the GPU tags to the configured ones, without duplicates.
+// unreachableServer says why the jobs' containers cannot reach the server at serverURL, or "":
+// a loopback address inside a container is the container itself, unless the containers share
+// the host's network. Every job that calls the server (nimbus artifact push, the registry,
+// imports, CNB_API_ENDPOINT) would fail with "connection refused".
+func unreachableServer(serverURL, network string) string {
+	u, err := url.Parse(serverURL)
+	if err != nil || network == "host" {
+		return ""
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); !(host == "localhost" || ip != nil && ip.IsLoopback()) {
+		return ""
+	}
+	return fmt.Sprintf("job containers cannot reach the server at %s: a loopback address in a container is the container. "+
+		"Set NIMBUS_AGENT_NETWORK=host (containers share the host's network), or give NIMBUS_SERVER_URL an address the containers reach", serverURL)
+}
+
 // DefaultTags are the CPU classes a host without GPUs serves when its operator names none.
 func DefaultTags() []string { return []string{"cnb:arch:default", "cnb:arch:amd64"} }
 

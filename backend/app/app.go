@@ -355,7 +355,18 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 
 // startAgent starts the built-in agent against the address the server listens on (not the
 // public URL, which may be a load balancer the host cannot reach).
+//
+// Its job containers share the host's network unless NIMBUS_AGENT_NETWORK says otherwise: the
+// agent reaches the server on this host's loopback, and hands that address to its jobs
+// (CNB_API_ENDPOINT, the registry, imports), which only the host's network reaches. With the
+// engine's default network the brief's `nimbus artifact push` failed with "connection refused".
 func (a *App) startAgent(ctx context.Context, addr string) error {
+	network := a.Config.AgentNetwork
+	if network == "" {
+		network = "host"
+		a.Log.Info("built-in agent: job containers use the host's network, so that they reach the server at "+listenURL(addr)+
+			" (NIMBUS_AGENT_NETWORK sets another)", "component", "builtin-agent")
+	}
 	var err error
 	a.agent, err = agent.New(ctx, agent.Config{
 		ServerURL: listenURL(addr),
@@ -367,7 +378,7 @@ func (a *App) startAgent(ctx context.Context, addr string) error {
 		CPUs:         64,
 		Concurrency:  runtime.NumCPU(),
 		Executor:     a.Config.AgentExecutor,
-		Network:      a.Config.AgentNetwork,
+		Network:      network,
 		DefaultImage: a.Config.DefaultBuildImage,
 		WorkDir:      filepath.Join(a.Config.DataDir, "agent"),
 		Version:      a.version,

@@ -6,6 +6,8 @@ package redisconn
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -25,13 +27,21 @@ type Conn struct {
 func Connect(ctx context.Context, url string) (*Conn, error) {
 	c := &Conn{}
 	if url == "" {
+		// A password of its own: the built-in agent's job containers share the host's network
+		// (app.startAgent), and a job must not reach the queues on loopback.
+		pw := make([]byte, 24)
+		if _, err := rand.Read(pw); err != nil {
+			return nil, fmt.Errorf("redis: embedded server password: %w", err)
+		}
+		password := hex.EncodeToString(pw)
 		m := miniredis.NewMiniRedis()
+		m.RequireAuth(password)
 		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, fmt.Errorf("redis: start embedded server: %w", err)
 		}
 		c.embedded = m
 		c.Addr = m.Addr()
-		c.Client = redis.NewClient(&redis.Options{Addr: m.Addr()})
+		c.Client = redis.NewClient(&redis.Options{Addr: m.Addr(), Password: password})
 	} else if cluster, ok := clusterURL(url); ok {
 		opts, err := redis.ParseClusterURL(cluster)
 		if err != nil {

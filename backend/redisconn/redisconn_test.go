@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
@@ -31,6 +33,13 @@ func TestEmbeddedServerOnLoopback(t *testing.T) {
 		t.Fatalf("embedded server on %q, want loopback", c.Addr)
 	}
 	roundTrip(t, c)
+	// Another process on the host (a job container on the host's network) gets nothing
+	// without the password.
+	stranger := redis.NewClient(&redis.Options{Addr: c.Addr})
+	defer stranger.Close()
+	if err := stranger.Get(context.Background(), "anything").Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Fatalf("a client without the password: %v, want NOAUTH", err)
+	}
 	c.Close()
 	if err := c.Client.Ping(context.Background()).Err(); err == nil {
 		t.Fatal("client still answers after Close")

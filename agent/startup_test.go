@@ -2,6 +2,7 @@ package agent
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nimbus-build/nimbus/internal/protocol"
@@ -27,5 +28,26 @@ func TestServedTags(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// Jobs are handed the agent's server URL: a loopback one only works on the host's network, and
+// the agent says so at start.
+func TestUnreachableServer(t *testing.T) {
+	for _, tc := range []struct {
+		url, network string
+		warn         bool
+	}{
+		{"http://127.0.0.1:8080", "", true},
+		{"http://localhost:8080", "bridge", true},
+		{"http://[::1]:8080", "none", true},
+		{"http://127.0.0.1:8080", "host", false},
+		{"http://nimbus.internal:8080", "", false},
+		{"http://10.0.0.5:8080", "", false},
+	} {
+		got := unreachableServer(tc.url, tc.network)
+		if (got != "") != tc.warn || tc.warn && !strings.Contains(got, "NIMBUS_AGENT_NETWORK=host") {
+			t.Errorf("%s on network %q: %q", tc.url, tc.network, got)
+		}
 	}
 }

@@ -111,13 +111,37 @@ func TestBillingFreezesTerminatesAndSettles(t *testing.T) {
 	w.checkLedgerAddsUp("ml")
 }
 
-// A GPU pipeline of an account that cannot pay for its first window fails at once with
-// insufficient_balance, even with no GPU agent online to dispatch it to.
-func TestUnaffordableGPUPipelineFailsWithoutAnAgent(t *testing.T) {
+// A GPU pipeline of an account that cannot pay for its first window waits (README, "Billing":
+// the rule for money that is not there), and its card says for what, all at once: no GPU agent,
+// and the window's price against the balance, with the remedy. A GPU agent that comes finds
+// it unaffordable, and it waits on, for money alone. A grant (what a top-up does) starts it
+// within a scheduler tick, and it runs.
+func TestUnaffordableGPUPipelineWaitsForMoneyThenRuns(t *testing.T) {
 	w := newWorld(t)
-	n := w.pushOn("{ tags: cnb:arch:amd64:gpu }", "echo never")
-	b := w.waitFor(n, 20*time.Second, "failed", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
-	if b.Status != "failed" || b.Pipelines[0].Status != "failed" || b.Pipelines[0].Reason != "insufficient_balance" {
-		t.Fatalf("GPU build without money: %s, pipeline %s (%q)", b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
+	n := w.pushOn("{ tags: cnb:arch:amd64:gpu, cpus: 16 }", "echo paid-for")
+	codes := func(b apiclient.Build) string {
+		var out []string
+		for _, bl := range b.Pipelines[0].Blockers {
+			out = append(out, bl.Code)
+		}
+		return strings.Join(out, " ")
 	}
+	b := w.waitFor(n, 20*time.Second, "waiting for an agent and for money", func(b apiclient.Build) bool {
+		return codes(b) == "no_agent balance"
+	})
+	if bl := b.Pipelines[0].Blockers[1]; b.Pipelines[0].Status != "queued" || bl.Remedy != "topup" ||
+		!strings.Contains(bl.Message, "costs 0.6667 CNY, the balance is 0.0000 CNY") {
+		t.Fatalf("the waiting GPU pipeline: %s, %+v", b.Pipelines[0].Status, b.Pipelines[0].Blockers)
+	}
+	w.agent("", "NIMBUS_AGENT_TAGS=cnb:arch:amd64:gpu", "NIMBUS_AGENT_CPUS=16", "NIMBUS_AGENT_GPUS=simulate:1:L40")
+	b = w.waitFor(n, 30*time.Second, "waiting for money alone", func(b apiclient.Build) bool { return codes(b) == "balance" })
+	if p := b.Pipelines[0]; p.Status != "queued" || !strings.HasPrefix(p.Reason, "balance insufficient: ") {
+		t.Fatalf("with a GPU agent and no money: %s %q", p.Status, p.Reason)
+	}
+	w.alice.grantCredits("ml", "1", "a top-up")
+	b = w.waitFor(n, time.Minute, "run once paid for", func(b apiclient.Build) bool { return b.Status != "queued" && b.Status != "running" })
+	if b.Status != "success" {
+		t.Fatalf("after the top-up: %s, pipeline %s (%q)", b.Status, b.Pipelines[0].Status, b.Pipelines[0].Reason)
+	}
+	w.checkLedgerAddsUp("ml")
 }

@@ -687,7 +687,7 @@ func (h *Handler) describePipelines(ctx context.Context, ps []Pipeline, deep boo
 	if h.why != nil {
 		var queued []Pipeline
 		for _, p := range ps {
-			if p.Status == StatusQueued && (p.Reason == "" || strings.HasPrefix(p.Reason, ReasonLockWaitPrefix)) {
+			if p.Status == StatusQueued && (p.Reason == "" || strings.HasPrefix(p.Reason, ReasonLockWaitPrefix) || strings.HasPrefix(p.Reason, ReasonFundsWaitPrefix)) {
 				queued = append(queued, p)
 			}
 		}

@@ -162,13 +162,13 @@ func (s *Service) Park(ctx context.Context, p *Pipeline, reason string) (bool, e
 	res := s.db.WithContext(ctx).Model(&Pipeline{}).
 		Where("id = ? AND lease_id = ? AND status = ? AND cancel_requested = ?", p.ID, p.LeaseID, StatusRunning, false).
 		Updates(map[string]any{"status": StatusQueued, "lease_id": "", "agent_id": "", "lease_expires_at": nil,
-			"started_at": nil, "job_token_hash": "", "queued_at": queuedAt, "reason": reason, "updated_at": now})
+			"started_at": nil, "job_token_hash": "", "queued_at": queuedAt, "reason": reason, "host": "", "updated_at": now})
 	if res.Error != nil || res.RowsAffected == 0 {
 		return false, res.Error
 	}
 	// The build may have gone running with this claim; it stays so (builds only move forward),
 	// and the pipeline's status and reason say it waits.
-	p.Status, p.Reason, p.QueuedAt, p.LeaseID, p.AgentID, p.StartedAt = StatusQueued, reason, &queuedAt, "", "", nil
+	p.Status, p.Reason, p.QueuedAt, p.LeaseID, p.AgentID, p.StartedAt, p.Host = StatusQueued, reason, &queuedAt, "", "", nil, ""
 	return true, nil
 }
 

@@ -39,6 +39,10 @@ const (
 	// ReasonLockWaitPrefix starts the reason of a queued pipeline that waits for its lock
 	// (package scheduler); the build page asks the scheduler for its current holder.
 	ReasonLockWaitPrefix = "waiting for lock "
+	// ReasonFundsWaitPrefix starts the reason of a queued pipeline that its team's money could
+	// not start when an agent took it (package scheduler): it waits on no queue until the
+	// account can pay its first window, or the queue timeout.
+	ReasonFundsWaitPrefix = "waiting for money: "
 )
 
 // Stage kinds: failStages run when the normal flow failed, endStages always (see the Plan).

@@ -72,7 +72,7 @@ func settleStage(tx *gorm.DB, stageID int64, now time.Time) error {
 		return err
 	}
 	// A stage none of whose jobs ran (each skipped: by its condition, or because the pipeline
-	// ended before it, refused by billing at its claim) is skipped, not a success.
+	// ended before it, refused at its claim) is skipped, not a success.
 	final, skipped := StatusSuccess, 0
 	for _, st := range statuses {
 		switch st {

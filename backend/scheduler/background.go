@@ -3,7 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/build"
@@ -62,11 +62,13 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("scheduler: reconcile locks: %w", err)
 	}
 	queuedOf := map[string][]build.Pipeline{}
+	affordable := s.affordable(ctx)
 	for _, p := range queued {
-		if !parked[p.ID] {
-			c := s.in.queueClass(p.OrgID, p.RunnerTag)
-			queuedOf[c] = append(queuedOf[c], p)
+		if parked[p.ID] || strings.HasPrefix(p.Reason, build.ReasonFundsWaitPrefix) && !affordable(p) {
+			continue
 		}
+		c := s.in.queueClass(p.OrgID, p.RunnerTag)
+		queuedOf[c] = append(queuedOf[c], p)
 	}
 	n := 0
 	for class, ps := range queuedOf {
@@ -106,6 +108,36 @@ func (s *Service) Reconcile(ctx context.Context) (int, error) {
 		s.log.InfoContext(ctx, "reconciler re-queued pipelines Redis had lost", "count", n)
 	}
 	return n, nil
+}
+
+// affordable reports whether the account of a pipeline that waits for money can now pay its
+// first window (a top-up, a grant, the team's other windows settled, a new month's quota). The
+// account is asked once per team, class, size and kind in one reconcile; an error to ask
+// counts as "not yet" (the next tick asks again).
+func (s *Service) affordable(ctx context.Context) func(p build.Pipeline) bool {
+	type key struct {
+		org       int64
+		class     string
+		cores     int
+		workspace bool
+	}
+	verdict := map[key]bool{}
+	return func(p build.Pipeline) bool {
+		if s.meter == nil {
+			return true
+		}
+		k := key{p.OrgID, p.RunnerTag, p.CPUs, p.Workspace}
+		ok, seen := verdict[k]
+		if !seen {
+			err := s.meter.CanStart(ctx, Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs, Workspace: p.Workspace})
+			ok = err == nil
+			if err != nil && refusal(err) == nil {
+				s.log.WarnContext(ctx, "reconciler: ask billing whether a pipeline waiting for money can start", "pipeline", p.ID, "err", err)
+			}
+			verdict[k] = ok
+		}
+		return ok
+	}
 }
 
 // byQueueClass arranges running counts as queue class → team → pipelines.
@@ -157,8 +189,6 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 			failed("reconciler", err)
 			_, err = s.FireSchedules(ctx)
 			failed("cron", err)
-			_, err = s.RefuseUnaffordable(ctx)
-			failed("refuse unaffordable pipelines", err)
 			_, err = s.FailUnserved(ctx)
 			failed("fail pipelines no team runner serves", err)
 			_, err = s.FailStale(ctx)
@@ -170,71 +200,6 @@ func (s *Service) Run(ctx context.Context, tick time.Duration) {
 		case <-t.C:
 		}
 	}
-}
-
-// RefuseUnaffordable fails the queued pipelines of a class no online agent serves whose account
-// cannot pay for their first window (insufficient_balance, or spending_cap_reached), as dispatch
-// would if an agent came: a GPU pipeline of an account without balance fails within a tick even
-// when no GPU agent is online. Only teams with nothing running are judged: a running pipeline's
-// frozen window is taken out of the balance until it settles, and would make a pipeline the
-// account can pay for look unaffordable. Where agents serve the class, dispatch decides.
-// Accounts are asked once per team, class, size and kind.
-func (s *Service) RefuseUnaffordable(ctx context.Context) (int, error) {
-	if s.meter == nil {
-		return 0, nil
-	}
-	queued, err := s.builds.Queued(ctx)
-	if err != nil || len(queued) == 0 {
-		return 0, err
-	}
-	served, err := s.servedClasses(ctx)
-	if err != nil {
-		return 0, err
-	}
-	counts, err := s.builds.RunningCounts(ctx)
-	if err != nil {
-		return 0, err
-	}
-	busy := map[int64]bool{}
-	for _, c := range counts {
-		if c.N > 0 {
-			busy[c.OrgID] = true
-		}
-	}
-	queued = slices.DeleteFunc(queued, func(p build.Pipeline) bool { return served[s.in.queueClass(p.OrgID, p.RunnerTag)] || busy[p.OrgID] })
-	type key struct {
-		org       int64
-		class     string
-		cores     int
-		workspace bool
-	}
-	verdict := map[key]string{}
-	n := 0
-	for _, p := range queued {
-		k := key{p.OrgID, p.RunnerTag, p.CPUs, p.Workspace}
-		reason, seen := verdict[k]
-		if !seen {
-			err := s.meter.CanStart(ctx, Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: p.RunnerTag, Cores: p.CPUs, Workspace: p.Workspace})
-			if r := refusal(err); r != nil {
-				reason = r.Reason
-			} else if err != nil {
-				return n, err
-			}
-			verdict[k] = reason
-		}
-		if reason == "" {
-			continue
-		}
-		dropped, err := s.builds.Drop(ctx, p.ID, build.StatusFailed, reason)
-		if err != nil {
-			return n, err
-		}
-		if dropped {
-			n++
-			s.log.InfoContext(ctx, "queued pipeline refused by billing", "pipeline", p.ID, "reason", reason)
-		}
-	}
-	return n, nil
 }
 
 // servedClasses are the queue classes some online agent that is not paused serves.

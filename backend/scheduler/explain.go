@@ -88,6 +88,8 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64][]
 			add(build.BlockerNoAgent, build.RemedyAgents, "no online agent serves %s", p.RunnerTag)
 		case ci.maxCPUs < p.CPUs:
 			add(build.BlockerTooSmall, build.RemedyAgents, "no online agent of %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
+		case strings.HasPrefix(p.Reason, build.ReasonFundsWaitPrefix):
+			// Agents serve it: what it waits for is the money (below).
 		default:
 			if limit := s.cfg.Caps[p.RunnerTag]; platform && limit > 0 && running[p.RunnerTag][p.OrgID] >= limit {
 				add(build.BlockerTeamCap, "", "team concurrency cap reached: %d of %d pipelines running on %s", running[p.RunnerTag][p.OrgID], limit, p.RunnerTag)
@@ -109,6 +111,10 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64][]
 			default:
 				add(build.BlockerBalance, build.RemedyTopUp, "balance insufficient: %s", r.Detail)
 			}
+		}
+		if len(bs) == 0 {
+			// It waited for money, which is there now: the reconciler queues it again.
+			add(build.BlockerBusy, "", "the team's money covers it now: it goes back in the queue within seconds")
 		}
 		out[p.ID] = bs
 	}

@@ -266,13 +266,22 @@ func (s *Service) claim(ctx context.Context, a *Agent, pipelineID int64, req pro
 		err := s.meter.Start(ctx, Run{PipelineID: p.ID, OrgID: p.OrgID, RepoID: p.RepoID, Class: billedClass(a, p.RunnerTag), Cores: p.CPUs,
 			Workspace: p.Workspace}, *p.StartedAt)
 		if r := refusal(err); r != nil {
-			// Nothing was frozen and the caller releases the team's slot (it got no lease):
-			// only the rows end.
-			if _, err := s.builds.Refuse(ctx, p, r.Reason); err != nil {
+			// Nothing was frozen and the caller releases the team's slot (it got no lease).
+			// It waits for money, on no queue, as the README's "Money" rule says: the
+			// reconciler puts it back once the account can pay (Reconcile).
+			s.releaseLocks(ctx, p)
+			parked, err := s.builds.Park(ctx, p, build.ReasonFundsWaitPrefix+r.Error())
+			if err != nil {
 				return nil, err
 			}
-			s.releaseLocks(ctx, p)
-			s.log.InfoContext(ctx, "pipeline refused by billing", "pipeline", p.ID, "reason", r.Reason)
+			if !parked {
+				// Cancelled since the claim: it ends so, before any agent heard of it.
+				if _, err := s.builds.End(ctx, p, build.StatusCancelled, build.ReasonCancelled); err != nil {
+					return nil, err
+				}
+				return nil, nil
+			}
+			s.log.InfoContext(ctx, "pipeline waits for money", "pipeline", p.ID, "reason", r.Reason)
 			return nil, nil
 		}
 		if err != nil {

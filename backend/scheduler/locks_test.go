@@ -61,6 +61,12 @@ func TestLockBusyFailsAtOnceAndFreesOnFinish(t *testing.T) {
 		if p.Status != build.StatusFailed || !strings.Contains(p.Reason, `lock "main-train" is held by build #1 (pipeline train)`) || p.StartedAt != nil {
 			t.Fatalf("the busy pipeline: %s %q started %v", p.Status, p.Reason, p.StartedAt)
 		}
+		// It never ran: no host, and its stage is skipped like its job, not a green success.
+		var stages []build.Stage
+		db.Where("pipeline_id = ?", id).Find(&stages)
+		if p.Host != "" || len(stages) != 1 || stages[0].Status != build.StatusSkipped {
+			t.Fatalf("the refused pipeline names host %q; its stages: %+v", p.Host, stages)
+		}
 		f.finish(a, first, "success")
 		if next, _ := f.pushAndPoll(a, lockedPipeline("true")); next == nil {
 			t.Fatal("the lock was not freed when its holder finished")

@@ -216,7 +216,7 @@ func TestRequeueKeepsThePlaceInTheQueue(t *testing.T) {
 }
 
 // A pipeline billing refused at dispatch never ran: it used to show a start time equal to its
-// end.
+// end. It waits for money, with no start time.
 func TestRefusedAtDispatchHasNoStartTime(t *testing.T) {
 	db := storetest.SQLite(t)
 	f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
@@ -230,7 +230,7 @@ func TestRefusedAtDispatchHasNoStartTime(t *testing.T) {
 		t.Fatalf("leased %+v", l)
 	}
 	got := f.pipeline(p.ID)
-	if got.Status != build.StatusFailed || got.StartedAt != nil || got.FinishedAt == nil {
+	if got.Status != build.StatusQueued || got.StartedAt != nil || got.FinishedAt != nil {
 		t.Fatalf("refused pipeline: %s started %v finished %v", got.Status, got.StartedAt, got.FinishedAt)
 	}
 }

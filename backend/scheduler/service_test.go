@@ -534,11 +534,18 @@ func (b refusingBilling) Start(_ context.Context, r Run, _ time.Time) error {
 	}
 	return nil
 }
-func (refusingBilling) CanStart(context.Context, Run) error { return nil }
+func (b refusingBilling) CanStart(_ context.Context, r Run) error {
+	if b.refuse[r.PipelineID] {
+		return &Refusal{Reason: build.ReasonInsufficientBalance}
+	}
+	return nil
+}
 
-// A pipeline billing refuses ends failed at dispatch, and the team's running count (what caps
-// read) is given back once, not twice: the team's other running pipeline still counts.
-func TestRefusedPipelineReleasesItsSlotOnce(t *testing.T) {
+// A pipeline billing refuses at its claim waits for money (README, "Billing"): queued again,
+// on no queue, naming no host, its reason saying so; the team's running count (what caps read)
+// is given back once, not twice. Once the account can pay, the reconciler queues it again and
+// an agent takes it.
+func TestRefusedPipelineWaitsForMoney(t *testing.T) {
 	db := storetest.SQLite(t)
 	f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
 	ctx := context.Background()
@@ -556,21 +563,33 @@ func TestRefusedPipelineReleasesItsSlotOnce(t *testing.T) {
 	if l := f.poll(a, 8); l != nil {
 		t.Fatalf("a refused pipeline was leased: %+v", l)
 	}
-	if p := f.pipeline(ps[0].ID); p.Status != build.StatusFailed || p.Reason != build.ReasonInsufficientBalance {
-		t.Fatalf("refused pipeline: %s %q", p.Status, p.Reason)
-	}
-	// It never ran: no host, and its stage is skipped like its job, not a success.
-	if p := f.pipeline(ps[0].ID); p.Host != "" || p.StartedAt != nil {
-		t.Fatalf("the refused pipeline names a host %q or a start %v", p.Host, p.StartedAt)
-	}
-	var stages []build.Stage
-	db.Where("pipeline_id = ?", ps[0].ID).Find(&stages)
-	if len(stages) != 1 || stages[0].Status != build.StatusSkipped {
-		t.Fatalf("the refused pipeline's stages: %+v", stages)
+	p := f.pipeline(ps[0].ID)
+	if p.Status != build.StatusQueued || !strings.HasPrefix(p.Reason, build.ReasonFundsWaitPrefix+build.ReasonInsufficientBalance) ||
+		p.Host != "" || p.StartedAt != nil || p.AgentID != "" {
+		t.Fatalf("refused pipeline: %s %q host %q started %v", p.Status, p.Reason, p.Host, p.StartedAt)
 	}
 	running, err := f.rdb.HGet(ctx, "{q:cnb:arch:amd64}:running", strconv.FormatInt(ps[0].OrgID, 10)).Int()
 	if err != nil || running != 1 {
 		t.Fatalf("the team's running count is %d (%v), want 1: the leased pipeline still runs", running, err)
+	}
+	// Still no money: the reconciler leaves it off the queue, and no poll takes it.
+	if _, err := f.sched.Reconcile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if l := f.poll(a, 8); l != nil {
+		t.Fatalf("a pipeline waiting for money was leased: %+v", l)
+	}
+	// The money arrives (billing's CanStart says yes from now on).
+	delete(refuse, ps[0].ID)
+	if n, err := f.sched.Reconcile(ctx); err != nil || n != 1 {
+		t.Fatalf("the reconciler re-queued %d (%v), want the pipeline that can be paid for now", n, err)
+	}
+	l := f.poll(a, 8)
+	if l == nil || l.PipelineID != ps[0].ID {
+		t.Fatalf("after the money came: %+v", l)
+	}
+	if p := f.pipeline(ps[0].ID); p.Status != build.StatusRunning || p.Reason != "" {
+		t.Fatalf("the pipeline once paid for: %s %q", p.Status, p.Reason)
 	}
 }
 

@@ -63,6 +63,35 @@ describe('PipelineCard', () => {
     expect(container.querySelector('[data-remedy="agents"]')!.getAttribute('href')).toBe('/orgs/ml%20team/agents')
   })
 
+  it('says in words what money ended a pipeline, with the remedy and the re-run', () => {
+    const ended: Pipeline = { ...p, status: 'terminated', reason: 'insufficient_balance' }
+    const { container } = render(
+      <Wrap>
+        <PipelineCard p={ended} org="ml" jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
+      </Wrap>,
+    )
+    const reason = container.querySelector('.reason')!
+    expect(reason.textContent).toContain("the team's balance could not pay for its next window")
+    expect(reason.textContent).not.toContain('insufficient_balance')
+    expect(reason.textContent).toContain('re-run')
+    expect(container.querySelector('[data-remedy="topup"]')!.getAttribute('href')).toBe('/orgs/ml/billing')
+  })
+
+  it('links the spending cap of a pipeline that gave up waiting for money', () => {
+    const stale: Pipeline = {
+      ...p,
+      status: 'failed',
+      reason: "gave up after 24 hours in the queue: the team's monthly spending cap would be passed: 0.1467 paid this month",
+    }
+    const { container } = render(
+      <Wrap>
+        <PipelineCard p={stale} org="ml" jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
+      </Wrap>,
+    )
+    expect(container.querySelector('.reason')!.textContent).toContain('0.1467 paid this month')
+    expect(container.querySelector('[data-remedy="spending_cap"]')).toBeTruthy()
+  })
+
   it('shows the runner, cores, reason and the jobs placed parallel or serial', () => {
     const { container } = render(
       <Wrap>

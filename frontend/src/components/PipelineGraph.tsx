@@ -40,6 +40,41 @@ function Blockers({ p, org }: { p: Pipeline; org?: string }) {
   )
 }
 
+/**
+ * What an ended pipeline's reason says about money, in words, with the remedy: a bare code
+ * ("insufficient_balance") read as jargon, and the card of a pipeline that money ended named no
+ * way out. The build page's Re-run buttons are the next step once the remedy is done.
+ */
+export function moneyReason(reason: string): { text: string; remedy: string } | undefined {
+  if (/\binsufficient_balance\b/.test(reason))
+    return { text: reason.replace(/\binsufficient_balance\b/, "the team's balance could not pay for its next window"), remedy: 'topup' }
+  if (/\bspending_cap_reached\b/.test(reason))
+    return { text: reason.replace(/\bspending_cap_reached\b/, "the team's monthly spending cap would have been passed"), remedy: 'spending_cap' }
+  if (reason.includes('balance insufficient')) return { text: reason, remedy: 'topup' }
+  if (reason.includes('spending cap would be passed')) return { text: reason, remedy: 'spending_cap' }
+  return undefined
+}
+
+/** An ended (or waiting, without blockers) pipeline's reason; a money one with its remedy. */
+function Reason({ p, org }: { p: Pipeline; org?: string }) {
+  const m = p.status === 'queued' ? undefined : moneyReason(p.reason)
+  const r = m && REMEDIES[m.remedy]
+  return (
+    <p className="reason" role={p.status === 'queued' ? 'status' : undefined}>
+      {m ? m.text : p.reason}
+      {r && org && (
+        <>
+          {' '}
+          <Link to={r.href(org)} data-remedy={m.remedy}>
+            {r.label} →
+          </Link>{' '}
+          <span className="hint">then re-run it from this build.</span>
+        </>
+      )}
+    </p>
+  )
+}
+
 /** One pipeline: its runner, cores, cost and reason, then its stages left to right. */
 export function PipelineCard({
   p,
@@ -90,11 +125,7 @@ export function PipelineCard({
         {p.status === 'queued' && (p.blockers ?? []).length > 0 ? (
           <Blockers p={p} org={org} />
         ) : (
-          p.reason && (
-            <p className="reason" role={p.status === 'queued' ? 'status' : undefined}>
-              {p.reason}
-            </p>
-          )
+          p.reason && <Reason p={p} org={org} />
         )}
       </header>
       <div

@@ -311,7 +311,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	links := workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}
 	a.Workspaces = workspace.New(workspace.Config{Repos: a.Repos, Orgs: a.Orgs, Builds: a.Builds,
 		Tunnel: a.Tunnel, Meter: Usage(a.Billing), Links: links, Users: a.Auth.UserByID, Secret: key, Clock: clk, Log: log})
-	buildHandler := build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: Usage(a.Billing), Log: log})
+	buildHandler := build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: Usage(a.Billing), Zone: loc, Log: log})
 	a.Server = server.New(server.Deps{
 		DB: a.DB, Redis: a.Redis.Client, Log: log, Frontend: frontend.Dist(), Version: opt.Version,
 		ReadyTimeout:   cfg.ReadyTimeout,

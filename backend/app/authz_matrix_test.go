@@ -152,6 +152,20 @@ func mxPublishHook(w *mxWorld, c *mxCall) {
 	}
 }
 
+// mxScheduleOf names in {id} the schedule the push of mxConfigFile registered in repoName, a
+// repo of A.
+func mxScheduleOf(repoName string) func(w *mxWorld, c *mxCall) {
+	return func(w *mxWorld, c *mxCall) {
+		var ids []int64
+		err := w.app.DB.Table("schedules").Where("repo_id = (?)",
+			w.app.DB.Table("repos").Select("id").Where("org_id = ? AND name = ?", w.orgA.ID, repoName)).Pluck("id", &ids).Error
+		if err != nil || len(ids) != 1 {
+			w.t.Fatalf("the schedule of %s: %v %v", repoName, ids, err)
+		}
+		c.Vars["id"] = fmt.Sprint(ids[0])
+	}
+}
+
 func mxDeployTokenOfA(w *mxWorld, c *mxCall) {
 	t, err := w.app.Repos.CreateDeployToken(w.ctx, w.privA, w.users["owner"].ID, "doomed", nil)
 	if err != nil {
@@ -442,6 +456,9 @@ var mxMatrix = []mxRow{
 		body(map[string]any{"tag": "v1", "environment": "staging"}),
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/schedules"),
 	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/schedules"),
+	// "Run now": repo admins, as people.
+	mx("404 | 403 403 201 201 403 | 404 | 403 403 | 403 403", "POST", mxAPriv+"/schedules/{id}/run").prep(mxScheduleOf(mxPrivA)),
+	mx("401 | 403 403 201 201 403 | 403 | 403 403 | 403 403", "POST", mxAPub+"/schedules/{id}/run").prep(mxScheduleOf(mxPubA)),
 	mx("404 | 200 200 200 200 200 | 404 | 403 200 | 200 200", "GET", mxAPriv+"/metrics?branch=main&name=accuracy"),
 	mx("200 | 200 200 200 200 200 | 200 | 403 200 | 200 200", "GET", mxAPub+"/metrics"),
 	mx("404 | 404 404 404 404 404 | 200 | 404 404 | 404 404", "GET", mxBPriv+"/metrics"),

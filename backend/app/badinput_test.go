@@ -1242,6 +1242,14 @@ var mxBadWorkspaceEndpoints = []mxBadEndpoint{
 		Cases: append(slices.Clip(mxBadPorts),
 			mxBad{Name: "valid: changes nothing", Path: "/api/v1/workspaces/{id}/preview/8080/token", Want: 200})},
 	// Reads, with the same path checks.
+	{Method: "POST", Path: mxAPriv + "/schedules/{id}/run",
+		Cases: []mxBad{
+			{Name: "no such schedule", Path: mxAPriv + "/schedules/999999/run", Want: 404},
+			{Name: "not a number", Path: mxAPriv + "/schedules/abc/run", Want: 404},
+			{Name: "another repo's schedule", Path: mxAPriv + "/schedules/{id}/run", Want: 404, Setup: func(w *mxWorld, v map[string]string) {
+				mxScheduleOf(mxPubA)(w, &mxCall{Vars: v})
+			}},
+		}},
 	{Method: "POST", Path: mxARepo + "/auto-tag",
 		Cases: []mxBad{
 			{Name: "an empty default branch", Setup: func(w *mxWorld, v map[string]string) { v["repo"] = w.scratchRepo() }, Want: 409},

@@ -76,14 +76,19 @@ const mxButtonsFile = `branch:
 `
 
 // mxConfigFile is the .cnb.yml pushed to both repos of A: a push pipeline (so the push makes
-// build #1), a web_trigger pipeline (so manual triggers succeed) and a workspace (so opening
-// workspaces succeeds).
+// build #1), a web_trigger pipeline (so manual triggers succeed), a workspace (so opening
+// workspaces succeeds) and a nightly schedule (so "Run now" succeeds; it fires at 03:00).
 const mxConfigFile = `main:
   push:
     - name: build
       stages:
         - name: compile
           script: echo build
+  "crontab: 0 3 * * *":
+    - name: nightly
+      stages:
+        - name: run
+          script: echo nightly
   web_trigger:
     - name: manual
       stages:

@@ -215,6 +215,24 @@ func TestNewBranchEventsIfModifyAndSchedules(t *testing.T) {
 		if len(ss) != 1 || ss[0].Branch != "dev/exp" || ss[0].Event != "schedule" || ss[0].Cron != "0 2 * * *" || ss[0].UserID != f.user.ID {
 			t.Fatalf("schedules %+v", ss)
 		}
+		// As the repo's page lists it: the next run at 02:00 in the billing zone, who it runs
+		// as, and no build yet; "Run now" builds its branch and event, and is its last build.
+		shanghai, _ := time.LoadLocation("Asia/Shanghai")
+		vs, err := f.builds.ScheduleViews(ctx, f.access.Repo.ID, shanghai)
+		if err != nil || len(vs) != 1 || vs[0].RunAs != f.user.Username || vs[0].LastBuild != nil ||
+			vs[0].Next.In(shanghai).Hour() != 2 || vs[0].Next.In(shanghai).Minute() != 0 || !vs[0].Next.After(ss[0].CreatedAt) {
+			t.Fatalf("schedule views %+v %v", vs, err)
+		}
+		run, err := f.builds.RunSchedule(ctx, f.access, f.user, ss[0].ID)
+		if err != nil || run.Event != "schedule" || run.Branch != "dev/exp" {
+			t.Fatalf("run now: %+v %v", run, err)
+		}
+		if vs, _ := f.builds.ScheduleViews(ctx, f.access.Repo.ID, shanghai); vs[0].LastBuild == nil || *vs[0].LastBuild != run.Number || vs[0].LastFiredAt != nil {
+			t.Fatalf("after run now: %+v", vs)
+		}
+		if _, err := f.builds.RunSchedule(ctx, f.access, f.user, ss[0].ID+1000); fault.KindOf(err) != fault.KindNotFound {
+			t.Fatalf("run now of no schedule: %v", err)
+		}
 		// A push that changes only docs/: the ifModify pipeline does not run, so no build.
 		c1 := f.commit("docs", map[string]string{"docs/a.md": "x"})
 		if bs := f.push("refs/heads/dev/exp", base, "dev/exp"); len(bs) != 0 {

@@ -26,6 +26,7 @@ type Handler struct {
 	repos *repo.Service
 	why   Explainer
 	meter Meter
+	zone  *time.Location // the billing time zone, which schedules are read in
 	log   *slog.Logger
 }
 
@@ -119,12 +120,19 @@ type HandlerConfig struct {
 	Repos   *repo.Service
 	Explain Explainer
 	Meter   Meter
-	Log     *slog.Logger
+	// Zone is the billing time zone (NIMBUS_TIMEZONE), which cron expressions are read in;
+	// nil means UTC.
+	Zone *time.Location
+	Log  *slog.Logger
 }
 
 // NewHandler returns the build HTTP handler.
 func NewHandler(cfg HandlerConfig) *Handler {
-	return &Handler{svc: cfg.Service, repos: cfg.Repos, why: cfg.Explain, meter: cfg.Meter, log: cfg.Log}
+	zone := cfg.Zone
+	if zone == nil {
+		zone = time.UTC
+	}
+	return &Handler{svc: cfg.Service, repos: cfg.Repos, why: cfg.Explain, meter: cfg.Meter, zone: zone, log: cfg.Log}
 }
 
 // Routes implements server.Module.
@@ -138,6 +146,7 @@ func (h *Handler) Routes(_ *gin.Engine, v1 *gin.RouterGroup) {
 	rs.POST("/repos/:org/:repo/builds/:number/cancel", h.cancel)
 	rs.POST("/repos/:org/:repo/builds/:number/rerun", h.rerun)
 	rs.GET("/repos/:org/:repo/schedules", h.schedules)
+	rs.POST("/repos/:org/:repo/schedules/:id/run", h.runSchedule)
 	rs.GET("/repos/:org/:repo/metrics", h.metrics)
 	rs.GET("/repos/:org/:repo/buttons", h.buttons)
 	rs.GET("/repos/:org/:repo/events", h.events)
@@ -583,6 +592,15 @@ type ScheduleJSON struct {
 	Event       string     `json:"event"`
 	Cron        string     `json:"cron"`
 	LastFiredAt *time.Time `json:"last_fired_at"`
+	// NextRunAt is the next fire time in the billing time zone (Zone), which the cron
+	// expression is read in; nil when it never fires again.
+	NextRunAt *time.Time `json:"next_run_at"`
+	Zone      string     `json:"zone"`
+	// LastBuild is the number of the newest build of its branch and event, nil before the first.
+	LastBuild *int64 `json:"last_build"`
+	// RunAs is who its builds run as: the author of the push that registered it ("" when that
+	// user is gone, and the builds run as nobody).
+	RunAs string `json:"run_as"`
 }
 
 func (h *Handler) schedules(c *gin.Context) error {
@@ -591,13 +609,50 @@ func (h *Handler) schedules(c *gin.Context) error {
 		return err
 	}
 	return api.ListAll(c, func() ([]ScheduleJSON, error) {
-		ss, err := h.svc.RepoSchedules(c.Request.Context(), a.Repo.ID)
-		out := make([]ScheduleJSON, 0, len(ss))
-		for _, s := range ss {
-			out = append(out, ScheduleJSON{ID: s.ID, Branch: s.Branch, Event: s.Event, Cron: s.Cron, LastFiredAt: s.LastFiredAt})
+		vs, err := h.svc.ScheduleViews(c.Request.Context(), a.Repo.ID, h.zone)
+		if err != nil {
+			return nil, err
 		}
-		return out, err
+		out := make([]ScheduleJSON, 0, len(vs))
+		for _, v := range vs {
+			out = append(out, scheduleJSON(v, h.zone))
+		}
+		return out, nil
 	}, func(s ScheduleJSON) int64 { return s.ID })
+}
+
+func scheduleJSON(v ScheduleView, zone *time.Location) ScheduleJSON {
+	s := v.Schedule
+	j := ScheduleJSON{ID: s.ID, Branch: s.Branch, Event: s.Event, Cron: s.Cron, LastFiredAt: s.LastFiredAt,
+		Zone: zone.String(), LastBuild: v.LastBuild, RunAs: v.RunAs}
+	if !v.Next.IsZero() {
+		n := v.Next.In(zone)
+		j.NextRunAt = &n
+	}
+	return j
+}
+
+// runSchedule is POST /repos/{org}/{repo}/schedules/{id}/run: a repo admin's "Run now". The
+// build is the schedule's (its branch and event, its cron for the pipelines it selects), run
+// as the admin who asked, as GitHub runs a workflow dispatched by hand; the schedule's own
+// times do not move.
+func (h *Handler) runSchedule(c *gin.Context) error {
+	if auth.From(c).Kind == auth.KindJob {
+		return fault.Forbidden("a pipeline's job token cannot run a schedule")
+	}
+	a, err := repo.Load(c, h.repos, repo.Admin)
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return fault.NotFound("no such schedule")
+	}
+	b, err := h.svc.RunSchedule(c.Request.Context(), a, auth.From(c).User, id)
+	if err != nil {
+		return err
+	}
+	return h.created(c, b)
 }
 
 // describe turns builds into their JSON, each with the first page of its pipelines, with a

@@ -3,14 +3,16 @@ package build
 import (
 	"context"
 	"errors"
-	"github.com/nimbus-build/nimbus/backend/repo"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/fault"
+	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/paging"
+	"github.com/nimbus-build/nimbus/backend/pipeline/spec"
+	"github.com/nimbus-build/nimbus/backend/repo"
 	"github.com/nimbus-build/nimbus/internal/protocol"
 )
 
@@ -168,6 +170,75 @@ func (s *Service) RepoSchedules(ctx context.Context, repoID int64) ([]Schedule, 
 	var out []Schedule
 	err := s.db.WithContext(ctx).Where("repo_id = ?", repoID).Order("id").Find(&out).Error
 	return out, err
+}
+
+// ScheduleView is a schedule as its repo's page lists it.
+type ScheduleView struct {
+	Schedule
+	Next      time.Time // the next fire time; zero when it never fires again
+	LastBuild *int64    // the newest build of its branch and event
+	RunAs     string    // its author's username; "" when the author is gone
+}
+
+// ScheduleViews lists a repo's schedules with their next fire time (cron read in zone), their
+// last build and who they run as, in three queries whatever the count.
+func (s *Service) ScheduleViews(ctx context.Context, repoID int64, zone *time.Location) ([]ScheduleView, error) {
+	ss, err := s.RepoSchedules(ctx, repoID)
+	if err != nil || len(ss) == 0 {
+		return nil, err
+	}
+	var last []struct {
+		Branch, Event string
+		Number        int64
+	}
+	if err := s.db.WithContext(ctx).Model(&Build{}).Select("branch, event, MAX(number) AS number").
+		Where("repo_id = ? AND (event = ? OR event LIKE ?)", repoID, spec.EventSchedule, "crontab%").
+		Group("branch, event").Scan(&last).Error; err != nil {
+		return nil, err
+	}
+	lastOf := map[[2]string]int64{}
+	for _, l := range last {
+		lastOf[[2]string{l.Branch, l.Event}] = l.Number
+	}
+	ids := make([]int64, 0, len(ss))
+	for _, sc := range ss {
+		ids = append(ids, sc.UserID)
+	}
+	names, err := s.users.Usernames(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	now := s.clock.Now()
+	out := make([]ScheduleView, len(ss))
+	for i, sc := range ss {
+		out[i] = ScheduleView{Schedule: sc, Next: spec.Schedule{Cron: sc.Cron, Location: zone}.Next(now), RunAs: names[sc.UserID]}
+		if n, ok := lastOf[[2]string{sc.Branch, sc.Event}]; ok {
+			out[i].LastBuild = &n
+		}
+	}
+	return out, nil
+}
+
+// RunSchedule builds a schedule's branch and event now, as user (a repo admin's "Run now"),
+// leaving its fire times as they are.
+func (s *Service) RunSchedule(ctx context.Context, a *repo.Access, user *auth.User, id int64) (*Build, error) {
+	var sc Schedule
+	err := s.db.WithContext(ctx).Where("id = ? AND repo_id = ?", id, a.Repo.ID).Take(&sc).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, fault.NotFound("no such schedule")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if a.Repo.Archived {
+		return nil, fault.Conflict("%s/%s is archived; unarchive it to run builds", a.Org.Name, a.Repo.Name)
+	}
+	b, err := s.createAt(ctx, a.Repo, sc.Branch, request{repo: a.Repo, org: a.Org, user: user, event: sc.Event, branch: sc.Branch,
+		trigger: spec.Trigger{Event: sc.Event, Branch: sc.Branch, Cron: sc.Cron}})
+	if errors.Is(err, git.ErrUnknownRevision) {
+		return nil, fault.Conflict("the branch %s of this schedule is gone", sc.Branch)
+	}
+	return b, err
 }
 
 // ResolveJobToken authenticates a pipeline's CNB_TOKEN: valid only while the pipeline runs,

@@ -1248,6 +1248,24 @@ export interface paths {
       };
     };
   };
+  "/repos/{org}/{repo}/schedules/{id}/run": {
+    /**
+     * Run a schedule now
+     * @description Builds the schedule's branch with its event now (the pipelines its cron selects), as
+     * the caller, as GitHub runs a workflow dispatched by hand; the schedule's fire times do
+     * not move. Repo admins; token scope `repo:write`; not with a job token. 409 when the
+     * repository is archived or the branch is gone.
+     */
+    post: operations["runSchedule"];
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description The schedule's id. */
+        id: number;
+      };
+    };
+  };
   "/repos/{org}/{repo}/artifacts": {
     /**
      * The repo's model-file packages
@@ -4119,6 +4137,20 @@ export interface components {
       cron: string;
       /** Format: date-time */
       last_fired_at: string | null;
+      /**
+       * Format: date-time
+       * @description The next fire time, with the offset of `zone`; null when it never fires again.
+       */
+      next_run_at: string | null;
+      /** @description The billing time zone (`NIMBUS_TIMEZONE`), which the cron expression is read in. */
+      zone: string;
+      /**
+       * Format: int64
+       * @description The number of the newest build of its branch and event; null before the first.
+       */
+      last_build: number | null;
+      /** @description Who its builds run as (the author of the push that registered it); empty when that user is gone and they run as nobody. */
+      run_as: string;
     };
     ScheduleList: {
       items: components["schemas"]["Schedule"][];
@@ -7890,6 +7922,37 @@ export interface operations {
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
       404: components["responses"]["NotFound"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Run a schedule now
+   * @description Builds the schedule's branch with its event now (the pipelines its cron selects), as
+   * the caller, as GitHub runs a workflow dispatched by hand; the schedule's fire times do
+   * not move. Repo admins; token scope `repo:write`; not with a job token. 409 when the
+   * repository is archived or the branch is gone.
+   */
+  runSchedule: {
+    parameters: {
+      path: {
+        org: components["parameters"]["Org"];
+        repo: components["parameters"]["Repo"];
+        /** @description The schedule's id. */
+        id: number;
+      };
+    };
+    responses: {
+      /** @description The build it started. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["Build"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
+      409: components["responses"]["Conflict"];
       default: components["responses"]["Error"];
     };
   };

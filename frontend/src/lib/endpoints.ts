@@ -232,6 +232,12 @@ export const endpoints = {
       /** A new build from the pipelines' records: same commit and plans, images pinned by digest. */
       rerunExact: (org: string, repo: string, number: number) => call('post', '/repos/{org}/{repo}/builds/{number}/rerun-exact', { org, repo, number }),
     },
+    schedules: {
+      /** The repo's registered schedules, with their next run, last build and who they run as. */
+      list: (org: string, repo: string) => all('/repos/{org}/{repo}/schedules', { org, repo }),
+      /** "Run now" (repo admins): a build of the schedule's branch and event, as the caller. */
+      run: (org: string, repo: string, id: number) => call('post', '/repos/{org}/{repo}/schedules/{id}/run', { org, repo, id }),
+    },
     /** A metric across a branch's builds; without name, the names reported there. */
     metrics: (org: string, repo: string, branch?: string, name?: string) =>
       call('get', '/repos/{org}/{repo}/metrics', { org, repo }, undefined, { branch: branch || undefined, name: name || undefined }),

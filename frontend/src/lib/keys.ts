@@ -69,6 +69,7 @@ export const keys = {
     build: (org: string, repo: string, number: Id) => ['build', org, repo, id(number)] as const,
     events: (org: string, repo: string, branch: string) => ['events', org, repo, branch] as const,
     buttons: (org: string, repo: string, branch: string) => ['buttons', org, repo, branch] as const,
+    schedules: (org: string, repo: string) => ['schedules', org, repo] as const,
     secrets: (org: string, repo: string) => ['secrets', org, repo] as const,
     deployTokens: (org: string, repo: string) => ['deploy-tokens', org, repo] as const,
     publishWebhook: (org: string, repo: string) => ['publish-webhook', org, repo] as const,

@@ -2,11 +2,11 @@ import { useState } from 'react'
 import { Link, useNavigate, useParams } from 'react-router'
 import { useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
-import { isFinal, type Build } from '../lib/types'
+import { isFinal, type Build, type Schedule } from '../lib/types'
 import { Buttons } from '../components/Buttons'
 import { RepoHeader, repoPath, useRepo } from '../components/RepoHeader'
 import { CopyField, Empty, Field, FormError, QueryView, StatusBadge, useSubmit } from '../components/ui'
-import { ago, branchOf, shortSha, span } from '../lib/format'
+import { ago, branchOf, dateTime, shortSha, span } from '../lib/format'
 import { workspacePath } from '../lib/workspaces'
 import { keys } from '../lib/keys'
 
@@ -208,6 +208,75 @@ export function BuildsTable({ builds, base }: { builds: Build[]; base: string })
   )
 }
 
+/** "Run now" of one schedule: its build's page once it started. */
+function RunNow({ org, repo, s }: { org: string; repo: string; s: Schedule }) {
+  const navigate = useNavigate()
+  const qc = useQueryClient()
+  const { submit, busy, error } = useSubmit(async () => {
+    const b = await endpoints.repos.schedules.run(org, repo, s.id)
+    qc.invalidateQueries({ queryKey: keys.repos.builds(org, repo) })
+    qc.invalidateQueries({ queryKey: keys.repos.schedules(org, repo) })
+    navigate(`${repoPath(org, repo)}/builds/${b.number}`)
+  })
+  return (
+    <form onSubmit={submit} className="inline">
+      <button type="submit" className="secondary small" disabled={busy} data-testid="run-schedule">
+        {busy ? 'Starting…' : 'Run now'}
+      </button>
+      <FormError error={error} />
+    </form>
+  )
+}
+
+/**
+ * The repo's schedules (`schedule` and `crontab` entries of its branches' .cnb.yml): when each
+ * runs next in the billing time zone it is read in, its last build and who it runs as; repo
+ * admins can run one now. Nothing when there are none.
+ */
+export function Schedules({ org, repo, admin }: { org: string; repo: string; admin: boolean }) {
+  const q = useQuery({ queryKey: keys.repos.schedules(org, repo), queryFn: () => endpoints.repos.schedules.list(org, repo) })
+  if (!q.data || q.data.length === 0) return null
+  return (
+    <>
+      <h2>Schedules</h2>
+      <div className="tablewrap">
+        <table className="schedules" aria-label="Schedules">
+          <thead>
+            <tr>
+              <th scope="col">Branch</th>
+              <th scope="col">Event</th>
+              <th scope="col">Cron</th>
+              <th scope="col">Next run</th>
+              <th scope="col">Last build</th>
+              <th scope="col">Runs as</th>
+              {admin && <th scope="col"><span className="visually-hidden">Actions</span></th>}
+            </tr>
+          </thead>
+          <tbody>
+            {q.data.map((s) => (
+              <tr key={s.id} data-schedule={s.id}>
+                <td>{s.branch}</td>
+                <td>{s.event}</td>
+                <td>
+                  <code>{s.cron}</code>
+                </td>
+                <td title={`cron read in ${s.zone}`}>{s.next_run_at ? dateTime(s.next_run_at, { timeZone: s.zone }) : 'never again'}</td>
+                <td>{s.last_build ? <Link to={`${repoPath(org, repo)}/builds/${s.last_build}`}>#{s.last_build}</Link> : 'none yet'}</td>
+                <td>{s.run_as || <span title="the user who registered it is gone">nobody</span>}</td>
+                {admin && (
+                  <td>
+                    <RunNow org={org} repo={repo} s={s} />
+                  </td>
+                )}
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
+  )
+}
+
 export default function Repo() {
   const { org = '', repo = '' } = useParams()
   const r = useRepo(org, repo)
@@ -224,6 +293,7 @@ export default function Repo() {
         </div>
       )}
       {r.data && r.data.permission !== 'read' && !r.data.archived && <Buttons org={r.data.org} repo={r.data.name} branch={r.data.default_branch} />}
+      {r.data && <Schedules org={r.data.org} repo={r.data.name} admin={r.data.permission === 'admin' && !r.data.archived} />}
       <h2>Builds</h2>
       <QueryView q={builds} what="Loading builds">
         {(page) =>

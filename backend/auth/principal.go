@@ -63,9 +63,25 @@ func (p *Principal) Has(scope string) bool {
 // without it.
 func (p *Principal) Need(scope string) error {
 	if !p.Has(scope) {
+		if p.Kind == KindDeploy {
+			// A deploy token has no scopes to add: saying "lacks repo:write" sent people
+			// looking for a setting that does not exist.
+			return fault.Forbidden("a deploy token is read-only: it clones and pulls, never %s; use a personal access token with %s", scopeVerb(scope), scope)
+		}
 		return fault.Forbidden("the token lacks the %s scope", scope)
 	}
 	return nil
+}
+
+// scopeVerb says what a scope lets one do, for a deploy token's refusal.
+func scopeVerb(scope string) string {
+	switch scope {
+	case ScopeRepoWrite:
+		return "pushes or changes the repository"
+	case ScopeRegistryWrite:
+		return "pushes to the registry"
+	}
+	return "does what " + scope + " allows"
 }
 
 // IsPlatformAdmin reports whether the caller is a platform admin using a credential that may

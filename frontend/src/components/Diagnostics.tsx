@@ -9,11 +9,18 @@ export function Diagnostics({ ds, failed }: { ds: Diagnostic[]; failed: boolean 
   if (ds.length === 0) return null
   const errors = ds.filter((d) => d.severity === 'error').length
   const warnings = ds.filter((d) => d.severity === 'warning').length
+  const advice = ds.length - errors - warnings
+  const counted = (n: number, one: string, many: string) => (n === 1 ? `1 ${one}` : `${n} ${many}`)
+  // Only what is there is named, and the box is orange only for warnings: one info note read
+  // ".cnb.yml has 0 warnings and advice" in a warning box.
   const title = failed
-    ? `.cnb.yml has ${errors === 1 ? '1 error' : `${errors} errors`}: nothing ran`
-    : `.cnb.yml has ${warnings === 1 ? '1 warning' : `${warnings} warnings`}${ds.length > warnings ? ' and advice' : ''}`
+    ? `.cnb.yml has ${counted(errors, 'error', 'errors')}: nothing ran`
+    : warnings === 0
+      ? `Advice on .cnb.yml (${counted(advice, 'note', 'notes')})`
+      : `.cnb.yml has ${counted(warnings, 'warning', 'warnings')}${advice > 0 ? ` and ${counted(advice, 'note', 'notes')} of advice` : ''}`
+  const box = failed ? 'error diagnostics' : warnings > 0 ? 'notice warn diagnostics' : 'notice info diagnostics'
   return (
-    <section className={failed ? 'error diagnostics' : 'notice warn diagnostics'} role={failed ? 'alert' : undefined} aria-labelledby="diag-h">
+    <section className={box} role={failed ? 'alert' : undefined} aria-labelledby="diag-h">
       <h2 id="diag-h">{title}</h2>
       <ul className="list">
         {bySeverity(ds).map((d, i) => (

@@ -18,6 +18,13 @@ describe('MetricChart', () => {
     expect(open).toHaveBeenCalledWith(pts[2])
   })
 
+  it('draws one point on an axis around its value, not from below zero', () => {
+    const { container } = render(<MetricChart name="accuracy" points={[{ ...pts[0], value: 0.93 }]} open={() => {}} />)
+    const labels = [...container.querySelectorAll('svg > text')].map((t) => Number(t.textContent))
+    expect(Math.min(...labels)).toBeGreaterThan(0.8)
+    expect(Math.max(...labels)).toBeLessThan(1.1)
+  })
+
   it('says when nothing was reported', () => {
     const { container } = render(<MetricChart name="loss" points={[]} open={() => {}} />)
     expect(container.textContent).toContain('No build of this branch reported loss')

@@ -19,10 +19,12 @@ import (
 	"time"
 
 	"github.com/nimbus-build/nimbus/backend/apiclient"
+	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
-// Issue 7's model journey: a pipeline (real nimbus-agent, Docker, the busybox image, host
-// network so the job reaches the loopback server) makes a model and pushes it with its job
+// Issue 7's model journey: a pipeline (the server's built-in agent with its defaults, as `make
+// run` starts it, on Docker with the busybox image: nothing says which network its jobs get, and
+// they must reach the loopback server all the same) makes a model and pushes it with its job
 // token, using the nimbus CLI it finds in the repo; an inference-style client pulls it with a
 // deploy token through a proxy that cuts the first connection mid-body, resumes, and checks the
 // digest. Then bad input against the real server: path traversal, a wrong digest, an upload
@@ -35,8 +37,8 @@ func TestModelFromPipelineToInference(t *testing.T) {
 	}
 	// The collector runs every second through all of it (a grace period of an hour keeps the
 	// fresh blobs; what matters is that it runs beside the uploads).
-	w := newWorld(t, "NIMBUS_STORAGE_QUOTA=16MiB", "NIMBUS_GC_INTERVAL=1s")
-	w.agent("", "NIMBUS_AGENT_NETWORK=host")
+	w := newWorld(t, "NIMBUS_STORAGE_QUOTA=16MiB", "NIMBUS_GC_INTERVAL=1s",
+		"NIMBUS_BUILTIN_AGENT=true", "NIMBUS_AGENT_EXECUTOR=docker", "DOCKER_HOST="+testenv.DockerHost(t))
 	raw, err := os.ReadFile(cli)
 	if err != nil {
 		t.Fatal(err)

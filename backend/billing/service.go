@@ -244,8 +244,8 @@ func (s *Service) admit(db *gorm.DB, a *Account, pb *PipelineBilling, at time.Ti
 		}
 	}
 	if !covered {
-		return 0, 0, fmt.Errorf("%w: its first %s window costs %s %s, the balance is %s", ErrInsufficientBalance,
-			s.cfg.FreezeInterval, money.Display(), a.Currency, a.Balance.Display())
+		return 0, 0, fmt.Errorf("%w: its first %s window costs %s %s, the balance is %s %s", ErrInsufficientBalance,
+			s.cfg.FreezeInterval, money.Display(), a.Currency, a.Balance.Display(), a.Currency)
 	}
 	return fromQuota, money, nil
 }

@@ -22,5 +22,7 @@ describe('workspaces', () => {
     expect(idleText({ ...w, connections: null }, now).text).toBe('agent unreachable')
     expect(idleText({ ...w, state: 'stopped', connections: 1 }, now).text).toBe('—')
     expect(lifetimeText({ ...w, lifetime_deadline: '2026-01-01T04:00:00Z' }, now)).toMatch(/\(in 4h 00m\)$/)
+    // With its zone, never a bare local time.
+    expect(lifetimeText({ ...w, lifetime_deadline: '2026-01-01T04:00:00Z' }, now, { locale: 'en-US', timeZone: 'UTC' })).toBe('Jan 1, 2026, 4:00 AM UTC (in 4h 00m)')
   })
 })

@@ -6,6 +6,7 @@
 // api-schema.ts (`npm run gen:api`), as types.ts does, so they cannot drift from the document.
 import type { components } from './api-schema'
 import { BASE, seg } from './api'
+import { dateTime, type Zone } from './format'
 
 type S = components['schemas']
 
@@ -87,9 +88,11 @@ export function idleText(w: Workspace, now: number): { text: string; kind: 'coun
 }
 
 /** The lifetime cap: when, and how long until then while the workspace runs. */
-export function lifetimeText(w: Workspace, now: number): string {
+export function lifetimeText(w: Workspace, now: number, z: Zone = {}): string {
   if (!w.lifetime_deadline) return '—'
-  const at = new Date(w.lifetime_deadline).toLocaleString()
+  // With its zone, as every time on the dashboard (format.dateTime): a bare local time read
+  // as the server's.
+  const at = dateTime(w.lifetime_deadline, z)
   if (isEnded(w)) return at
   const left = Date.parse(w.lifetime_deadline) - now
   return left > 0 ? `${at} (in ${countdown(left)})` : `${at} (reached)`

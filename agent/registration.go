@@ -38,22 +38,15 @@ func (a *Agent) registration(ctx context.Context, api *client.Client, force bool
 		}
 		if saved != nil && saved.Server == a.cfg.ServerURL && saved.Token != "" {
 			a.log.Info("using the saved registration", "server_agent_id", saved.AgentID)
+			a.restateFacts(ctx, api.WithToken(saved.Token))
 			return withDefaults(saved.RegisterResponse), nil
 		}
 	}
 	if a.cfg.Token == "" {
 		return protocol.RegisterResponse{}, errNoToken
 	}
-	name := a.cfg.Name
-	if name == "" {
-		name, _ = os.Hostname()
-	}
-	mem := a.cfg.MemoryBytes
-	if mem == 0 {
-		mem = hostMemory()
-	}
-	req := protocol.RegisterRequest{Name: name, Version: a.cfg.Version, Tags: a.tags, CPUs: a.cfg.CPUs,
-		MemoryBytes: mem, GPUs: a.gpus, Concurrency: a.concurrency(), Executor: a.exec.Name(), Host: a.host}
+	req := a.facts()
+	name := req.Name
 	for {
 		resp, err := api.Register(ctx, a.cfg.Token, req)
 		if err == nil {
@@ -75,6 +68,37 @@ func (a *Agent) registration(ctx context.Context, api *client.Client, force bool
 		if !pause(ctx, 10*time.Second) {
 			return protocol.RegisterResponse{}, ctx.Err()
 		}
+	}
+}
+
+// facts are what the agent tells the server it is, at registration and at every start.
+func (a *Agent) facts() protocol.RegisterRequest {
+	name := a.cfg.Name
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	mem := a.cfg.MemoryBytes
+	if mem == 0 {
+		mem = hostMemory()
+	}
+	return protocol.RegisterRequest{Name: name, Version: a.cfg.Version, Tags: a.tags, CPUs: a.cfg.CPUs,
+		MemoryBytes: mem, GPUs: a.gpus, Concurrency: a.concurrency(), Executor: a.exec.Name(), Host: a.host}
+}
+
+// restateFacts tells the server what this agent is now, under a saved registration: the
+// executor, cores, GPUs and tags of the host as it starts today, not as it registered. A
+// failure is logged and the agent goes on: a revoked token shows at the first poll, which
+// registers again.
+func (a *Agent) restateFacts(ctx context.Context, api *client.Client) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := api.Facts(ctx, a.facts())
+	if err != nil {
+		a.log.Warn("could not update this agent's facts on the server; it shows what it was at its last start", "err", err)
+		return
+	}
+	if len(resp.IgnoredTags) > 0 {
+		a.log.Warn("the server ignores some of this agent's tags: it will not run their pipelines", "tags", strings.Join(resp.IgnoredTags, " "))
 	}
 }
 

@@ -119,6 +119,12 @@ func TestNewcomerPathInChromium(t *testing.T) {
 	if got := b.text("h1 .badge"); !strings.Contains(strings.ToLower(got), "waiting") {
 		t.Errorf("the build's badge says %q, want waiting", got)
 	}
+	// Every card and its blocker text are within the page's width: the cards wrap, nothing
+	// is cut off to the right (a strip that scrolled sideways hid the GPU card at 1366 px).
+	if over, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`[...document.querySelectorAll('article.pipeline, article.pipeline .blockers')]
+		.filter(e => e.getBoundingClientRect().right > document.documentElement.clientWidth + 1).map(e => e.getAttribute('aria-label') || e.className).join(', ')`)); err != nil || over != "" {
+		t.Errorf("past the page's right edge: %q (%v)", over, err)
+	}
 	b.shot("newcomer-gpu-waiting")
 
 	// Top up → Billing: no payments here, so it names who grants credit; the prices are there.

@@ -34,6 +34,21 @@ func (c *Client) Control(ctx context.Context, req protocol.ControlRequest) (prot
 	return resp, nil
 }
 
+// Facts restates the agent's facts under its registration (protocol.PathFacts). It is sent
+// once, without retries: a server that is away must not hold up the agent's start.
+func (c *Client) Facts(ctx context.Context, req protocol.RegisterRequest) (protocol.FactsResponse, error) {
+	var resp protocol.FactsResponse
+	body, err := jsonBody(req)
+	if err != nil {
+		return resp, err
+	}
+	if _, err := c.once(ctx, request{method: http.MethodPost, path: protocol.PathFacts, body: body,
+		contentType: "application/json", out: &resp}); err != nil {
+		return resp, fmt.Errorf("facts: %w", err)
+	}
+	return resp, nil
+}
+
 // Deregister tells the server the agent is stopping, so it counts as offline at once. It is
 // sent once, without retries: a stopping agent does not wait for a server that is away (it is
 // then marked offline one lease TTL after it was last heard from).

@@ -36,6 +36,7 @@ var clientCalls = map[string]struct {
 	"Import":         {why: "the URL names the file the server reads for the job"},
 	"ChildBuild":     {why: "names a build by the slug and number the server answered"},
 	"Register":       {why: "the agent's own facts"},
+	"Facts":          {why: "the agent's own facts, restated at its start"},
 	"Poll":           {why: "the agent's own capacity"},
 	"Control":        {why: "lease ids"},
 	"Renew":          {why: "a lease id"},

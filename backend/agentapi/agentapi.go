@@ -35,6 +35,7 @@ import (
 type Dispatch interface {
 	AgentByToken(ctx context.Context, token string) (*scheduler.Agent, error)
 	Register(ctx context.Context, registrationToken string, req protocol.RegisterRequest) (*protocol.RegisterResponse, error)
+	UpdateFacts(ctx context.Context, a *scheduler.Agent, req protocol.RegisterRequest) ([]string, error)
 	Poll(ctx context.Context, a *scheduler.Agent, req protocol.PollRequest, draining <-chan struct{}) (*protocol.Lease, error)
 	Control(ctx context.Context, a *scheduler.Agent, req protocol.ControlRequest, draining <-chan struct{}) (*protocol.ControlResponse, error)
 	Deregister(ctx context.Context, a *scheduler.Agent) error

@@ -22,6 +22,7 @@ const MaxLogChunk = 4 << 20
 func (h *Handler) Routes(root *gin.Engine, _ *gin.RouterGroup) {
 	agentAPI := api.NewRoutes(root.Group("/api/v1/agent"), h.log)
 	agentAPI.POST("/register", h.register)
+	agentAPI.POST("/facts", h.authAgent, h.facts)
 	agentAPI.POST("/poll", h.authAgent, h.poll)
 	agentAPI.POST("/leases/:lease/renew", h.authAgent, h.renew)
 	agentAPI.POST("/leases/:lease/events", h.authAgent, h.event)
@@ -71,6 +72,19 @@ func (h *Handler) register(c *gin.Context) error {
 		return err
 	}
 	return api.JSON(c, http.StatusCreated, resp)
+}
+
+// facts is POST /agent/facts: a registered agent's facts at its start (scheduler.UpdateFacts).
+func (h *Handler) facts(c *gin.Context) error {
+	var req protocol.RegisterRequest
+	if err := api.BindLenient(c, &req); err != nil {
+		return err
+	}
+	ignored, err := h.cfg.Dispatch.UpdateFacts(c.Request.Context(), agentOf(c), req)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, protocol.FactsResponse{IgnoredTags: ignored})
 }
 
 func (h *Handler) poll(c *gin.Context) error {

@@ -658,6 +658,8 @@ var mxMatrix = []mxRow{
 	//  anon | rep dev adm own bil | out | nosc ro | dep job
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/register").
 		note("needs the registration token").body(mxAgentRegistration("intruder")).agent(401),
+	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/facts").
+		body(mxAgentRegistration("matrix-agent")).agent(200),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/poll").
 		body(protocol.PollRequest{FreeCPUs: 64}).agent(200).prep(mxQueueWork),
 	mx("401 | 401 401 401 401 401 | 401 | 401 401 | 401 401", "POST", "/api/v1/agent/control").

@@ -764,6 +764,16 @@ var mxBadAgentEndpoints = []mxBadEndpoint{
 			{Name: "tags as a string", Body: map[string]any{"name": "a", "tags": "cnb:arch:amd64", "cpus": 4, "concurrency": 1}, Want: 400},
 			{Name: "valid, without the registration token", As: "anon", Body: map[string]any{"name": "a", "tags": []string{"cnb:arch:amd64"}, "cpus": 4, "concurrency": 1}, Want: 401},
 		}},
+	// The facts of a registered agent: the checks of registration.
+	{Method: "POST", Path: "/api/v1/agent/facts", JSON: true, As: "agent-token",
+		Valid: mxAgentRegistration("matrix-agent"),
+		Cases: []mxBad{
+			{Name: "no tags", Body: map[string]any{"name": "matrix-agent", "tags": []string{}, "cpus": 4, "concurrency": 1}, Want: 422},
+			{Name: "no class named", Body: map[string]any{"name": "matrix-agent", "tags": []string{"nowhere"}, "cpus": 4, "concurrency": 1}, Want: 422, Field: "tags"},
+			{Name: "no cpus", Body: map[string]any{"name": "matrix-agent", "tags": []string{"cnb:arch:amd64"}, "cpus": 0, "concurrency": 1}, Want: 422},
+			{Name: "cpus as a string", Body: map[string]any{"name": "matrix-agent", "tags": []string{"cnb:arch:amd64"}, "cpus": "4", "concurrency": 1}, Want: 400},
+			{Name: "without the agent token", As: "anon", Body: mxAgentRegistration("matrix-agent"), Want: 401},
+		}},
 	// Only input that fails before the long-poll: a poll that is accepted waits for work.
 	{Method: "POST", Path: "/api/v1/agent/poll", JSON: true, As: "agent-token",
 		Valid: map[string]any{"freeCpus": 64},

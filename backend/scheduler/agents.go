@@ -34,22 +34,9 @@ func (s *Service) Register(ctx context.Context, registrationToken string, req pr
 	} else if s.cfg.RegistrationToken == "" || subtle.ConstantTimeCompare([]byte(registrationToken), []byte(s.cfg.RegistrationToken)) != 1 {
 		return nil, fault.Unauthenticated("invalid registration token")
 	}
-	if len(req.Tags) == 0 || req.CPUs < 1 || req.Concurrency < 1 || len(req.Name) > 200 {
-		return nil, fault.Invalid("", "an agent needs tags, cpus ≥ 1, concurrency ≥ 1 and a name of at most 200 characters")
-	}
-	for _, t := range req.Tags {
-		if t == "" || len(t) > 100 || strings.ContainsAny(t, " \t\r\n") {
-			return nil, fault.Invalid("tags", "tag %q: a tag is 1–100 characters without spaces", t)
-		}
-	}
-	tags, ignored := req.Tags, []string(nil)
-	if team != nil {
-		tags, ignored = s.teamTags(req.Tags)
-		if len(tags) == 0 {
-			return nil, fault.Invalid("tags", "a team runner needs a tag outside the cnb: namespace (this installation lets team runners serve %s)", s.allowedCNBTags())
-		}
-	} else if len(s.in.classes.servedBy(req.Tags)) == 0 {
-		return nil, fault.Invalid("tags", "none of the tags %v names a runner class", req.Tags)
+	tags, ignored, err := s.checkFacts(req, team != nil)
+	if err != nil {
+		return nil, err
 	}
 	token, err := auth.NewToken(auth.PrefixAgent)
 	if err != nil {
@@ -84,6 +71,51 @@ func (s *Service) Register(ctx context.Context, registrationToken string, req pr
 		HeartbeatInterval: protocol.Duration(s.cfg.HeartbeatInterval), PollTimeout: protocol.Duration(s.cfg.PollTimeout),
 		LogFlushInterval: protocol.Duration(s.cfg.LogFlushInterval), LeaseTTL: protocol.Duration(s.cfg.LeaseTTL),
 		IgnoredTags: ignored}, nil
+}
+
+// checkFacts validates what an agent says it is, and returns the tags it will serve (a team
+// runner's cnb: tags the installation does not let team runners serve are ignored).
+func (s *Service) checkFacts(req protocol.RegisterRequest, team bool) (tags, ignored []string, err error) {
+	if len(req.Tags) == 0 || req.CPUs < 1 || req.Concurrency < 1 || len(req.Name) > 200 {
+		return nil, nil, fault.Invalid("", "an agent needs tags, cpus ≥ 1, concurrency ≥ 1 and a name of at most 200 characters")
+	}
+	for _, t := range req.Tags {
+		if t == "" || len(t) > 100 || strings.ContainsAny(t, " \t\r\n") {
+			return nil, nil, fault.Invalid("tags", "tag %q: a tag is 1–100 characters without spaces", t)
+		}
+	}
+	tags = req.Tags
+	if team {
+		tags, ignored = s.teamTags(req.Tags)
+		if len(tags) == 0 {
+			return nil, nil, fault.Invalid("tags", "a team runner needs a tag outside the cnb: namespace (this installation lets team runners serve %s)", s.allowedCNBTags())
+		}
+	} else if len(s.in.classes.servedBy(req.Tags)) == 0 {
+		return nil, nil, fault.Invalid("tags", "none of the tags %v names a runner class", req.Tags)
+	}
+	return tags, ignored, nil
+}
+
+// UpdateFacts records what a registered agent says it is at its start (name, version, tags,
+// executor, cores, memory, GPUs, concurrency, host): an agent registers once, and the admin
+// Agents page showed what the host was then ("shell" after Docker was installed, the cores
+// of another configuration). It answers the tags ignored, as Register does.
+func (s *Service) UpdateFacts(ctx context.Context, a *Agent, req protocol.RegisterRequest) ([]string, error) {
+	tags, ignored, err := s.checkFacts(req, a.OrgID != nil)
+	if err != nil {
+		return nil, err
+	}
+	gpus, _ := json.Marshal(req.GPUs)
+	host, _ := json.Marshal(req.Host)
+	set := map[string]any{"name": req.Name, "version": req.Version, "tags": strings.Join(tags, " "), "executor": req.Executor,
+		"cpus": req.CPUs, "memory_bytes": req.MemoryBytes, "gpus": string(gpus), "host": string(host), "concurrency": req.Concurrency,
+		"last_seen_at": s.clock.Now().UTC()}
+	if err := s.db.WithContext(ctx).Model(&Agent{}).Where("id = ?", a.ID).Updates(set).Error; err != nil {
+		return nil, err
+	}
+	s.log.InfoContext(ctx, "agent facts updated", "agent", a.ID, "name", req.Name, "executor", req.Executor, "cpus", req.CPUs,
+		"gpus", len(req.GPUs), "tags", strings.Join(tags, " "))
+	return ignored, nil
 }
 
 // AgentByToken authenticates an agent token.

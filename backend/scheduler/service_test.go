@@ -20,6 +20,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/build"
 	"github.com/nimbus-build/nimbus/backend/build/buildtest"
 	"github.com/nimbus-build/nimbus/backend/clock"
+	"github.com/nimbus-build/nimbus/backend/fault"
 	"github.com/nimbus-build/nimbus/backend/git"
 	"github.com/nimbus-build/nimbus/backend/org"
 	"github.com/nimbus-build/nimbus/backend/redisconn"
@@ -631,6 +632,35 @@ main:
 		want := []string{"copy-on-write=" + UntrustedCacheGroup(7, ""), "read-only=" + UntrustedCacheGroup(7, "main"), "data="}
 		if !slices.Equal(groups, want) {
 			t.Errorf("volumes %q, want %q", groups, want)
+		}
+	})
+}
+
+// An agent restates its facts at each start: the list shows the host as it runs now (it
+// registered as "shell" with 64 cores; Docker was installed and the cores set to the host's).
+func TestAgentFactsUpdateTheList(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+		ctx := context.Background()
+		a := f.agent("builder", 64)
+		facts := protocol.RegisterRequest{Name: "builder", Version: "v2", Tags: []string{"cnb:arch:amd64"}, CPUs: 2, Concurrency: 2,
+			Executor: "docker", MemoryBytes: 8 << 30}
+		if ignored, err := f.sched.UpdateFacts(ctx, a, facts); err != nil || len(ignored) != 0 {
+			t.Fatalf("update facts: %v %v", ignored, err)
+		}
+		list, err := f.sched.Agents(ctx)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("agents: %+v %v", list, err)
+		}
+		if got := list[0]; got.Executor != "docker" || got.CPUs != 2 || got.Version != "v2" || got.Concurrency != 2 || got.MemoryBytes != 8<<30 {
+			t.Fatalf("after the facts: %+v", got)
+		}
+		// The checks of registration hold: tags that name no class are refused, nothing changes.
+		if _, err := f.sched.UpdateFacts(ctx, a, protocol.RegisterRequest{Name: "builder", Tags: []string{"nowhere"}, CPUs: 2, Concurrency: 2}); fault.KindOf(err) != fault.KindInvalid {
+			t.Fatalf("facts naming no class: %v", err)
+		}
+		if list, _ := f.sched.Agents(ctx); list[0].Tags[0] != "cnb:arch:amd64" {
+			t.Fatalf("a refused update changed the tags: %+v", list[0])
 		}
 	})
 }

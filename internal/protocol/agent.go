@@ -60,7 +60,10 @@ import (
 
 // API paths.
 const (
-	PathRegister   = "/api/v1/agent/register"
+	PathRegister = "/api/v1/agent/register"
+	// PathFacts is where a registered agent restates what it is (a RegisterRequest) each time
+	// it starts: executor, cores, memory, GPUs, tags and version change with the host.
+	PathFacts      = "/api/v1/agent/facts"
 	PathPoll       = "/api/v1/agent/poll"
 	PathControl    = "/api/v1/agent/control"
 	PathDeregister = "/api/v1/agent/deregister"
@@ -102,6 +105,11 @@ type RegisterRequest struct {
 	Concurrency int       `json:"concurrency"`
 	Executor    string    `json:"executor"`
 	Host        HostFacts `json:"host,omitzero"`
+}
+
+// FactsResponse answers PathFacts: the tags the server ignores, as RegisterResponse's.
+type FactsResponse struct {
+	IgnoredTags []string `json:"ignoredTags,omitempty"`
 }
 
 // RegisterResponse gives the agent its identity and the intervals it must use, so the fleet can be

@@ -2112,6 +2112,19 @@ export interface paths {
      */
     post: operations["agentRegister"];
   };
+  "/agent/facts": {
+    /**
+     * Restate what a registered agent is
+     * @description A registered agent sends, at each start, the same announcement it registered with
+     * (`RegisterRequest`): its name, version, tags, executor, cores, memory, GPUs,
+     * concurrency and host, as they are now. The server keeps them, so the admin Agents page
+     * shows the host as it runs today (an agent registers once; Docker installed since, or
+     * other `--cpus`, used to stay unseen). The same checks as registration (a 422); a team
+     * runner's tags are filtered as at its registration, and the ignored ones are answered.
+     * Needs the agent token (`nba_…`).
+     */
+    post: operations["agentFacts"];
+  };
   "/agent/poll": {
     /**
      * Long-poll for a pipeline to run
@@ -9942,6 +9955,39 @@ export interface operations {
       201: {
         content: {
           "application/json": components["schemas"]["RegisterResponse"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Restate what a registered agent is
+   * @description A registered agent sends, at each start, the same announcement it registered with
+   * (`RegisterRequest`): its name, version, tags, executor, cores, memory, GPUs,
+   * concurrency and host, as they are now. The server keeps them, so the admin Agents page
+   * shows the host as it runs today (an agent registers once; Docker installed since, or
+   * other `--cpus`, used to stay unseen). The same checks as registration (a 422); a team
+   * runner's tags are filtered as at its registration, and the ignored ones are answered.
+   * Needs the agent token (`nba_…`).
+   */
+  agentFacts: {
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["RegisterRequest"];
+      };
+    };
+    responses: {
+      /** @description Recorded. */
+      200: {
+        content: {
+          "application/json": {
+            /** @description The tags the server ignores (a team runner's `cnb:` tags it may not serve). */
+            ignoredTags?: string[];
+          };
         };
       };
       400: components["responses"]["BadRequest"];

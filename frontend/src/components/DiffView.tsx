@@ -1,14 +1,9 @@
 import { type ReactNode } from 'react'
 import type { CodeFile } from '../lib/types'
 import { highlightLines } from '../lib/highlight'
+import { diffSign, type DiffLine } from '../lib/linediff'
 
-/** One line of a unified diff, with its numbers in the old and new file. */
-export interface DiffLine {
-  kind: 'hunk' | 'add' | 'del' | 'ctx' | 'note'
-  text: string
-  oldNo?: number
-  newNo?: number
-}
+export type { DiffLine }
 
 /** Parses a file's unified patch (from its first "@@") into numbered lines. */
 export function parsePatch(patch: string): DiffLine[] {
@@ -34,7 +29,34 @@ export function parsePatch(patch: string): DiffLine[] {
   return out
 }
 
-const sign = { add: '+', del: '-', ctx: ' ', hunk: '', note: '' }
+/**
+ * Diff lines as a table, highlighted as the file at path would be. With lineAction, a new-side
+ * line (added or context) gets a button, for a line comment; below renders what goes under a line
+ * (its comments).
+ */
+export function DiffLines({
+  lines,
+  path,
+  lineAction,
+  below,
+}: {
+  lines: DiffLine[]
+  path: string
+  lineAction?: (line: number) => void
+  below?: (line: number) => ReactNode
+}) {
+  // Highlighting needs whole text: each side's lines, highlighted as one file would be.
+  const hl = highlightLines(lines.map((l) => l.text).join('\n'), path)
+  return (
+    <table className="diff">
+      <tbody>
+        {lines.map((l, i) => (
+          <DiffRow key={i} l={l} html={hl[i] ?? ''} lineAction={lineAction} below={below} />
+        ))}
+      </tbody>
+    </table>
+  )
+}
 
 /**
  * A file of a diff: its header (status, counts) and its lines, highlighted. With lineAction, a
@@ -51,8 +73,6 @@ export function DiffFile({
   below?: (line: number) => ReactNode
 }) {
   const lines = parsePatch(file.patch)
-  // Highlighting needs whole text: each side's lines, highlighted as one file would be.
-  const hl = highlightLines(lines.map((l) => l.text).join('\n'), file.path)
   return (
     <section className="difffile" aria-label={`Changes to ${file.path}`}>
       <header>
@@ -66,13 +86,7 @@ export function DiffFile({
       ) : lines.length === 0 ? (
         <p className="muted">No content changes.</p>
       ) : (
-        <table className="diff">
-          <tbody>
-            {lines.map((l, i) => (
-              <DiffRow key={i} l={l} html={hl[i] ?? ''} lineAction={lineAction} below={below} />
-            ))}
-          </tbody>
-        </table>
+        <DiffLines lines={lines} path={file.path} lineAction={lineAction} below={below} />
       )}
     </section>
   )
@@ -101,7 +115,7 @@ function DiffRow({ l, html, lineAction, below }: { l: DiffLine; html: string; li
           )}
         </td>
         <td className="code">
-          <span className="sign">{sign[l.kind]}</span>
+          <span className="sign">{diffSign[l.kind]}</span>
           <span dangerouslySetInnerHTML={{ __html: html }} />
         </td>
       </tr>

@@ -1,9 +1,10 @@
 import { memo, useCallback, useEffect, useLayoutEffect, useMemo, useRef, useState } from 'react'
+import { flushSync } from 'react-dom'
 import { markMatches, parseAnsi, plainText, spanProps } from '../lib/ansi'
 import { endpoints } from '../lib/endpoints'
 import { LogBuffer, timeAt, type Mark } from '../lib/logbuffer'
 import { clockTime, zoneName } from '../lib/format'
-import { atBottom, rowTop, scrollTopFor, totalHeight, visibleRange, type Viewport } from '../lib/virtual'
+import { RowHeights, atBottom, contentTop, rowTop, rowsOf, scrollTopAt, scrollTopFor, totalHeight, visibleRange, type Viewport } from '../lib/virtual'
 
 export const ROW_HEIGHT = 20
 
@@ -185,6 +186,44 @@ function lineFromHash(hash: string): number | null {
   return m ? Number(m[1]) : null
 }
 
+/** A wrapped line's height before it is drawn: its visible characters over the columns a row holds. */
+export function estimateHeight(line: string, cols: number): number {
+  if (cols <= 0 || line.length <= cols) return ROW_HEIGHT
+  return ROW_HEIGHT * Math.max(1, Math.ceil(plainText(line).length / cols))
+}
+
+/**
+ * The heights of a buffer's wrapped lines at one width: estimated from their length, then, once
+ * drawn, as measured. A new width starts over (every line wraps anew).
+ */
+class WrappedRows {
+  readonly buffer: LogBuffer
+  readonly cols: number
+  rows: RowHeights
+  private tailLength = 0
+  constructor(buffer: LogBuffer, cols: number, count: number) {
+    this.buffer = buffer
+    this.cols = cols
+    const hs = new Float64Array(count)
+    for (let i = 0; i < count; i++) hs[i] = estimateHeight(buffer.lines[i], cols)
+    this.rows = RowHeights.of(hs)
+    if (count > 0) this.tailLength = buffer.lines[count - 1].length
+  }
+
+  /** Catches up with the buffer's new lines. */
+  sync(count: number): void {
+    const r = this.rows
+    const lines = this.buffer.lines
+    // A chunk that ended mid-line left the last row shorter than the line is now.
+    if (r.count > 0 && lines[r.count - 1].length !== this.tailLength) r.set(r.count - 1, estimateHeight(lines[r.count - 1], this.cols))
+    for (let i = r.count; i < count; i++) r.push(estimateHeight(lines[i], this.cols))
+    if (r.count > 0) this.tailLength = lines[r.count - 1].length
+  }
+}
+
+/** Where the view stood: row line's top was screen px below the viewport's top. */
+type Anchor = { model: unknown; line: number; screen: number }
+
 export interface LogLinesProps {
   buffer: LogBuffer
   version: number
@@ -196,37 +235,83 @@ export interface LogLinesProps {
   height?: number // viewport height when it cannot be measured (tests)
   /** When set, each line shows this time (timestamps on). */
   timeOf?: (line: number) => string
+  /** Long lines wrap: rows take the height their text needs. */
+  wrap?: boolean
 }
 
 /** The virtualized lines: only those in view (and a few around) are in the DOM. */
-export function LogLines({ buffer, version, follow, onFollowChange, query, matches, current, height = 600, timeOf }: LogLinesProps) {
+export function LogLines({ buffer, version, follow, onFollowChange, query, matches, current, height = 600, timeOf, wrap = false }: LogLinesProps) {
   const ref = useRef<HTMLDivElement>(null)
+  const probe = useRef<HTMLSpanElement>(null)
   const [scrollTop, setScrollTop] = useState(0)
   const [vh, setVh] = useState(height)
+  const [width, setWidth] = useState(0)
+  const [charWidth, setCharWidth] = useState(0)
+  // Bumped when drawn rows turned out taller or shorter than laid out.
+  const [measured, setMeasured] = useState(0)
   const [selected, setSelected] = useState<number | null>(() => lineFromHash(location.hash))
   const pendingJump = useRef<number | null>(selected)
+  // Bumped when the URL's #L… changes, so the jump happens without waiting for new lines.
+  const [hashJumps, setHashJumps] = useState(0)
+  // The row the user went to (a linked line, a search match): it stays put while the rows
+  // around it are measured, until the user scrolls.
+  const focus = useRef<number | null>(null)
+  const anchor = useRef<Anchor | null>(null)
+  // The scroll position this component set last, to tell the user's scrolling from its own.
+  const own = useRef(-1)
   const count = buffer.count
-  const v: Viewport = { count, rowHeight: ROW_HEIGHT, height: vh }
+  const digits = String(Math.max(count, 1)).length
+  // The characters a wrapped row holds: the width less the number, the timestamp and the padding.
+  const cols = wrap && width > 0 && charWidth > 0 ? Math.max(1, Math.floor(width / charWidth) - (digits + 1) - 2 - (timeOf ? 9 : 0)) : 0
+  const wrapped = useRef<WrappedRows | null>(null)
+  let rows: RowHeights | undefined
+  if (wrap) {
+    if (!wrapped.current || wrapped.current.buffer !== buffer || wrapped.current.cols !== cols) wrapped.current = new WrappedRows(buffer, cols, count)
+    wrapped.current.sync(count)
+    rows = wrapped.current.rows
+  } else wrapped.current = null
+  const v: Viewport = { count, rowHeight: ROW_HEIGHT, height: vh, rows }
+  // What the rows' layout is: when it changes under the view, the view keeps its place.
+  const model = rows ? `${measured}` : 'fixed'
+  const modelKey = useMemo(() => ({ rows, model }), [rows, model])
   const matchSet = useMemo(() => new Set(matches), [matches])
   useLayoutEffect(() => {
     const el = ref.current
     if (!el) return
-    const measure = () => setVh(el.clientHeight || height)
+    const measure = () => {
+      setVh(el.clientHeight || height)
+      setWidth(el.clientWidth)
+      if (probe.current) setCharWidth(probe.current.getBoundingClientRect().width / 10)
+    }
     measure()
     if (typeof ResizeObserver === 'undefined') return
-    const ro = new ResizeObserver(measure)
+    // Rendered before the browser paints the new size: rows laid out for the old width would
+    // overlap for a frame.
+    const ro = new ResizeObserver(() => flushSync(measure))
     ro.observe(el)
+    // The probe resizes when the log's font arrives.
+    if (probe.current) ro.observe(probe.current)
     return () => ro.disconnect()
-  }, [height])
+  }, [height, wrap])
   const scrollTo = useCallback((top: number) => {
     const el = ref.current
     if (!el) return
     el.scrollTop = top
+    own.current = el.scrollTop
     setScrollTop(el.scrollTop)
   }, [])
+  // The layout changed (lines measured, wrapping turned on or off, a new width): the row that
+  // was at the top, or the one the user went to, stays where it was on screen.
+  useLayoutEffect(() => {
+    const a = anchor.current
+    if (!a || a.model === modelKey || follow || pendingJump.current !== null || a.line >= count) return
+    scrollTo(scrollTopAt(v, rowsOf(v).offset(a.line) - a.screen))
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [modelKey])
   // New lines: follow the end, or jump to the linked line once it exists.
   useLayoutEffect(() => {
     if (pendingJump.current !== null && pendingJump.current <= count) {
+      focus.current = pendingJump.current - 1
       scrollTo(scrollTopFor(v, pendingJump.current - 1))
       pendingJump.current = null
       onFollowChange(false)
@@ -234,12 +319,13 @@ export function LogLines({ buffer, version, follow, onFollowChange, query, match
     }
     if (follow) scrollTo(totalHeight(v))
     // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [version, follow, count, vh])
+  }, [version, follow, count, vh, modelKey, hashJumps])
   useEffect(() => {
     const onHash = () => {
       const n = lineFromHash(location.hash)
       setSelected(n)
       pendingJump.current = n
+      setHashJumps((j) => j + 1)
     }
     window.addEventListener('hashchange', onHash)
     return () => window.removeEventListener('hashchange', onHash)
@@ -247,13 +333,34 @@ export function LogLines({ buffer, version, follow, onFollowChange, query, match
   useEffect(() => {
     if (current >= 0 && matches[current] !== undefined) {
       onFollowChange(false)
+      focus.current = matches[current]
       scrollTo(scrollTopFor(v, matches[current]))
     }
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [current, matches])
+  // After every render: measure the drawn rows (wrapped, they take the height their text needs)
+  // and note where the view stands, for the next change of layout.
+  useLayoutEffect(() => {
+    const el = ref.current
+    if (!el || count === 0) return
+    const y = contentTop(v, el.scrollTop)
+    const r = rowsOf(v)
+    const line = focus.current !== null && focus.current < count ? focus.current : r.indexAt(y)
+    anchor.current = { model: modelKey, line, screen: r.offset(line) - y }
+    if (!rows) return
+    let changed = false
+    for (const node of el.querySelectorAll<HTMLElement>('.ln')) {
+      const i = Number(node.dataset.line) - 1
+      const h = node.offsetHeight
+      // jsdom lays nothing out: 0 is no measurement.
+      if (h > 0 && i < rows.count && rows.set(i, h) !== 0) changed = true
+    }
+    if (changed) setMeasured((m) => m + 1)
+  })
   const onScroll = () => {
     const el = ref.current
     if (!el) return
+    if (Math.abs(el.scrollTop - own.current) > 1) focus.current = null
     setScrollTop(el.scrollTop)
     const bottom = atBottom(v, el.scrollTop, ROW_HEIGHT)
     if (follow && !bottom) onFollowChange(false)
@@ -267,10 +374,10 @@ export function LogLines({ buffer, version, follow, onFollowChange, query, match
     setSelected(n)
   }
   const { start, end } = visibleRange(v, scrollTop)
-  const rows = []
+  const lines = []
   const currentLine = current >= 0 ? matches[current] : -1
   for (let i = start; i < end; i++) {
-    rows.push(
+    lines.push(
       <Line
         key={i}
         n={i + 1}
@@ -283,11 +390,10 @@ export function LogLines({ buffer, version, follow, onFollowChange, query, match
       />,
     )
   }
-  const digits = String(Math.max(count, 1)).length
   return (
     <div
       ref={ref}
-      className={timeOf ? 'logview timed' : 'logview'}
+      className={`logview${timeOf ? ' timed' : ''}${wrap ? ' wrap' : ''}`}
       role="region"
       aria-label="Job log"
       tabIndex={0}
@@ -296,14 +402,38 @@ export function LogLines({ buffer, version, follow, onFollowChange, query, match
       style={{ ['--digits' as string]: `${digits + 1}ch` }}
       data-lines={count}
     >
+      {wrap && (
+        <span ref={probe} className="charprobe" aria-hidden="true">
+          0000000000
+        </span>
+      )}
       <div className="logspace" style={{ height: totalHeight(v) }}>
-        {rows}
+        {lines}
       </div>
     </div>
   )
 }
 
-/** The log with its toolbar: search, follow mode, raw download. */
+/** Where the log's "Wrap lines" choice is kept: it holds for every log the user opens. */
+export const WRAP_KEY = 'nimbus.log.wrap'
+
+function readWrap(): boolean {
+  try {
+    return localStorage.getItem(WRAP_KEY) !== 'false'
+  } catch {
+    return true // storage disabled: the default
+  }
+}
+
+function writeWrap(on: boolean) {
+  try {
+    localStorage.setItem(WRAP_KEY, String(on))
+  } catch {
+    // storage disabled or full: the choice lasts for this page
+  }
+}
+
+/** The log with its toolbar: search, follow mode, wrapping, raw download. */
 export function LogView({ jobId, title, onProgress }: { jobId: number; title?: string; onProgress?: (state: LogState, lines: number) => void }) {
   const { buffer, version, state, error } = useJobLog(jobId)
   const lines = buffer.count
@@ -312,6 +442,11 @@ export function LogView({ jobId, title, onProgress }: { jobId: number; title?: s
   const [follow, setFollow] = useState(() => !/^#L\d+$/.test(location.hash))
   const [query, setQuery] = useState('')
   const [timestamps, setTimestamps] = useState(false)
+  const [wrap, setWrap] = useState(readWrap)
+  const onWrap = (on: boolean) => {
+    setWrap(on)
+    writeWrap(on)
+  }
   const marks = useLogTimes(jobId, timestamps, state)
   const timeOf = useMemo(
     () =>
@@ -378,6 +513,9 @@ export function LogView({ jobId, title, onProgress }: { jobId: number; title?: s
         <label className="check" title="When the server received each line">
           <input type="checkbox" name="timestamps" checked={timestamps} onChange={(e) => setTimestamps(e.target.checked)} /> Timestamps{timestamps ? ` (${zoneName()})` : ''}
         </label>
+        <label className="check" title="Long lines continue on the next row instead of past the right edge">
+          <input type="checkbox" name="wrap" checked={wrap} onChange={(e) => onWrap(e.target.checked)} /> Wrap lines
+        </label>
         <a className="button secondary small" href={endpoints.jobs.logUrl(jobId)} download={`job-${jobId}.log`}>
           Raw log
         </a>
@@ -393,7 +531,7 @@ export function LogView({ jobId, title, onProgress }: { jobId: number; title?: s
       {state !== 'loading' && buffer.count === 0 ? (
         <div className="empty">{state === 'live' ? 'Waiting for output…' : 'This job wrote nothing.'}</div>
       ) : (
-        <LogLines buffer={buffer} version={version} follow={follow} onFollowChange={setFollow} query={query} matches={matches} current={current} timeOf={timeOf} />
+        <LogLines buffer={buffer} version={version} follow={follow} onFollowChange={setFollow} query={query} matches={matches} current={current} timeOf={timeOf} wrap={wrap} />
       )}
     </section>
   )

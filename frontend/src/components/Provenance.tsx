@@ -1,4 +1,4 @@
-import { useState } from 'react'
+import { Fragment, Suspense, lazy, useState } from 'react'
 import { Link } from 'react-router'
 import { useQuery } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
@@ -6,6 +6,7 @@ import type { Pipeline, Record as RecordT, RecordDiff, RecordResource } from '..
 import { Empty, QueryView } from './ui'
 import { bytes, duration, shortSha } from '../lib/format'
 import { keys } from '../lib/keys'
+import { diffSign, diffText, type DiffLine } from '../lib/linediff'
 
 // The Provenance panel of a build page: the reproducibility record of one pipeline (what ran,
 // on what, with what, as the server and the agent saw it), and, when asked, what differs from
@@ -16,9 +17,83 @@ type Ann = { [k: string]: unknown }
 const ann = (r: RecordResource): Ann => (r.annotations ?? {}) as Ann
 const str = (v: unknown) => (v === undefined || v === null ? '' : String(v))
 
+// The diff table highlights the script, and the highlighter is big: the build page loads it only
+// when a compared record has a script that changed.
+const DiffLines = lazy(() => import('./DiffView').then((m) => ({ default: m.DiffLines })))
+
+/** A script's diff until the table has loaded: the same lines, plain. */
+function PlainDiff({ lines }: { lines: DiffLine[] }) {
+  return <pre>{lines.map((l) => diffSign[l.kind] + l.text).join('\n')}</pre>
+}
+
 function digestOf(r: RecordResource): string {
   const d = r.digest ?? {}
   return d.sha256 ? `sha256:${d.sha256}` : d.gitCommit ?? ''
+}
+
+/**
+ * A job as people name it: "stage › job", or the job alone when its stage has its name. A record
+ * keys jobs as "0.1 build / test", with the positions that keep two jobs of one name apart (the
+ * key stays in the label's title).
+ */
+export function jobLabel(key: string): string {
+  const m = /^\d+\.\d+ ([^]*)$/.exec(key)
+  if (!m) return key
+  const names = m[1]
+  // A name may hold " / " itself: a stage and a job of one name are two equal halves.
+  const half = (names.length - 3) / 2
+  if (Number.isInteger(half) && half > 0 && names.slice(half, half + 3) === ' / ' && names.slice(0, half) === names.slice(half + 3)) return names.slice(0, half)
+  const cut = names.indexOf(' / ')
+  return cut < 0 ? names : `${names.slice(0, cut)} › ${names.slice(cut + 3)}`
+}
+
+type Plan = { [k: string]: unknown }
+
+/** The job of a plan path ("stages[0].jobs[1].script") by name, from the plan of this run. */
+function planJob(plan: Plan | undefined, path: string): { job: string; rest: string } | null {
+  const m = /^(stages|failStages|endStages)\[(\d+)\]\.jobs\[(\d+)\]\.(.+)$/.exec(path)
+  if (!m || !plan) return null
+  const stage = (plan[m[1]] as { name?: string; jobs?: { name?: string }[] }[] | undefined)?.[Number(m[2])]
+  const job = stage?.jobs?.[Number(m[3])]
+  if (!stage?.name || !job?.name) return null
+  return { job: stage.name === job.name ? job.name : `${stage.name} › ${job.name}`, rest: m[4] }
+}
+
+/** How a difference's key reads: jobs by name, not by their record key or plan path. */
+export function factLabel(category: string, key: string, plan?: Plan): string {
+  if (category === 'image') return jobLabel(key)
+  if (category === 'outcome') {
+    const m = /^(.*) (status|exit code|reason)$/.exec(key)
+    if (m && m[1] !== 'pipeline') return `${jobLabel(m[1])}: ${m[2]}`
+    return key
+  }
+  if (category === 'plan') {
+    const j = planJob(plan, key)
+    if (j) return `${j.job}: ${j.rest}`
+  }
+  return key
+}
+
+/**
+ * A plan value that is text of its own (a job's script, any string of several lines): both
+ * sides as their text, for a line diff. The record holds plan values as JSON.
+ */
+export function scriptOf(x: RecordDiff['differences'][number]): { a: string; b: string } | null {
+  if (x.category !== 'plan') return null
+  const text = (v: string | null): string | null | undefined => {
+    if (v === null) return null
+    try {
+      const t: unknown = JSON.parse(v)
+      return typeof t === 'string' ? t : undefined
+    } catch {
+      return undefined
+    }
+  }
+  const a = text(x.a)
+  const b = text(x.b)
+  if (a === undefined || b === undefined) return null
+  if (!/(^|\.)script$/.test(x.key) && !`${a ?? ''}${b ?? ''}`.includes('\n')) return null
+  return { a: a ?? '', b: b ?? '' }
 }
 
 function Facts({ rows }: { rows: [string, React.ReactNode][] }) {
@@ -119,7 +194,14 @@ export function RecordView({ rec, jsonHref }: { rec: RecordT; jsonHref: string }
                 <td>
                   <code>{str(ann(im).ref)}</code>
                 </td>
-                <td>{(ann(im).jobs as string[]).join(', ')}</td>
+                <td>
+                  {(ann(im).jobs as string[]).map((j, i) => (
+                    <Fragment key={j}>
+                      {i > 0 && ', '}
+                      <span title={j}>{jobLabel(j)}</span>
+                    </Fragment>
+                  ))}
+                </td>
               </tr>
             ))}
           </tbody>
@@ -155,7 +237,16 @@ export function RecordView({ rec, jsonHref }: { rec: RecordT; jsonHref: string }
   )
 }
 
-export function DiffView({ d }: { d: RecordDiff }) {
+function ScriptDiff({ lines }: { lines: DiffLine[] }) {
+  return (
+    <Suspense fallback={<PlainDiff lines={lines} />}>
+      <DiffLines lines={lines} path="script.sh" />
+    </Suspense>
+  )
+}
+
+/** What differs between this run's record and the other's (a script as a line diff), and the timings. */
+export function DiffView({ d, plan }: { d: RecordDiff; plan?: Plan }) {
   return (
     <div data-testid="record-diff">
       {d.differences.length === 0 ? (
@@ -171,31 +262,58 @@ export function DiffView({ d }: { d: RecordDiff }) {
             </tr>
           </thead>
           <tbody>
-            {d.differences.map((x) => (
-              <tr key={x.category + x.key} data-category={x.category}>
-                <td>{x.category}</td>
-                <td>
-                  <code>{x.key}</code>
-                </td>
-                <td>
-                  <code>{x.a ?? '—'}</code>
-                </td>
-                <td>
-                  <code>{x.b ?? '—'}</code>
-                </td>
-              </tr>
-            ))}
+            {d.differences.map((x) => {
+              const script = scriptOf(x)
+              return (
+                <tr key={x.category + x.key} data-category={x.category}>
+                  <td>{x.category}</td>
+                  <td>
+                    <code title={x.key}>{factLabel(x.category, x.key, plan)}</code>
+                  </td>
+                  {script ? (
+                    <td colSpan={2} className="scriptdiff" data-testid="script-diff">
+                      {/* From the other run to this one: the other is the base (the previous
+                          point of a metric, a pull request's base) that this run is read against. */}
+                      <span className="muted">
+                        − other run{x.b === null && ' (none)'}, + this run{x.a === null && ' (none)'}
+                      </span>
+                      <ScriptDiff lines={diffText(script.b, script.a)} />
+                    </td>
+                  ) : (
+                    <>
+                      <td>
+                        <code>{x.a ?? '—'}</code>
+                      </td>
+                      <td>
+                        <code>{x.b ?? '—'}</code>
+                      </td>
+                    </>
+                  )}
+                </tr>
+              )
+            })}
           </tbody>
         </table>
       )}
       <h4>Timings</h4>
-      <table>
+      <table data-testid="record-timings">
+        <thead>
+          <tr>
+            <th scope="col">Job</th>
+            <th scope="col" className="num">
+              This run
+            </th>
+            <th scope="col" className="num">
+              Other run
+            </th>
+          </tr>
+        </thead>
         <tbody>
           {d.timings.map((t) => (
             <tr key={t.key}>
-              <td>{t.key}</td>
-              <td>{t.a_ms == null ? '—' : duration(t.a_ms)}</td>
-              <td>{t.b_ms == null ? '—' : duration(t.b_ms)}</td>
+              <td title={t.key}>{t.key === 'pipeline' ? 'Whole pipeline' : jobLabel(t.key)}</td>
+              <td className="num">{t.a_ms == null ? '—' : duration(t.a_ms)}</td>
+              <td className="num">{t.b_ms == null ? '—' : duration(t.b_ms)}</td>
             </tr>
           ))}
         </tbody>
@@ -246,7 +364,7 @@ export function Provenance({
             Compared with pipeline {compare} <Link to={`?pipeline=${current.id}`}>(stop comparing)</Link>
           </h3>
           <QueryView q={diff} what="Comparing the records">
-            {(d) => <DiffView d={d} />}
+            {(d) => <DiffView d={d} plan={rec.data?.predicate.buildDefinition.externalParameters.plan} />}
           </QueryView>
         </>
       ) : (

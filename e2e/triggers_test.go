@@ -53,14 +53,20 @@ main:
 // Issue 4's journey with the real git client against the real server on PostgreSQL and Redis:
 // sign up, create a team and a repo, push a .cnb.yml, see the build; push a broken one, see
 // where it breaks.
-func TestPushTurnsIntoBuilds(t *testing.T) {
-	dbURL := storetest.PostgresURL(t)
-	redisURL := redisDB(t)
-	dir := t.TempDir()
+// plainServer starts nimbus-server on PostgreSQL and a Redis database of the test's own, with
+// no agent, and returns its base URL.
+func plainServer(t *testing.T) string {
+	t.Helper()
 	addr := freeAddr(t)
 	base := "http://" + addr
-	p := start(t, dir, []string{"NIMBUS_LISTEN=" + addr, "NIMBUS_DATABASE_URL=" + dbURL, "NIMBUS_REDIS_URL=" + redisURL}, "nimbus-server")
+	p := start(t, t.TempDir(), []string{"NIMBUS_LISTEN=" + addr, "NIMBUS_DATABASE_URL=" + storetest.PostgresURL(t),
+		"NIMBUS_REDIS_URL=" + redisDB(t)}, "nimbus-server")
 	waitReady(t, base, p, 30*time.Second)
+	return base
+}
+
+func TestPushTurnsIntoBuilds(t *testing.T) {
+	base := plainServer(t)
 
 	alice := newClient(t, base)
 	alice.signup("alice")
@@ -109,10 +115,12 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 	// A dev branch registers its nightly schedule.
 	gitRun(t, src, "push", "-q", "origin", "main:dev/nightly")
 	var scheds struct {
-		Items []struct{ Branch, Event, Cron string } `json:"items"`
+		Items []struct{ Branch, Event, Cron, Zone string } `json:"items"`
 	}
 	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/schedules", nil, &scheds)
-	if len(scheds.Items) != 1 || scheds.Items[0].Branch != "dev/nightly" || scheds.Items[0].Event != "schedule" || scheds.Items[0].Cron != "0 2 * * *" {
+	// The zone is a name browsers know (the dashboard failed on Go's "UTC+8").
+	if len(scheds.Items) != 1 || scheds.Items[0].Branch != "dev/nightly" || scheds.Items[0].Event != "schedule" || scheds.Items[0].Cron != "0 2 * * *" ||
+		scheds.Items[0].Zone != "Asia/Shanghai" {
 		t.Fatalf("schedules %+v", scheds.Items)
 	}
 

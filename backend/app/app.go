@@ -228,7 +228,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	a.closers = append(a.closers, func() error { return os.RemoveAll(gitWork) })
 	gitHandler, err := git.NewHandler(git.HandlerConfig{
 		Resolve: repo.GitResolver(a.Auth, a.Repos),
-		OnPush: func(ctx context.Context, r git.Repo, updates []git.RefUpdate) {
+		OnPush: func(ctx context.Context, r git.Repo, updates []git.RefUpdate) []string {
 			var pusher *auth.User
 			who := pull.Person{}
 			if r.UserID != 0 {
@@ -236,11 +236,15 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 					who = pull.Person{ID: pusher.ID, Name: pusher.Username, Email: pusher.Email}
 				}
 			}
-			a.Builds.OnPush(ctx, r.ID, pusher, updates)
+			builds := a.Builds.OnPush(ctx, r.ID, pusher, updates)
 			// Then the pull requests the push moved: their pull_request builds come after the push's.
-			if rp, _, err := a.Repos.ByID(ctx, r.ID); err == nil {
-				a.Pulls.OnPush(ctx, rp, who, updates)
+			rp, o, err := a.Repos.ByID(ctx, r.ID)
+			if err != nil {
+				return nil
 			}
+			a.Pulls.OnPush(ctx, rp, who, updates)
+			// The pusher's git prints these as "remote: …": a link to each build the push started.
+			return a.Builds.PushLines(o.Name, rp.Name, builds)
 		},
 		// Protected branches: the rules of backend/pull judge a push before git runs.
 		Guard: func(ctx context.Context, r git.Repo, updates []git.RefUpdate) (git.Verdict, error) {

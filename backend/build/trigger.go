@@ -146,6 +146,49 @@ func (s *Service) onRef(ctx context.Context, r *repo.Repo, o *org.Org, pusher *a
 	return nonNil(b), err
 }
 
+// PushLines are what `git push` prints about the builds one push started (OnPush's), one line
+// each with the address of the build's page, for the git handler to send as "remote: …" lines:
+//
+//	Nimbus: build #12 for refs/heads/main (push): https://nimbus.example/acme/app/builds/12
+//	Nimbus: build #13 for refs/heads/main (push) failed (.cnb.yml:7:9): https://…/builds/13
+//
+// A build the file could not plan says so at once, so the pusher need not open the page to
+// learn the push did nothing. A push that started no build (no .cnb.yml, or no pipeline for
+// the ref and event) gets no line, as GitHub prints nothing when no workflow matches: a
+// repository without CI sees no noise on every push.
+func (s *Service) PushLines(orgName, repoName string, builds []*Build) []string {
+	lines := make([]string, 0, len(builds))
+	for _, b := range builds {
+		ref := "refs/heads/" + b.Branch
+		if b.Tag != "" {
+			ref = "refs/tags/" + b.Tag
+		}
+		failed := ""
+		if b.Status == StatusFailed {
+			failed = " failed"
+			if b.ErrorFile != "" {
+				at := b.ErrorFile
+				if b.ErrorLine > 0 {
+					at += fmt.Sprintf(":%d", b.ErrorLine)
+					if b.ErrorColumn > 0 {
+						at += fmt.Sprintf(":%d", b.ErrorColumn)
+					}
+				}
+				failed += " (" + at + ")"
+			}
+		}
+		lines = append(lines, fmt.Sprintf("Nimbus: build #%d for %s (%s)%s: %s", b.Number, ref, b.Event, failed,
+			s.buildURL(orgName, repoName, b.Number)))
+	}
+	return lines
+}
+
+// buildURL is the address of a build's page on the dashboard (frontend/src/router.tsx:
+// /:org/:repo/builds/:number). Org and repo names never need escaping (git.ValidName).
+func (s *Service) buildURL(orgName, repoName string, number int64) string {
+	return fmt.Sprintf("%s/%s/%s/builds/%d", s.publicURL, orgName, repoName, number)
+}
+
 func nonNil(b *Build) []*Build {
 	if b == nil {
 		return nil

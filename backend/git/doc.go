@@ -8,7 +8,8 @@
 //     by running `git http-backend` as a streaming CGI program. It knows nothing of users or
 //     permissions: HandlerConfig.Resolve authenticates and authorizes each request and answers
 //     with the repo's path or one of ErrUnauthenticated (401), ErrNotFound (404),
-//     ErrForbidden (403). After a push, HandlerConfig.OnPush gets exactly the refs that changed.
+//     ErrForbidden (403). After a push, HandlerConfig.OnPush gets exactly the refs that changed,
+//     and the lines it returns end git's answer: the pusher sees them as "remote: …".
 //   - Storage helpers (InitBare, SetHEAD, IsEmpty, Branches, ResolveRef, ReadFile,
 //     ChangedFiles, NewCommits, Commit) work on a bare repository's path. Inputs from users
 //     (revisions, paths, branch names) are checked and reach git on stdin or behind a fixed

@@ -65,7 +65,12 @@ type HandlerConfig struct {
 	// ends, so when `git push` returns the caller's work (creating builds) is done; keep it
 	// short or hand off. Its context carries the request's values but is not cancelled when the
 	// client goes away: the refs are updated either way.
-	OnPush func(ctx context.Context, repo Repo, updates []RefUpdate)
+	//
+	// The lines it returns (links to the builds the push started) are what the pusher's git
+	// prints after the push, each as "remote: <line>", after any of git's own; nil prints
+	// nothing. They travel on git's side band, which every git client asks for; for one that
+	// did not, or an answer git did not end as expected, they are dropped (pushreply.go).
+	OnPush func(ctx context.Context, repo Repo, updates []RefUpdate) []string
 
 	// Guard, when set, judges a push before git runs, from its commands (every ref name passes
 	// CheckRefName): refs it refuses make the whole push fail with the reasons in git's own
@@ -89,7 +94,7 @@ type Handler struct {
 	hooksDir string // core.hooksPath of every git http-backend run
 	pushDir  string // per-push files that the post-receive hook fills
 	resolve  func(ctx context.Context, r *http.Request, org, repo string, write bool) (Repo, error)
-	onPush   func(ctx context.Context, repo Repo, updates []RefUpdate)
+	onPush   func(ctx context.Context, repo Repo, updates []RefUpdate) []string
 	guard    func(ctx context.Context, repo Repo, updates []RefUpdate) (Verdict, error)
 	log      *slog.Logger
 }
@@ -278,8 +283,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.servePush(w, r, req, repo)
 }
 
-// servePush runs a receive-pack with a fresh push log, then hands what the hook wrote to OnPush.
-// The log is removed whatever happens.
+// servePush runs a receive-pack with a fresh push log, then hands what the hook wrote to OnPush,
+// whose lines end git's answer. The log is removed whatever happens.
 func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request, repo Repo) {
 	r, err := inflatePush(r)
 	if err != nil {
@@ -327,9 +332,22 @@ func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request,
 		h.fail(w, r, req, fmt.Errorf("git: push log: %w", err))
 		return
 	}
+	ctx := context.WithoutCancel(r.Context())
+	// With a side band, git's answer goes through a writer that holds back its last pkt-line,
+	// so that OnPush's lines can still be sent in front of it (pushreply.go). Every way out of
+	// here ends the answer.
+	var lines []string
+	if payload := sideBandPayload(caps); payload > 0 && h.onPush != nil {
+		reply := newReplyWriter(w, payload)
+		w = reply
+		defer func() {
+			if _, err := reply.finish(lines); err != nil {
+				h.log.DebugContext(ctx, "git push: the client left before the end of the answer", "repo_id", repo.ID, "err", err)
+			}
+		}()
+	}
 	h.serveBackend(w, r, req, repo, log.Name(), fastForward)
 
-	ctx := context.WithoutCancel(r.Context())
 	updates, err := readPushLog(log.Name())
 	if err != nil {
 		// The refs are updated but we cannot say which: loud, because a build will be missing.
@@ -345,7 +363,7 @@ func (h *Handler) servePush(w http.ResponseWriter, r *http.Request, req request,
 	h.log.InfoContext(ctx, "git push", "repo_id", repo.ID, "org", req.org, "repo", req.repo,
 		"user", repo.User, "refs", len(updates))
 	if h.onPush != nil {
-		h.onPush(ctx, repo, updates)
+		lines = h.onPush(ctx, repo, updates)
 	}
 }
 

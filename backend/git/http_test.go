@@ -31,7 +31,9 @@ type server struct {
 	resolve int // Resolve calls
 	// hideWriter serves through a writer without Unwrap, like a careless middleware.
 	hideWriter bool
-	logs       syncBuffer
+	// reply is what OnPush answers for a push (nil: no lines).
+	reply func(repo Repo, updates []RefUpdate) []string
+	logs  syncBuffer
 }
 
 // syncBuffer is a bytes.Buffer for a logger that several requests write to at once.
@@ -87,10 +89,14 @@ func newServer(t *testing.T, opts ...func(*HandlerConfig)) *server {
 	s := &server{t: t, root: t.TempDir(), repos: map[string]testRepo{}}
 	cfg := HandlerConfig{
 		Resolve: s.resolveRepo,
-		OnPush: func(ctx context.Context, repo Repo, updates []RefUpdate) {
+		OnPush: func(ctx context.Context, repo Repo, updates []RefUpdate) []string {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.pushes = append(s.pushes, push{repo, updates})
+			if s.reply == nil {
+				return nil
+			}
+			return s.reply(repo, updates)
 		},
 		WorkDir: filepath.Join(t.TempDir(), "work"),
 		Logger:  slog.New(slog.NewTextHandler(&s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

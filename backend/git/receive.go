@@ -191,7 +191,6 @@ func refusePush(w http.ResponseWriter, body io.Reader, cmds []refCommand, caps [
 	w.Write(out.Bytes())
 }
 
-// writePkt appends s to b as one pkt-line.
 // oneLine is s with its control characters as spaces: a reason goes into one pkt-line.
 func oneLine(s string) string {
 	return strings.Map(func(r rune) rune {
@@ -202,6 +201,7 @@ func oneLine(s string) string {
 	}, s)
 }
 
+// writePkt appends s to b as one pkt-line.
 func writePkt(b *bytes.Buffer, s string) {
 	fmt.Fprintf(b, "%04x%s", len(s)+4, s)
 }

@@ -83,6 +83,9 @@ type Config struct {
 	// pipelines never hold a GPU host unless its operator names CPU tags here.
 	Tags []string
 	CPUs int
+	// WholeHost lets a pipeline asking for more cores than CPUs run when the agent runs
+	// nothing else, alone on all its cores (protocol.RegisterRequest.WholeHost).
+	WholeHost bool
 	// MemoryBytes is announced to the server; 0 means the host's memory.
 	MemoryBytes int64
 	// Concurrency caps the pipelines run at once; 0 means as many as there are cores (each
@@ -168,6 +171,14 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	if cfg.WorkDir == "" {
 		return nil, errors.New("agent: work dir is required")
 	}
+	// Absolute, because the Docker engine bind-mounts paths under it (the CLI, checkouts)
+	// and refuses relative ones: `--work-dir ./nimbus-agent`, the default, failed every job
+	// with "mount path must be absolute".
+	abs, err := filepath.Abs(cfg.WorkDir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: work dir: %w", err)
+	}
+	cfg.WorkDir = abs
 	if err := os.MkdirAll(filepath.Join(cfg.WorkDir, runner.CheckoutsDir), 0o755); err != nil {
 		return nil, fmt.Errorf("agent: create work dir: %w", err)
 	}

@@ -406,3 +406,21 @@ func TestPollsListTheCachedRepositories(t *testing.T) {
 		t.Fatalf("the poll listed caches %v, want [42]", got)
 	}
 }
+
+// A relative work dir (the flag's default is ./nimbus-agent) is made absolute: the Docker
+// engine refuses to bind-mount a relative path, and every job of such an agent failed.
+func TestRelativeWorkDirBecomesAbsolute(t *testing.T) {
+	srv := fakeserver.New(t)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfg := agentConfig(t, srv)
+	cfg.WorkDir = "nimbus-agent"
+	a, err := New(context.Background(), cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if want := filepath.Join(dir, "nimbus-agent"); a.cfg.WorkDir != want {
+		t.Fatalf("work dir %q, want %q", a.cfg.WorkDir, want)
+	}
+}

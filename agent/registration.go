@@ -82,7 +82,7 @@ func (a *Agent) facts() protocol.RegisterRequest {
 		mem = hostMemory()
 	}
 	return protocol.RegisterRequest{Name: name, Version: a.cfg.Version, Tags: a.tags, CPUs: a.cfg.CPUs,
-		MemoryBytes: mem, GPUs: a.gpus, Concurrency: a.concurrency(), Executor: a.exec.Name(), Host: a.host}
+		MemoryBytes: mem, GPUs: a.gpus, Concurrency: a.concurrency(), Executor: a.exec.Name(), Host: a.host, WholeHost: a.cfg.WholeHost}
 }
 
 // restateFacts tells the server what this agent is now, under a saved registration: the

@@ -61,9 +61,14 @@ const newcomerBroken = `broken:
 // billing page says who grants credit and shows the prices; the platform admin grants credit
 // in the admin area and the balance moves; the GPU pipeline fails after the queue timeout with
 // what it waited for; a broken file shows its lines with a caret and the linter's hint; an
-// invitation without mail shows its link. A screenshot at each step goes to e2e/screenshots/.
+// invitation without mail shows its link. Then (issue 35) the re-run's card links the admin
+// to the Agents page, whose simulated-GPU start command, with a token made there, starts an
+// agent the re-run runs on; one push of the brief's train-cpu and train-gpu runs each on its
+// own kind of host; and the repo page lists the nightly schedule with its next run in the
+// billing zone and Run now. A screenshot at each step goes to e2e/screenshots/.
 func TestNewcomerPathInChromium(t *testing.T) {
-	w := newWorld(t, "NIMBUS_QUEUE_TIMEOUT=60s")
+	// 90 s: long enough for the re-run to wait while the admin adds a GPU agent on a loaded machine.
+	w := newWorld(t, "NIMBUS_QUEUE_TIMEOUT=90s")
 	b := startBrowser(t, w.base, 80)
 	w.agent("", "NIMBUS_AGENT_NETWORK=host")
 	n := w.pushFiles(map[string]string{".cnb.yml": strings.ReplaceAll(newcomerCI, "IMAGE", w.image)})
@@ -113,7 +118,7 @@ func TestNewcomerPathInChromium(t *testing.T) {
 	b.waitJS("both blockers with their links", `(() => {
 		const p = document.querySelector('`+gpu+`'); if (!p) return false
 		const na = p.querySelector('[data-blocker=no_agent]'), bal = p.querySelector('[data-blocker=balance]')
-		return !!na && na.textContent.includes('no online agent serves cnb:arch:amd64:gpu') && !!na.querySelector('a[data-remedy=agents]') &&
+		return !!na && na.textContent.includes('no online agent serves cnb:arch:amd64:gpu') && !!na.querySelector('a[data-remedy=platform_agents]') &&
 			!!bal && bal.textContent.includes('balance insufficient') && !!bal.querySelector('a[data-remedy=topup]')
 	})()`, 20*time.Second)
 	if got := b.text("h1 .badge"); !strings.Contains(strings.ToLower(got), "waiting") {
@@ -228,9 +233,9 @@ func TestNewcomerPathInChromium(t *testing.T) {
 	b.shot("newcomer-account")
 
 	// The queue timeout fails the GPU pipeline with what it waited for.
-	w.waitFor(gpuBuild, 90*time.Second, "the GPU build failed", func(b apiclient.Build) bool { return b.Status == "failed" })
+	w.waitFor(gpuBuild, 120*time.Second, "the GPU build failed", func(b apiclient.Build) bool { return b.Status == "failed" })
 	b.do("back to the failed GPU build", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d", w.base, gpuBuild)))
-	b.waitJS("the failure's reason", `(document.querySelector('`+gpu+` .reason') || {}).textContent?.includes('gave up after 1 minute in the queue: no online agent serves cnb:arch:amd64:gpu')`, 15*time.Second)
+	b.waitJS("the failure's reason", `(document.querySelector('`+gpu+` .reason') || {}).textContent?.includes('gave up after 90 seconds in the queue: no online agent serves cnb:arch:amd64:gpu')`, 15*time.Second)
 	b.shot("newcomer-gpu-timed-out")
 
 	// Re-run failed jobs, beside Re-run all; the new build links its original.
@@ -239,4 +244,83 @@ func TestNewcomerPathInChromium(t *testing.T) {
 		if (btn && [...document.querySelectorAll('.actions button')].some(x => x.textContent === 'Re-run all')) btn.click(); return false })()`, 15*time.Second)
 	b.waitJS("the re-run links its original", `(document.querySelector('[data-testid=rerun-of] a') || {}).textContent === 'Build #`+itoa(gpuBuild)+`'`, 15*time.Second)
 	b.shot("newcomer-rerun-failed")
+	rerun, err := chromedp.Run(b.ctx, chromedp.Evaluate[int64](`Number(location.pathname.split('/').pop())`))
+	if err != nil || rerun <= gpuBuild {
+		t.Fatalf("the re-run's number: %d (%v)", rerun, err)
+	}
+
+	// The re-run waits for a GPU agent. For the platform admin its card links to the admin
+	// Agents page, whose simulated-GPU command, filled in with a token made there, starts one;
+	// the pipeline then runs on it, paid from the credit granted above.
+	b.waitJS("the re-run's blocker links the admin Agents page", `!!document.querySelector('`+gpu+` [data-blocker=no_agent] a[data-remedy=platform_agents][href="/admin/agents"]')`, 20*time.Second)
+	b.do("follow Add an agent", 10*time.Second, clickOn(gpu+" a[data-remedy=platform_agents]"))
+	const setup = `section[aria-label="Add an agent"]`
+	b.waitJS("the admin Agents page with its start commands", `location.pathname === '/admin/agents' && !!document.querySelector('`+setup+` [data-command=simulated-gpu] input')`, 15*time.Second)
+	b.do("make a registration token", 10*time.Second, typeInto(setup+" form input", "sim gpu"), clickOn(setup+" form button[type=submit]"))
+	b.waitJS("the commands with the new token", `(document.querySelector('`+setup+` [data-command=simulated-gpu] input') || {}).value?.includes('--token nbg_')`, 15*time.Second)
+	b.shot("newcomer-add-an-agent")
+	command, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('`+setup+` [data-command=simulated-gpu] input').value`))
+	args := strings.Fields(command)
+	if err != nil || len(args) < 5 || args[0] != "nimbus-agent" || args[1] != "--server" || args[2] != w.base {
+		t.Fatalf("the simulated-GPU command %q (%v)", command, err)
+	}
+	dir := t.TempDir()
+	t.Cleanup(func() { releaseAgentDir(t, dir) })
+	// The command as the page gives it; the environment only says where Docker is.
+	start(t, dir, []string{"NIMBUS_AGENT_EXECUTOR=docker", "NIMBUS_AGENT_DOCKER_HOST=" + w.docker, "NIMBUS_AGENT_NETWORK=host",
+		"NIMBUS_AGENT_DEFAULT_IMAGE=" + w.image}, "nimbus-agent", args[1:]...)
+	w.waitFor(rerun, 80*time.Second, "the re-run GPU build ran on the new agent", func(b apiclient.Build) bool { return b.Status == "success" })
+	b.do("back to the re-run", 10*time.Second, chromedp.Navigate(fmt.Sprintf("%s/ml/trainer/builds/%d", w.base, rerun)))
+	b.waitJS("the re-run on sim-gpu", `(document.querySelector('`+gpu+` [data-testid=host]') || {}).textContent?.startsWith('on sim-gpu')`, 15*time.Second)
+	b.shot("newcomer-gpu-ran")
+
+	// One push with a CPU and a GPU pipeline, a CPU agent and a GPU agent, both free: each runs
+	// on its own kind of host (a GPU host serves no CPU class unless its operator says so). Its
+	// nightly schedule shows on the repo page, with its next run and Run now.
+	both := rerun + 1
+	w.pushFiles(map[string]string{".cnb.yml": strings.ReplaceAll(newcomerBoth, "IMAGE", w.image)})
+	done := w.waitFor(both, 90*time.Second, "the CPU and GPU pipelines of one push", func(b apiclient.Build) bool { return b.Status == "success" })
+	for _, p := range done.Pipelines {
+		host := ""
+		if p.Host != nil {
+			host = p.Host.Name
+		}
+		if (p.Name == "train-gpu") != (host == "sim-gpu") || host == "" {
+			t.Errorf("pipeline %s ran on %q", p.Name, host)
+		}
+	}
+	b.do("open the repo", 10*time.Second, chromedp.Navigate(w.base+"/ml/trainer"))
+	b.waitJS("the schedules list", `!!document.querySelector('tr[data-schedule]')`, 15*time.Second)
+	row := b.text("tr[data-schedule]")
+	for _, want := range []string{"main", "0 2 * * *", "GMT+8", "alice", "Run now"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the schedule's row %q lacks %q", row, want)
+		}
+	}
+	b.shot("newcomer-schedules")
 }
+
+// newcomerBoth is the brief's first example as a push: train-cpu and train-gpu, and a nightly
+// schedule.
+const newcomerBoth = `main:
+  push:
+    - name: train-cpu
+      runner: { tags: cnb:arch:amd64, cpus: 1 }
+      docker: { image: IMAGE }
+      stages:
+        - name: prepare
+          script: echo preparing the data
+    - name: train-gpu
+      runner: { tags: cnb:arch:amd64:gpu }
+      docker: { image: IMAGE }
+      stages:
+        - name: fit
+          script: echo training
+  "crontab: 0 2 * * *":
+    - name: nightly
+      runner: { tags: cnb:arch:amd64, cpus: 1 }
+      docker: { image: IMAGE }
+      stages:
+        - name: evaluate
+          script: echo nightly
+`

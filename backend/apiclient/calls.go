@@ -199,25 +199,32 @@ type BuildLink struct {
 
 // BuildPipeline is a pipeline of a Build.
 type BuildPipeline struct {
-	ID             int64        `json:"id"`
-	Name           string       `json:"name"`
-	Status         string       `json:"status"`
-	Reason         string       `json:"reason"` // for people: why it still waits, or why it ended so
-	Waiting        bool         `json:"waiting"`
-	Blockers       []Blocker    `json:"blockers"`
-	RunnerTag      string       `json:"runner_tag"`
-	CPUs           int          `json:"cpus"`
-	StartedAt      *time.Time   `json:"started_at"`  // its lease
-	FinishedAt     *time.Time   `json:"finished_at"` // its final report: billed up to here
-	CoreSeconds    int64        `json:"core_seconds"`
-	Cost           string       `json:"cost"`
-	WrittenOff     string       `json:"written_off"`  // the part of Cost nobody paid, once settled
-	UncoveredMs    *int64       `json:"uncovered_ms"` // run past its last paid window; nil until settled
-	AwaitedMs      *int64       `json:"awaited_ms"`   // time in cnb:await jobs (a single build only)
-	Stages         []BuildStage `json:"stages"`
-	Workspace      bool         `json:"workspace"`
-	ReadyAt        *time.Time   `json:"ready_at"` // when a workspace could be entered
-	WorkspaceState *string      `json:"workspace_state"`
+	ID             int64         `json:"id"`
+	Name           string        `json:"name"`
+	Status         string        `json:"status"`
+	Reason         string        `json:"reason"` // for people: why it still waits, or why it ended so
+	Waiting        bool          `json:"waiting"`
+	Blockers       []Blocker     `json:"blockers"`
+	RunnerTag      string        `json:"runner_tag"`
+	CPUs           int           `json:"cpus"`
+	StartedAt      *time.Time    `json:"started_at"`  // its lease
+	FinishedAt     *time.Time    `json:"finished_at"` // its final report: billed up to here
+	CoreSeconds    int64         `json:"core_seconds"`
+	Cost           string        `json:"cost"`
+	WrittenOff     string        `json:"written_off"`  // the part of Cost nobody paid, once settled
+	UncoveredMs    *int64        `json:"uncovered_ms"` // run past its last paid window; nil until settled
+	AwaitedMs      *int64        `json:"awaited_ms"`   // time in cnb:await jobs (a single build only)
+	Stages         []BuildStage  `json:"stages"`
+	Workspace      bool          `json:"workspace"`
+	ReadyAt        *time.Time    `json:"ready_at"` // when a workspace could be entered
+	WorkspaceState *string       `json:"workspace_state"`
+	Host           *PipelineHost `json:"host"` // the agent that leased it; nil if none did
+}
+
+// PipelineHost is the agent a pipeline ran on, as its record keeps it.
+type PipelineHost struct {
+	Name     string `json:"name"`
+	Executor string `json:"executor"`
 }
 
 // Blocker is something a queued pipeline waits for, and what fixes it.

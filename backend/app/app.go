@@ -315,7 +315,7 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	links := workspace.Links{PublicURL: cfg.PublicURL, Domain: cfg.PreviewDomain}
 	a.Workspaces = workspace.New(workspace.Config{Repos: a.Repos, Orgs: a.Orgs, Builds: a.Builds,
 		Tunnel: a.Tunnel, Meter: Usage(a.Billing), Links: links, Users: a.Auth.UserByID, Secret: key, Clock: clk, Log: log})
-	buildHandler := build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: Usage(a.Billing), Zone: loc, Log: log})
+	buildHandler := build.NewHandler(build.HandlerConfig{Service: a.Builds, Repos: a.Repos, Explain: a.Scheduler, Meter: Usage(a.Billing), Zone: loc, ZoneName: cfg.Timezone, Log: log})
 	a.Server = server.New(server.Deps{
 		DB: a.DB, Redis: a.Redis.Client, Log: log, Frontend: frontend.Dist(), Version: opt.Version,
 		ReadyTimeout:   cfg.ReadyTimeout,
@@ -377,9 +377,10 @@ func (a *App) startAgent(ctx context.Context, addr string) error {
 		Token:     a.RegistrationToken,
 		Name:      "built-in",
 		Tags:      []string{"cnb:arch:default", "cnb:arch:amd64"},
-		// The all-in-one host takes pipelines of any CPU size (containers are limited to the
-		// cores it has), running as many at once as it has cores.
-		CPUs:         64,
+		// It says the cores the host has, and takes a pipeline that asks for more (the brief's
+		// 16-core example on a laptop) when it runs nothing else, alone on all of them.
+		CPUs:         runtime.NumCPU(),
+		WholeHost:    true,
 		Concurrency:  runtime.NumCPU(),
 		Executor:     a.Config.AgentExecutor,
 		Network:      network,

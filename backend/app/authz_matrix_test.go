@@ -630,6 +630,11 @@ var mxMatrix = []mxRow{
 		note("platform admins only").body(map[string]string{"amount": "10.00", "note": "matrix"}),
 	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/admin/agents").note("platform admins only"),
 	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/admin/orgs").note("platform admins only"),
+	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/admin/registration-tokens").note("platform admins only"),
+	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "POST", "/api/v1/admin/registration-tokens").
+		note("platform admins only").body(map[string]string{"name": "matrix"}),
+	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "DELETE", "/api/v1/admin/registration-tokens/{id}").
+		note("platform admins only").prep(mxRegistrationToken),
 	mx("401 | 403 403 403 403 403 | 403 | 403 403 | 403 403", "GET", "/api/v1/admin/settings").note("platform admins only"),
 	// The installation's prices: no secret, for anyone signed in or holding a token.
 	mx("401 | 200 200 200 200 200 | 200 | 200 200 | 200 200", "GET", "/api/v1/pricing"),
@@ -820,6 +825,14 @@ func mxTeamAgent(w *mxWorld, c *mxCall) {
 }
 
 // mxRunnerToken makes a fresh runner token of A in {id}.
+func mxRegistrationToken(w *mxWorld, c *mxCall) {
+	tok, err := w.app.Scheduler.CreateRegistrationToken(w.ctx, w.users["owner"].User.ID, "matrix")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	c.Vars["id"] = fmt.Sprint(tok.ID)
+}
+
 func mxRunnerToken(w *mxWorld, c *mxCall) {
 	tok, err := w.app.Scheduler.CreateRunnerToken(w.ctx, w.orgA.ID, w.users["owner"].User.ID, "matrix")
 	if err != nil {

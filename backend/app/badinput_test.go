@@ -1152,6 +1152,22 @@ var mxBadBillingEndpoints = []mxBadEndpoint{
 			{Name: "not a platform admin", As: "owner", Body: map[string]any{"amount": "10.00"}, Want: 403},
 			{Name: "no such org", Path: "/api/v1/admin/orgs/" + mxGhostOrg + "/credits", Body: map[string]any{"amount": "10.00"}, Want: 404},
 		}},
+	{Method: "POST", Path: "/api/v1/admin/registration-tokens", JSON: true, As: "root", Setup: mxRootSession,
+		Valid: map[string]any{"name": "gpu hosts"},
+		Cases: []mxBad{
+			{Name: "no name", Body: map[string]any{}, Want: 422},
+			{Name: "blank name", Body: map[string]any{"name": "   "}, Want: 422},
+			{Name: "name of 101 characters", Body: map[string]any{"name": mxLong(101)}, Want: 422},
+			{Name: "name as a number", Body: map[string]any{"name": 5}, Want: 400},
+			{Name: "not a platform admin", As: "owner", Body: map[string]any{"name": "x"}, Want: 403},
+		}},
+	{Method: "DELETE", Path: "/api/v1/admin/registration-tokens/{id}", As: "root", Setup: mxRootSession,
+		Cases: []mxBad{
+			{Name: "not a number", Path: "/api/v1/admin/registration-tokens/abc", Want: 404},
+			{Name: "negative", Path: "/api/v1/admin/registration-tokens/-1", Want: 404},
+			{Name: "beyond int64", Path: "/api/v1/admin/registration-tokens/99999999999999999999", Want: 404},
+			{Name: "no such token", Path: "/api/v1/admin/registration-tokens/987654", Want: 404},
+		}},
 	// Stripe's endpoint: nothing that Stripe did not sign with the webhook secret changes a row.
 	{Method: "POST", Path: "/api/v1/billing/stripe/webhook", JSON: true, As: "anon",
 		Valid: map[string]any{"id": "evt_bad", "type": "checkout.session.completed"},

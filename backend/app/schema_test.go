@@ -30,7 +30,7 @@ func models() []any {
 		&repo.Repo{}, &repo.Secret{}, &repo.DeployToken{}, &repo.SecretFile{}, &repo.SecretFileRead{},
 		&pull.Request{}, &pull.Review{}, &pull.Rule{}, &pull.Settings{}, &pull.Comment{}, &pull.Reviewer{},
 		&build.Build{}, &build.Pipeline{}, &build.Stage{}, &build.Job{}, &build.Metric{}, &build.Schedule{}, &build.BuildKey{}, &build.BuildWait{}, &build.CommitStatus{},
-		&scheduler.Agent{}, &scheduler.RunnerToken{},
+		&scheduler.Agent{}, &scheduler.RunnerToken{}, &scheduler.RegistrationToken{},
 		&logs.JobLog{}, &logs.LogChunk{},
 		&registry.Repository{}, &registry.Blob{}, &registry.Manifest{}, &registry.ManifestRef{}, &registry.Tag{}, &registry.Upload{},
 		&artifacts.Package{}, &artifacts.Version{}, &artifacts.File{}, &artifacts.Release{}, &artifacts.Use{}, &artifacts.PublishHook{}, &artifacts.PublishDelivery{},

@@ -19,6 +19,7 @@ const (
 	PrefixJob      = "nbj_"
 	PrefixAgent    = "nba_"
 	PrefixRunner   = "nbr_" // a team's runner registration token
+	PrefixRegister = "nbg_" // a platform registration token (the admin Agents page)
 )
 
 // Scopes a personal access token may carry. A browser session has all of them.

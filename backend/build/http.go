@@ -3,6 +3,7 @@ package build
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -27,7 +28,9 @@ type Handler struct {
 	why   Explainer
 	meter Meter
 	zone  *time.Location // the billing time zone, which schedules are read in
-	log   *slog.Logger
+	// zoneID is zone's name for browsers (zoneID).
+	zoneID string
+	log    *slog.Logger
 }
 
 // Explainer says what each queued pipeline waits for (the scheduler); the API shows the
@@ -41,7 +44,7 @@ type Blocker struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	// Remedy names what fixes it, for the dashboard to link: RemedyTopUp, RemedySpendingCap,
-	// RemedyAgents, RemedyTeamAgents; "" when there is nothing to do but wait.
+	// RemedyAgents, RemedyTeamAgents, RemedyPlatformAgents; "" when there is nothing to do but wait.
 	Remedy string `json:"remedy,omitempty"`
 }
 
@@ -63,6 +66,10 @@ const (
 	RemedySpendingCap = "spending_cap"
 	RemedyAgents      = "agents"
 	RemedyTeamAgents  = "team_agents"
+	// RemedyPlatformAgents: only the platform's admins can add what it needs (team runners
+	// may not serve the tag); the dashboard links admins to the Agents page and tells others
+	// whom to ask.
+	RemedyPlatformAgents = "platform_agents"
 )
 
 // ReasonOf is the blockers as one sentence: their messages.
@@ -123,7 +130,10 @@ type HandlerConfig struct {
 	// Zone is the billing time zone (NIMBUS_TIMEZONE), which cron expressions are read in;
 	// nil means UTC.
 	Zone *time.Location
-	Log  *slog.Logger
+	// ZoneName is NIMBUS_TIMEZONE as configured ("Asia/Shanghai"): the name the API gives
+	// browsers, whose Intl knows IANA names but not Go's fixed-zone names ("UTC+8").
+	ZoneName string
+	Log      *slog.Logger
 }
 
 // NewHandler returns the build HTTP handler.
@@ -132,7 +142,27 @@ func NewHandler(cfg HandlerConfig) *Handler {
 	if zone == nil {
 		zone = time.UTC
 	}
-	return &Handler{svc: cfg.Service, repos: cfg.Repos, why: cfg.Explain, meter: cfg.Meter, zone: zone, log: cfg.Log}
+	return &Handler{svc: cfg.Service, repos: cfg.Repos, why: cfg.Explain, meter: cfg.Meter, zone: zone,
+		zoneID: zoneID(cfg.ZoneName, zone), log: cfg.Log}
+}
+
+// zoneID names a zone as browsers know it: an IANA name as configured, or, for a fixed offset
+// of whole hours ("UTC+8"), tzdata's Etc/GMT name of it, whose sign is inverted
+// ("Etc/GMT-8"). The dashboard failed on "UTC+8" with "Invalid time zone specified".
+func zoneID(configured string, loc *time.Location) string {
+	if configured != "" && !strings.HasPrefix(configured, "UTC") && !strings.HasPrefix(configured, "GMT") {
+		if _, err := time.LoadLocation(configured); err == nil || strings.Contains(configured, "/") {
+			return configured
+		}
+	}
+	_, off := time.Date(2026, 1, 1, 0, 0, 0, 0, loc).Zone()
+	switch {
+	case off == 0:
+		return "UTC"
+	case off%3600 == 0:
+		return fmt.Sprintf("Etc/GMT%+d", -off/3600)
+	}
+	return loc.String()
 }
 
 // Routes implements server.Module.
@@ -615,16 +645,16 @@ func (h *Handler) schedules(c *gin.Context) error {
 		}
 		out := make([]ScheduleJSON, 0, len(vs))
 		for _, v := range vs {
-			out = append(out, scheduleJSON(v, h.zone))
+			out = append(out, scheduleJSON(v, h.zone, h.zoneID))
 		}
 		return out, nil
 	}, func(s ScheduleJSON) int64 { return s.ID })
 }
 
-func scheduleJSON(v ScheduleView, zone *time.Location) ScheduleJSON {
+func scheduleJSON(v ScheduleView, zone *time.Location, zoneID string) ScheduleJSON {
 	s := v.Schedule
 	j := ScheduleJSON{ID: s.ID, Branch: s.Branch, Event: s.Event, Cron: s.Cron, LastFiredAt: s.LastFiredAt,
-		Zone: zone.String(), LastBuild: v.LastBuild, RunAs: v.RunAs}
+		Zone: zoneID, LastBuild: v.LastBuild, RunAs: v.RunAs}
 	if !v.Next.IsZero() {
 		n := v.Next.In(zone)
 		j.NextRunAt = &n

@@ -26,12 +26,19 @@ import (
 // named in the answer.
 func (s *Service) Register(ctx context.Context, registrationToken string, req protocol.RegisterRequest) (*protocol.RegisterResponse, error) {
 	var team *RunnerToken
-	if strings.HasPrefix(registrationToken, auth.PrefixRunner) {
+	var platform *RegistrationToken
+	switch {
+	case strings.HasPrefix(registrationToken, auth.PrefixRunner):
 		var err error
 		if team, err = s.runnerToken(ctx, registrationToken); err != nil {
 			return nil, err
 		}
-	} else if s.cfg.RegistrationToken == "" || subtle.ConstantTimeCompare([]byte(registrationToken), []byte(s.cfg.RegistrationToken)) != 1 {
+	case strings.HasPrefix(registrationToken, auth.PrefixRegister):
+		var err error
+		if platform, err = s.registrationToken(ctx, registrationToken); err != nil {
+			return nil, err
+		}
+	case s.cfg.RegistrationToken == "" || subtle.ConstantTimeCompare([]byte(registrationToken), []byte(s.cfg.RegistrationToken)) != 1:
 		return nil, fault.Unauthenticated("invalid registration token")
 	}
 	tags, ignored, err := s.checkFacts(req, team != nil)
@@ -50,13 +57,18 @@ func (s *Service) Register(ctx context.Context, registrationToken string, req pr
 	a := &Agent{ID: "agt_" + hex.EncodeToString(idb), Name: req.Name, TokenHash: auth.HashToken(token), Version: req.Version,
 		Tags: strings.Join(tags, " "), Executor: req.Executor, CPUs: req.CPUs, MemoryBytes: req.MemoryBytes,
 		GPUs: string(gpus), Host: string(host), Concurrency: req.Concurrency, FreeCPUs: req.CPUs, FreeGPUs: len(req.GPUs),
-		LastSeenAt: now, CreatedAt: now}
+		WholeHost: req.WholeHost, LastSeenAt: now, CreatedAt: now}
 	if team != nil {
 		a.OrgID = &team.OrgID
 	}
 	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		if team != nil {
 			if err := tx.Model(&RunnerToken{}).Where("id = ?", team.ID).Update("last_used_at", now).Error; err != nil {
+				return err
+			}
+		}
+		if platform != nil {
+			if err := tx.Model(&RegistrationToken{}).Where("id = ?", platform.ID).Update("last_used_at", now).Error; err != nil {
 				return err
 			}
 		}
@@ -109,7 +121,7 @@ func (s *Service) UpdateFacts(ctx context.Context, a *Agent, req protocol.Regist
 	host, _ := json.Marshal(req.Host)
 	set := map[string]any{"name": req.Name, "version": req.Version, "tags": strings.Join(tags, " "), "executor": req.Executor,
 		"cpus": req.CPUs, "memory_bytes": req.MemoryBytes, "gpus": string(gpus), "host": string(host), "concurrency": req.Concurrency,
-		"last_seen_at": s.clock.Now().UTC()}
+		"whole_host": req.WholeHost, "last_seen_at": s.clock.Now().UTC()}
 	if err := s.db.WithContext(ctx).Model(&Agent{}).Where("id = ?", a.ID).Updates(set).Error; err != nil {
 		return nil, err
 	}
@@ -215,7 +227,9 @@ type AgentInfo struct {
 	GPUs        []protocol.GPU `json:"gpus"`
 	FreeGPUs    int            `json:"free_gpus"`
 	Concurrency int            `json:"concurrency"`
-	Online      bool           `json:"online"`
+	// WholeHost says the agent takes a pipeline larger than its cores when idle, alone.
+	WholeHost bool `json:"whole_host"`
+	Online    bool `json:"online"`
 	// Paused says a team admin paused the runner: it takes no new pipelines.
 	Paused bool `json:"paused"`
 	// TeamID is the team of a team runner; absent for the platform's agents.
@@ -283,7 +297,7 @@ func (s *Service) agentList(ctx context.Context, q *gorm.DB) ([]AgentInfo, error
 		}
 		out = append(out, AgentInfo{ID: a.ID, Name: a.Name, Version: a.Version, Tags: a.tags(), Executor: a.Executor,
 			CPUs: a.CPUs, FreeCPUs: a.FreeCPUs, MemoryBytes: a.MemoryBytes, GPUs: gpus, FreeGPUs: a.FreeGPUs,
-			Concurrency: a.Concurrency, Online: a.online(online), Paused: a.PausedAt != nil, TeamID: a.OrgID, LastSeenAt: a.LastSeenAt,
+			Concurrency: a.Concurrency, WholeHost: a.WholeHost, Online: a.online(online), Paused: a.PausedAt != nil, TeamID: a.OrgID, LastSeenAt: a.LastSeenAt,
 			CreatedAt: a.CreatedAt, Pipelines: ps})
 	}
 	return out, nil

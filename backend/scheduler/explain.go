@@ -49,6 +49,9 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64][]
 			}
 			ci.agents++
 			ci.maxCPUs = max(ci.maxCPUs, a.CPUs)
+			if a.WholeHost {
+				ci.maxCPUs = max(ci.maxCPUs, s.in.classes.largest())
+			}
 		}
 	}
 	var running map[string]map[int64]int // read once, and only when a cap needs it
@@ -85,9 +88,9 @@ func (s *Service) Explain(ctx context.Context, ps []build.Pipeline) map[int64][]
 		case !platform && ci.maxCPUs < p.CPUs:
 			add(build.BlockerTooSmall, build.RemedyTeamAgents, "no runner of your team with tag %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
 		case ci == nil:
-			add(build.BlockerNoAgent, build.RemedyAgents, "no online agent serves %s", p.RunnerTag)
+			add(build.BlockerNoAgent, s.agentRemedy(p.RunnerTag), "no online agent serves %s", p.RunnerTag)
 		case ci.maxCPUs < p.CPUs:
-			add(build.BlockerTooSmall, build.RemedyAgents, "no online agent of %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
+			add(build.BlockerTooSmall, s.agentRemedy(p.RunnerTag), "no online agent of %s has %d cores (the largest has %d)", p.RunnerTag, p.CPUs, ci.maxCPUs)
 		case strings.HasPrefix(p.Reason, build.ReasonFundsWaitPrefix):
 			// Agents serve it: what it waits for is the money (below).
 		default:
@@ -140,4 +143,15 @@ func (s *Service) waiting(ctx context.Context, p build.Pipeline) string {
 		return fmt.Sprintf("all runners of your team with tag %s are busy: #%d in the queue", p.RunnerTag, pos)
 	}
 	return fmt.Sprintf("all agents of %s are busy: #%d in the team's queue, %d team(s) waiting", p.RunnerTag, pos, teams)
+}
+
+// agentRemedy is where a pipeline of a platform class that lacks an agent points: a team's own
+// runners only when the installation lets them serve the tag (a runner started for a GPU tag
+// was refused: "a team runner needs a tag outside the cnb: namespace"); otherwise the
+// platform's admins, who add agents on the admin Agents page.
+func (s *Service) agentRemedy(tag string) string {
+	if slices.Contains(s.cfg.TeamRunnerCNBTags, tag) {
+		return build.RemedyAgents
+	}
+	return build.RemedyPlatformAgents
 }

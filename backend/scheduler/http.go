@@ -29,6 +29,10 @@ func NewHandler(svc *Service, orgs *org.Service, log *slog.Logger) *Handler {
 func (h *Handler) Routes(root *gin.Engine, v1 *gin.RouterGroup) {
 	rs := api.NewRoutes(v1, h.log)
 	rs.GET("/admin/agents", h.listAgents)
+	// Platform registration tokens (registration.go): platform admins only.
+	rs.GET("/admin/registration-tokens", h.registrationTokens)
+	rs.POST("/admin/registration-tokens", h.createRegistrationToken)
+	rs.DELETE("/admin/registration-tokens/:id", h.deleteRegistrationToken)
 	// Team runners (teams.go): members see them; admins register, pause, resume and revoke.
 	rs.GET("/orgs/:org/agents", h.teamAgents)
 	rs.POST("/orgs/:org/agents/:id/pause", h.pauseAgent(true))
@@ -123,13 +127,63 @@ func (h *Handler) deleteRunnerToken(c *gin.Context) error {
 
 // listAgents lists every agent for platform admins: online or not, tags, capacity, what it runs
 // now and when it was last heard from.
-func (h *Handler) listAgents(c *gin.Context) error {
+// platformAdmin refuses everyone but platform admins (a token needs the admin scope).
+func platformAdmin(c *gin.Context, what string) error {
 	p := auth.From(c)
 	if !p.Authenticated() {
 		return fault.Unauthenticated("sign in or send a token")
 	}
 	if !p.IsPlatformAdmin() {
-		return fault.Forbidden("only platform admins see the agents (a token needs the admin scope)")
+		return fault.Forbidden("only platform admins %s (a token needs the admin scope)", what)
+	}
+	return nil
+}
+
+func (h *Handler) registrationTokens(c *gin.Context) error {
+	if err := platformAdmin(c, "see the registration tokens"); err != nil {
+		return err
+	}
+	list, err := h.svc.RegistrationTokens(c.Request.Context())
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusOK, api.List[RegistrationTokenInfo]{Items: list})
+}
+
+func (h *Handler) createRegistrationToken(c *gin.Context) error {
+	if err := platformAdmin(c, "make registration tokens"); err != nil {
+		return err
+	}
+	var req struct {
+		Name string `json:"name"`
+	}
+	if err := api.Bind(c, &req); err != nil {
+		return err
+	}
+	t, err := h.svc.CreateRegistrationToken(c.Request.Context(), auth.From(c).User.ID, req.Name)
+	if err != nil {
+		return err
+	}
+	return api.JSON(c, http.StatusCreated, t)
+}
+
+func (h *Handler) deleteRegistrationToken(c *gin.Context) error {
+	if err := platformAdmin(c, "delete registration tokens"); err != nil {
+		return err
+	}
+	id, ok := parseID(c.Param("id"))
+	if !ok {
+		return fault.NotFound("registration token %q not found", c.Param("id"))
+	}
+	if err := h.svc.DeleteRegistrationToken(c.Request.Context(), id); err != nil {
+		return err
+	}
+	return api.NoContent(c)
+}
+
+func (h *Handler) listAgents(c *gin.Context) error {
+	if err := platformAdmin(c, "see the agents"); err != nil {
+		return err
 	}
 	// Agents are few and never deleted: the cursor is a position in registration order.
 	type positioned struct {

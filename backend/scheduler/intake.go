@@ -298,6 +298,16 @@ func (cs classes) class(tag string) (runnerclass.Class, bool) {
 	return runnerclass.Class{}, false
 }
 
+// largest is the most cores a pipeline of any class may ask for: what a whole-host agent
+// offers when it runs nothing (Agent.WholeHost).
+func (cs classes) largest() int {
+	n := runnerclass.MaxTeamCPUs
+	for _, c := range cs {
+		n = max(n, c.MaxCPUs, c.FixedCPUs)
+	}
+	return n
+}
+
 // gpusOf is how many GPU slots a pipeline of the class takes.
 func (cs classes) gpusOf(tag string) int {
 	if c, ok := cs.class(tag); ok && c.GPU != "" {

@@ -43,6 +43,14 @@ func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, 
 		who.OnlyOrg = *a.OrgID
 	}
 	capacity := Capacity{FreeCPUs: req.FreeCPUs, TotalCPUs: a.CPUs, FreeGPUs: len(req.FreeGPUs), TotalGPUs: a.gpuCount()}
+	if a.WholeHost {
+		// Any size fits it when it is idle, so a large pipeline can be reserved (rule 3) while
+		// small ones run, and is taken once they end.
+		capacity.TotalCPUs = max(a.CPUs, s.in.classes.largest())
+		if len(req.Running) == 0 {
+			capacity.FreeCPUs = capacity.TotalCPUs
+		}
+	}
 	until := s.clock.Now().Add(s.cfg.PollTimeout)
 	deadline := time.NewTimer(s.cfg.PollTimeout)
 	defer deadline.Stop()

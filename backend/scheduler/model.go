@@ -46,6 +46,20 @@ type Agent struct {
 	OrgID *int64
 	// PausedAt is when a team admin paused the runner: it takes no new pipelines until resumed.
 	PausedAt *time.Time
+	// WholeHost: a pipeline asking for more cores than CPUs runs alone on the agent, on all its
+	// cores (protocol.RegisterRequest.WholeHost).
+	WholeHost bool `gorm:"not null"`
+}
+
+// RegistrationToken is a platform registration token made on the admin Agents page; only its
+// hash is kept.
+type RegistrationToken struct {
+	ID         int64     `gorm:"primaryKey"`
+	Name       string    `gorm:"not null"`
+	TokenHash  string    `gorm:"not null"`
+	CreatedBy  int64     `gorm:"not null"`
+	CreatedAt  time.Time `gorm:"not null"`
+	LastUsedAt *time.Time
 }
 
 // RunnerToken is a team's registration token for its own runners; only its hash is kept.

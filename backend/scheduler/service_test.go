@@ -664,3 +664,50 @@ func TestAgentFactsUpdateTheList(t *testing.T) {
 		}
 	})
 }
+
+// A whole-host agent (the all-in-one's built-in one) says the cores its host has, and still
+// takes a pipeline that asks for more, alone: when it runs nothing else, and never beside
+// another pipeline. An agent without it leaves that pipeline waiting, and says why.
+func TestWholeHostAgentTakesLargerPipelinesAlone(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond})
+		ctx := context.Background()
+		f.push("main", `
+main:
+  push:
+    - name: big
+      runner: { tags: cnb:arch:amd64, cpus: 16 }
+      stages: [ { name: s, script: x } ]
+`)
+		plain := f.agent("plain", 2)
+		if l := f.poll(plain, 2); l != nil {
+			t.Fatalf("a 2-core agent took a 16-core pipeline: %+v", l)
+		}
+		resp, err := f.sched.Register(ctx, "reg-secret", protocol.RegisterRequest{Name: "laptop", Tags: []string{"cnb:arch:amd64"}, CPUs: 2,
+			Concurrency: 2, WholeHost: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		laptop, err := f.sched.AgentByToken(ctx, resp.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Busy with another pipeline (one lease running, one core free): it waits.
+		if l, err := f.sched.Poll(ctx, laptop, protocol.PollRequest{FreeCPUs: 1, Running: []string{"other"}}, noDrain()); err != nil || l != nil {
+			t.Fatalf("a busy whole-host agent took the big pipeline: %+v %v", l, err)
+		}
+		l := f.poll(laptop, 2)
+		if l == nil || l.Plan.Runner.Cpus != 16 {
+			t.Fatalf("an idle whole-host agent should take the 16-core pipeline: %+v", l)
+		}
+		list, err := f.sched.Agents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range list {
+			if a.Name == "laptop" && (!a.WholeHost || a.CPUs != 2) {
+				t.Fatalf("the list says %+v; want 2 cores and whole_host", a)
+			}
+		}
+	})
+}

@@ -225,7 +225,7 @@ func TestBlockersAllAtOnceAndQueueTimeout(t *testing.T) {
 		var p build.Pipeline
 		db.Omit("plan").Where("name = ?", "gpu").Take(&p)
 		bs := s.Explain(ctx, []build.Pipeline{p})[p.ID]
-		if len(bs) != 2 || bs[0].Code != build.BlockerNoAgent || bs[0].Remedy != build.RemedyAgents || bs[0].Message != "no online agent serves cnb:arch:amd64:gpu" ||
+		if len(bs) != 2 || bs[0].Code != build.BlockerNoAgent || bs[0].Remedy != build.RemedyPlatformAgents || bs[0].Message != "no online agent serves cnb:arch:amd64:gpu" ||
 			bs[1].Code != build.BlockerBalance || bs[1].Remedy != build.RemedyTopUp || !strings.HasPrefix(bs[1].Message, "balance insufficient: the first 5-minute window") {
 			t.Fatalf("blockers: %+v", bs)
 		}
@@ -270,4 +270,23 @@ func TestSpendingCapBlockerSaysWhatWouldPassIt(t *testing.T) {
 			t.Fatalf("blockers: %+v", bs)
 		}
 	})
+}
+
+// A missing platform agent points at team runners only for a tag they may serve; otherwise at
+// the platform's admins (the waiting card's link to "bring your own runner" for a GPU tag
+// led to a refusal).
+func TestAgentRemedyOnlyOffersTeamRunnersForWhatTheyServe(t *testing.T) {
+	s := &Service{cfg: Config{TeamRunnerCNBTags: []string{"cnb:arch:amd64"}}}
+	for tag, want := range map[string]string{
+		"cnb:arch:amd64":         build.RemedyAgents,
+		"cnb:arch:amd64:gpu":     build.RemedyPlatformAgents,
+		"cnb:arch:amd64:gpu:L40": build.RemedyPlatformAgents,
+	} {
+		if got := s.agentRemedy(tag); got != want {
+			t.Errorf("%s: remedy %q, want %q", tag, got, want)
+		}
+	}
+	if got := (&Service{}).agentRemedy("cnb:arch:amd64"); got != build.RemedyPlatformAgents {
+		t.Errorf("no cnb: tags for team runners: remedy %q", got)
+	}
 }

@@ -105,6 +105,10 @@ type RegisterRequest struct {
 	Concurrency int       `json:"concurrency"`
 	Executor    string    `json:"executor"`
 	Host        HostFacts `json:"host,omitzero"`
+	// WholeHost: the agent takes a pipeline asking for more cores than CPUs when it runs
+	// nothing else, and runs it alone on all its cores (the all-in-one's built-in agent, whose
+	// laptop has fewer cores than the brief's examples ask for). CPUs stay what the host has.
+	WholeHost bool `json:"wholeHost,omitempty"`
 }
 
 // FactsResponse answers PathFacts: the tags the server ignores, as RegisterResponse's.

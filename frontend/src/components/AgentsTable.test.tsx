@@ -6,7 +6,7 @@ import type { AgentInfo } from '../lib/types'
 const gpu: AgentInfo = {
   id: 'ag-1', name: 'gpu-box', version: '1.4.0', tags: ['cnb:arch:amd64:gpu', 'cnb:arch:amd64:gpu:L40'], executor: 'docker',
   cpus: 16, free_cpus: 12, memory_bytes: 64 * 1024 ** 3, gpus: [{ index: 0, name: 'L40', memoryMiB: 46068 }], free_gpus: 0, concurrency: 2,
-  online: true, paused: true, last_seen_at: new Date().toISOString(), created_at: '2026-01-01T00:00:00Z',
+  whole_host: false, online: true, paused: true, last_seen_at: new Date().toISOString(), created_at: '2026-01-01T00:00:00Z',
   pipelines: [{ id: 9, name: 'train', runner_tag: 'cnb:arch:amd64:gpu', cpus: 4, org: 'ml lab', repo: 'trainer', build_number: 7, started_at: new Date().toISOString() }],
 }
 const idle: AgentInfo = { ...gpu, id: 'ag-2', name: '', executor: '', version: '', gpus: [], free_gpus: 0, memory_bytes: 0, online: false, paused: false, pipelines: [] }

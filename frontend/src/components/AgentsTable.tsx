@@ -59,6 +59,12 @@ export function AgentsTable({
               </td>
               <td>
                 {a.free_cpus}/{a.cpus} cores free
+                {a.whole_host && (
+                  <span className="hint" title="It takes a pipeline that asks for more cores than it has when it runs nothing else, alone on all of them" data-whole-host>
+                    {' '}
+                    (larger pipelines run alone)
+                  </span>
+                )}
                 {a.gpus.length > 0 && `, ${a.free_gpus}/${a.gpus.length} GPUs (${a.gpus[0].name})`}
                 {platform && a.memory_bytes > 0 && `, ${bytes(a.memory_bytes)}`}
                 {platform && (

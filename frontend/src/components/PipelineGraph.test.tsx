@@ -2,7 +2,8 @@ import { render, screen } from '@testing-library/react'
 import { MemoryRouter } from 'react-router'
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query'
 import type { ReactNode } from 'react'
-import { PipelineCard } from './PipelineGraph'
+import { PipelineCard, remedyLink } from './PipelineGraph'
+import { USER_KEY } from '../session'
 import type { Pipeline } from '../lib/types'
 
 // PipelineCard reads the currency from the (cached) pricing; here nothing answers it.
@@ -61,6 +62,34 @@ describe('PipelineCard', () => {
     expect(screen.getByText(/balance insufficient/)).toBeTruthy()
     expect(container.querySelector('[data-remedy="topup"]')!.getAttribute('href')).toBe('/orgs/ml%20team/billing')
     expect(container.querySelector('[data-remedy="agents"]')!.getAttribute('href')).toBe('/orgs/ml%20team/agents')
+  })
+
+  it('sends a platform admin to the admin Agents page, and others to team runners only for what they serve', () => {
+    const waiting: Pipeline = {
+      ...p,
+      waiting: true,
+      reason: 'no online agent serves cnb:arch:amd64:gpu',
+      blockers: [{ code: 'no_agent', message: 'no online agent serves cnb:arch:amd64:gpu', remedy: 'platform_agents' }],
+    }
+    const card = (admin: boolean) => {
+      const qc = new QueryClient({ defaultOptions: { queries: { retry: false, enabled: false } } })
+      qc.setQueryData(USER_KEY, { username: 'root', is_admin: admin })
+      return render(
+        <QueryClientProvider client={qc}>
+          <MemoryRouter>
+            <PipelineCard p={waiting} org="ml" jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
+          </MemoryRouter>
+        </QueryClientProvider>,
+      )
+    }
+    const asAdmin = card(true)
+    expect(asAdmin.container.querySelector('a[data-remedy="platform_agents"]')!.getAttribute('href')).toBe('/admin/agents')
+    asAdmin.unmount()
+    const asMember = card(false)
+    expect(asMember.container.querySelector('a[data-remedy]')).toBeNull()
+    expect(asMember.container.querySelector('[data-remedy="platform_agents"]')!.textContent).toContain("platform's admins")
+    expect(remedyLink('agents', 'ml', false)).toEqual({ label: 'See agents, or bring your own runner', href: '/orgs/ml/agents' })
+    expect(remedyLink('agents', 'ml', true)?.href).toBe('/admin/agents')
   })
 
   it('says in words what money ended a pipeline, with the remedy and the re-run', () => {

@@ -5,6 +5,7 @@ import type { Pipeline } from '../lib/types'
 import { useCurrency } from './Pricing'
 import { coreHours, coreSeconds, duration, money, span } from '../lib/format'
 import { StatusBadge } from './ui'
+import { useUser } from '../session'
 
 /** What each blocker's remedy links to, on the team's pages. */
 const REMEDIES: Record<string, { label: string; href: (org: string) => string }> = {
@@ -14,23 +15,43 @@ const REMEDIES: Record<string, { label: string; href: (org: string) => string }>
   team_agents: { label: "Your team's runners", href: (org) => `/orgs/${seg(org)}/agents` },
 }
 
+/**
+ * A remedy's link for this viewer: a platform admin adding an agent goes to the admin Agents
+ * page (its start commands and registration tokens); anyone else is sent to team runners only
+ * for a tag team runners may serve ("agents"), and told whom to ask for the rest
+ * ("platform_agents": a runner started for a GPU tag would be refused).
+ */
+export function remedyLink(remedy: string, org: string, admin: boolean): { label: string; href?: string } | undefined {
+  if (admin && (remedy === 'agents' || remedy === 'platform_agents')) return { label: 'Add an agent', href: '/admin/agents' }
+  if (remedy === 'platform_agents') return { label: "only the platform's admins can add one: ask them" }
+  const r = REMEDIES[remedy]
+  return r && { label: r.label, href: r.href(org) }
+}
+
 /** A queued pipeline's blockers, each with its remedy as a link. */
 function Blockers({ p, org }: { p: Pipeline; org?: string }) {
+  const admin = !!useUser().data?.is_admin
   const list = p.blockers ?? []
   if (list.length === 0) return null
   return (
     <ul className="blockers" role="status" aria-label={`Why ${p.name} waits`}>
       {list.map((b, i) => {
-        const r = b.remedy ? REMEDIES[b.remedy] : undefined
+        const r = b.remedy && org ? remedyLink(b.remedy, org, admin) : undefined
         return (
           <li key={i} data-blocker={b.code}>
             {b.message}
-            {r && org && (
+            {r && (
               <>
                 {' '}
-                <Link to={r.href(org)} data-remedy={b.remedy}>
-                  {r.label} →
-                </Link>
+                {r.href ? (
+                  <Link to={r.href} data-remedy={b.remedy}>
+                    {r.label} →
+                  </Link>
+                ) : (
+                  <span className="hint" data-remedy={b.remedy}>
+                    ({r.label})
+                  </span>
+                )}
               </>
             )}
           </li>

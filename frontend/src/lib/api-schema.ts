@@ -2562,6 +2562,37 @@ export interface paths {
      */
     get: operations["listAgents"];
   };
+  "/admin/registration-tokens": {
+    /**
+     * The platform's registration tokens (platform admins)
+     * @description Oldest first, without the secrets (shown once, when made). The installation's configured
+     * token (`NIMBUS_AGENT_REGISTRATION_TOKEN`, or `agent-registration.token` in the data dir)
+     * is not listed: it works beside these and changes with the configuration. Platform admins
+     * only (a token also needs the `admin` scope): anyone else gets 403.
+     */
+    get: operations["listRegistrationTokens"];
+    /**
+     * Make a platform registration token (platform admins)
+     * @description An agent started with it (`nimbus-agent --server … --token nbg_…`) is one of the
+     * platform's agents, serving every team. The token is in this answer only; only its hash is
+     * kept. Rotating is making a new one and deleting the old. A name of 1–100 characters is
+     * required (422). Platform admins only (a token also needs the `admin` scope).
+     */
+    post: operations["createRegistrationToken"];
+  };
+  "/admin/registration-tokens/{id}": {
+    /**
+     * Delete a platform registration token (platform admins)
+     * @description It registers no agent from now on; agents registered with it keep their own tokens.
+     * An unknown id is a 404. Platform admins only (a token also needs the `admin` scope).
+     */
+    delete: operations["deleteRegistrationToken"];
+    parameters: {
+      path: {
+        id: components["parameters"]["ID"];
+      };
+    };
+  };
   "/admin/orgs": {
     /**
      * Every team with its balance (platform admins)
@@ -3561,10 +3592,10 @@ export interface components {
           code: "lock" | "no_agent" | "too_small" | "paused" | "team_cap" | "balance" | "spending_cap" | "busy";
           message: string;
           /**
-           * @description What fixes it: top up the balance, raise the spending cap, see the agents, register a team runner.
+           * @description What fixes it: top up the balance, raise the spending cap, see the agents (a team runner may serve it), register a team runner, or a platform agent (only platform admins add those: the admin Agents page).
            * @enum {string}
            */
-          remedy?: "topup" | "spending_cap" | "agents" | "team_agents";
+          remedy?: "topup" | "spending_cap" | "agents" | "team_agents" | "platform_agents";
         })[];
       /**
        * @description For people; "" when there is nothing to say. A `queued` pipeline says why it still
@@ -3647,6 +3678,12 @@ export interface components {
        * `cpuModel`, `gpuDriver`, `cudaVersion`, `engine`).
        */
       host?: {
+        agentId?: string;
+        /** @description The agent's name. */
+        name?: string;
+        version?: string;
+        /** @description `docker` or `shell`. */
+        executor?: string;
         [key: string]: unknown;
       };
     };
@@ -4197,6 +4234,11 @@ export interface components {
        */
       tags: string[];
       cpus: number;
+      /**
+       * @description It takes a pipeline asking for more cores than `cpus` when it runs nothing else, and
+       * runs it alone on all its cores.
+       */
+      wholeHost?: boolean;
       /** Format: int64 */
       memoryBytes?: number;
       gpus?: components["schemas"]["GPU"][];
@@ -4674,6 +4716,8 @@ export interface components {
       free_gpus: number;
       /** @description Most pipelines it runs at once. */
       concurrency: number;
+      /** @description It takes a pipeline asking for more cores than `cpus` when it runs nothing else, alone (the all-in-one's built-in agent). */
+      whole_host: boolean;
       /** @description Heard from within two poll timeouts and a heartbeat interval. */
       online: boolean;
       /** @description A team admin paused the runner; it takes no new pipelines. */
@@ -4802,6 +4846,25 @@ export interface components {
        * @description When a runner last registered with it.
        */
       last_used_at: string | null;
+    };
+    /** @description A platform registration token; `token` only in the answer that makes it. */
+    RegistrationToken: {
+      /** Format: int64 */
+      id: number;
+      name: string;
+      /** @description `nbg_…`, shown once. */
+      token?: string;
+      /** Format: date-time */
+      created_at: string;
+      /**
+       * Format: date-time
+       * @description When an agent last registered with it.
+       */
+      last_used_at: string | null;
+    };
+    RegistrationTokenList: {
+      items: components["schemas"]["RegistrationToken"][];
+      next_cursor?: components["schemas"]["NextCursor"];
     };
     RunnerTokenList: {
       items: components["schemas"]["RunnerToken"][];
@@ -10931,6 +10994,80 @@ export interface operations {
       400: components["responses"]["BadRequest"];
       401: components["responses"]["Unauthenticated"];
       403: components["responses"]["Forbidden"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * The platform's registration tokens (platform admins)
+   * @description Oldest first, without the secrets (shown once, when made). The installation's configured
+   * token (`NIMBUS_AGENT_REGISTRATION_TOKEN`, or `agent-registration.token` in the data dir)
+   * is not listed: it works beside these and changes with the configuration. Platform admins
+   * only (a token also needs the `admin` scope): anyone else gets 403.
+   */
+  listRegistrationTokens: {
+    responses: {
+      /** @description The tokens. */
+      200: {
+        content: {
+          "application/json": components["schemas"]["RegistrationTokenList"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Make a platform registration token (platform admins)
+   * @description An agent started with it (`nimbus-agent --server … --token nbg_…`) is one of the
+   * platform's agents, serving every team. The token is in this answer only; only its hash is
+   * kept. Rotating is making a new one and deleting the old. A name of 1–100 characters is
+   * required (422). Platform admins only (a token also needs the `admin` scope).
+   */
+  createRegistrationToken: {
+    requestBody: {
+      content: {
+        "application/json": {
+          name: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The token, with its secret. */
+      201: {
+        content: {
+          "application/json": components["schemas"]["RegistrationToken"];
+        };
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      413: components["responses"]["PayloadTooLarge"];
+      422: components["responses"]["ValidationFailed"];
+      default: components["responses"]["Error"];
+    };
+  };
+  /**
+   * Delete a platform registration token (platform admins)
+   * @description It registers no agent from now on; agents registered with it keep their own tokens.
+   * An unknown id is a 404. Platform admins only (a token also needs the `admin` scope).
+   */
+  deleteRegistrationToken: {
+    parameters: {
+      path: {
+        id: components["parameters"]["ID"];
+      };
+    };
+    responses: {
+      /** @description Deleted. */
+      204: {
+        content: never;
+      };
+      400: components["responses"]["BadRequest"];
+      401: components["responses"]["Unauthenticated"];
+      403: components["responses"]["Forbidden"];
+      404: components["responses"]["NotFound"];
       default: components["responses"]["Error"];
     };
   };

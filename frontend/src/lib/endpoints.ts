@@ -297,6 +297,11 @@ export const endpoints = {
 
   admin: {
     agents: () => all('/admin/agents', {}),
+    registrationTokens: {
+      list: () => all('/admin/registration-tokens', {}),
+      create: (body: RequestBody<'/admin/registration-tokens', 'post'>) => call('post', '/admin/registration-tokens', {}, body),
+      remove: (id: number) => call('delete', '/admin/registration-tokens/{id}', { id }),
+    },
     orgs: () => all('/admin/orgs', {}),
     settings: () => call('get', '/admin/settings', {}),
     /** A credit grant; the same key grants once however often it is sent (a double click). */

@@ -1,4 +1,4 @@
-import { ago, calendarDay, clockTime, coreHours, coreSeconds, dateTime, day, duration, money, zoneName } from './format'
+import { ago, calendarDay, clockTime, coreHours, coreSeconds, dateTime, day, duration, intlZone, money, zoneName } from './format'
 
 describe('format', () => {
   it('shows a moment with its time zone, in the one format of the locale', () => {
@@ -8,6 +8,15 @@ describe('format', () => {
     expect(dateTime(ts, { locale: 'en-US', timeZone: 'Asia/Shanghai' })).toBe('Dec 4, 2026, 12:30 AM GMT+8')
     expect(dateTime(ts, { locale: 'de-DE', timeZone: 'UTC' })).toBe('3. Dez. 2026, 16:30 UTC')
     expect(dateTime(null)).toBe('—')
+  })
+  it("reads a server's fixed-offset zone name, and never fails a page on one it cannot read", () => {
+    const ts = '2026-12-03T16:30:00Z'
+    // Go names a fixed zone "UTC+8"; Intl threw "Invalid time zone specified: UTC+8".
+    expect(dateTime(ts, { locale: 'en-US', timeZone: 'UTC+8' })).toBe('Dec 4, 2026, 12:30 AM GMT+8')
+    expect(intlZone('UTC-5')).toBe('Etc/GMT+5')
+    expect(intlZone('UTC+0')).toBe('UTC')
+    expect(intlZone('Mars/Olympus')).toBeUndefined()
+    expect(() => dateTime(ts, { locale: 'en-US', timeZone: 'Mars/Olympus' })).not.toThrow()
   })
   it('shows log line times to the second with the zone named once', () => {
     const ms = Date.parse('2026-12-03T16:30:05.250Z')

@@ -36,28 +36,45 @@ const DATE: Intl.DateTimeFormatOptions = { year: 'numeric', month: 'short', day:
 export type Zone = { locale?: string; timeZone?: string }
 
 /**
+ * A zone name Intl takes: a server's "UTC+8" (Go's name of a fixed offset) becomes
+ * "Etc/GMT-8" (tzdata's, sign inverted); a name Intl still refuses is dropped for the
+ * browser's own zone rather than failing the whole page with a RangeError.
+ */
+export function intlZone(tz?: string): string | undefined {
+  if (!tz) return undefined
+  const fixed = /^(?:UTC|GMT)([+-])(\d{1,2})$/.exec(tz)
+  const name = fixed ? (Number(fixed[2]) === 0 ? 'UTC' : `Etc/GMT${fixed[1] === '+' ? '-' : '+'}${Number(fixed[2])}`) : tz
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: name })
+    return name
+  } catch {
+    return undefined
+  }
+}
+
+/**
  * A moment with its time zone, in the locale's one date format: "Dec 3, 2026, 12:52 PM UTC" in
  * en-US, "3. Dez. 2026, 12:52 UTC" in de-DE.
  */
 export function dateTime(ts: string | null, z: Zone = {}): string {
   if (!ts) return '—'
-  return new Intl.DateTimeFormat(z.locale, { ...DATE, hour: 'numeric', minute: '2-digit', timeZone: z.timeZone, timeZoneName: 'short' }).format(new Date(ts))
+  return new Intl.DateTimeFormat(z.locale, { ...DATE, hour: 'numeric', minute: '2-digit', timeZone: intlZone(z.timeZone), timeZoneName: 'short' }).format(new Date(ts))
 }
 
 /** The time of day of a moment, to the second, 24-hour ("16:30:05"): the log's line times. */
 export function clockTime(ms: number, z: Zone = {}): string {
-  return new Intl.DateTimeFormat(z.locale ?? 'en-GB', { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23', timeZone: z.timeZone }).format(new Date(ms))
+  return new Intl.DateTimeFormat(z.locale ?? 'en-GB', { hour: '2-digit', minute: '2-digit', second: '2-digit', hourCycle: 'h23', timeZone: intlZone(z.timeZone) }).format(new Date(ms))
 }
 
 /** The short name of the zone times are shown in ("UTC", "GMT+8"). */
 export function zoneName(z: Zone = {}, at = Date.now()): string {
-  const part = new Intl.DateTimeFormat(z.locale ?? 'en-US', { timeZone: z.timeZone, timeZoneName: 'short' }).formatToParts(new Date(at)).find((p) => p.type === 'timeZoneName')
+  const part = new Intl.DateTimeFormat(z.locale ?? 'en-US', { timeZone: intlZone(z.timeZone), timeZoneName: 'short' }).formatToParts(new Date(at)).find((p) => p.type === 'timeZoneName')
   return part?.value ?? ''
 }
 
 /** The date of a moment in the locale's date format ("Dec 3, 2026"). */
 export function day(ts: string, z: Zone = {}): string {
-  return new Intl.DateTimeFormat(z.locale, { ...DATE, timeZone: z.timeZone }).format(new Date(ts))
+  return new Intl.DateTimeFormat(z.locale, { ...DATE, timeZone: intlZone(z.timeZone) }).format(new Date(ts))
 }
 
 /**

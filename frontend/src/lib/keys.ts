@@ -95,6 +95,7 @@ export const keys = {
 
   admin: {
     agents: () => ['agents'] as const,
+    registrationTokens: () => ['registration-tokens'] as const,
     orgs: () => ['admin-orgs'] as const,
     settings: () => ['admin-settings'] as const,
   },

@@ -6,6 +6,7 @@ import { PricingPanel } from '../components/Pricing'
 import { Empty, QueryView } from '../components/ui'
 import { AgentsTable } from '../components/AgentsTable'
 import { keys } from '../lib/keys'
+import { AgentSetup } from '../components/AgentSetup'
 
 export default function Agents() {
   const user = useUser()
@@ -15,12 +16,13 @@ export default function Agents() {
       <QueryView q={q} what="Loading agents">
         {(list) =>
           list.length === 0 ? (
-            <Empty>No agent has registered. Start one with nimbus-agent and the registration token.</Empty>
+            <Empty>No agent has registered. Start one with a command below.</Empty>
           ) : (
             <AgentsTable agents={list} scope="platform" />
           )
         }
       </QueryView>
+      {user.data?.is_admin && <AgentSetup />}
       <PricingPanel />
     </AdminPage>
   )

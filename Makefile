@@ -88,7 +88,7 @@ fuzz:
 # share one process (one link of its test binary). Alone, with the services: make build && e2e/testenv.sh make bench
 bench:
 	$(GO) test -run='^$$' -bench='^BenchmarkCompile$$' -benchmem ./backend/pipeline/spec
-	$(GO) test -run='^$$' -bench='^(BenchmarkDispatch|BenchmarkEnqueueToLease|BenchmarkReplicas)$$' -benchtime=1x -v ./backend/scheduler
+	$(GO) test -run='^$$' -bench='^(BenchmarkDispatch|BenchmarkEnqueueToLease|BenchmarkReplicas|BenchmarkGPUHostsKeptForGPUWork)$$' -benchtime=1x -v ./backend/scheduler
 	$(GO) test -run='^$$' -bench='^BenchmarkAppend$$' -benchtime=20x ./backend/logs
 	$(GO) test -run='^$$' -bench='^BenchmarkTick$$' -benchtime=2x ./backend/billing
 	$(GO) test -run='^$$' -bench='^BenchmarkAgentOverhead$$' -benchtime=5x ./agent/runner

@@ -182,3 +182,82 @@ func BenchmarkEnqueueToLease(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
 	}
 }
+
+// BenchmarkGPUHostsKeptForGPUWork streams CPU pipelines, one at a time, at 2 CPU agents and 2
+// GPU hosts whose operators let them serve CPU classes too, all long-polling (real PostgreSQL
+// and Redis). It reports the share of CPU pipelines that landed on a GPU host while CPU agents
+// were free (target 0 %: CPU steps never hold GPU time) and their enqueue-to-lease latency;
+// then, with the CPU agents gone, how long a CPU pipeline takes to spill over to a GPU host
+// (GPUSpillAfter, 250 ms here).
+func BenchmarkGPUHostsKeptForGPUWork(b *testing.B) {
+	const spill = 250 * time.Millisecond
+	w := newBenchWorld(b, 10, 2, Config{PollTimeout: time.Minute, GPUSpillAfter: spill})
+	ctx := context.Background()
+	var gpuHosts []*Agent
+	for i := 0; i < 2; i++ {
+		resp, err := w.sched.Register(ctx, "reg", protocol.RegisterRequest{Name: fmt.Sprint("gpu-", i), CPUs: 16, Concurrency: 1 << 20,
+			Tags: []string{"cnb:arch:amd64", "cnb:arch:amd64:gpu"}, GPUs: []protocol.GPU{{Index: 0, Name: "L40"}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		a, _ := w.sched.AgentByToken(ctx, resp.Token)
+		gpuHosts = append(gpuHosts, a)
+	}
+	type leased struct {
+		at  time.Time
+		gpu bool
+	}
+	// run long-polls with agents until stop, and streams rounds pipelines through them.
+	run := func(agents []*Agent, rounds int) (onGPU int, lat []time.Duration) {
+		leases := make(chan leased, rounds)
+		pollCtx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, a := range agents {
+			wg.Add(1)
+			go func(a *Agent) {
+				defer wg.Done()
+				req := protocol.PollRequest{FreeCPUs: 8}
+				if a.gpuCount() > 0 {
+					req = protocol.PollRequest{FreeCPUs: 16, FreeGPUs: []string{"0"}}
+				}
+				for pollCtx.Err() == nil {
+					if l, _ := w.sched.Poll(pollCtx, a, req, nil); l != nil {
+						leases <- leased{time.Now(), a.gpuCount() > 0}
+					}
+				}
+			}(a)
+		}
+		time.Sleep(500 * time.Millisecond) // every agent is waiting
+		for r := 0; r < rounds; r++ {
+			start := time.Now() // the pipeline's queue time is its insert's
+			p := w.insert(b, 1)[0]
+			if err := w.sched.in.Enqueue(ctx, p); err != nil {
+				b.Fatal(err)
+			}
+			got := <-leases
+			lat = append(lat, got.at.Sub(start))
+			if got.gpu {
+				onGPU++
+			}
+		}
+		stop()
+		wg.Wait()
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		return onGPU, lat
+	}
+	for i := 0; i < b.N; i++ {
+		const rounds = 200
+		onGPU, lat := run(append(append([]*Agent{}, w.agents...), gpuHosts...), rounds)
+		b.ReportMetric(100*float64(onGPU)/rounds, "cpu_on_gpu_%")
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+		if onGPU > 0 {
+			b.Errorf("%d of %d CPU pipelines held a GPU host while CPU agents were free", onGPU, rounds)
+		}
+		onGPU, lat = run(gpuHosts, 20)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "spill_p50_ms")
+		if onGPU != 20 || lat[0] < spill {
+			b.Errorf("without CPU agents: %d of 20 spilled, the first after %s (spill time %s)", onGPU, lat[0], spill)
+		}
+	}
+}

@@ -114,7 +114,7 @@ func (s *Service) Poll(ctx context.Context, a *Agent, req protocol.PollRequest, 
 			}
 		}
 		var recheck <-chan time.Time
-		if len(handedOver) > 0 {
+		if recheckIn > 0 {
 			recheck = time.After(recheckIn) // collected once it fires or is dropped
 		}
 		// One forwarder per line; the channel holds every turn they may forward, so none blocks.
@@ -208,13 +208,11 @@ func (s *Service) tryDispatch(ctx context.Context, a *Agent, classes []string, w
 	for i := range classes {
 		class := classes[(start+i)%len(classes)]
 		for attempt := 0; attempt < 20; attempt++ {
-			d, err := s.queue.Dispatch(ctx, class, who, capacity, s.rules(class), s.clock.Now())
-			if len(d.HandedOver) > 0 {
-				if len(handedOver) == 0 || d.Recheck < recheck {
-					recheck = d.Recheck
-				}
-				handedOver = append(handedOver, d.HandedOver...)
+			d, err := s.queue.Dispatch(ctx, class, who, capacity, s.agentRules(a, class), s.clock.Now())
+			if d.Recheck > 0 && (recheck == 0 || d.Recheck < recheck) {
+				recheck = d.Recheck
 			}
+			handedOver = append(handedOver, d.HandedOver...)
 			if errors.Is(err, ErrEmpty) {
 				break
 			}

@@ -53,6 +53,9 @@ import (
 //  6. A team runner (Poller.OnlyOrg) takes only its own team's entries, FIFO with backfill,
 //     within its team's cap; the ring and the reservation are left as they are. A team's own
 //     tags have queues of their own ("team:<org>:<tag>", teams.go), where it is the only team.
+//  7. An entry younger than Rules.MinAge is left in backfill (a GPU host's dispatch of a CPU
+//     class: CPU agents take it first); the answer says when the youngest such entry comes of
+//     age, and the poll looks again then. Reservations are exempt, as in rule 5.
 //
 // The cache hash is apart from the entries, whose format stays as it was: a replica of the
 // previous release, during a rolling upgrade, still parses every entry.
@@ -135,6 +138,10 @@ type Rules struct {
 	// HandOver bounds how long cold agents leave a cache-bound pipeline to a waiting warm one
 	// (rule 5); 0 turns cache affinity off.
 	HandOver time.Duration
+	// MinAge leaves entries younger than it to other agents (rule 7): a GPU host that its
+	// operator lets serve CPU classes takes a CPU pipeline only once CPU agents, woken at its
+	// enqueue, have had that long to take it. 0 = none.
+	MinAge time.Duration
 }
 
 // Poller is the agent a dispatch is for, as cache affinity sees it. The zero Poller holds no
@@ -153,8 +160,9 @@ type Dispatched struct {
 	// HandedOver are the waiting warm agents that cache-bound pipelines were left for: the
 	// caller wakes them (Intake.handOver), so they come and take them.
 	HandedOver []string
-	// Recheck, when HandedOver is not empty, is how long until the first of those hand-overs
-	// runs out: a cold agent that got nothing dispatches again then, and takes what is left.
+	// Recheck, when not 0, is how long until the first of those hand-overs runs out, or an
+	// entry left for its age (Rules.MinAge) is old enough: an agent that got nothing
+	// dispatches again then, and takes what is left.
 	Recheck time.Duration
 }
 
@@ -163,10 +171,11 @@ local p = KEYS[1]
 local freeC, totalC = tonumber(ARGV[1]), tonumber(ARGV[2])
 local freeG, totalG = tonumber(ARGV[3]), tonumber(ARGV[4])
 local depth, starve, now, cap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
-local me, handover, only = ARGV[9], tonumber(ARGV[10]), ARGV[11]
+local me, handover, only, minage = ARGV[9], tonumber(ARGV[10]), ARGV[11], tonumber(ARGV[12])
 local mine = {}
-for i = 12, #ARGV do mine[ARGV[i]] = true end
+for i = 13, #ARGV do mine[ARGV[i]] = true end
 local woken, soonest = {}, handover
+local aged = -1 -- 7. how long until the youngest entry left for its age is old enough
 
 local function parse(e)
   local id, c, g, t = string.match(e, '^(%d+):(%d+):(%d+):(%d+)$')
@@ -253,9 +262,13 @@ for i = 1, teams do
     local entries = redis.call('LRANGE', p .. ':org:' .. org, 0, depth - 1)
     for _, e in ipairs(entries) do
       local id, c, g, t = parse(e)
-      -- 2. Backfill: the first that fits (and is not left to a warm agent).
+      -- 2. Backfill: the first that fits (and is not left to a warm agent, rule 5, or to
+      -- agents of its own kind, rule 7).
       if c <= freeC and g <= freeG then
-        if not leave(id, c, g) then
+        if minage > 0 and now - t < minage then
+          local left = minage - (now - t)
+          if aged < 0 or left < aged then aged = left end
+        elseif not leave(id, c, g) then
           return take(org, e, id)
         end
       elseif now - t > starve and not redis.call('GET', p .. ':reserve') then
@@ -264,8 +277,10 @@ for i = 1, teams do
     end
   end
 end
-if #woken == 0 then return {} end
-local out = {0, 0, soonest}
+if #woken == 0 and aged < 0 then return {} end
+local recheck = aged
+if #woken > 0 and (aged < 0 or soonest < aged) then recheck = soonest end
+local out = {0, 0, recheck}
 for _, a in ipairs(woken) do table.insert(out, a) end
 return out
 `)
@@ -277,13 +292,13 @@ var ErrEmpty = errors.New("scheduler: no queued pipeline fits")
 // agent who. The caller must then claim the pipeline in the database; if that fails (cancelled
 // meanwhile) it simply dispatches again. With ErrEmpty, HandedOver may still name agents to wake.
 func (q *Queue) Dispatch(ctx context.Context, class string, who Poller, c Capacity, r Rules, now time.Time) (Dispatched, error) {
-	args := make([]any, 0, 11+len(who.Caches))
+	args := make([]any, 0, 12+len(who.Caches))
 	only := ""
 	if who.OnlyOrg != 0 {
 		only = strconv.FormatInt(who.OnlyOrg, 10)
 	}
 	args = append(args, c.FreeCPUs, c.TotalCPUs, c.FreeGPUs, c.TotalGPUs, max(r.Depth, 1), r.StarveAfter.Milliseconds(),
-		now.UnixMilli(), r.Cap, who.AgentID, r.HandOver.Milliseconds(), only)
+		now.UnixMilli(), r.Cap, who.AgentID, r.HandOver.Milliseconds(), only, r.MinAge.Milliseconds())
 	for _, repo := range who.Caches {
 		args = append(args, repo)
 	}

@@ -31,6 +31,9 @@ type Config struct {
 	// agent that holds them (queue.go, rule 5): the most a cache-bound pipeline can wait for
 	// affinity while a cold agent is free. Negative turns cache affinity off.
 	HandOver time.Duration
+	// GPUSpillAfter (10 s) is how long a CPU pipeline is left to CPU agents before a GPU host
+	// that serves its class may take it (agentRules). Negative: at once.
+	GPUSpillAfter time.Duration
 	// QueueTimeout is how long a pipeline may wait in the queue before it fails with the
 	// reasons it waited for (24 h, as GitHub Actions; negative waits forever). A lock's waiters
 	// keep their own lock.timeout.
@@ -142,6 +145,9 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, secrets Secrets
 	if cfg.HandOver == 0 {
 		cfg.HandOver = time.Second
 	}
+	if cfg.GPUSpillAfter == 0 {
+		cfg.GPUSpillAfter = 10 * time.Second
+	}
 	if cfg.QueueTimeout == 0 {
 		cfg.QueueTimeout = 24 * time.Hour
 	}
@@ -162,6 +168,18 @@ func NewService(db *gorm.DB, in *Intake, builds build.Lifecycle, secrets Secrets
 // rules returns the dispatch rules of a class.
 func (s *Service) rules(class string) Rules {
 	return Rules{Depth: s.cfg.Depth, StarveAfter: s.cfg.StarveAfter, Cap: s.cfg.Caps[class], HandOver: max(s.cfg.HandOver, 0)}
+}
+
+// agentRules are the rules of a's dispatch from class: a GPU host takes a CPU class's pipeline
+// (only when its operator names CPU tags, agent.DefaultTags) after CPU agents had
+// GPUSpillAfter to take it, so that GPU hosts stay free for GPU work ("CPU steps never hold GPU
+// time") and still help when no CPU agent can.
+func (s *Service) agentRules(a *Agent, class string) Rules {
+	r := s.rules(class)
+	if a.gpuCount() > 0 && s.in.classes.gpusOf(class) == 0 && !a.isTeam() {
+		r.MinAge = max(s.cfg.GPUSpillAfter, 0)
+	}
+	return r
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

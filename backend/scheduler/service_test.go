@@ -711,3 +711,47 @@ main:
 		}
 	})
 }
+
+// A GPU host its operator lets serve CPU classes takes a CPU pipeline only after CPU agents
+// had GPUSpillAfter to take it: CPU steps do not hold GPU time while a CPU agent is free, and
+// the GPU host still helps when none is.
+func TestGPUHostTakesCPUWorkOnlyWhenNoCPUAgentDoes(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, Config{PollTimeout: 50 * time.Millisecond, GPUSpillAfter: 10 * time.Second})
+		ctx := context.Background()
+		resp, err := f.sched.Register(ctx, "reg-secret", protocol.RegisterRequest{Name: "gpu-box", CPUs: 16, Concurrency: 2,
+			Tags: []string{"cnb:arch:amd64", "cnb:arch:amd64:gpu"}, GPUs: []protocol.GPU{{Index: 0, Name: "L40"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gpuHost, err := f.sched.AgentByToken(ctx, resp.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cpuHost := f.agent("cpu-box", 8)
+		gpuPoll := func() *protocol.Lease {
+			t.Helper()
+			l, err := f.sched.Poll(ctx, gpuHost, protocol.PollRequest{FreeCPUs: 16, FreeGPUs: []string{"0"}}, noDrain())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return l
+		}
+		f.push("main", oneJob)
+		if l := gpuPoll(); l != nil {
+			t.Fatalf("the GPU host took a fresh CPU pipeline while a CPU agent is free: %+v", l)
+		}
+		if l := f.poll(cpuHost, 8); l == nil {
+			t.Fatal("the CPU agent should take the CPU pipeline")
+		}
+		// No CPU agent takes the next one: after GPUSpillAfter the GPU host does.
+		f.push("main", oneJob)
+		if l := gpuPoll(); l != nil {
+			t.Fatalf("the GPU host took it before the spill time: %+v", l)
+		}
+		f.clock.Advance(11 * time.Second)
+		if l := gpuPoll(); l == nil || l.Plan.Runner.Cpus != 4 {
+			t.Fatalf("the GPU host should take a CPU pipeline no CPU agent took: %+v", l)
+		}
+	})
+}

@@ -183,6 +183,17 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	billCfg.Stop = func(ctx context.Context, pipelineID int64) error {
 		return a.Builds.RequestStop(ctx, pipelineID, build.ReasonInsufficientBalance)
 	}
+	billCfg.Builds = func(ctx context.Context, ids []int64) (map[int64]billing.BuildRef, error) {
+		bs, err := a.Builds.PipelineBuilds(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[int64]billing.BuildRef, len(bs))
+		for id, b := range bs {
+			out[id] = billing.BuildRef{Repo: b.OrgName + "/" + b.RepoName, Number: b.BuildNumber}
+		}
+		return out, nil
+	}
 	a.Billing = billing.NewService(a.DB, clk, log, billCfg)
 	if a.Stripe, err = newStripe(cfg, a.Billing, opt.StripeClient, log); err != nil {
 		return nil, err

@@ -369,7 +369,9 @@ func usageKey(rows []UsageJSON) func(UsageJSON) int64 {
 // are its effect on the account's balance and frozen money (negative when they went down). A
 // settlement also says how long its pipeline ran past its last covered window (uncovered_ms;
 // null for other kinds). The ledger shows amounts exactly (8 decimals), so its entries add up to
-// the balance to the unit; summaries round to 4.
+// the balance to the unit; summaries round to 4. An entry of a pipeline names its build (repo,
+// "org/name", and build_number), what its link /{org}/{repo}/builds/{number}?pipeline={id}
+// needs; both are null for other entries and for a pipeline whose repo was deleted.
 type EntryJSON struct {
 	ID            int64     `json:"id"`
 	Kind          string    `json:"kind"`
@@ -378,6 +380,8 @@ type EntryJSON struct {
 	BalanceChange string    `json:"balance_change"`
 	FrozenChange  string    `json:"frozen_change"`
 	PipelineID    *int64    `json:"pipeline_id"`
+	Repo          *string   `json:"repo"`
+	BuildNumber   *int64    `json:"build_number"`
 	UncoveredMs   *int64    `json:"uncovered_ms"`
 	Note          string    `json:"note"`
 	CreatedAt     time.Time `json:"created_at"`
@@ -389,6 +393,10 @@ func entryJSON(e *Entry) EntryJSON {
 	if e.Uncovered != nil {
 		ms := e.Uncovered.Milliseconds()
 		out.UncoveredMs = &ms
+	}
+	if e.Build != nil {
+		repo, number := e.Build.Repo, e.Build.Number
+		out.Repo, out.BuildNumber = &repo, &number
 	}
 	return out
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/nimbus-build/nimbus/backend/app"
 	"github.com/nimbus-build/nimbus/backend/auth"
 	"github.com/nimbus-build/nimbus/backend/billing"
+	"github.com/nimbus-build/nimbus/backend/build/buildtest"
 	"github.com/nimbus-build/nimbus/backend/clock"
 	"github.com/nimbus-build/nimbus/backend/config"
 	"github.com/nimbus-build/nimbus/backend/org"
@@ -710,4 +711,93 @@ func TestUsageAndSummarySplitBuckets(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A ledger entry of a pipeline names its build, what the dashboard links it by
+// (/{org}/{repo}/builds/{number}?pipeline={id}): the repo as org/name and the build number,
+// looked up through build (app.New wires Config.Builds). Once the repo is deleted, its
+// pipelines' entries keep their pipeline_id and name no build (null, not left out).
+func TestLedgerEntriesNameTheirPipelinesBuild(t *testing.T) {
+	t.Parallel()
+	htEachDialect(t, htOptions{}, func(t *testing.T, w *htWorld) {
+		w.grant("10")
+		trainer, err := w.app.Repos.Create(w.ctx, w.org, "trainer", repo.Private, "main", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		scratch, err := w.app.Repos.Create(w.ctx, w.org, "scratch", repo.Private, "main", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed := func(repoID, number int64) int64 {
+			s, err := buildtest.Seed(w.app.DB, buildtest.Running{RepoID: repoID, OrgID: w.org.ID, Number: number, Commit: "c0ffee"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s.PipelineID
+		}
+		// Build numbers unlike the pipeline ids, so a mix-up shows.
+		kept, gone := seed(trainer.ID, 12), seed(scratch.ID, 7)
+		start := w.clock.Now()
+		w.htRun(kept, trainer.ID, htGPU, 16, start, start.Add(45*time.Second))
+		w.htRun(gone, scratch.ID, htGPU, 16, start, start.Add(45*time.Second))
+		if err := w.app.Repos.Delete(w.ctx, scratch); err != nil {
+			t.Fatal(err)
+		}
+
+		r := w.do("billing", "GET", htBase+"/ledger", nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("ledger: %d %s", r.Status, r.Body)
+		}
+		var ledger struct {
+			Items []billing.EntryJSON `json:"items"`
+		}
+		var raw struct {
+			Items []map[string]any `json:"items"`
+		}
+		if err := json.Unmarshal(r.Body, &ledger); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(r.Body, &raw); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		for i, e := range ledger.Items {
+			switch {
+			case e.PipelineID == nil:
+				seen["none"]++
+				if e.Kind != "grant" || e.Repo != nil || e.BuildNumber != nil {
+					t.Errorf("entry of no pipeline: %+v", e)
+				}
+			case *e.PipelineID == kept:
+				seen["kept"]++
+				if e.Repo == nil || *e.Repo != htOrg+"/trainer" || e.BuildNumber == nil || *e.BuildNumber != 12 {
+					t.Errorf("entry of pipeline %d of acme/trainer #12: repo %v, build %v", kept, deref(e.Repo), deref(e.BuildNumber))
+				}
+			case *e.PipelineID == gone:
+				seen["gone"]++
+				if e.Repo != nil || e.BuildNumber != nil {
+					t.Errorf("entry of pipeline %d of a deleted repo names a build: %s #%v", gone, deref(e.Repo), deref(e.BuildNumber))
+				}
+			default:
+				t.Errorf("entry of an unknown pipeline: %+v", e)
+			}
+			for _, k := range []string{"repo", "build_number"} {
+				if v, ok := raw.Items[i][k]; !ok || (e.Repo == nil && v != nil) {
+					t.Errorf("entry %d: %s is %v (present %v), want it present, null when there is no build", e.ID, k, v, ok)
+				}
+			}
+		}
+		// Each run is a freeze and a settlement; the grant names no pipeline.
+		if seen["kept"] != 2 || seen["gone"] != 2 || seen["none"] != 1 {
+			t.Fatalf("ledger entries by pipeline %v, want 2 of each run and the grant", seen)
+		}
+	})
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

@@ -228,6 +228,9 @@ type Entry struct {
 	// Uncovered is, for a settlement, how long the pipeline ran past its last frozen window
 	// (PipelineBilling.Uncovered); nil for other kinds.
 	Uncovered *time.Duration `gorm:"-"`
+	// Build names the build of the entry's pipeline (Config.Builds); nil for entries of no
+	// pipeline, and for a pipeline whose repo was deleted.
+	Build *BuildRef `gorm:"-"`
 }
 
 // entries selects ledger transactions of an account with their effect on its two books and what
@@ -261,7 +264,42 @@ func (s *Service) Ledger(ctx context.Context, accountID int64, page paging.Page)
 	if err := s.withSettlements(ctx, out); err != nil {
 		return nil, fmt.Errorf("billing: ledger of account %d: %w", accountID, err)
 	}
+	if err := s.withBuilds(ctx, out); err != nil {
+		return nil, fmt.Errorf("billing: ledger of account %d: %w", accountID, err)
+	}
 	return out, nil
+}
+
+// withBuilds fills in Build of the entries of a pipeline, asking Config.Builds once for all
+// their pipelines.
+func (s *Service) withBuilds(ctx context.Context, es []Entry) error {
+	if s.cfg.Builds == nil {
+		return nil
+	}
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, e := range es {
+		if e.PipelineID != nil && !seen[*e.PipelineID] {
+			seen[*e.PipelineID] = true
+			ids = append(ids, *e.PipelineID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	refs, err := s.cfg.Builds(ctx, ids)
+	if err != nil {
+		return err
+	}
+	for i := range es {
+		if es[i].PipelineID == nil {
+			continue
+		}
+		if ref, ok := refs[*es[i].PipelineID]; ok {
+			es[i].Build = &ref
+		}
+	}
+	return nil
 }
 
 // withSettlements fills in Uncovered of the settle entries, from their pipelines' records (one

@@ -47,6 +47,17 @@ type Config struct {
 	// with reason insufficient_balance (build.Service.RequestStop, handed in by app.New for the
 	// same reason as EndedAt). TickOnce calls it; nil stops nothing.
 	Stop func(ctx context.Context, pipelineID int64) error
+	// Builds names the build of each of the pipelines ids whose repo still exists
+	// (build.Service.PipelineBuilds, handed in by app.New for the same reason as EndedAt), in
+	// one call: the ledger links its entries to their build pages by it. nil links none.
+	Builds func(ctx context.Context, ids []int64) (map[int64]BuildRef, error)
+}
+
+// BuildRef names a pipeline's build: what the link to its page needs
+// (/{org}/{repo}/builds/{number}?pipeline={id}).
+type BuildRef struct {
+	Repo   string // "org/name"
+	Number int64
 }
 
 // DefaultConfig is Part A's pricing: CPU 0.125 per core-hour after 160 free core-hours a month

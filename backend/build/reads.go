@@ -129,3 +129,35 @@ func (s *Service) BuildsEndedBefore(ctx context.Context, ids []int64, cutoff tim
 	}
 	return out, nil
 }
+
+// PipelineBuild names the build page of a pipeline: its repo's team and name, and its build's
+// number (/{org}/{repo}/builds/{number}?pipeline={id}).
+type PipelineBuild struct {
+	ID          int64
+	OrgName     string
+	RepoName    string
+	BuildNumber int64
+}
+
+// PipelineBuilds returns the build page of each of the pipelines ids, in one query; a pipeline
+// that is unknown, or whose repo was deleted (its builds go with it), is not in the map. The
+// billing ledger links its entries by it.
+func (s *Service) PipelineBuilds(ctx context.Context, ids []int64) (map[int64]PipelineBuild, error) {
+	out := map[int64]PipelineBuild{}
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var rows []PipelineBuild
+	if err := s.db.WithContext(ctx).Table("pipelines").
+		Select("pipelines.id, orgs.name AS org_name, repos.name AS repo_name, builds.number AS build_number").
+		Joins("JOIN builds ON builds.id = pipelines.build_id").
+		Joins("JOIN repos ON repos.id = builds.repo_id").
+		Joins("JOIN orgs ON orgs.id = repos.org_id").
+		Where("pipelines.id IN ?", ids).Scan(&rows).Error; err != nil {
+		return nil, fmt.Errorf("build: builds of pipelines: %w", err)
+	}
+	for _, r := range rows {
+		out[r.ID] = r
+	}
+	return out, nil
+}

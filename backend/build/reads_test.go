@@ -61,6 +61,16 @@ func TestReadsOtherPackagesMake(t *testing.T) {
 			t.Fatalf("RepoOfPipeline(9999) found %v, err %v", found, err)
 		}
 
+		// The build pages of pipelines, in one read; an unknown pipeline has none.
+		pbs, err := f.builds.PipelineBuilds(ctx, []int64{done.PipelineID, old.PipelineID, 9999})
+		if err != nil || len(pbs) != 2 || pbs[done.PipelineID] != (build.PipelineBuild{ID: done.PipelineID, OrgName: "team", RepoName: "trainer", BuildNumber: 2}) ||
+			pbs[old.PipelineID].BuildNumber != 3 {
+			t.Fatalf("PipelineBuilds = %+v, %v; want pipelines %d (trainer #2) and %d (#3)", pbs, err, done.PipelineID, old.PipelineID)
+		}
+		if pbs, err := f.builds.PipelineBuilds(ctx, nil); err != nil || len(pbs) != 0 {
+			t.Fatalf("PipelineBuilds(nil) = %v, %v", pbs, err)
+		}
+
 		// Only workspace pipelines are workspaces.
 		if _, err := f.builds.Workspace(ctx, running.PipelineID); !errors.Is(err, gorm.ErrRecordNotFound) {
 			t.Fatalf("a build pipeline read as a workspace: %v", err)

@@ -4651,6 +4651,19 @@ export interface components {
       /** Format: int64 */
       pipeline_id: number | null;
       /**
+       * @description The repo of the pipeline's build, `org/name`: with `build_number`, what its build
+       * page `/{org}/{repo}/builds/{build_number}?pipeline={pipeline_id}` needs. Null for an
+       * entry of no pipeline, and for a pipeline whose repo was deleted (`pipeline_id` stays).
+       *
+       * @example ml/trainer
+       */
+      repo: string | null;
+      /**
+       * Format: int64
+       * @description The number of the pipeline's build in `repo`; null when `repo` is.
+       */
+      build_number: number | null;
+      /**
        * Format: int64
        * @description For `settle`: how long the pipeline ran past the end of its last frozen window, in
        * milliseconds (rounded up; 0 when it ended inside it). Null for other kinds.

@@ -2,7 +2,7 @@ import { render, screen, waitFor } from '@testing-library/react'
 import { MemoryRouter, Route, Routes } from 'react-router'
 import { QueryClient, QueryClientProvider } from '@tanstack/react-query'
 import Billing from './Billing'
-import type { BillingAccount, Pricing, Usage } from '../lib/types'
+import type { BillingAccount, LedgerEntry, Pricing, Usage } from '../lib/types'
 
 const account: BillingAccount = {
   currency: 'CNY',
@@ -53,7 +53,22 @@ const row = (bucket: Usage['bucket'], runner_class: string, core_seconds: number
 
 const usage = [row('build', 'cnb:arch:amd64', 3600, 3600), row('workspace', 'cnb:arch:amd64', 36000, 36000), row('workspace', 'cnb:arch:amd64:gpu', 7200, 0)]
 
-function show() {
+const entry = (id: number, kind: LedgerEntry['kind'], pipeline_id: number | null, repo: string | null, build_number: number | null): LedgerEntry => ({
+  id,
+  kind,
+  amount: '0.10000000',
+  written_off: '0.00000000',
+  balance_change: '-0.10000000',
+  frozen_change: '0.00000000',
+  pipeline_id,
+  repo,
+  build_number,
+  uncovered_ms: null,
+  note: '',
+  created_at: '2026-06-01T10:00:00Z',
+})
+
+function show(ledger: LedgerEntry[] = []) {
   vi.stubGlobal(
     'fetch',
     vi.fn(async (url: string) => {
@@ -65,7 +80,9 @@ function show() {
             ? pricing
           : path === '/api/v1/orgs/ml/billing/usage'
             ? { items: usage }
-            : path === '/api/v1/orgs/ml/billing/ledger' || path === '/api/v1/orgs/ml/billing/notifications'
+            : path === '/api/v1/orgs/ml/billing/ledger'
+              ? { items: ledger }
+            : path === '/api/v1/orgs/ml/billing/notifications'
               ? { items: [] }
               : undefined
       return answer ? new Response(JSON.stringify(answer), { status: 200 }) : new Response('{"error":{"code":"not_found","message":"no"}}', { status: 404 })
@@ -135,6 +152,19 @@ describe('Billing', () => {
     expect(container.querySelector('[data-class="cnb:arch:amd64"]')!.textContent).toContain('1–64 (8 by default)')
     expect(screen.getByTestId('freeze-rule').textContent).toContain('next 5 minutes are reserved')
     expect(screen.getByTestId('free-quota-rule').textContent).toContain('160 free CPU core-hours for builds and 1600 for workspaces')
+  })
+
+  it('links a ledger entry to its pipeline’s build page, and leaves one of a deleted repo as text', async () => {
+    const { container } = show([entry(3, 'settle', 34, 'ml/trainer', 12), entry(2, 'settle', 21, null, null), entry(1, 'grant', null, null, null)])
+    await waitFor(() => expect(container.querySelector('table[aria-label="Ledger"]')).toBeTruthy())
+    const cells = [...container.querySelectorAll('table[aria-label="Ledger"] tbody tr')].map((tr) => tr.querySelectorAll('td')[6])
+    const link = cells[0].querySelector('a')!
+    expect(link.getAttribute('href')).toBe('/ml/trainer/builds/12?pipeline=34')
+    expect(link.textContent).toBe('ml/trainer #12 · pipeline 34')
+    expect(cells[1].querySelector('a')).toBeNull()
+    expect(cells[1].textContent).toBe('pipeline 21')
+    expect(cells[2].textContent).toBe('—')
+    expect(screen.getAllByTestId('ledger-pipeline')).toHaveLength(1)
   })
 
   it('names who grants credit when the installation takes no payments', async () => {

@@ -2,7 +2,7 @@ import { useEffect, useMemo, useState, type FormEvent } from 'react'
 import { Link, useParams, useSearchParams } from 'react-router'
 import { useInfiniteQuery, useMutation, useQuery, useQueryClient } from '@tanstack/react-query'
 import { endpoints } from '../lib/endpoints'
-import type { BillingAccount } from '../lib/types'
+import type { BillingAccount, LedgerEntry } from '../lib/types'
 import { BUCKETS, bucketTotals, shapeUsage, type Bucket } from '../lib/charts'
 import { StackedBars } from '../components/StackedBars'
 import { Empty, ErrorBox, Field, FormError, Loading, Notice, QueryView } from '../components/ui'
@@ -10,6 +10,7 @@ import { coreHours, coreSeconds, dateTime, money } from '../lib/format'
 import { PricingPanel } from '../components/Pricing'
 import { useUser } from '../session'
 import { keys } from '../lib/keys'
+import { repoPath } from '../components/RepoHeader'
 
 const today = () => {
   const d = new Date()
@@ -285,7 +286,9 @@ function Ledger({ org, currency }: { org: string; currency: string }) {
                   <td className="num">{Number(e.written_off) > 0 ? money(e.written_off, currency) : '—'}</td>
                   <td className="num">{money(e.balance_change, currency)}</td>
                   <td className="num">{money(e.frozen_change, currency)}</td>
-                  <td>{e.pipeline_id ?? '—'}</td>
+                  <td>
+                    <LedgerPipeline entry={e} />
+                  </td>
                   <td>{e.note}</td>
                 </tr>
               ))}
@@ -299,6 +302,20 @@ function Ledger({ org, currency }: { org: string; currency: string }) {
         </button>
       )}
     </section>
+  )
+}
+
+/** The entry's pipeline: a link to its build page while its repo exists ("ml/trainer #12 ·
+ * pipeline 34"), its id alone once the repo is deleted, a dash for entries of no pipeline. */
+function LedgerPipeline({ entry: e }: { entry: LedgerEntry }) {
+  if (e.pipeline_id == null) return <>—</>
+  const slash = e.repo?.indexOf('/') ?? -1
+  if (e.repo == null || e.build_number == null || slash < 0) return <>pipeline {e.pipeline_id}</>
+  const path = repoPath(e.repo.slice(0, slash), e.repo.slice(slash + 1))
+  return (
+    <Link to={`${path}/builds/${e.build_number}?pipeline=${e.pipeline_id}`} data-testid="ledger-pipeline">
+      {e.repo} #{e.build_number} · pipeline {e.pipeline_id}
+    </Link>
   )
 }
 

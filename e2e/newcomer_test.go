@@ -14,6 +14,13 @@ import (
 	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
+// The newcomer's journeys (issues 19 and 35): TestNewcomerPathInChromium walks the brief's
+// example from sign-up to a GPU pipeline without money, its top-up, the agent the admin adds
+// and the run on it, CPU and GPU pipelines of one push on their own hosts, and the schedules;
+// TestNewcomerWorkspaceLeftByAFullPageLoad the workspace left through the address bar. The
+// model push from a Docker job on the all-in-one server with its defaults is
+// TestModelFromPipelineToInference (artifacts_test.go).
+
 // newcomerCI: on push, a CPU pipeline downloads the nimbus CLI from the server itself and lints
 // the repo's file with it, then stays busy a while; by hand (web_trigger_train), a GPU pipeline
 // that no agent of this installation can run.
@@ -324,3 +331,107 @@ const newcomerBoth = `main:
         - name: evaluate
           script: echo nightly
 `
+
+// Issue 35, item 2: a workspace whose page is left through the address bar (a full page load
+// elsewhere, which may keep the old page, its terminal's WebSocket with it, in Chrome's
+// back-forward cache and never send a close) is no longer "connected": within 10 s the API
+// says it has no connection and its idle countdown has started. Measured from the moment the
+// address is entered; whether Chromium kept the page in its back-forward cache is logged.
+func TestNewcomerWorkspaceLeftByAFullPageLoad(t *testing.T) {
+	begin := time.Now()
+	w := newWorld(t)
+	b := startBrowser(t, w.base, 100)
+	w.agent("")
+	w.pushFiles(map[string]string{".cnb.yml": strings.ReplaceAll(workspaceBrowserCI, "IMAGE", w.image)})
+	// workspaceBrowserCI's keepAliveTimeout: the idle countdown's length.
+	const idleTimeout = 300 * time.Second
+
+	b.do("open the login page", 20*time.Second, chromedp.Navigate(w.base+"/login?next=%2Fml%2Ftrainer"), chromedp.WaitVisible(chromedp.CSS("input[name=login]")))
+	b.do("sign in", 10*time.Second, typeInto("input[name=login]", "alice"), typeInto("input[name=password]", "a long enough passphrase"),
+		clickOn("button[type=submit]"))
+	b.waitJS("the repo page with its Open workspace button", `location.pathname === '/ml/trainer' && !!document.querySelector('[data-testid=open-workspace]')`, 15*time.Second)
+	b.do("click Open workspace", 10*time.Second, clickOn("[data-testid=open-workspace]"))
+	b.waitJS("the workspace's page", `/^\/ml\/trainer\/workspaces\/\d+$/.test(location.pathname) && !!document.querySelector('h1 [data-workspace-state]')`, 15*time.Second)
+	id, err := chromedp.Run(b.ctx, chromedp.Evaluate[int64](`Number(location.pathname.split('/').pop())`))
+	if err != nil || id <= 0 {
+		t.Fatalf("the workspace's id: %d (%v)", id, err)
+	}
+
+	// Ready, and its terminal connected: the page says so, and so does the API.
+	b.waitJS("the workspace ready", `(document.querySelector('h1 [data-workspace-state]') || {}).dataset?.workspaceState === 'ready'`, 120*time.Second)
+	const term = `[data-testid=terminal][data-active=true]`
+	b.waitJS("the terminal connected", `(document.querySelector('`+term+`') || {}).dataset?.state === 'open' && !!document.querySelector('`+term+` .xterm-rows')`, 30*time.Second)
+	on := w.waitWorkspace(id, 15*time.Second, "connected", func(v apiclient.Workspace) bool { return v.Connections != nil && *v.Connections >= 1 })
+	if on.IdleDeadline != nil {
+		t.Errorf("a connected workspace has an idle deadline: %v", *on.IdleDeadline)
+	}
+
+	// Whether Chrome keeps the page in its back-forward cache: pagehide's persisted, kept in
+	// the tab's sessionStorage, which the next page of the same origin reads.
+	b.do("watch the page leave", 5*time.Second, chromedp.Evaluate[chromedp.Void](
+		`addEventListener('pagehide', e => sessionStorage.setItem('e2e-left-persisted', String(e.persisted))); 0`))
+
+	// Leave through the address bar: a full page load of another page of the server.
+	left := time.Now()
+	b.do("leave through the address bar", 20*time.Second, chromedp.Navigate(w.base+"/ml/trainer"))
+	loaded := time.Since(left)
+	var off apiclient.Workspace
+	var took time.Duration
+	for {
+		off = w.api.workspace(id)
+		took = time.Since(left)
+		if off.Connections != nil && *off.Connections == 0 && off.IdleDeadline != nil {
+			break
+		}
+		if off.State != "ready" {
+			t.Fatalf("workspace %d left %v ago is no longer ready: %+v", id, took.Round(100*time.Millisecond), off)
+		}
+		// Past 10 s it has failed; polled on to 30 s, to say by how much.
+		if took > 30*time.Second {
+			b.shot("newcomer-workspace-left")
+			bfcache, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`sessionStorage.getItem('e2e-left-persisted') || 'no pagehide seen'`))
+			t.Fatalf("workspace %d still connected %v after its page was left (into the back-forward cache: %s): connections %v, idle_deadline %v",
+				id, took.Round(100*time.Millisecond), bfcache, intOrNil(off.Connections), off.IdleDeadline)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	bfcache, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`sessionStorage.getItem('e2e-left-persisted') || 'no pagehide seen'`))
+	t.Logf("the workspace left through the address bar (the next page loaded in %v; into the back-forward cache: %s) had no connection and an idle deadline after %v",
+		loaded.Round(10*time.Millisecond), bfcache, took.Round(10*time.Millisecond))
+	if took > 10*time.Second {
+		t.Errorf("the idle countdown of a workspace whose page was left started after %v, want within 10 s", took.Round(100*time.Millisecond))
+	}
+	// The countdown started when the page was left (not before: the terminal was connected),
+	// and runs the workspace's keepAliveTimeout from there.
+	if started := off.IdleDeadline.Add(-idleTimeout); started.Before(left.Add(-3*time.Second)) || started.After(left.Add(took+time.Second)) {
+		t.Errorf("the idle countdown started at %v, %v after the page was left (idle_deadline %v)",
+			started.Format(time.RFC3339Nano), started.Sub(left).Round(100*time.Millisecond), off.IdleDeadline)
+	}
+	b.waitJS("the repo page", `location.pathname === '/ml/trainer' && !!document.querySelector('[data-testid=open-workspace]')`, 15*time.Second)
+	b.shot("newcomer-workspace-left")
+
+	// Back: the page comes out of the cache and its terminal reattaches to the same shell.
+	// (history.back(): a restore from the cache fires no load event for NavigateBack to wait for.)
+	b.do("go back", 10*time.Second, chromedp.Evaluate[chromedp.Void](`history.back(); 0`))
+	// Polled from Go: the page swap ends the execution context a chromedp.Poll would run in.
+	for again := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`/\/workspaces\/\d+$/.test(location.pathname) && (document.querySelector('`+term+`') || {}).dataset?.state === 'open'`))
+		if err == nil && ok {
+			break
+		}
+		if time.Since(again) > 30*time.Second {
+			t.Fatalf("the terminal did not reconnect after going back: %v", err)
+		}
+	}
+	w.waitWorkspace(id, 15*time.Second, "connected again", func(v apiclient.Workspace) bool {
+		return v.Connections != nil && *v.Connections >= 1 && v.IdleDeadline == nil
+	})
+	t.Logf("took %v in all", time.Since(begin).Round(100*time.Millisecond))
+}
+
+func intOrNil(n *int) any {
+	if n == nil {
+		return nil
+	}
+	return *n
+}

@@ -92,7 +92,15 @@ export function TerminalPane({ workspaceId, active, ended, onState, WebSocket, b
     const ro = typeof ResizeObserver === 'undefined' ? undefined : new ResizeObserver(() => doFit())
     ro?.observe(el)
     window.addEventListener('resize', doFit)
+    // A page kept in the back-forward cache keeps its WebSocket, whose pings the browser
+    // answers: let go of it while hidden, reattach to the same shell when shown again.
+    const onHide = (e: PageTransitionEvent) => e.persisted && c.suspend()
+    const onShow = (e: PageTransitionEvent) => e.persisted && c.resume()
+    window.addEventListener('pagehide', onHide)
+    window.addEventListener('pageshow', onShow)
     return () => {
+      window.removeEventListener('pagehide', onHide)
+      window.removeEventListener('pageshow', onShow)
       window.removeEventListener('resize', doFit)
       ro?.disconnect()
       c.close()

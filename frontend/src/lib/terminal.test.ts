@@ -89,6 +89,28 @@ describe('TerminalConnection', () => {
     expect(MockWebSocket.instances).toHaveLength(4)
   })
 
+  it('lets go of the socket while the page is in the back-forward cache, and reattaches to the same shell after', () => {
+    vi.useFakeTimers()
+    const { conn } = setup()
+    conn.connect()
+    const first = MockWebSocket.last()
+    first.serverOpen()
+    first.serverText({ type: 'session', id: 's-9' })
+    conn.suspend()
+    expect(first.readyState).toBe(3) // closed by us: the server sees the page go
+    vi.advanceTimersByTime(60_000)
+    expect(MockWebSocket.instances).toHaveLength(1) // no reconnect while hidden
+    conn.resume()
+    const second = MockWebSocket.last()
+    expect(MockWebSocket.instances).toHaveLength(2)
+    expect(new URL(second.url).searchParams.get('session')).toBe('s-9')
+    second.serverOpen()
+    expect(conn.state).toBe('open')
+    // resume without a suspend, or after the shell exited, does nothing.
+    conn.resume()
+    expect(MockWebSocket.instances).toHaveLength(2)
+  })
+
   it('stops at the exit message, and when closed', () => {
     vi.useFakeTimers()
     const { conn, written } = setup()

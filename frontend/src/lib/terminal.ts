@@ -64,6 +64,7 @@ export class TerminalConnection {
   private downSince?: number
   private timer?: ReturnType<typeof setTimeout>
   private done = false
+  private suspended = false
   private readonly enc = new TextEncoder()
   private readonly opts: ConnOptions
 
@@ -100,9 +101,34 @@ export class TerminalConnection {
     this.open(true)
   }
 
+  /**
+   * Lets go of the socket while the page sleeps in the back-forward cache (pagehide with
+   * persisted): the browser itself answers the server's pings for a frozen page, so a workspace
+   * left through the address bar stayed "connected" and billed on. The shell stays on the
+   * server (5 minutes); resume() reattaches to it.
+   */
+  suspend(): void {
+    if (this.state === 'exited' || this.state === 'closed' || this.state === 'failed') return
+    this.done = true
+    this.suspended = true
+    clearTimeout(this.timer)
+    this.detach()
+  }
+
+  /** Reattaches after suspend() (pageshow with persisted: the page is back from the cache). */
+  resume(): void {
+    if (!this.suspended) return
+    this.suspended = false
+    this.done = false
+    this.downSince = undefined
+    this.attempt = 0
+    this.open(true)
+  }
+
   /** Closes for good (the tab closed, the page left, the workspace ended). */
   close(): void {
     this.done = true
+    this.suspended = false
     clearTimeout(this.timer)
     this.detach()
     if (this.state !== 'exited') this.set('closed', { session: this.session })

@@ -173,14 +173,19 @@ func (s *logStream) pending() int {
 
 // flush sends everything not yet acknowledged, in chunks, until the server holds it all.
 func (s *logStream) flush(ctx context.Context) error {
+	// Only the bytes there when the send began: what a job writes meanwhile waits for the next
+	// interval with the rest of its burst (it went at once when it came in during a send).
+	s.mu.Lock()
+	upTo := s.acked + int64(len(s.buf))
+	s.mu.Unlock()
 	for {
 		s.mu.Lock()
-		if len(s.buf) == 0 || s.broken {
+		if len(s.buf) == 0 || s.broken || s.acked >= upTo {
 			s.mu.Unlock()
 			return nil
 		}
 		offset := s.acked
-		chunk := append([]byte(nil), s.buf[:min(len(s.buf), maxChunk)]...)
+		chunk := append([]byte(nil), s.buf[:min(len(s.buf), maxChunk, int(upTo-s.acked))]...)
 		s.mu.Unlock()
 
 		got, err := s.api.AppendLog(ctx, s.leaseID, s.jobID, offset, chunk)

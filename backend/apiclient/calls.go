@@ -242,8 +242,9 @@ type BuildStage struct {
 
 // BuildJob is a job of a BuildStage.
 type BuildJob struct {
-	ID   int64  `json:"id"`
-	Name string `json:"name"`
+	ID     int64  `json:"id"`
+	Name   string `json:"name"`
+	Status string `json:"status"` // running once the server knows its user code started
 }
 
 // FileError is where a build's file fails to compile.

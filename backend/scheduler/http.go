@@ -125,8 +125,6 @@ func (h *Handler) deleteRunnerToken(c *gin.Context) error {
 	return api.NoContent(c)
 }
 
-// listAgents lists every agent for platform admins: online or not, tags, capacity, what it runs
-// now and when it was last heard from.
 // platformAdmin refuses everyone but platform admins (a token needs the admin scope).
 func platformAdmin(c *gin.Context, what string) error {
 	p := auth.From(c)
@@ -181,6 +179,8 @@ func (h *Handler) deleteRegistrationToken(c *gin.Context) error {
 	return api.NoContent(c)
 }
 
+// listAgents lists every agent for platform admins: online or not, tags, capacity, what it runs
+// now and when it was last heard from.
 func (h *Handler) listAgents(c *gin.Context) error {
 	if err := platformAdmin(c, "see the agents"); err != nil {
 		return err

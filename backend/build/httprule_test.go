@@ -26,8 +26,9 @@ func handlerFile(pkg, file string) bool {
 }
 
 // checkHTTP: service code says what went wrong with a backend/fault kind and never sees a
-// status code, so outside handler files no backend file imports gin or backend/api or names
-// an http.Status… constant (net/http itself may serve a client). Test files may: they assert
+// status code, so outside handler files no backend file imports gin or backend/api, names
+// an http.Status… constant, calls http.Error, NotFound or Redirect, or writes a status with
+// WriteHeader (net/http itself may serve a client). Test files may: they assert
 // on what the edge answers. On the tree before faults (main at d14a85c) it found 90
 // places in 44 files.
 func checkHTTP(t *testing.T, code *layering.Code) {

@@ -3,6 +3,7 @@ package build_test
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nimbus-build/nimbus/backend/internal/layering"
@@ -11,7 +12,8 @@ import (
 const module = "github.com/nimbus-build/nimbus"
 
 // No code outside backend/build — tests included: their fixtures seed through buildtest —
-// writes builds, pipelines, stages, jobs or schedules, and none outside backend/scheduler writes
+// writes builds, pipelines, stages, jobs, schedules, commit statuses, build keys, build waits or
+// metrics, and none outside backend/scheduler writes
 // agents: everything else calls their services. The checker's own test
 // (backend/internal/layering) shows it catches each way of writing.
 func TestOnlyBuildWritesBuildRows(t *testing.T) {
@@ -23,7 +25,7 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 		t.Fatalf("loaded %d packages: the pattern missed the module", len(code.Packages))
 	}
 	rules := []layering.Rule{
-		{Owner: module + "/backend/build", Tables: []string{"builds", "pipelines", "stages", "jobs", "schedules", "commit_statuses"}},
+		{Owner: module + "/backend/build", Tables: []string{"builds", "pipelines", "stages", "jobs", "schedules", "commit_statuses", "build_keys", "build_waits", "metrics"}},
 		{Owner: module + "/backend/scheduler", Tables: []string{"agents"}},
 		{Owner: module + "/backend/pull", Tables: []string{"pull_requests", "pull_reviews", "branch_rules", "pull_settings", "pull_comments", "pull_reviewers"}},
 	}
@@ -86,6 +88,18 @@ func TestOnlyBuildWritesBuildRows(t *testing.T) {
 		if e.IsDir() && e.Name() != "app" {
 			imports = append(imports, layering.ImportRule{From: module + "/backend/" + e.Name(), To: module + "/agent",
 				Why: "agent and backend share only the root internal/ (backend/app alone starts the built-in agent)", NotTests: true})
+		}
+	}
+	// And the root internal/ is the only room outside agent/ that the agent imports: a shared
+	// package anywhere else in the tree (a new root folder, e2e's helpers, scripts) is refused.
+	root, err := os.ReadDir("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range root {
+		if e.IsDir() && !slices.Contains([]string{"agent", "internal", "backend"}, e.Name()) && !strings.HasPrefix(e.Name(), ".") {
+			imports = append(imports, layering.ImportRule{From: module + "/agent", To: module + "/" + e.Name(),
+				Why: "agent and backend share only the root internal/"})
 		}
 	}
 	for _, v := range layering.CheckImports(code, imports) {

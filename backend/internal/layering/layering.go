@@ -442,9 +442,13 @@ func (u HTTPUse) String() string {
 	return fmt.Sprintf("%s: %s outside a handler file", u.Pos, u.What)
 }
 
+// statusWriters are net/http's functions that answer with a status of their own.
+var statusWriters = []string{"Error", "NotFound", "Redirect"}
+
 // CheckHTTP returns every place, in the non-test files of the loaded packages that handler
 // does not accept (it is given the package path and the file's base name), that imports one of
-// framework (import paths) or names an http.Status… constant. net/http itself may be imported
+// framework (import paths), names an http.Status… constant, calls http.Error, NotFound or
+// Redirect, or writes a status with WriteHeader. net/http itself may be imported
 // (an HTTP client needs it); a service says what went wrong with a fault kind, never a status.
 func CheckHTTP(c *Code, framework []string, handler func(pkgPath, file string) bool) []HTTPUse {
 	var out []HTTPUse
@@ -461,13 +465,21 @@ func CheckHTTP(c *Code, framework []string, handler func(pkgPath, file string) b
 			}
 			ast.Inspect(f, func(n ast.Node) bool {
 				sel, ok := n.(*ast.SelectorExpr)
-				if !ok || !strings.HasPrefix(sel.Sel.Name, "Status") {
+				if !ok {
 					return true
 				}
+				name := sel.Sel.Name
 				if x, ok := sel.X.(*ast.Ident); ok {
-					if pn, ok := p.TypesInfo.Uses[x].(*types.PkgName); ok && pn.Imported().Path() == "net/http" {
-						out = append(out, HTTPUse{Pos: p.Fset.Position(sel.Pos()), What: "names http." + sel.Sel.Name})
+					if pn, ok := p.TypesInfo.Uses[x].(*types.PkgName); ok && pn.Imported().Path() == "net/http" &&
+						(strings.HasPrefix(name, "Status") || slices.Contains(statusWriters, name)) {
+						out = append(out, HTTPUse{Pos: p.Fset.Position(sel.Pos()), What: "names http." + name})
+						return true
 					}
+				}
+				// A status written as a plain number names no constant: w.WriteHeader(404) on
+				// any ResponseWriter is a status all the same.
+				if s := p.TypesInfo.Selections[sel]; name == "WriteHeader" && s != nil && s.Kind() == types.MethodVal {
+					out = append(out, HTTPUse{Pos: p.Fset.Position(sel.Pos()), What: "calls WriteHeader"})
 				}
 				return true
 			})

@@ -86,7 +86,8 @@ func TestCheckReadsFindsEveryRead(t *testing.T) {
 }
 
 // CheckHTTP finds, outside the files the handler rule accepts, each import of a framework
-// package and each http.Status… constant (under any import name), and nothing a client may do.
+// package, each http.Status… constant (under any import name), http.Error and WriteHeader with
+// a plain number, and nothing a client may do.
 func TestCheckHTTP(t *testing.T) {
 	code, err := Load(".", "./testdata/httpuse")
 	if err != nil {
@@ -101,6 +102,8 @@ func TestCheckHTTP(t *testing.T) {
 	want := []string{"client.go:19 names http.StatusNoContent",
 		`service.go:11 imports "github.com/nimbus-build/nimbus/backend/api"`,
 		"service.go:18 names http.StatusNotFound",
+		"service.go:24 names http.Error",
+		"service.go:27 calls WriteHeader",
 		`service.go:9 imports "github.com/gin-gonic/gin"`}
 	if !slices.Equal(lines, want) {
 		t.Fatalf("found\n%s\nwant\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))

@@ -166,8 +166,10 @@ func TestAgentKilledMidJob(t *testing.T) {
 	<-ag.done
 	ag.done <- nil
 	killed := time.Now()
+	// The build's row and its pipelines are two reads of one answer (read committed), so a poll
+	// between them can see the pipeline ended and the build not yet: wait for both.
 	b := w.waitFor(n, 45*time.Second, "failed with agent_lost", func(b apiclient.Build) bool {
-		return b.Pipelines[0].Status == "failed"
+		return b.Pipelines[0].Status == "failed" && b.Status != "running"
 	})
 	if b.Status != "failed" || b.Pipelines[0].Reason != "agent_lost" {
 		t.Fatalf("after kill -9: %+v reason %q", b.Status, b.Pipelines[0].Reason)

@@ -166,11 +166,6 @@ func sealContext(repoID int64) string {
 // publishRetry is the wait after a failed try: 30 s doubling to an hour.
 func publishRetry() backoff.Policy { return backoff.Policy{Initial: 30 * time.Second, Max: time.Hour} }
 
-// Deliver sends one round of due deliveries and returns how many were delivered.
-func (p *Publisher) Deliver(ctx context.Context) (int, error) {
-	return p.cfg.Outbox.Deliver(ctx, KindPublish)
-}
-
 // deliverPublish sends the delivery m names once its version has settled, and keeps the
 // delivery's record of the attempt in step with the outbox's decision.
 func (p *Publisher) deliverPublish(ctx context.Context, m outbox.Message) error {

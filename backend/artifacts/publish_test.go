@@ -91,11 +91,11 @@ func TestPublishWebhook(t *testing.T) {
 	}
 
 	// Not settled yet: nothing is sent.
-	if n, err := s.App.Publisher.Deliver(ctx); err != nil || n != 0 || rcv.count() != 0 {
+	if n, err := s.App.Outbox.Deliver(ctx, artifacts.KindPublish); err != nil || n != 0 || rcv.count() != 0 {
 		t.Fatalf("before it settled: %d %v, %d sent", n, err, rcv.count())
 	}
 	clk.Advance(11 * time.Second)
-	if n, err := s.App.Publisher.Deliver(ctx); err != nil || n != 0 || rcv.count() != 1 {
+	if n, err := s.App.Outbox.Deliver(ctx, artifacts.KindPublish); err != nil || n != 0 || rcv.count() != 1 {
 		t.Fatalf("the first try (500): %d %v, %d sent", n, err, rcv.count())
 	}
 	var ds struct {
@@ -106,15 +106,15 @@ func TestPublishWebhook(t *testing.T) {
 		ds.Items[0].NextAttempt == nil || !strings.Contains(ds.Items[0].Error, "500") {
 		t.Fatalf("after a 500: %+v", ds.Items)
 	}
-	if n, _ := s.App.Publisher.Deliver(ctx); n != 0 || rcv.count() != 1 {
+	if n, _ := s.App.Outbox.Deliver(ctx, artifacts.KindPublish); n != 0 || rcv.count() != 1 {
 		t.Fatalf("retried before its backoff: %d sent", rcv.count())
 	}
 	clk.Advance(31 * time.Second)
-	if n, err := s.App.Publisher.Deliver(ctx); err != nil || n != 1 || rcv.count() != 2 {
+	if n, err := s.App.Outbox.Deliver(ctx, artifacts.KindPublish); err != nil || n != 1 || rcv.count() != 2 {
 		t.Fatalf("the retry: %d %v, %d sent", n, err, rcv.count())
 	}
 	clk.Advance(time.Hour)
-	if n, _ := s.App.Publisher.Deliver(ctx); n != 0 || rcv.count() != 2 {
+	if n, _ := s.App.Outbox.Deliver(ctx, artifacts.KindPublish); n != 0 || rcv.count() != 2 {
 		t.Fatalf("delivered twice: %d sent", rcv.count())
 	}
 

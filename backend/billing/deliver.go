@@ -49,7 +49,6 @@ type AlertSender struct {
 	log    *slog.Logger
 	cfg    AlertSenderConfig
 	client *http.Client
-	box    *outbox.Outbox
 }
 
 // NewAlertSender returns an alert sender, registered as the outbox's handler of KindAlert.
@@ -61,7 +60,7 @@ func NewAlertSender(db *gorm.DB, clk clock.Clock, log *slog.Logger, box *outbox.
 		cfg.MaxAge = 24 * time.Hour
 	}
 	client := webhook.Client(cfg.AllowPrivate, cfg.Timeout)
-	d := &AlertSender{db: db, clock: clk, log: log, cfg: cfg, client: client, box: box}
+	d := &AlertSender{db: db, clock: clk, log: log, cfg: cfg, client: client}
 	// A minute doubling to an hour: the day of MaxAge, not the attempts, ends the tries.
 	box.Register(KindAlert, outbox.Kind{Handle: d.deliverAlert, Retry: backoff.Policy{Initial: time.Minute, Max: time.Hour}, MaxAttempts: 40})
 	return d
@@ -74,11 +73,6 @@ type AlertJSON struct {
 	Kind      string    `json:"kind"`
 	Message   string    `json:"message"`
 	CreatedAt time.Time `json:"created_at"`
-}
-
-// DeliverAlerts sends one round of due alerts and returns how many were delivered.
-func (d *AlertSender) DeliverAlerts(ctx context.Context) (int, error) {
-	return d.box.Deliver(ctx, KindAlert)
 }
 
 // deliverAlert sends the notification m names to its account's URL, and marks it delivered.

@@ -68,17 +68,19 @@ func (w *htWorld) notice(key string, age time.Duration) {
 	}
 }
 
-// restartedAlerts is the alert sender of a server started anew on the same database: nothing
-// of the first server's memory is left.
-func (w *htWorld) restartedAlerts() *billing.AlertSender {
+// restartedAlerts is the outbox of a server started anew on the same database, with its alert
+// sender registered: nothing of the first server's memory is left.
+func (w *htWorld) restartedAlerts() *outbox.Outbox {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	box := outbox.New(outbox.Config{DB: w.app.DB, Clock: w.clock, Log: log})
-	return billing.NewAlertSender(w.app.DB, w.clock, log, box, billing.AlertSenderConfig{AllowPrivate: true})
+	billing.NewAlertSender(w.app.DB, w.clock, log, box, billing.AlertSenderConfig{AllowPrivate: true})
+	return box
 }
 
+// deliverAlerts runs one round of the server's outbox for alerts, as its sender loop does.
 func (w *htWorld) deliverAlerts() int {
 	w.t.Helper()
-	n, err := w.app.Alerts.DeliverAlerts(w.ctx)
+	n, err := w.app.Outbox.Deliver(w.ctx, billing.KindAlert)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -188,14 +190,14 @@ func TestAlertsSurviveARestart(t *testing.T) {
 		dead := make(chan struct{})
 		go func() {
 			defer close(dead)
-			w.app.Alerts.DeliverAlerts(w.ctx) // the server that dies mid-send
+			w.app.Outbox.Deliver(w.ctx, billing.KindAlert) // the server that dies mid-send
 		}()
 		<-arrived
 		// That server is gone; a new one starts on the same database and, a while later,
 		// delivers what the dead one had in hand.
 		restarted := w.restartedAlerts()
 		w.clock.Advance(2 * time.Minute)
-		n, err := restarted.DeliverAlerts(w.ctx)
+		n, err := restarted.Deliver(w.ctx, billing.KindAlert)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +215,7 @@ func TestAlertsSurviveARestart(t *testing.T) {
 		}
 		// The dead server's late answer undoes nothing, and nothing is sent again.
 		w.clock.Advance(time.Hour)
-		if n, err := restarted.DeliverAlerts(w.ctx); n != 0 || err != nil {
+		if n, err := restarted.Deliver(w.ctx, billing.KindAlert); n != 0 || err != nil {
 			t.Fatalf("sent again: %d %v", n, err)
 		}
 	})

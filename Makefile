@@ -9,8 +9,11 @@ BINARIES := bin/nimbus-server bin/nimbus-agent bin/nimbus
 # can report its own deadline as a failure ("context deadline exceeded", golang/go#75804, fixed
 # in 1.27). About 20 s on this machine.
 FUZZ_COMPILE_RUNS ?= 40000x
+# The CPU priority of the checks that run beside the end-to-end tests (test-all): 5 gives the
+# end-to-end side about three quarters of the CPU when both are busy.
+CHECKS_NICE ?= 5
 
-.PHONY: all run build binaries frontend test test-all test-ide vet go-test fuzz bench frontend-test gpu-check gpu-check-binaries clean
+.PHONY: all run build binaries frontend test test-all test-ide vet checks go-test go-test-units go-test-e2e fuzz bench frontend-test gpu-check gpu-check-binaries clean
 .DEFAULT_GOAL := build
 
 all: build
@@ -49,24 +52,42 @@ test-ide: build
 test: build
 	e2e/testenv.sh $(MAKE) --no-print-directory test-all
 
-# test-all expects the services of e2e/testenv.sh; run it through `make test`.
-test-all: vet go-test fuzz frontend-test bench
+# test-all expects the services of e2e/testenv.sh; run it through `make test`. The end-to-end
+# tests mostly wait (for containers, leases, billing windows: their package is about 40 % busy
+# for most of its 14 minutes), so they start first and run beside every other check: the two
+# lines of -j2 below, whose output is interleaved line by line. The other line runs at a lower
+# CPU priority (nice), so that when both want the CPU, the end-to-end tests, some of which time
+# what they watch, get most of it. The benchmarks run last, alone.
+test-all:
+	$(MAKE) --no-print-directory -j2 --output-sync=line go-test-e2e checks
+	$(MAKE) --no-print-directory bench
+
+# checks is every check but the end-to-end tests and the benchmarks, one after another.
+checks:
+	nice -n $(CHECKS_NICE) $(MAKE) --no-print-directory -j1 vet go-test-units fuzz frontend-test
 
 vet:
 	$(GO) vet ./...
 
-# The Hugging Face client of e2e/hf_test.go (@huggingface/hub from npm, like the frontend's).
+# go-test: every Go test, for a run by hand (make test runs its two parts side by side).
+go-test: go-test-units go-test-e2e
+
 # Every test runs under the race detector except the SQLite halves of the dual-database tests,
 # which the second run runs without it (scripts/dialecttests says why: the detector would
 # instrument the SQLite engine, modernc's C translated to Go, at 5-10 times the cost). The third
 # run is the scheduler's (queues, Lua dispatch, locks, leader) and redisconn's tests again with
-# the Redis Cluster of e2e/testenv.sh as their Redis. -parallel 4: the end-to-end tests that
-# mostly wait run four at a time (e2e/harness_test.go).
-go-test: e2e/hfclient/node_modules/.installed
+# the Redis Cluster of e2e/testenv.sh as their Redis.
+go-test-units:
 	halves=$$($(GO) run ./scripts/dialecttests -pattern) && pkgs=$$($(GO) run ./scripts/dialecttests -packages) && \
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -race -count=1 -timeout 25m -parallel 4 -skip "$$halves" ./... && \
+	$(GO) test -race -count=1 -timeout 25m -skip "$$halves" $$($(GO) list ./... | grep -v '/e2e$$') && \
 	$(GO) test -count=1 -timeout 10m -run "$$halves" $$pkgs
 	NIMBUS_TEST_REDIS_URL=$$NIMBUS_TEST_REDIS_CLUSTER_URL $(GO) test -race -p 1 -count=1 -timeout 10m ./backend/scheduler ./backend/redisconn
+
+# The end-to-end tests against the binaries of bin/, with the Hugging Face client of
+# e2e/hfclient (@huggingface/hub from npm, like the frontend's). -parallel 4: the tests that
+# mostly wait run four at a time (e2e/harness_test.go).
+go-test-e2e: e2e/hfclient/node_modules/.installed
+	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -race -count=1 -timeout 25m -parallel 4 ./e2e
 
 # -fuzzminimizetime bounds how long one new input may be minimised, so the run stays short.
 fuzz:

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/webhook"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
@@ -286,50 +287,20 @@ func (h *hookReceiver) count() int {
 	return len(h.bodies)
 }
 
-// recordJSON is the part of a reproducibility record the e2e reads.
-type recordJSON struct {
-	Subject   []resourceJSON `json:"subject"`
-	Predicate struct {
-		BuildDefinition struct {
-			InternalParameters struct {
-				Env    map[string]string `json:"env"`
-				Runner struct {
-					GPU string `json:"gpu"`
-				} `json:"runner"`
-			} `json:"internalParameters"`
-			ResolvedDependencies []resourceJSON `json:"resolvedDependencies"`
-		} `json:"buildDefinition"`
-		RunDetails struct {
-			Builder struct {
-				Version             map[string]string `json:"version"`
-				BuilderDependencies []resourceJSON    `json:"builderDependencies"`
-			} `json:"builder"`
-			Byproducts []resourceJSON `json:"byproducts"`
-		} `json:"runDetails"`
-	} `json:"predicate"`
+// record is a pipeline's reproducibility record.
+func (w *world) record(pipeline int64) apiclient.Record {
+	w.t.Helper()
+	rec, err := w.api.api.PipelineRecord(w.t.Context(), "ml", "trainer", pipeline)
+	w.api.check("record of pipeline "+itoa(pipeline), err)
+	return *rec
 }
 
-type resourceJSON struct {
-	Name        string            `json:"name"`
-	Digest      map[string]string `json:"digest"`
-	Annotations map[string]any    `json:"annotations"`
-}
-
-type diffJSON struct {
-	Differences []map[string]any `json:"differences"`
-	Timings     []map[string]any `json:"timings"`
-}
-
-func (w *world) record(pipeline int64) recordJSON {
-	var rec recordJSON
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/pipelines/"+itoa(pipeline)+"/record", nil, &rec)
-	return rec
-}
-
-func (w *world) compare(a, b int64) diffJSON {
-	var d diffJSON
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/records/compare?a="+itoa(a)+"&b="+itoa(b), nil, &d)
-	return d
+// compare is what differs between two pipelines' records.
+func (w *world) compare(a, b int64) apiclient.RecordDiff {
+	w.t.Helper()
+	d, err := w.api.api.CompareRecords(w.t.Context(), "ml", "trainer", a, b)
+	w.api.check("compare records", err)
+	return *d
 }
 
 // rerunExactly re-runs build n exactly, waits for it to succeed and returns its pipelines' ids

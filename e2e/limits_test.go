@@ -3,12 +3,13 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 )
 
 // limitsYAML is a .cnb.yml whose main push runs pipelines pipelines sharing jobs jobs (as evenly
@@ -33,29 +34,6 @@ func btoi(b bool) int {
 	return 0
 }
 
-// limitBuild is what the test reads of a build's answer.
-type limitBuild struct {
-	Number              int64           `json:"number"`
-	Status              string          `json:"status"`
-	PipelineCount       int64           `json:"pipeline_count"`
-	PipelinesNextCursor string          `json:"pipelines_next_cursor"`
-	Pipelines           []limitPipeline `json:"pipelines"`
-	Error               *struct {
-		Message string `json:"message"`
-	} `json:"error"`
-	Diagnostics []struct {
-		Severity, Message string
-		Line              int
-	} `json:"diagnostics"`
-}
-
-type limitPipeline struct {
-	Name   string `json:"name"`
-	Stages []struct {
-		Jobs []struct{} `json:"jobs"`
-	} `json:"stages"`
-}
-
 // A push used to take a file of any size: 10,000 pipelines were a 10 s push, 5.7 MB of build
 // JSON and 183 MiB of server RSS, and a .cnb.yml over 1 MiB made no build and an ERROR line.
 // Against the real server on PostgreSQL, with the default limits: a file at them (256
@@ -68,7 +46,7 @@ func TestPushAtTheLimits(t *testing.T) {
 	pid := w.server.cmd.Process.Pid
 	t.Logf("server started: peak RSS %d MiB", vmHWM(t, pid)>>20)
 	var last int64
-	push := func(name, src string) limitBuild {
+	push := func(name, src string) apiclient.Build {
 		t.Helper()
 		if err := os.WriteFile(filepath.Join(w.work, ".cnb.yml"), []byte(src), 0o644); err != nil {
 			t.Fatal(err)
@@ -78,15 +56,13 @@ func TestPushAtTheLimits(t *testing.T) {
 		began := time.Now()
 		gitRun(t, w.work, "push", "-q", w.remote, "main")
 		took := time.Since(began)
-		var list struct {
-			Items []limitBuild `json:"items"`
-		}
-		w.api.must(200, "GET", "/api/v1/repos/ml/trainer/builds?limit=1", nil, &list)
-		if len(list.Items) != 1 || list.Items[0].Number != last+1 {
-			t.Fatalf("%s: want build #%d, got %+v", name, last+1, list.Items)
+		list, err := w.api.api.Builds(t.Context(), "ml", "trainer", 1)
+		w.api.check("builds", err)
+		if len(list) != 1 || list[0].Number != last+1 {
+			t.Fatalf("%s: want build #%d, got %+v", name, last+1, list)
 		}
 		last++
-		var b limitBuild
+		var b apiclient.Build
 		began = time.Now()
 		var raw json.RawMessage
 		w.api.must(200, "GET", fmt.Sprintf("/api/v1/repos/ml/trainer/builds/%d", last), nil, &raw)
@@ -98,7 +74,7 @@ func TestPushAtTheLimits(t *testing.T) {
 			time.Since(began).Round(time.Millisecond), vmHWM(t, pid)>>20)
 		return b
 	}
-	failed := func(b limitBuild, want string) {
+	failed := func(b apiclient.Build, want string) {
 		t.Helper()
 		errs := 0
 		for _, d := range b.Diagnostics {
@@ -110,7 +86,7 @@ func TestPushAtTheLimits(t *testing.T) {
 			t.Errorf("build #%d: %s %+v, %d errors, %d pipelines; want it failed with %q", b.Number, b.Status, b.Error, errs, b.PipelineCount, want)
 		}
 	}
-	built := func(b limitBuild, pipelines, jobs int) {
+	built := func(b apiclient.Build, pipelines, jobs int) {
 		t.Helper()
 		if b.Status != "queued" || b.PipelineCount != int64(pipelines) || len(b.Pipelines) != 100 || b.PipelinesNextCursor == "" {
 			t.Errorf("build #%d: %s, %d of %d pipelines, cursor %q", b.Number, b.Status, len(b.Pipelines), b.PipelineCount, b.PipelinesNextCursor)
@@ -118,11 +94,8 @@ func TestPushAtTheLimits(t *testing.T) {
 		}
 		all := b.Pipelines
 		for cursor := b.PipelinesNextCursor; cursor != ""; {
-			var page struct {
-				Items      []limitPipeline `json:"items"`
-				NextCursor string          `json:"next_cursor"`
-			}
-			w.api.must(200, "GET", fmt.Sprintf("/api/v1/repos/ml/trainer/builds/%d/pipelines?limit=100&cursor=%s", b.Number, url.QueryEscape(cursor)), nil, &page)
+			page, err := w.api.api.BuildPipelines(t.Context(), "ml", "trainer", b.Number, 100, cursor)
+			w.api.check("pipelines", err)
 			all, cursor = append(all, page.Items...), page.NextCursor
 		}
 		n := 0

@@ -37,24 +37,15 @@ func TestMetricsAcrossCommits(t *testing.T) {
 		pipelines = append(pipelines, b.Pipelines[0].ID)
 	}
 
-	var s struct {
-		Branch string   `json:"branch"`
-		Names  []string `json:"names"`
-		Points []struct {
-			Build    int64   `json:"build"`
-			Pipeline int64   `json:"pipeline_id"`
-			Value    float64 `json:"value"`
-			Previous *int64  `json:"previous_pipeline_id"`
-		} `json:"points"`
-	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/metrics?name=accuracy", nil, &s)
+	s, err := w.api.api.Metrics(t.Context(), "ml", "trainer", "", "accuracy")
+	w.api.check("metrics", err)
 	if s.Branch != "main" || strings.Join(s.Names, ",") != "accuracy,loss" || len(s.Points) != 3 {
 		t.Fatalf("the series: %+v", s)
 	}
 	for i, p := range s.Points {
-		if p.Build != int64(i+1) || p.Pipeline != pipelines[i] || p.Value != values[i] ||
-			(i == 0) != (p.Previous == nil) || i > 0 && *p.Previous != pipelines[i-1] {
-			t.Errorf("point %d: %+v (previous %v)", i, p, p.Previous)
+		if p.Build != int64(i+1) || p.PipelineID != pipelines[i] || p.Value != values[i] ||
+			(i == 0) != (p.PreviousPipeline == nil) || i > 0 && *p.PreviousPipeline != pipelines[i-1] {
+			t.Errorf("point %d: %+v (previous %v)", i, p, p.PreviousPipeline)
 		}
 	}
 

@@ -69,25 +69,22 @@ func TestRealGPUPipeline(t *testing.T) {
 		"PATH=" + filepath.Dir(python) + string(os.PathListSeparator) + os.Getenv("PATH")}, "nimbus-agent")
 
 	// The agent registers with the GPU's class among its tags.
-	var agents struct {
-		Items []struct {
-			Tags   []string `json:"tags"`
-			Online bool     `json:"online"`
-		} `json:"items"`
-	}
+	var agents []apiclient.Agent
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		alice.must(200, "GET", "/api/v1/admin/agents", nil, &agents)
-		if len(agents.Items) == 1 && agents.Items[0].Online {
+		var err error
+		agents, err = alice.api.PlatformAgents(t.Context())
+		alice.check("agents", err)
+		if len(agents) == 1 && agents[0].Online {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the agent did not come online: %+v\n%s", agents, agent.stderr)
 		}
 	}
-	if !strings.Contains(" "+strings.Join(agents.Items[0].Tags, " ")+" ", " cnb:arch:amd64:gpu ") {
-		t.Fatalf("the agent's tags %v lack cnb:arch:amd64:gpu", agents.Items[0].Tags)
+	if !strings.Contains(" "+strings.Join(agents[0].Tags, " ")+" ", " cnb:arch:amd64:gpu ") {
+		t.Fatalf("the agent's tags %v lack cnb:arch:amd64:gpu", agents[0].Tags)
 	}
-	t.Logf("agent tags: %v", agents.Items[0].Tags)
+	t.Logf("agent tags: %v", agents[0].Tags)
 
 	work := t.TempDir()
 	gitRun(t, work, "init", "-q", "-b", "main")
@@ -171,12 +168,8 @@ print("##[set-output metric.loss=%f]" % float(loss))
 	if !(lastLoss < firstLoss/10) {
 		t.Errorf("the loss went from %g to %g: the model did not train", firstLoss, lastLoss)
 	}
-	var metrics struct {
-		Points []struct {
-			Value float64 `json:"value"`
-		} `json:"points"`
-	}
-	api.must(200, "GET", "/api/v1/repos/ml/trainer/metrics?name=loss", nil, &metrics)
+	metrics, err := api.api.Metrics(t.Context(), "ml", "trainer", "", "loss")
+	api.check("metrics", err)
 	if len(metrics.Points) != 1 || metrics.Points[0].Value > firstLoss/10 {
 		t.Errorf("the loss metric did not reach the server: %+v", metrics)
 	}

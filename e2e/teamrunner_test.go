@@ -23,34 +23,20 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 	w := newWorld(t, "NIMBUS_TEAM_RUNNER_WAIT=25s")
 	const tag = "seele-macbook"
 
-	var tok struct {
-		ID    int64  `json:"id"`
-		Token string `json:"token"`
-	}
-	w.alice.must(201, "POST", "/api/v1/orgs/ml/runner-tokens", map[string]string{"name": "alice's laptop"}, &tok)
+	tok, err := w.alice.api.CreateRunnerToken(t.Context(), "ml", "alice's laptop")
+	w.alice.check("runner token", err)
 	if !strings.HasPrefix(tok.Token, "nbr_") {
 		t.Fatalf("runner token %q", tok.Token)
 	}
 	// The team's runner, and a platform agent that also advertises the tag.
 	w.agent("", "NIMBUS_AGENT_TOKEN="+tok.Token, "NIMBUS_AGENT_TAGS="+tag, "NIMBUS_AGENT_NAME=alice-laptop")
 	w.agent("", "NIMBUS_AGENT_TAGS=cnb:arch:amd64,"+tag, "NIMBUS_AGENT_NAME=platform-box")
-	type agentJSON struct {
-		ID        string   `json:"id"`
-		Name      string   `json:"name"`
-		Online    bool     `json:"online"`
-		Paused    bool     `json:"paused"`
-		Tags      []string `json:"tags"`
-		Pipelines []struct {
-			ID int64 `json:"id"`
-		} `json:"pipelines"`
-	}
-	var runners struct {
-		Items []agentJSON `json:"items"`
-	}
+	var runners []apiclient.Agent
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		w.alice.must(200, "GET", "/api/v1/orgs/ml/agents", nil, &runners)
-		if len(runners.Items) == 1 && runners.Items[0].Online {
+		runners, err = w.alice.api.TeamAgents(t.Context(), "ml")
+		w.alice.check("the team's agents", err)
+		if len(runners) == 1 && runners[0].Online {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -58,7 +44,7 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	runner := runners.Items[0]
+	runner := runners[0]
 	if runner.Name != "alice-laptop" || strings.Join(runner.Tags, ",") != tag {
 		t.Fatalf("the team's runner: %+v", runner)
 	}
@@ -93,16 +79,7 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 	if log := w.jobLog(p.Stages[0].Jobs[0].ID); !strings.Contains(log, "on-my-laptop") {
 		t.Errorf("log: %q", log)
 	}
-	var rec struct {
-		Predicate struct {
-			RunDetails struct {
-				Builder struct {
-					ID string `json:"id"`
-				} `json:"builder"`
-			} `json:"runDetails"`
-		} `json:"predicate"`
-	}
-	w.api.must(200, "GET", "/api/v1/repos/ml/trainer/pipelines/"+itoa(p.ID)+"/record", nil, &rec)
+	rec := w.record(p.ID)
 	if !strings.HasSuffix(rec.Predicate.RunDetails.Builder.ID, "/agents/"+runner.ID) {
 		t.Errorf("the pipeline ran on %s, want the team's runner %s", rec.Predicate.RunDetails.Builder.ID, runner.ID)
 	}
@@ -128,8 +105,8 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 	br.shot("team-agents")
 
 	// Paused, the runner leaves the next pipeline waiting with that reason; resumed, it runs it.
-	var paused agentJSON
-	w.alice.must(200, "POST", "/api/v1/orgs/ml/agents/"+runner.ID+"/pause", nil, &paused)
+	paused, err := w.alice.api.PauseTeamAgent(t.Context(), "ml", runner.ID)
+	w.alice.check("pause", err)
 	if !paused.Paused {
 		t.Fatalf("pause: %+v", paused)
 	}
@@ -143,24 +120,19 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 		t.Fatalf("a paused runner took work: %s", b.Status)
 	}
 	resumed := time.Now()
-	w.alice.must(200, "POST", "/api/v1/orgs/ml/agents/"+runner.ID+"/resume", nil, nil)
+	_, err = w.alice.api.ResumeTeamAgent(t.Context(), "ml", runner.ID)
+	w.alice.check("resume", err)
 	w.waitFor(n, 10*time.Second, "the resumed runner takes the pipeline", func(b apiclient.Build) bool { return b.Status != "queued" })
 	t.Logf("resume → pipeline started: %s (the poll timeout is 30 s: the resume wakes the paused runner's poll)", time.Since(resumed))
 	w.waitBuildSuccess(n, time.Minute)
 
 	// The time is in the usage, under team:<tag>, at no cost.
-	var usage struct {
-		Items []struct {
-			RunnerClass string `json:"runner_class"`
-			Pipelines   int    `json:"pipelines"`
-			CoreSeconds int64  `json:"core_seconds"`
-			Cost        string `json:"cost"`
-		} `json:"items"`
-	}
+	var usage []apiclient.Usage
 	deadline = time.Now().Add(20 * time.Second)
 	for {
-		w.alice.must(200, "GET", "/api/v1/orgs/ml/billing/usage", nil, &usage)
-		if len(usage.Items) == 1 && usage.Items[0].Pipelines == 2 {
+		usage, err = w.alice.api.Usage(t.Context(), "ml")
+		w.alice.check("usage", err)
+		if len(usage) == 1 && usage[0].Pipelines == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -168,7 +140,7 @@ func TestTeamRunnerServesOnlyItsTeam(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	if u := usage.Items[0]; u.RunnerClass != "team:"+tag || u.CoreSeconds < 1 || strings.Trim(u.Cost, "0.") != "" {
+	if u := usage[0]; u.RunnerClass != "team:"+tag || u.CoreSeconds < 1 || strings.Trim(u.Cost, "0.") != "" {
 		t.Errorf("usage of the team's runner: %+v", u)
 	}
 

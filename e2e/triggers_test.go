@@ -114,14 +114,12 @@ func TestPushTurnsIntoBuilds(t *testing.T) {
 
 	// A dev branch registers its nightly schedule.
 	gitRun(t, src, "push", "-q", "origin", "main:dev/nightly")
-	var scheds struct {
-		Items []struct{ Branch, Event, Cron, Zone string } `json:"items"`
-	}
-	api.must(200, "GET", "/api/v1/repos/ml-team/trainer/schedules", nil, &scheds)
+	scheds, err := api.api.Schedules(t.Context(), "ml-team", "trainer")
+	api.check("schedules", err)
 	// The zone is a name browsers know (the dashboard failed on Go's "UTC+8").
-	if len(scheds.Items) != 1 || scheds.Items[0].Branch != "dev/nightly" || scheds.Items[0].Event != "schedule" || scheds.Items[0].Cron != "0 2 * * *" ||
-		scheds.Items[0].Zone != "Asia/Shanghai" {
-		t.Fatalf("schedules %+v", scheds.Items)
+	if len(scheds) != 1 || scheds[0].Branch != "dev/nightly" || scheds[0].Event != "schedule" || scheds[0].Cron != "0 2 * * *" ||
+		scheds[0].Zone != "Asia/Shanghai" {
+		t.Fatalf("schedules %+v", scheds)
 	}
 
 	// A broken .cnb.yml: a failed build that says where.

@@ -189,6 +189,20 @@ type Build struct {
 	Error     *FileError      `json:"error"`
 	Parent    *BuildLink      `json:"parent"`   // the build whose pipeline started this one (a single build only)
 	Children  []BuildLink     `json:"children"` // the builds its pipelines started (a single build only)
+	// PipelineCount is how many pipelines the build has; Pipelines holds the first 100, and
+	// PipelinesNextCursor, when it has more, is the cursor of BuildPipelines for the rest.
+	PipelineCount       int64        `json:"pipeline_count"`
+	PipelinesNextCursor string       `json:"pipelines_next_cursor"`
+	Diagnostics         []Diagnostic `json:"diagnostics"` // what linting the file found (a single build only)
+}
+
+// Diagnostic is one finding of linting and planning a build's file, as `nimbus lint` prints it.
+type Diagnostic struct {
+	Severity string `json:"severity"` // error, warning or info
+	File     string `json:"file"`
+	Line     int    `json:"line"`
+	Column   int    `json:"column"`
+	Message  string `json:"message"`
 }
 
 // BuildLink names another build, maybe of another repo: a build's parent or child.
@@ -291,6 +305,24 @@ func (c *Client) RerunExact(ctx context.Context, org, repo string, number int64)
 // (GET /repos/{org}/{repo}/builds/{number}).
 func (c *Client) GetBuild(ctx context.Context, org, repo string, number int64) (*Build, error) {
 	return call[Build](ctx, c, http.MethodGet, Path("repos", org, repo, "builds", strconv.FormatInt(number, 10)), nil)
+}
+
+// PipelineList is a page of a build's pipelines, each with its stages and jobs.
+type PipelineList struct {
+	Items      []BuildPipeline `json:"items"`
+	NextCursor string          `json:"next_cursor"` // "" on the last page
+}
+
+// BuildPipelines reads a page of up to limit of a build's pipelines after cursor ("" for the
+// first page; a build's PipelinesNextCursor for the page after its own)
+// (GET /repos/{org}/{repo}/builds/{number}/pipelines).
+func (c *Client) BuildPipelines(ctx context.Context, org, repo string, number int64, limit int, cursor string) (*PipelineList, error) {
+	q := url.Values{"limit": {strconv.Itoa(limit)}}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	path := Path("repos", org, repo, "builds", strconv.FormatInt(number, 10), "pipelines") + "?" + q.Encode()
+	return call[PipelineList](ctx, c, http.MethodGet, path, nil)
 }
 
 // OpenWorkspaces fires the vscode event on the head of branch (the default branch when empty):

@@ -9,11 +9,8 @@ BINARIES := bin/nimbus-server bin/nimbus-agent bin/nimbus
 # can report its own deadline as a failure ("context deadline exceeded", golang/go#75804, fixed
 # in 1.27). About 20 s on this machine.
 FUZZ_COMPILE_RUNS ?= 40000x
-# The CPU priority of the checks that run beside the end-to-end tests (test-all): 5 gives the
-# end-to-end side about three quarters of the CPU when both are busy.
-CHECKS_NICE ?= 5
 
-.PHONY: all run build binaries frontend test test-all test-ide vet checks go-test go-test-units go-test-e2e fuzz bench frontend-test gpu-check gpu-check-binaries clean
+.PHONY: all run build binaries frontend test test-all test-ide vet go-test go-test-units go-test-e2e fuzz bench frontend-test gpu-check gpu-check-binaries clean
 .DEFAULT_GOAL := build
 
 all: build
@@ -52,24 +49,17 @@ test-ide: build
 test: build
 	e2e/testenv.sh $(MAKE) --no-print-directory test-all
 
-# test-all expects the services of e2e/testenv.sh; run it through `make test`. The end-to-end
-# tests mostly wait (for containers, leases, billing windows: their package is about 40 % busy
-# for most of its 14 minutes), so they start first and run beside every other check: the two
-# lines of -j2 below, whose output is interleaved line by line. The other line runs at a lower
-# CPU priority (nice), so that when both want the CPU, the end-to-end tests, some of which time
-# what they watch, get most of it. The benchmarks run last, alone.
-test-all:
-	$(MAKE) --no-print-directory -j2 --output-sync=line go-test-e2e checks
-	$(MAKE) --no-print-directory bench
-
-# checks is every check but the end-to-end tests and the benchmarks, one after another.
-checks:
-	nice -n $(CHECKS_NICE) $(MAKE) --no-print-directory -j1 vet go-test-units fuzz frontend-test
+# test-all expects the services of e2e/testenv.sh; run it through `make test`. One check after
+# another: tried as two lines side by side (the end-to-end tests beside the others at nice 5,
+# make -j2), the whole run took 37.1 minutes against 37.8 one after another on CI's 2 cores: both
+# lines are CPU-bound together (the e2e package took 21 minutes instead of 14, backend/git 501 s
+# instead of 22), so the overlap saved under a minute and made every timed test run slower.
+test-all: vet go-test-units go-test-e2e fuzz frontend-test bench
 
 vet:
 	$(GO) vet ./...
 
-# go-test: every Go test, for a run by hand (make test runs its two parts side by side).
+# go-test: every Go test: the packages' own, then the end-to-end tests.
 go-test: go-test-units go-test-e2e
 
 # Every test runs under the race detector except the SQLite halves of the dual-database tests,

@@ -58,8 +58,6 @@ func (w *mergeWorld) sha(rev string) string {
 	return gitOK(w.t, w.env, w.work, "rev-parse", rev)
 }
 
-func (w *mergeWorld) tree(rev string) string { return w.sha(rev + "^{tree}") }
-
 // TestMergeLikeGit: a merge commit, a squash and a rebase made in the bare repository without a
 // work tree are the very commits (same SHAs) that git merge --no-ff, git merge --squash + commit
 // and git rebase make in a work tree.

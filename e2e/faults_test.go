@@ -155,9 +155,11 @@ func TestAgentKilledMidJob(t *testing.T) {
 	n := w.push("echo working; sleep 300")
 	w.waitFor(n, 60*time.Second, "running", running)
 	w.waitContainer(dir)
-	// The server must know the job started (its job_started event is sent as the container
-	// starts): killed before, the pipeline is re-queued, not lost
-	// (TestExpiredLeaseRequeuesOrFailsAndFencesTheOldAgent).
+	// The server knows the job started once the container exists (the agent starts no job
+	// before the server has taken its first job_started: agent/runner's startJob); killed
+	// before, the pipeline would be re-queued, not lost
+	// (TestExpiredLeaseRequeuesOrFailsAndFencesTheOldAgent). The job's status is read too, as
+	// the build page shows it.
 	w.waitFor(n, 30*time.Second, "the job running", func(b apiclient.Build) bool {
 		return len(b.Pipelines) > 0 && len(b.Pipelines[0].Stages) > 0 && len(b.Pipelines[0].Stages[0].Jobs) > 0 &&
 			b.Pipelines[0].Stages[0].Jobs[0].Status == "running"

@@ -54,6 +54,14 @@ func (x *run) prepareImage(ctx context.Context) (release, error) {
 		return wait, nil
 	}
 	jl := x.setupLog()
+	// The Dockerfile's RUN steps are the user's code: the server knows before they run.
+	if id := x.firstJobID(); id != 0 && !x.startJob(ctx, id) {
+		wait(false)
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
+		return nil, errors.New("docker.build: the server could not be told that the pipeline starts, so nothing was built")
+	}
 	ref, err := x.ensureImage(ctx, ctx, "docker.build", x.buildSpec(b), b.Sync, jl)
 	if err != nil {
 		wait(false)

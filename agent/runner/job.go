@@ -100,8 +100,11 @@ func (x *run) execJob(ctx context.Context, id int64, st protocol.Stage, job prot
 	case reason != "":
 		return jobResult{status: StatusSkipped, exports: exportValues(job, map[string]string{ResultSkip: reason})}
 	}
-	if id != 0 {
-		x.event(protocol.Event{Kind: protocol.EventJobStarted, JobID: id})
+	if id != 0 && !x.startJob(ctx, id) {
+		if ctx.Err() != nil {
+			return x.interrupted(ctx)
+		}
+		return x.failure(job, "the server could not be told that the job starts, so it did not start", nil)
 	}
 	if job.Lock != nil {
 		release, err := x.holdLock(ctx, job.Lock, fmt.Sprintf("job %q", st.Name+"/"+jobName(job)), jl.note)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -155,4 +157,47 @@ func (a *countingAPI) AppendLog(_ context.Context, _ string, _, offset int64, da
 		a.appended <- append([]byte(nil), data...)
 	}
 	return a.offset, nil
+}
+
+// No user code runs before the server knows it may have: a lease that expires before any job
+// started puts the pipeline back in the queue, so a job that ran unreported would run twice.
+// The server is away when the first job would start: the job waits for it (its script has not
+// run 1.5 s later), then runs once it is back; the second job does not wait again.
+func TestFirstJobWaitsUntilTheServerKnowsItStarts(t *testing.T) {
+	h := newHarness(t, "shell")
+	marker := filepath.Join(t.TempDir(), "ran")
+	l := lease("start-known", plan(serial("s",
+		script("a", "echo a >> "+marker),
+		script("b", "echo b >> "+marker))))
+	h.srv.Enqueue(l)
+	got, err := h.api.Poll(context.Background(), protocol.PollRequest{FreeCPUs: 1})
+	if err != nil || got == nil {
+		t.Fatal(err)
+	}
+	h.srv.SetDown(true)
+	done := make(chan runOutcome, 1)
+	go func() {
+		res, err := h.runner.Run(context.Background(), context.Background(), got)
+		done <- runOutcome{res, err}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	if b, err := os.ReadFile(marker); !os.IsNotExist(err) {
+		t.Fatalf("the first job ran while the server could not hear of it: %q %v", b, err)
+	}
+	h.srv.SetDown(false)
+	select {
+	case o := <-done:
+		if o.err != nil || o.res.Status != StatusSuccess {
+			t.Fatalf("outcome %+v", o)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not end after the server came back")
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "a\nb\n" {
+		t.Fatalf("the jobs' output %q %v, want each once", b, err)
+	}
+	rec := h.srv.Get(l.ID)
+	if st, _ := status(t, rec, jobID(0, 0)); st != StatusSuccess {
+		t.Fatalf("job a: %s", st)
+	}
 }

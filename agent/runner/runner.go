@@ -220,8 +220,11 @@ type run struct {
 	reports     context.Context
 	outbox      chan report // events, in order, for the sender (deliverEvents)
 	sent        chan struct{}
-	secrets     []string
-	jobIDs      map[[2]int]int64 // (stage index over all groups, job index) → server job id
+	// startKnown: the server has taken a job_started of this lease, so it knows user code may
+	// run (an expired lease now fails the pipeline instead of re-queueing it): see startJob.
+	startKnown atomic.Bool
+	secrets    []string
+	jobIDs     map[[2]int]int64 // (stage index over all groups, job index) → server job id
 
 	checkout string // the pipeline's checkout on this host
 	mount    string // where jobs see it
@@ -316,30 +319,41 @@ func (r *Runner) Run(ctx, reports context.Context, lease *protocol.Lease) (Resul
 }
 
 // report is one event for the outbox; after, when set, is the log that must reach the server
-// before it (a job is reported finished once its log is complete).
+// before it (a job is reported finished once its log is complete). taken, when set, is closed
+// once the server has taken the event, or once it cannot be sent (taken is then false).
 type report struct {
 	ev    protocol.Event
 	after *logStream
+	taken chan bool
 }
 
 // deliverEvents sends the outbox's events in order, each until the server takes it.
 func (x *run) deliverEvents() {
 	defer close(x.sent)
 	for rep := range x.outbox {
-		if rep.after != nil && !x.lost.Load() {
-			if !x.waitShipped(rep.after, jobLogWaitFlushes*x.cfg.LogFlushInterval) && !x.lost.Load() && x.reports.Err() == nil {
-				x.log.Warn("the server has not taken the whole log of a job; reporting the job finished anyway", "job_id", rep.after.jobID)
-			}
-		}
-		if x.lost.Load() || x.reports.Err() != nil {
-			continue // drain: nothing more can be sent
-		}
-		ev := maskReport(rep.ev, x.secretList()) // reports.go
-		err := x.keepTrying("event "+ev.Kind, func(ctx context.Context) error { return x.cfg.API.Event(ctx, x.lease.ID, ev) })
-		if err != nil && !errors.Is(err, client.ErrLeaseLost) && x.reports.Err() == nil {
-			x.log.Warn("the server refused an event", "kind", ev.Kind, "job_id", ev.JobID, "err", err)
+		ok := x.deliver(rep)
+		if rep.taken != nil {
+			rep.taken <- ok
 		}
 	}
+}
+
+// deliver sends one report and says whether the server took it.
+func (x *run) deliver(rep report) bool {
+	if rep.after != nil && !x.lost.Load() {
+		if !x.waitShipped(rep.after, jobLogWaitFlushes*x.cfg.LogFlushInterval) && !x.lost.Load() && x.reports.Err() == nil {
+			x.log.Warn("the server has not taken the whole log of a job; reporting the job finished anyway", "job_id", rep.after.jobID)
+		}
+	}
+	if x.lost.Load() || x.reports.Err() != nil {
+		return false // drain: nothing more can be sent
+	}
+	ev := maskReport(rep.ev, x.secretList()) // reports.go
+	err := x.keepTrying("event "+ev.Kind, func(ctx context.Context) error { return x.cfg.API.Event(ctx, x.lease.ID, ev) })
+	if err != nil && !errors.Is(err, client.ErrLeaseLost) && x.reports.Err() == nil {
+		x.log.Warn("the server refused an event", "kind", ev.Kind, "job_id", ev.JobID, "err", err)
+	}
+	return err == nil
 }
 
 // keepTrying sends one report until the server takes it, refuses it for good (a 4xx; lease_lost
@@ -565,6 +579,37 @@ func (x *run) eventAfter(ev protocol.Event, after *logStream) {
 	}
 	ev.At = time.Now()
 	x.outbox <- report{ev: ev, after: after}
+}
+
+// startJob reports that job id starts. Until the server has taken one job_started of the
+// lease, it also waits for the server to take this one, so that no user code runs before the
+// server knows it may have: a lease that expires (the agent killed, its host gone) before any
+// job started puts the pipeline back in the queue, and one whose user code ran fails it
+// agent_lost instead of running that code a second time. So the first job of a pipeline waits
+// out a server outage before it starts (the jobs after it do not wait: the server knows).
+// false: the run ended meanwhile, or the event could not be sent (the lease is lost or its
+// reports abandoned), and the job must not start.
+func (x *run) startJob(ctx context.Context, id int64) bool {
+	ev := protocol.Event{Kind: protocol.EventJobStarted, JobID: id}
+	if x.startKnown.Load() {
+		x.event(ev)
+		return true
+	}
+	if x.lost.Load() {
+		return false
+	}
+	ev.At = time.Now()
+	taken := make(chan bool, 1)
+	x.outbox <- report{ev: ev, taken: taken}
+	select {
+	case ok := <-taken:
+		if ok {
+			x.startKnown.Store(true)
+		}
+		return ok && ctx.Err() == nil
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // secretValues are the values masked in every log of the lease: its secrets, the job token and

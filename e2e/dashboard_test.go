@@ -99,6 +99,23 @@ func clickUntil(sel, want string) string {
 
 func clickOn(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
 
+// pressOnce is a waitJS expression that clicks the enabled button labelled text inside the
+// element sel once, through the DOM, and is true once the expression done is. chromedp.Click
+// clicks at the button's place when it was measured: a part of the page that renders a moment
+// later (a table that loads above the button) moves the button from under the click, which
+// then lands elsewhere and does nothing (TestPullRequestInChromium's approval, once in CI).
+func pressOnce(sel, text, done string) string {
+	return fmt.Sprintf(`(() => {
+		if (%s) return true;
+		const key = '__pressed ' + %q + ' ' + %q;
+		if (!window[key]) {
+			const b = [...document.querySelectorAll(%q + ' button')].find((b) => b.innerText.trim() === %q && !b.disabled);
+			if (b) { b.click(); window[key] = true }
+		}
+		return false
+	})()`, done, sel, text, sel, text)
+}
+
 // Issue 8's journey in a real headless Chromium against the real server (PostgreSQL, Redis),
 // a real nimbus-agent with the Docker executor and the real git client: sign up → create a team
 // → create a repo → make a token → push → watch the build list pick the build up, the log

@@ -89,8 +89,7 @@ func TestPullRequestInChromium(t *testing.T) {
 	b.shot("pull-metrics")
 
 	// The diff, and a comment on line 1 of train.py.
-	b.do("see the files changed", 10*time.Second, chromedp.Click(chromedp.Search(`//button[text()="Files changed"]`)))
-	b.waitJS("the diff of train.py", `!!document.querySelector('section[aria-label="Changes to train.py"] tr.add')`, 10*time.Second)
+	b.waitJS("the diff of train.py", pressOnce("body", "Files changed", `!!document.querySelector('section[aria-label="Changes to train.py"] tr.add')`), 10*time.Second)
 	if got := b.text(`section[aria-label="Changes to train.py"] tr.add`); !strings.Contains(got, "lr = 0.01") {
 		t.Errorf("the added line: %q", got)
 	}
@@ -108,15 +107,14 @@ func TestPullRequestInChromium(t *testing.T) {
 	// bob approves.
 	signIn("bob")
 	b.do("open the request as bob", 20*time.Second, chromedp.Navigate(w.base+"/ml/trainer/-/pulls/1"), chromedp.WaitVisible(chromedp.CSS(`section[aria-label="Reviews"]`)))
-	b.do("approve", 10*time.Second, chromedp.Click(chromedp.Search(`//section[@aria-label="Reviews"]//button[text()="Approve"]`)))
-	b.waitJS("bob's approval", `document.querySelector('section[aria-label="Reviews"]').innerText.includes('bob approved')`, 10*time.Second)
+	b.waitJS("bob's approval", pressOnce(`section[aria-label="Reviews"]`, "Approve",
+		`document.querySelector('section[aria-label="Reviews"]').innerText.includes('bob approved')`), 10*time.Second)
 	b.shot("pull-approved")
 
 	// alice merges.
 	signIn("alice")
 	b.do("open the request as alice", 20*time.Second, chromedp.Navigate(w.base+"/ml/trainer/-/pulls/1"), chromedp.WaitVisible(chromedp.CSS(`section[aria-label="Merge"]`)))
-	b.do("merge", 10*time.Second, chromedp.Click(chromedp.Search(`//section[@aria-label="Merge"]//button[text()="Merge"]`)))
-	b.waitJS("merged", `document.body.innerText.includes('Merged by alice')`, 15*time.Second)
+	b.waitJS("merged", pressOnce(`section[aria-label="Merge"]`, "Merge", `document.body.innerText.includes('Merged by alice')`), 15*time.Second)
 	b.shot("pull-merged")
 	pr, err := w.api.api.GetPull(t.Context(), "ml", "trainer", 1)
 	w.api.check("the merged request", err)

@@ -50,10 +50,11 @@ test: build
 	e2e/testenv.sh $(MAKE) --no-print-directory test-all
 
 # test-all expects the services of e2e/testenv.sh; run it through `make test`. One check after
-# another: tried as two lines side by side (the end-to-end tests beside the others at nice 5,
-# make -j2), the whole run took 37.1 minutes against 37.8 one after another on CI's 2 cores: both
-# lines are CPU-bound together (the e2e package took 21 minutes instead of 14, backend/git 501 s
-# instead of 22), so the overlap saved under a minute and made every timed test run slower.
+# another. Tried as two lines side by side (the end-to-end tests beside the others at nice 5), on
+# CI's 2 cores: on a cold build cache 37.1 min against 37.8 one after another (compiling fills
+# the CPU); on a warm one the checks and the e2e package ended after 21 min instead of 27.6, but
+# the timed tests ran slower (the e2e package 20 min instead of 16.6, the scheduler's SQLite half
+# 235 s instead of 10) and one of them, the scheduler's warm-agent hand-over within 5 s, failed.
 test-all: vet go-test-units go-test-e2e fuzz frontend-test bench
 
 vet:

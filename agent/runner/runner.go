@@ -319,8 +319,9 @@ func (r *Runner) Run(ctx, reports context.Context, lease *protocol.Lease) (Resul
 }
 
 // report is one event for the outbox; after, when set, is the log that must reach the server
-// before it (a job is reported finished once its log is complete). taken, when set, is closed
-// once the server has taken the event, or once it cannot be sent (taken is then false).
+// before it (a job is reported finished once its log is complete). taken, when set, is told
+// whether the server took the event (false once it cannot be sent: the lease lost, the reports
+// abandoned, or a refusal).
 type report struct {
 	ev    protocol.Event
 	after *logStream

@@ -15,6 +15,8 @@ import (
 	"sort"
 	"syscall"
 
+	"github.com/nimbus-build/nimbus/internal/inpod"
+
 	"github.com/nimbus-build/nimbus/internal/envflag"
 )
 
@@ -41,12 +43,13 @@ func commands() map[string]command {
 			fmt.Fprintf(e.stdout, "nimbus %s\n", version)
 			return 0
 		}},
-		"lint":      lintCommand(),
-		"plan":      planCommand(),
-		"artifact":  artifactCommand(),
-		"workspace": workspaceCommand(),
-		"pr":        prCommand(),
-		"lifeline":  lifelineCommand(),
+		"lint":            lintCommand(),
+		"plan":            planCommand(),
+		"artifact":        artifactCommand(),
+		"workspace":       workspaceCommand(),
+		"pr":              prCommand(),
+		"lifeline":        lifelineCommand(),
+		inpod.CommandName: podCommand(),
 	}
 }
 

@@ -91,10 +91,12 @@ type Config struct {
 	// Concurrency caps the pipelines run at once; 0 means as many as there are cores (each
 	// pipeline holds at least one).
 	Concurrency int
-	Executor    string // auto, docker or shell
-	DockerHost  string // "" = DOCKER_HOST or the default socket
-	Network     string // container network mode; "" = the engine's default
-	WorkDir     string // checkouts, the agent id and the agent token live here
+	Executor    string // auto, docker, shell or kubernetes
+	// Kubernetes configures the kubernetes executor (its AgentID and CLI are the agent's).
+	Kubernetes executor.KubernetesConfig
+	DockerHost string // "" = DOCKER_HOST or the default socket
+	Network    string // container network mode; "" = the engine's default
+	WorkDir    string // checkouts, the agent id and the agent token live here
 	// DefaultImage runs script jobs whose pipeline names no image.
 	DefaultImage string
 	// WorkspaceIDEImage is the IDE container of workspaces whose image has no code-server
@@ -194,7 +196,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	ex, warning, err := executor.Detect(ctx, cfg.Executor, cfg.DockerHost, id)
+	ex, warning, err := newExecutor(ctx, cfg, id)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -235,6 +237,27 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	log.Info("agent ready", "executor", ex.Name(), "tags", strings.Join(a.tags, ","), "cpus", cfg.CPUs,
 		"gpus", len(gpus), "work_dir", cfg.WorkDir, "nimbus_cli", a.cli, "lifelines", lines != nil)
 	return a, nil
+}
+
+// newExecutor is the configured executor: Kubernetes when asked for, else what Detect finds.
+func newExecutor(ctx context.Context, cfg Config, id string) (executor.Executor, string, error) {
+	if cfg.Executor != executor.ModeKubernetes {
+		return executor.Detect(ctx, cfg.Executor, cfg.DockerHost, id)
+	}
+	kc := cfg.Kubernetes
+	kc.AgentID = id
+	// The pods get the CLI even when the jobs' PATH is to have none (CLIOff): it runs their steps.
+	configured := cfg.NimbusCLI
+	if configured == CLIOff {
+		configured = ""
+	}
+	cli, problem := findCLI(configured)
+	if cli == "" {
+		return nil, "", fmt.Errorf("the kubernetes executor runs every step through the static nimbus CLI: %s", problem)
+	}
+	kc.CLI = cli
+	k, err := executor.NewKubernetes(ctx, kc)
+	return k, "", err
 }
 
 // ID returns the agent's stable id.

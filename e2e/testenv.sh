@@ -35,9 +35,14 @@ PIDS_TO_STOP=()
 PG_DATA=""
 PG_CTL=""
 DOCKERD_PID=""
+K8S_STOP=""
+K8S_CLUSTER="$(cd "$(dirname "$0")" && pwd)/k8s/cluster.sh"
 
 cleanup() {
 	set +e
+	if [ -n "$K8S_STOP" ]; then
+		"$K8S_CLUSTER" down "$K8S_STOP" >/dev/null 2>&1
+	fi
 	if [ -n "$DOCKERD_PID" ]; then
 		# Containers a failed test left behind go with the engine.
 		docker -H "$NIMBUS_TEST_DOCKER_HOST" ps -aq 2>/dev/null | xargs -r docker -H "$NIMBUS_TEST_DOCKER_HOST" rm -f >/dev/null 2>&1
@@ -292,6 +297,30 @@ fi
 # blob with oras). v3.1.2 builds with Go 1.26. The benchmark starts it itself, on loopback.
 if go_tool registry github.com/distribution/distribution/v3/cmd/registry v3.1.2; then
 	export NIMBUS_TEST_REFERENCE_REGISTRY="$GOBIN_DIR/registry"
+fi
+
+# --- Kubernetes -----------------------------------------------------------------------------
+# A real single-node cluster for the Kubernetes executor (e2e/k8s/README.md): its binaries are
+# built from the Go module proxy (about 8 minutes the first time, then a relink of seconds from
+# the Go build cache), its bring-up takes 10-15 s. Only as root (containerd, the kubelet). A
+# failed build or bring-up leaves the variables unset: the tests skip, or fail under CI=true.
+if [ "$(id -u)" = 0 ]; then
+	need_pkg etcd-server command -v etcd
+	need_pkg containerd command -v containerd
+	need_pkg runc command -v runc
+	need_pkg containernetworking-plugins test -x /usr/lib/cni/loopback
+	K8S_DIR="$TMP/k8s"
+	if "$K8S_CLUSTER" build >"$TMP/k8s-build.log" 2>&1 \
+		&& "$K8S_CLUSTER" up "$K8S_DIR" >"$TMP/k8s-up.out" 2>"$TMP/k8s-up.log"; then
+		K8S_STOP="$K8S_DIR"
+		eval "$(sed -n 's/^\(KUBECONFIG\|KUBECTL\|CONTAINERD\)=/K8S_&/p' "$TMP/k8s-up.out")"
+		export NIMBUS_TEST_KUBECONFIG="$K8S_KUBECONFIG" NIMBUS_TEST_KUBECTL="$K8S_KUBECTL" NIMBUS_TEST_K8S_CONTAINERD="$K8S_CONTAINERD"
+		log "Kubernetes up ($(tail -1 "$TMP/k8s-up.log" | sed 's/^k8s: //')): KUBECONFIG=$NIMBUS_TEST_KUBECONFIG"
+	else
+		tail -20 "$TMP/k8s-build.log" "$TMP/k8s-up.log" >&2 2>/dev/null
+		log "the Kubernetes test cluster could not be started"
+		K8S_STOP="$K8S_DIR"
+	fi
 fi
 
 # --- run ------------------------------------------------------------------------------------

@@ -172,3 +172,43 @@ func IsStatic(path string) (bool, error) {
 	}
 	return true, nil
 }
+
+// Pipelines is an executor that sets a pipeline up in one place before its first step and takes
+// it down after its last: the Kubernetes executor runs all of a pipeline's steps in one pod. The
+// runner calls StartPipeline before the pipeline starts (its billing and its first job) and
+// EndPipeline when it has ended, whatever its outcome.
+type Pipelines interface {
+	Executor
+	StartPipeline(ctx context.Context, spec PipelineSpec) error
+	EndPipeline(checkout string)
+	// CopyOut brings what the steps wrote in the pipeline's place back into the agent's
+	// checkout, for what the agent does itself with those files (releases, attachments).
+	CopyOut(ctx context.Context, checkout string) error
+}
+
+// PipelineSpec is what such an executor needs to know of a pipeline before its first step.
+type PipelineSpec struct {
+	Lease, Team, Pipeline string
+	// Checkout is the agent's copy of the pipeline's checkout (Step.Checkout of its steps);
+	// CheckoutMount where the steps see it ("" = /workspace).
+	Checkout, CheckoutMount string
+	// Images are every image a step of the pipeline may run in, the first the one its
+	// preparation uses.
+	Images      []PipelineImage
+	CPUs        float64
+	MemoryBytes int64
+	// GPU says the pipeline's class is a GPU one: its place gets the class's GPUs.
+	GPU bool
+	// Tags are the pipeline's runner tags: they choose where it runs.
+	Tags        []string
+	MaxDuration time.Duration
+	// Waiting, when set, hears why the pipeline waits for a place to run (a pod Pending for
+	// capacity), and "" when it no longer does.
+	Waiting func(reason string)
+}
+
+// PipelineImage is an image of a pipeline, with its registry credentials when it has some.
+type PipelineImage struct {
+	Name string
+	Auth *ImageAuth
+}

@@ -73,6 +73,14 @@ func (x *run) reportFinished(id int64, res jobResult, log *logStream) {
 // execJob decides whether the job runs, runs it (with its retries) and says how it ended.
 func (x *run) execJob(ctx context.Context, id int64, st protocol.Stage, job protocol.Job, exports, extra map[string]string, jl *jobLog) jobResult {
 	env := x.jobEnv(st, job, exports, extra)
+	if x.readsCheckout(job, env) {
+		if err := x.copyOut(ctx, jl); err != nil {
+			if ctx.Err() != nil {
+				return x.interrupted(ctx)
+			}
+			return x.failure(job, err.Error(), nil)
+		}
+	}
 	if len(job.Imports) > 0 {
 		image, _ := x.jobImage(job, env)
 		imported, err := x.importEnv(ctx, job, image, env, jl)

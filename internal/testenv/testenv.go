@@ -32,6 +32,11 @@ const (
 	// The unprivileged user (with subordinate id ranges) the agent runs pipelines' rootless
 	// docker services as.
 	EnvDindUser = "NIMBUS_TEST_DIND_USER"
+	// A real single-node Kubernetes on loopback (e2e/k8s): its admin kubeconfig, its kubectl, and
+	// the socket of its containerd (to import test images). Its node has 2 fake nvidia.com/gpu.
+	EnvKubeconfig = "NIMBUS_TEST_KUBECONFIG"
+	EnvKubectl    = "NIMBUS_TEST_KUBECTL"
+	EnvContainerd = "NIMBUS_TEST_K8S_CONTAINERD"
 )
 
 // Require returns the value of the variable, or stops the test: Fatal under CI=true, Skip
@@ -69,6 +74,14 @@ func DockerHost(t testing.TB) string { return Require(t, EnvDocker, "A Docker en
 
 // Image is a busybox image loaded into the test Docker engine.
 func Image(t testing.TB) string { return Require(t, EnvImage, "The busybox test image") }
+
+// Kubernetes is the test cluster's admin kubeconfig.
+func Kubernetes(t testing.TB) string { return Require(t, EnvKubeconfig, "The Kubernetes test cluster") }
+
+// Kubectl is the test cluster's kubectl.
+func Kubectl(t testing.TB) string {
+	return Require(t, EnvKubectl, "The Kubernetes test cluster's kubectl")
+}
 
 // DindUser is the user rootless docker services run as.
 func DindUser(t testing.TB) string {

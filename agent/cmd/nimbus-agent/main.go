@@ -2,12 +2,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nimbus-build/nimbus/agent"
 	"github.com/nimbus-build/nimbus/agent/dockerservice"
@@ -25,6 +30,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	var (
 		cfg                 agent.Config
 		tags, gpus          string
+		pullPolicy, classes string
 		logFormat, logLevel string
 	)
 	s := envflag.New("nimbus-agent", `nimbus-agent runs Nimbus pipelines on this host, each job in its own Docker container.
@@ -51,7 +57,12 @@ Usage: nimbus-agent [flags]`)
 	s.Bool(&cfg.WholeHost, "whole-host", "NIMBUS_AGENT_WHOLE_HOST", false, "take a pipeline that asks for more cores than --cpus when nothing else runs, alone on all of them (a small host that runs every size, as the all-in-one's built-in agent does)")
 	s.Int(&cfg.Concurrency, "concurrency", "NIMBUS_AGENT_CONCURRENCY", 0, "most pipelines run at once; 0 = as many as cores")
 	s.String(&gpus, "gpus", "NIMBUS_AGENT_GPUS", "auto", "auto (nvidia-smi when it is on PATH), none, or simulate:N[:MODEL] (N pretend GPUs, for testing GPU scheduling and billing on hosts without one)")
-	s.String(&cfg.Executor, "executor", "NIMBUS_AGENT_EXECUTOR", "auto", "auto (Docker when an engine answers), docker or shell")
+	s.String(&cfg.Executor, "executor", "NIMBUS_AGENT_EXECUTOR", "auto", "auto (Docker when an engine answers), docker, shell or kubernetes (each pipeline a pod on a cluster; agent/executor/README.md)")
+	s.String(&cfg.Kubernetes.Kubeconfig, "kubeconfig", "NIMBUS_AGENT_KUBECONFIG", "", "kubernetes executor: kubeconfig file; empty = KUBECONFIG, else the in-cluster service account")
+	s.String(&cfg.Kubernetes.Namespace, "kubernetes-namespace", "NIMBUS_AGENT_KUBERNETES_NAMESPACE", "nimbus-jobs", "kubernetes executor: namespace of the pipeline pods")
+	s.Bool(&cfg.Kubernetes.HostNetwork, "kubernetes-host-network", "NIMBUS_AGENT_KUBERNETES_HOST_NETWORK", false, "kubernetes executor: run pipeline pods in their node's network (for clusters whose pods cannot reach the server otherwise)")
+	s.String(&pullPolicy, "kubernetes-pull-policy", "NIMBUS_AGENT_KUBERNETES_PULL_POLICY", "IfNotPresent", "kubernetes executor: pull policy of job images (Always, IfNotPresent or Never)")
+	s.String(&classes, "kubernetes-classes", "NIMBUS_AGENT_KUBERNETES_CLASSES", "", "kubernetes executor: JSON file mapping runner tags to where their pods run: {\"cnb:arch:amd64:gpu:L40\": {\"nodeSelector\": {\"nvidia.com/gpu.product\": \"NVIDIA-L40S\"}, \"tolerations\": [...], \"runtimeClassName\": \"nvidia\", \"gpus\": 1}}")
 	s.String(&cfg.DockerHost, "docker-host", "NIMBUS_AGENT_DOCKER_HOST", "", "Docker engine address; empty = DOCKER_HOST or the default socket")
 	s.String(&cfg.Network, "network", "NIMBUS_AGENT_NETWORK", "", "network mode of job containers (none, host, bridge, …); empty = the engine's default")
 	s.String(&cfg.DefaultImage, "default-image", "NIMBUS_AGENT_DEFAULT_IMAGE", agent.DefaultImage, "image of script jobs whose pipeline names none")
@@ -96,6 +107,23 @@ Usage: nimbus-agent [flags]`)
 	}
 	if cfg.Concurrency < 0 {
 		return fmt.Errorf("invalid NIMBUS_AGENT_CONCURRENCY %d: 0 or more", cfg.Concurrency)
+	}
+	switch p := corev1.PullPolicy(pullPolicy); p {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+		cfg.Kubernetes.PullPolicy = p
+	default:
+		return fmt.Errorf("invalid NIMBUS_AGENT_KUBERNETES_PULL_POLICY %q: Always, IfNotPresent or Never", pullPolicy)
+	}
+	if classes != "" {
+		b, err := os.ReadFile(classes)
+		if err != nil {
+			return fmt.Errorf("NIMBUS_AGENT_KUBERNETES_CLASSES: %w", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg.Kubernetes.Classes); err != nil {
+			return fmt.Errorf("NIMBUS_AGENT_KUBERNETES_CLASSES %s: %w", classes, err)
+		}
 	}
 	switch gpus {
 	case "auto":

@@ -91,9 +91,11 @@ type Config struct {
 	// Concurrency caps the pipelines run at once; 0 means as many as there are cores (each
 	// pipeline holds at least one).
 	Concurrency int
-	Executor    string // auto, docker, shell or kubernetes
-	// Kubernetes configures the kubernetes executor (its AgentID and CLI are the agent's).
-	Kubernetes executor.KubernetesConfig
+	Executor    string // auto, docker, shell, or one of Executors
+	// Executors make the executors that Detect does not know, by mode (nimbus-agent gives
+	// "kubernetes"), from the agent's id and its static nimbus CLI. They are given rather than
+	// imported so that only the binaries that offer them link their clients.
+	Executors  map[string]NewExecutor
 	DockerHost string // "" = DOCKER_HOST or the default socket
 	Network    string // container network mode; "" = the engine's default
 	WorkDir    string // checkouts, the agent id and the agent token live here
@@ -239,25 +241,27 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
 	return a, nil
 }
 
-// newExecutor is the configured executor: Kubernetes when asked for, else what Detect finds.
+// NewExecutor makes an executor for the agent with the id; cli is its static nimbus CLI.
+type NewExecutor func(ctx context.Context, agentID, cli string) (executor.Executor, error)
+
+// newExecutor is the configured executor: one of cfg.Executors, else what Detect finds.
 func newExecutor(ctx context.Context, cfg Config, id string) (executor.Executor, string, error) {
-	if cfg.Executor != executor.ModeKubernetes {
+	mk, ok := cfg.Executors[cfg.Executor]
+	if !ok {
 		return executor.Detect(ctx, cfg.Executor, cfg.DockerHost, id)
 	}
-	kc := cfg.Kubernetes
-	kc.AgentID = id
-	// The pods get the CLI even when the jobs' PATH is to have none (CLIOff): it runs their steps.
+	// Such an executor gets the CLI even when the jobs' PATH is to have none (CLIOff): it runs
+	// the steps (the Kubernetes executor's pods).
 	configured := cfg.NimbusCLI
 	if configured == CLIOff {
 		configured = ""
 	}
 	cli, problem := findCLI(configured)
 	if cli == "" {
-		return nil, "", fmt.Errorf("the kubernetes executor runs every step through the static nimbus CLI: %s", problem)
+		return nil, "", fmt.Errorf("the %s executor runs every step through the static nimbus CLI: %s", cfg.Executor, problem)
 	}
-	kc.CLI = cli
-	k, err := executor.NewKubernetes(ctx, kc)
-	return k, "", err
+	ex, err := mk(ctx, id, cli)
+	return ex, "", err
 }
 
 // ID returns the agent's stable id.

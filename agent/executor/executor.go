@@ -42,6 +42,10 @@ const (
 	ModeShell  = "shell"
 )
 
+// ModeKubernetes runs pipelines as pods on a Kubernetes cluster (package kubernetes, which
+// nimbus-agent gives the agent through agent.Config.Executors); Detect never chooses it.
+const ModeKubernetes = "kubernetes"
+
 // LabelAgent marks every container an agent creates with the agent's id.
 const LabelAgent = "nimbus.agent"
 

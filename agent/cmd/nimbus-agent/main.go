@@ -12,6 +12,9 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/agent/executor/kubernetes"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/nimbus-build/nimbus/agent"
@@ -31,6 +34,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		cfg                 agent.Config
 		tags, gpus          string
 		pullPolicy, classes string
+		kube                kubernetes.Config
 		logFormat, logLevel string
 	)
 	s := envflag.New("nimbus-agent", `nimbus-agent runs Nimbus pipelines on this host, each job in its own Docker container.
@@ -58,9 +62,9 @@ Usage: nimbus-agent [flags]`)
 	s.Int(&cfg.Concurrency, "concurrency", "NIMBUS_AGENT_CONCURRENCY", 0, "most pipelines run at once; 0 = as many as cores")
 	s.String(&gpus, "gpus", "NIMBUS_AGENT_GPUS", "auto", "auto (nvidia-smi when it is on PATH), none, or simulate:N[:MODEL] (N pretend GPUs, for testing GPU scheduling and billing on hosts without one)")
 	s.String(&cfg.Executor, "executor", "NIMBUS_AGENT_EXECUTOR", "auto", "auto (Docker when an engine answers), docker, shell or kubernetes (each pipeline a pod on a cluster; agent/executor/README.md)")
-	s.String(&cfg.Kubernetes.Kubeconfig, "kubeconfig", "NIMBUS_AGENT_KUBECONFIG", "", "kubernetes executor: kubeconfig file; empty = KUBECONFIG, else the in-cluster service account")
-	s.String(&cfg.Kubernetes.Namespace, "kubernetes-namespace", "NIMBUS_AGENT_KUBERNETES_NAMESPACE", "nimbus-jobs", "kubernetes executor: namespace of the pipeline pods")
-	s.Bool(&cfg.Kubernetes.HostNetwork, "kubernetes-host-network", "NIMBUS_AGENT_KUBERNETES_HOST_NETWORK", false, "kubernetes executor: run pipeline pods in their node's network (for clusters whose pods cannot reach the server otherwise)")
+	s.String(&kube.Kubeconfig, "kubeconfig", "NIMBUS_AGENT_KUBECONFIG", "", "kubernetes executor: kubeconfig file; empty = KUBECONFIG, else the in-cluster service account")
+	s.String(&kube.Namespace, "kubernetes-namespace", "NIMBUS_AGENT_KUBERNETES_NAMESPACE", "nimbus-jobs", "kubernetes executor: namespace of the pipeline pods")
+	s.Bool(&kube.HostNetwork, "kubernetes-host-network", "NIMBUS_AGENT_KUBERNETES_HOST_NETWORK", false, "kubernetes executor: run pipeline pods in their node's network (for clusters whose pods cannot reach the server otherwise)")
 	s.String(&pullPolicy, "kubernetes-pull-policy", "NIMBUS_AGENT_KUBERNETES_PULL_POLICY", "IfNotPresent", "kubernetes executor: pull policy of job images (Always, IfNotPresent or Never)")
 	s.String(&classes, "kubernetes-classes", "NIMBUS_AGENT_KUBERNETES_CLASSES", "", "kubernetes executor: JSON file mapping runner tags to where their pods run: {\"cnb:arch:amd64:gpu:L40\": {\"nodeSelector\": {\"nvidia.com/gpu.product\": \"NVIDIA-L40S\"}, \"tolerations\": [...], \"runtimeClassName\": \"nvidia\", \"gpus\": 1}}")
 	s.String(&cfg.DockerHost, "docker-host", "NIMBUS_AGENT_DOCKER_HOST", "", "Docker engine address; empty = DOCKER_HOST or the default socket")
@@ -110,7 +114,7 @@ Usage: nimbus-agent [flags]`)
 	}
 	switch p := corev1.PullPolicy(pullPolicy); p {
 	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
-		cfg.Kubernetes.PullPolicy = p
+		kube.PullPolicy = p
 	default:
 		return fmt.Errorf("invalid NIMBUS_AGENT_KUBERNETES_PULL_POLICY %q: Always, IfNotPresent or Never", pullPolicy)
 	}
@@ -121,7 +125,7 @@ Usage: nimbus-agent [flags]`)
 		}
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg.Kubernetes.Classes); err != nil {
+		if err := dec.Decode(&kube.Classes); err != nil {
 			return fmt.Errorf("NIMBUS_AGENT_KUBERNETES_CLASSES %s: %w", classes, err)
 		}
 	}
@@ -140,6 +144,11 @@ Usage: nimbus-agent [flags]`)
 		log := newLogger(stderr, logFormat, logLevel)
 		log.Warn("!!! SIMULATED GPUS: GPU pipelines are scheduled and billed here but run without a GPU !!!", "gpus", len(sim))
 	}
+	cfg.Executors = map[string]agent.NewExecutor{executor.ModeKubernetes: func(ctx context.Context, id, cli string) (executor.Executor, error) {
+		kc := kube
+		kc.AgentID, kc.CLI = id, cli
+		return kubernetes.New(ctx, kc)
+	}}
 	cfg.Version = version
 	cfg.RequireRegistration = true
 	log := newLogger(stderr, logFormat, logLevel)

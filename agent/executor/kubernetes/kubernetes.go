@@ -1,4 +1,8 @@
-package executor
+// Package kubernetes is the agent's Kubernetes executor: each pipeline one pod on a cluster,
+// every step exec'ed into the container of its image (agent/executor/README.md, "Kubernetes",
+// says how and why). It is a package of its own so that only nimbus-agent links client-go: the
+// server's built-in agent and every test binary that starts an agent stay without it.
+package kubernetes
 
 import (
 	"bytes"
@@ -29,12 +33,9 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	utilexec "k8s.io/client-go/util/exec"
 
+	"github.com/nimbus-build/nimbus/agent/executor"
 	"github.com/nimbus-build/nimbus/internal/inpod"
 )
-
-// ModeKubernetes runs pipelines as pods on a Kubernetes cluster (NewKubernetes); Detect does not
-// choose it on its own.
-const ModeKubernetes = "kubernetes"
 
 // Labels of every pod the Kubernetes executor creates: `kubectl get pods -l nimbus.dev/team=…`
 // says what runs for whom.
@@ -45,8 +46,8 @@ const (
 	KubeLabelPipeline = "nimbus.dev/pipeline"
 )
 
-// KubernetesConfig says which cluster, where in it and how the executor's pods run.
-type KubernetesConfig struct {
+// Config says which cluster, where in it and how the executor's pods run.
+type Config struct {
 	// Kubeconfig is a kubeconfig file; "" means the in-cluster configuration (the agent runs in
 	// a pod with a service account), else $KUBECONFIG.
 	Kubeconfig string
@@ -61,7 +62,7 @@ type KubernetesConfig struct {
 	// PullPolicy of the job images; "" means IfNotPresent.
 	PullPolicy corev1.PullPolicy
 	// Classes map runner tags to where their pods run; a tag not listed runs anywhere.
-	Classes map[string]KubernetesClass
+	Classes map[string]Class
 	// CLI is the statically linked nimbus CLI the executor puts into every pod (internal/inpod).
 	CLI string
 	// StartTimeout bounds the wait for a pod whose containers fail to start (image pull, a bad
@@ -70,8 +71,8 @@ type KubernetesConfig struct {
 	StartTimeout time.Duration
 }
 
-// KubernetesClass is where the pods of a runner class run.
-type KubernetesClass struct {
+// Class is where the pods of a runner class run.
+type Class struct {
 	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
 	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
 	RuntimeClass string              `json:"runtimeClassName,omitempty"`
@@ -81,11 +82,11 @@ type KubernetesClass struct {
 	GPUs int `json:"gpus,omitempty"`
 }
 
-// Kubernetes runs each pipeline in one pod of its own (see the README's "Kubernetes" section
+// Executor runs each pipeline in one pod of its own (see the README's "Kubernetes" section
 // for the layout and why): a container per image the pipeline uses, idle until the agent execs
 // a step into it (internal/inpod), the checkout in an emptyDir volume all of them mount.
-type Kubernetes struct {
-	cfg  KubernetesConfig
+type Executor struct {
+	cfg  Config
 	rest *rest.Config
 	core corev1client.CoreV1Interface
 
@@ -98,12 +99,12 @@ type kubePod struct {
 	name      string
 	mount     string
 	container map[string]string // image -> container name
-	spec      PipelineSpec
+	spec      executor.PipelineSpec
 }
 
-// NewKubernetes connects to the cluster and checks that it answers and that the namespace
+// New connects to the cluster and checks that it answers and that the namespace
 // exists.
-func NewKubernetes(ctx context.Context, cfg KubernetesConfig) (*Kubernetes, error) {
+func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if cfg.Namespace == "" {
 		cfg.Namespace = "nimbus-jobs"
 	}
@@ -136,18 +137,18 @@ func NewKubernetes(ctx context.Context, cfg KubernetesConfig) (*Kubernetes, erro
 	if _, err := core.Namespaces().Get(pctx, cfg.Namespace, metav1.GetOptions{}); err != nil {
 		return nil, fmt.Errorf("executor: kubernetes namespace %q: %w", cfg.Namespace, err)
 	}
-	return &Kubernetes{cfg: cfg, rest: rc, core: core, pods: map[string]*kubePod{}}, nil
+	return &Executor{cfg: cfg, rest: rc, core: core, pods: map[string]*kubePod{}}, nil
 }
 
 // Name is "kubernetes".
-func (k *Kubernetes) Name() string { return ModeKubernetes }
+func (k *Executor) Name() string { return executor.ModeKubernetes }
 
 // Close releases nothing: pods end with their pipelines.
-func (k *Kubernetes) Close() error { return nil }
+func (k *Executor) Close() error { return nil }
 
 // Cleanup deletes the pods an earlier run of this agent left: a restarted agent's leases are
 // gone, so nothing may keep running for them unbilled.
-func (k *Kubernetes) Cleanup(ctx context.Context) error {
+func (k *Executor) Cleanup(ctx context.Context) error {
 	err := k.core.Pods(k.cfg.Namespace).DeleteCollection(ctx, deleteNow(),
 		metav1.ListOptions{LabelSelector: KubeLabelAgent + "=" + k.cfg.AgentID})
 	if err != nil {
@@ -179,7 +180,7 @@ func kubeName(s, extra string, repl rune, trim string) string {
 // StartPipeline creates the pipeline's pod, waits until its containers run (as long as the
 // pipeline may, while the pod waits for capacity; spec.Waiting hears why), puts the nimbus CLI
 // and the checkout into it. On error nothing is left behind.
-func (k *Kubernetes) StartPipeline(ctx context.Context, spec PipelineSpec) error {
+func (k *Executor) StartPipeline(ctx context.Context, spec executor.PipelineSpec) error {
 	if len(spec.Images) == 0 {
 		return errors.New("executor: a pipeline pod needs at least one image")
 	}
@@ -219,7 +220,7 @@ func (k *Kubernetes) StartPipeline(ctx context.Context, spec PipelineSpec) error
 
 // EndPipeline deletes the pipeline's pod at once (no grace: its steps have ended or are being
 // cancelled) and forgets it.
-func (k *Kubernetes) EndPipeline(checkout string) {
+func (k *Executor) EndPipeline(checkout string) {
 	k.mu.Lock()
 	kp := k.pods[checkout]
 	delete(k.pods, checkout)
@@ -238,7 +239,7 @@ func (k *Kubernetes) EndPipeline(checkout string) {
 
 // CopyOut copies the pod's checkout back into the agent's (for the built-in tasks the agent
 // runs itself, which read files the jobs wrote).
-func (k *Kubernetes) CopyOut(ctx context.Context, checkout string) error {
+func (k *Executor) CopyOut(ctx context.Context, checkout string) error {
 	kp := k.pod(checkout)
 	if kp == nil {
 		return fmt.Errorf("executor: no pod for %s", checkout)
@@ -270,7 +271,7 @@ func deleteNow() metav1.DeleteOptions {
 	return metav1.DeleteOptions{GracePeriodSeconds: &zero, PropagationPolicy: &bg}
 }
 
-func (k *Kubernetes) pod(checkout string) *kubePod {
+func (k *Executor) pod(checkout string) *kubePod {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return k.pods[checkout]
@@ -278,7 +279,7 @@ func (k *Kubernetes) pod(checkout string) *kubePod {
 
 // podFor is the pipeline's pod: one container per image, each idle under `sleep` until steps are
 // exec'ed into it; the checkout and the tool directory are emptyDir volumes all of them mount.
-func (k *Kubernetes) podFor(kp *kubePod, spec PipelineSpec) *corev1.Pod {
+func (k *Executor) podFor(kp *kubePod, spec executor.PipelineSpec) *corev1.Pod {
 	labels := map[string]string{KubeLabelAgent: k.cfg.AgentID, KubeLabelLease: labelValue(spec.Lease)}
 	if spec.Team != "" {
 		labels[KubeLabelTeam] = labelValue(spec.Team)
@@ -365,7 +366,7 @@ func (k *Kubernetes) podFor(kp *kubePod, spec PipelineSpec) *corev1.Pod {
 	return p
 }
 
-func imageNames(ims []PipelineImage) []string {
+func imageNames(ims []executor.PipelineImage) []string {
 	out := make([]string, len(ims))
 	for i, im := range ims {
 		out[i] = im.Name
@@ -374,7 +375,7 @@ func imageNames(ims []PipelineImage) []string {
 }
 
 // classOf is the class of the most specific configured tag the pipeline names.
-func (k *Kubernetes) classOf(tags []string) KubernetesClass {
+func (k *Executor) classOf(tags []string) Class {
 	var best string
 	for _, t := range tags {
 		if _, ok := k.cfg.Classes[t]; ok && len(t) > len(best) {
@@ -384,7 +385,7 @@ func (k *Kubernetes) classOf(tags []string) KubernetesClass {
 	return k.cfg.Classes[best]
 }
 
-func (c KubernetesClass) gpuResource() string {
+func (c Class) gpuResource() string {
 	if c.GPUResource != "" {
 		return c.GPUResource
 	}
@@ -399,7 +400,7 @@ func labelValue(s string) string {
 // waitRunning waits until every container of the pod runs. A pod the scheduler cannot place
 // waits (waiting hears why, once per new reason); a container that cannot start fails it after
 // StartTimeout; a pod that ended fails it at once.
-func (k *Kubernetes) waitRunning(ctx context.Context, name string, waiting func(string)) error {
+func (k *Executor) waitRunning(ctx context.Context, name string, waiting func(string)) error {
 	pods := k.core.Pods(k.cfg.Namespace)
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	var said string
@@ -521,7 +522,7 @@ func waitingReason(p *corev1.Pod, msg string) string {
 
 // upload writes the agent's nimbus CLI into the pod's tool volume through the first container's
 // shell: every container then has it at inpod.CLI.
-func (k *Kubernetes) upload(ctx context.Context, pod, container string) error {
+func (k *Executor) upload(ctx context.Context, pod, container string) error {
 	if k.cfg.CLI == "" {
 		return errors.New("executor: the Kubernetes executor needs the static nimbus CLI (none was found beside the agent or on PATH)")
 	}
@@ -542,7 +543,7 @@ func (k *Kubernetes) upload(ctx context.Context, pod, container string) error {
 }
 
 // copyIn streams the agent's checkout into the pod's.
-func (k *Kubernetes) copyIn(ctx context.Context, kp *kubePod, container, checkout string) error {
+func (k *Executor) copyIn(ctx context.Context, kp *kubePod, container, checkout string) error {
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(inpod.Tar(checkout, pw)) }()
 	var stderr bytes.Buffer
@@ -559,7 +560,7 @@ func (k *Kubernetes) copyIn(ctx context.Context, kp *kubePod, container, checkou
 
 // Run execs the step into the container of its image and waits for it. Ending ctx kills the
 // step's process group in the pod (internal/inpod's kill).
-func (k *Kubernetes) Run(ctx context.Context, s Step) (int, error) {
+func (k *Executor) Run(ctx context.Context, s executor.Step) (int, error) {
 	kp := k.pod(s.Checkout)
 	if kp == nil {
 		return -1, fmt.Errorf("executor: no pod runs the pipeline of %s", s.Checkout)
@@ -620,7 +621,7 @@ func (k *Kubernetes) Run(ctx context.Context, s Step) (int, error) {
 }
 
 // exec runs cmd in a container of the pod and returns its exit code.
-func (k *Kubernetes) exec(ctx context.Context, pod, container string, cmd []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func (k *Executor) exec(ctx context.Context, pod, container string, cmd []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	req := k.core.RESTClient().Post().Resource("pods").Namespace(k.cfg.Namespace).Name(pod).SubResource("exec").
 		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdin: stdin != nil, Stdout: true, Stderr: true},
 			scheme.ParameterCodec)

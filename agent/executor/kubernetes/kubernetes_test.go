@@ -1,4 +1,4 @@
-package executor
+package kubernetes
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,8 +18,29 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/nimbus-build/nimbus/agent/executor"
+	"github.com/nimbus-build/nimbus/internal/lifeline/lifelinetest"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
+
+// cli is the static nimbus CLI the pods get, built once by TestMain.
+var cli string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "nimbus-cli-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		if cli, err = lifelinetest.Build(dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return m.Run()
+	}())
+}
 
 // Images of the test cluster (e2e/k8s/cluster.sh imports them): busybox, under two names, so a
 // pipeline can have two images.
@@ -29,12 +51,12 @@ const (
 
 // newKube is a Kubernetes executor on the test cluster, in a namespace of the test's own
 // (deleted at its end), with hostNetwork off: these tests need no network.
-func newKube(t *testing.T) *Kubernetes {
+func newKube(t *testing.T) *Executor {
 	t.Helper()
 	kubeconfig := testenv.Kubernetes(t)
 	ctx := context.Background()
 	ns := "nimbus-test-" + randHex(4)
-	boot, err := NewKubernetes(ctx, KubernetesConfig{Kubeconfig: kubeconfig, Namespace: "default"})
+	boot, err := New(ctx, Config{Kubeconfig: kubeconfig, Namespace: "default"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,9 +64,9 @@ func newKube(t *testing.T) *Kubernetes {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = boot.core.Namespaces().Delete(context.Background(), ns, deleteNow()) })
-	k, err := NewKubernetes(ctx, KubernetesConfig{Kubeconfig: kubeconfig, Namespace: ns, AgentID: "agent-" + randHex(4),
-		PullPolicy: corev1.PullNever, CLI: lifelineInit, StartTimeout: 30 * time.Second,
-		Classes: map[string]KubernetesClass{"cnb:arch:amd64:gpu": {GPUs: 1}}})
+	k, err := New(ctx, Config{Kubeconfig: kubeconfig, Namespace: ns, AgentID: "agent-" + randHex(4),
+		PullPolicy: corev1.PullNever, CLI: cli, StartTimeout: 30 * time.Second,
+		Classes: map[string]Class{"cnb:arch:amd64:gpu": {GPUs: 1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +80,7 @@ func randHex(n int) string {
 }
 
 // startKubePipeline starts a pipeline pod for a checkout holding hello.txt.
-func startKubePipeline(t *testing.T, k *Kubernetes, spec PipelineSpec) PipelineSpec {
+func startKubePipeline(t *testing.T, k *Executor, spec executor.PipelineSpec) executor.PipelineSpec {
 	t.Helper()
 	if spec.Checkout == "" {
 		spec.Checkout = t.TempDir()
@@ -70,7 +92,7 @@ func startKubePipeline(t *testing.T, k *Kubernetes, spec PipelineSpec) PipelineS
 		spec.Lease = "lease-" + randHex(6)
 	}
 	if len(spec.Images) == 0 {
-		spec.Images = []PipelineImage{{Name: kubeImageA}, {Name: kubeImageB}}
+		spec.Images = []executor.PipelineImage{{Name: kubeImageA}, {Name: kubeImageB}}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -81,12 +103,12 @@ func startKubePipeline(t *testing.T, k *Kubernetes, spec PipelineSpec) PipelineS
 	return spec
 }
 
-func (k *Kubernetes) runScript(t *testing.T, ctx context.Context, spec PipelineSpec, image, script string, env map[string]string) (int, string) {
+func (k *Executor) runScript(t *testing.T, ctx context.Context, spec executor.PipelineSpec, image, script string, env map[string]string) (int, string) {
 	t.Helper()
 	var out bytes.Buffer
 	var mu sync.Mutex
 	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
-	code, err := k.Run(ctx, Step{Image: image, Script: script, Env: env, Checkout: spec.Checkout, Output: w})
+	code, err := k.Run(ctx, executor.Step{Image: image, Script: script, Env: env, Checkout: spec.Checkout, Output: w})
 	if err != nil {
 		t.Fatalf("run %q: %v", script, err)
 	}
@@ -106,7 +128,7 @@ func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 func TestKubernetesRunsAPipelineInOnePod(t *testing.T) {
 	k := newKube(t)
 	const secret = "s3cret-Kq81"
-	spec := startKubePipeline(t, k, PipelineSpec{Team: "ml", Pipeline: "42", CPUs: 0.2, MemoryBytes: 256 << 20, MaxDuration: time.Hour})
+	spec := startKubePipeline(t, k, executor.PipelineSpec{Team: "ml", Pipeline: "42", CPUs: 0.2, MemoryBytes: 256 << 20, MaxDuration: time.Hour})
 	ctx := context.Background()
 
 	code, out := k.runScript(t, ctx, spec, kubeImageA, `cat hello.txt; pwd; echo "token=$TOKEN"; test -x /.nimbus/bin/nimbus`, map[string]string{"TOKEN": secret})
@@ -182,11 +204,11 @@ func TestKubernetesRunsAPipelineInOnePod(t *testing.T) {
 // they started, and the pod goes on for the next step.
 func TestKubernetesStepEndsWithItsContext(t *testing.T) {
 	k := newKube(t)
-	spec := startKubePipeline(t, k, PipelineSpec{Images: []PipelineImage{{Name: kubeImageA}}})
+	spec := startKubePipeline(t, k, executor.PipelineSpec{Images: []executor.PipelineImage{{Name: kubeImageA}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, err := k.Run(ctx, Step{Image: kubeImageA, Script: "sleep 301 & sleep 302; echo never", Checkout: spec.Checkout})
+		_, err := k.Run(ctx, executor.Step{Image: kubeImageA, Script: "sleep 301 & sleep 302; echo never", Checkout: spec.Checkout})
 		done <- err
 	}()
 	count := func() string {
@@ -218,7 +240,7 @@ func TestKubernetesStepEndsWithItsContext(t *testing.T) {
 // and starts when a GPU is free. Cleanup deletes what an earlier run of the agent left.
 func TestKubernetesGPUPipelinesWaitForAFreeGPU(t *testing.T) {
 	k := newKube(t)
-	gpu := PipelineSpec{GPU: true, Tags: []string{"cnb:arch:amd64:gpu"}, Images: []PipelineImage{{Name: kubeImageA}}}
+	gpu := executor.PipelineSpec{GPU: true, Tags: []string{"cnb:arch:amd64:gpu"}, Images: []executor.PipelineImage{{Name: kubeImageA}}}
 	first := startKubePipeline(t, k, gpu)
 	startKubePipeline(t, k, gpu)
 	_, out := k.runScript(t, context.Background(), first, kubeImageA, "echo $NVIDIA_VISIBLE_DEVICES", nil)

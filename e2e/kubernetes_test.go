@@ -3,11 +3,14 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/internal/testenv"
 )
 
@@ -19,19 +22,26 @@ const (
 
 // kubeAgent starts a nimbus-agent with the Kubernetes executor on the test cluster, its pods in
 // a namespace of the test's own, in the node's network (the test cluster's pods have no other
-// way to the server on loopback). It returns the agent and the namespace.
-func (w *world) kubeAgent(extraEnv ...string) (*proc, string) {
+// way to the server on loopback). It returns the agent, its work dir and the namespace.
+func (w *world) kubeAgent(extraEnv ...string) (*proc, string, string) {
 	w.t.Helper()
-	kubeconfig := testenv.Kubernetes(w.t)
 	ns := "e2e-" + randomHex(4)
 	w.kubectl("create", "namespace", ns)
 	w.t.Cleanup(func() { _, _ = w.kubectlErr("delete", "namespace", ns, "--wait=false") })
-	env := append([]string{"NIMBUS_AGENT_EXECUTOR=kubernetes", "NIMBUS_AGENT_KUBECONFIG=" + kubeconfig,
+	dir := w.t.TempDir()
+	w.t.Cleanup(func() { releaseAgentDir(w.t, dir) })
+	return w.kubeAgentIn(dir, ns, extraEnv...), dir, ns
+}
+
+// kubeAgentIn starts a Kubernetes agent in work dir dir with its pods in namespace ns.
+func (w *world) kubeAgentIn(dir, ns string, extraEnv ...string) *proc {
+	w.t.Helper()
+	env := append([]string{"NIMBUS_AGENT_EXECUTOR=kubernetes", "NIMBUS_AGENT_KUBECONFIG=" + testenv.Kubernetes(w.t),
 		"NIMBUS_AGENT_KUBERNETES_NAMESPACE=" + ns, "NIMBUS_AGENT_KUBERNETES_HOST_NETWORK=true",
 		"NIMBUS_AGENT_KUBERNETES_PULL_POLICY=Never", "NIMBUS_AGENT_DEFAULT_IMAGE=" + kubeImage,
 		"NIMBUS_AGENT_NIMBUS_CLI=" + bin("nimbus")}, extraEnv...)
-	p, _ := w.agent("", env...)
-	return p, ns
+	p, _ := w.agent(dir, env...)
+	return p
 }
 
 func (w *world) kubectl(args ...string) string {
@@ -89,7 +99,7 @@ const kubeCI = `main:
 // nowhere in the pod's spec, and the pod is gone when the pipeline ends.
 func TestKubernetesExecutorRunsAPipeline(t *testing.T) {
 	w := newWorld(t)
-	_, ns := w.kubeAgent()
+	_, _, ns := w.kubeAgent()
 	const secret = "k8s-Secret-Value-7731"
 	w.alice.setSecret("ml", "trainer", "TOKEN", secret)
 	ci := strings.NewReplacer("IMAGE", kubeImage, "TOOLS", kubeToolsImage).Replace(kubeCI)
@@ -135,4 +145,91 @@ func TestKubernetesExecutorRunsAPipeline(t *testing.T) {
 		out, err := w.kubectlErr("-n", ns, "get", "pods", "-o", "name")
 		return err == nil && strings.TrimSpace(out) == ""
 	})
+}
+
+// kubeClasses is a classes file for the test cluster: its node has 2 cores, so pipelines ask
+// for a little CPU (they may use their runner.cpus) and several fit at once.
+func (w *world) kubeClasses() string {
+	w.t.Helper()
+	p := filepath.Join(w.t.TempDir(), "classes.json")
+	if err := os.WriteFile(p, []byte(`{"*": {"cpuRequest": "50m"}}`), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+	return p
+}
+
+// pushKube pushes a one-job pipeline running script in the cluster's image.
+func (w *world) pushKube(script string) int64 {
+	cnb := "main:\n  push:\n    - name: job\n      runner: { tags: cnb:arch:amd64, cpus: 1 }\n      docker: { image: " + kubeImage +
+		" }\n      stages:\n        - name: only\n          script: " + script + "\n"
+	return w.pushFiles(map[string]string{".cnb.yml": cnb})
+}
+
+// waitKubeFirstLine waits until the build's first job has printed first-line: its code runs.
+func (w *world) waitKubeFirstLine(n int64) {
+	w.t.Helper()
+	w.waitUntil(60*time.Second, "the job's first line", func() bool {
+		b := w.build(n)
+		return len(b.Pipelines) > 0 && len(b.Pipelines[0].Stages) > 0 && len(b.Pipelines[0].Stages[0].Jobs) > 0 &&
+			strings.Contains(w.jobLog(b.Pipelines[0].Stages[0].Jobs[0].ID), "first-line")
+	})
+}
+
+// leasePods counts the pods of the namespace that carry a lease.
+func (w *world) leasePods(ns string) int {
+	out, err := w.kubectlErr("-n", ns, "get", "pods", "-l", "nimbus.dev/lease", "-o", "name")
+	if err != nil {
+		w.t.Fatalf("kubectl get pods: %v\n%s", err, out)
+	}
+	return len(strings.Fields(out))
+}
+
+// TestKubernetesCancelDeletesThePod cancels a running pipeline ten times: its pod is gone within
+// 2 s at the 95th percentile (issue 36), and the build ends cancelled.
+func TestKubernetesCancelDeletesThePod(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	_, _, ns := w.kubeAgent("NIMBUS_AGENT_KUBERNETES_CLASSES=" + w.kubeClasses())
+	var took []time.Duration
+	for range 10 {
+		n := w.pushKube("echo first-line; sleep 300")
+		w.waitKubeFirstLine(n)
+		begin := time.Now()
+		w.api.cancelBuild("ml", "trainer", n)
+		w.waitUntil(15*time.Second, "the pod gone", func() bool { return w.leasePods(ns) == 0 })
+		took = append(took, time.Since(begin))
+		b := w.waitFor(n, 15*time.Second, "cancelled", func(b apiclient.Build) bool { return b.Status == "cancelled" })
+		if b.Pipelines[0].Status != "cancelled" {
+			t.Fatalf("pipeline %+v", b.Pipelines[0])
+		}
+	}
+	p50, p95 := percentile(took, 50), percentile(took, 95)
+	t.Logf("cancel to pod gone over %d runs: p50 %v, p95 %v", len(took), p50.Round(time.Millisecond), p95.Round(time.Millisecond))
+	if p95 > 2*time.Second {
+		t.Fatalf("cancel to pod gone: p95 %v, target < 2 s (%v)", p95, took)
+	}
+}
+
+// TestKubernetesAgentKilledLeavesNoPod kills the agent (SIGKILL) while its pipeline's pod runs
+// and starts it again in the same work dir: the restarted agent deletes the pod, so nothing
+// runs on without its lease, and the server fails the pipeline (agent_lost).
+func TestKubernetesAgentKilledLeavesNoPod(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, "NIMBUS_LEASE_TTL=6s")
+	classes := "NIMBUS_AGENT_KUBERNETES_CLASSES=" + w.kubeClasses()
+	ag, dir, ns := w.kubeAgent(classes)
+	n := w.pushKube("echo first-line; sleep 300")
+	w.waitKubeFirstLine(n)
+	w.killAgent(ag)
+	if got := w.leasePods(ns); got != 1 {
+		t.Fatalf("%d pods right after the kill, want the 1 that runs on", got)
+	}
+	restarted := time.Now()
+	w.kubeAgentIn(dir, ns, classes)
+	w.waitUntil(20*time.Second, "the pod deleted by the restarted agent", func() bool { return w.leasePods(ns) == 0 })
+	t.Logf("the restarted agent deleted its pod %v after its start", time.Since(restarted).Round(time.Millisecond))
+	b := w.waitFor(n, 60*time.Second, "the pipeline's end", func(b apiclient.Build) bool { return b.Status != "running" && b.Status != "queued" })
+	if b.Pipelines[0].Status != "failed" {
+		t.Fatalf("pipeline %+v, want failed (agent_lost)", b.Pipelines[0])
+	}
 }

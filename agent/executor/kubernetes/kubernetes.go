@@ -61,7 +61,9 @@ type Config struct {
 	HostNetwork bool
 	// PullPolicy of the job images; "" means IfNotPresent.
 	PullPolicy corev1.PullPolicy
-	// Classes map runner tags to where their pods run; a tag not listed runs anywhere.
+	// Classes map runner tags to where and how their pods run; the class of the most specific
+	// tag a pipeline names is its, else the one under "*", else none (anywhere, requests =
+	// limits).
 	Classes map[string]Class
 	// CLI is the statically linked nimbus CLI the executor puts into every pod (internal/inpod).
 	CLI string
@@ -78,6 +80,10 @@ type Class struct {
 	RuntimeClass string              `json:"runtimeClassName,omitempty"`
 	// GPUResource is the extended resource a GPU pipeline requests; "" means nvidia.com/gpu.
 	GPUResource string `json:"gpuResource,omitempty"`
+	// CPURequest is the CPU a pipeline's pod asks the scheduler for ("500m", "2"); "" means its
+	// runner.cpus. Less overcommits the nodes: pipelines may still use runner.cpus (the limit)
+	// when the node has it free.
+	CPURequest string `json:"cpuRequest,omitempty"`
 	// GPUs is how many a pipeline of a GPU class requests; 0 means 1.
 	GPUs int `json:"gpus,omitempty"`
 }
@@ -105,6 +111,13 @@ type kubePod struct {
 // New connects to the cluster and checks that it answers and that the namespace
 // exists.
 func New(ctx context.Context, cfg Config) (*Executor, error) {
+	for tag, c := range cfg.Classes {
+		if c.CPURequest != "" {
+			if _, err := resource.ParseQuantity(c.CPURequest); err != nil {
+				return nil, fmt.Errorf("executor: class %q: cpuRequest %q: %w", tag, c.CPURequest, err)
+			}
+		}
+	}
 	if cfg.Namespace == "" {
 		cfg.Namespace = "nimbus-jobs"
 	}
@@ -312,6 +325,9 @@ func (k *Executor) podFor(kp *kubePod, spec executor.PipelineSpec) *corev1.Pod {
 		// up to the class's limit.
 		if i == 0 {
 			maps.Copy(res.Requests, res.Limits)
+			if class.CPURequest != "" {
+				res.Requests[corev1.ResourceCPU] = resource.MustParse(class.CPURequest)
+			}
 			if n := class.GPUs; spec.GPU {
 				if n == 0 {
 					n = 1
@@ -374,11 +390,11 @@ func imageNames(ims []executor.PipelineImage) []string {
 	return out
 }
 
-// classOf is the class of the most specific configured tag the pipeline names.
+// classOf is the class of the most specific configured tag the pipeline names, else "*"'s.
 func (k *Executor) classOf(tags []string) Class {
-	var best string
+	best := "*"
 	for _, t := range tags {
-		if _, ok := k.cfg.Classes[t]; ok && len(t) > len(best) {
+		if _, ok := k.cfg.Classes[t]; ok && (best == "*" || len(t) > len(best)) {
 			best = t
 		}
 	}

@@ -3,9 +3,11 @@ package e2e
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -232,4 +234,84 @@ func TestKubernetesAgentKilledLeavesNoPod(t *testing.T) {
 	if b.Pipelines[0].Status != "failed" {
 		t.Fatalf("pipeline %+v, want failed (agent_lost)", b.Pipelines[0])
 	}
+}
+
+// TestKubernetesGPUPipelinesWaitForTheCluster: an agent that keeps up to 3 GPU pipelines on a
+// cluster with 2 (fake) GPUs takes 3: two run, each pod holding nvidia.com/gpu: 1 and its job
+// seeing the device the plugin gave it; the third's pod waits Pending for a free GPU, then runs
+// on the one freed. Its bill starts when its pod runs, not at its lease: the server's start of
+// the third is after the first end, and it is billed for the seconds it ran.
+func TestKubernetesGPUPipelinesWaitForTheCluster(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.alice.grantCredits("ml", "500", "gpu money")
+	classes := filepath.Join(t.TempDir(), "classes.json")
+	if err := os.WriteFile(classes, []byte(`{"*": {"cpuRequest": "50m", "memoryRequest": "64Mi"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, ns := w.kubeAgent("NIMBUS_AGENT_KUBERNETES_CLASSES="+classes, "NIMBUS_AGENT_GPUS=cluster:3:L40", "NIMBUS_AGENT_CPUS=48")
+	var cnb strings.Builder
+	cnb.WriteString("main:\n  push:\n")
+	for i := range 3 {
+		fmt.Fprintf(&cnb, "    - name: g%d\n      runner: { tags: cnb:arch:amd64:gpu:L40 }\n      docker: { image: %s }\n"+
+			"      stages:\n        - name: train\n          script: echo gpu=$NVIDIA_VISIBLE_DEVICES; sleep 8\n", i, kubeImage)
+	}
+	n := w.pushFiles(map[string]string{".cnb.yml": cnb.String()})
+
+	// Two pods run; the third waits for a GPU, and the scheduler says so.
+	w.waitUntil(90*time.Second, "two GPU pods running and one Pending", func() bool {
+		out, err := w.kubectlErr("-n", ns, "get", "pods", "-l", "nimbus.dev/lease", "-o",
+			`jsonpath={range .items[*]}{.status.phase}{"|"}{.status.conditions[?(@.type=="PodScheduled")].message}{"\n"}{end}`)
+		if err != nil {
+			return false
+		}
+		running, pending := 0, 0
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			switch {
+			case strings.HasPrefix(l, "Running|"):
+				running++
+			case strings.HasPrefix(l, "Pending|") && strings.Contains(l, "Insufficient nvidia.com/gpu"):
+				pending++
+			}
+		}
+		return running == 2 && pending == 1
+	})
+	podYAML := w.kubectl("-n", ns, "get", "pods", "-l", "nimbus.dev/lease", "-o", "yaml")
+	// Each pod's first container limits and requests nvidia.com/gpu: 1.
+	if strings.Count(podYAML, "nvidia.com/gpu: \"1\"") < 6 {
+		t.Fatalf("the three pods do not each hold nvidia.com/gpu: 1:\n%s", podYAML)
+	}
+
+	b := w.waitBuildSuccess(n, 3*time.Minute)
+	full := w.build(n)
+	type run struct {
+		name              string
+		started, finished time.Time
+		coreSeconds       int64
+	}
+	var runs []run
+	for _, p := range full.Pipelines {
+		if p.StartedAt == nil || p.FinishedAt == nil {
+			t.Fatalf("pipeline %+v", p)
+		}
+		log := w.jobLogIn(b, p.Name, "train")
+		if !strings.Contains(log, "gpu=GPU-fake-") {
+			t.Fatalf("pipeline %s's job saw no device of the plugin:\n%s", p.Name, log)
+		}
+		runs = append(runs, run{p.Name, *p.StartedAt, *p.FinishedAt, p.CoreSeconds})
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].started.Before(runs[j].started) })
+	third, firstEnd := runs[2], runs[0].finished
+	if runs[1].finished.Before(firstEnd) {
+		firstEnd = runs[1].finished
+	}
+	if third.started.Before(firstEnd.Add(-time.Second)) {
+		t.Fatalf("the third GPU pipeline counts from %v, before a GPU was freed at %v: its wait is billed", third.started, firstEnd)
+	}
+	ran := third.finished.Sub(third.started)
+	if limit := int64(16 * (ran.Seconds() + 2)); third.coreSeconds > limit {
+		t.Fatalf("the third pipeline billed %d core-seconds for %v of running (at most %d)", third.coreSeconds, ran, limit)
+	}
+	t.Logf("third GPU pipeline: waited until %v after the first start, ran %v, billed %d core-seconds",
+		third.started.Sub(runs[0].started).Round(time.Millisecond), ran.Round(time.Millisecond), third.coreSeconds)
 }

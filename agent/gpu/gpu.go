@@ -178,6 +178,27 @@ func Simulated(spec string) ([]protocol.GPU, error) {
 	return out, nil
 }
 
+// Cluster parses cluster:N[:MODEL], the GPUs of a Kubernetes executor: N is how many GPU
+// pipelines it keeps on its cluster at once (the cluster's nodes have the devices; their pods
+// request them), MODEL their model for the runner tags (cnb:arch:amd64:gpu:MODEL).
+func Cluster(spec string) ([]protocol.GPU, error) {
+	rest, ok := strings.CutPrefix(spec, "cluster:")
+	if !ok {
+		return nil, fmt.Errorf("gpu: %q is not cluster:N[:MODEL]", spec)
+	}
+	out, err := Simulated("simulate:" + rest)
+	if err != nil {
+		return nil, fmt.Errorf("gpu: %q: N must be 1 to 64", spec)
+	}
+	for i := range out {
+		out[i].UUID = fmt.Sprintf("CLUSTER-%d", i)
+		if !strings.Contains(rest, ":") {
+			out[i].Name = "NVIDIA GPU"
+		}
+	}
+	return out, nil
+}
+
 // Driver returns the NVIDIA driver and the CUDA version it supports, as nvidia-smi prints them
 // in its banner ("Driver Version: 550.54.15   CUDA Version: 12.4"); "" for each when nvidia-smi
 // is not there or does not say. They go into pipelines' reproducibility records.

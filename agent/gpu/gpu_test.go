@@ -158,6 +158,24 @@ func TestSimulated(t *testing.T) {
 	}
 }
 
+func TestCluster(t *testing.T) {
+	g, err := Cluster("cluster:3:L40")
+	if err != nil || len(g) != 3 || g[2].UUID != "CLUSTER-2" || g[0].Name != "NVIDIA L40" {
+		t.Fatalf("%+v %v", g, err)
+	}
+	if tags := Tags(g); len(tags) == 0 || tags[len(tags)-1] != TagGPU+":L40" {
+		t.Fatalf("tags %v", tags)
+	}
+	if g, err := Cluster("cluster:1"); err != nil || g[0].Name != "NVIDIA GPU" {
+		t.Fatalf("no model: %+v %v", g, err)
+	}
+	for _, bad := range []string{"cluster:0", "cluster:x", "simulate:1", "cluster:65"} {
+		if _, err := Cluster(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
 func TestParseBanner(t *testing.T) {
 	banner := `Tue Dec  1 10:00:00 2026
 +-----------------------------------------------------------------------------------------+

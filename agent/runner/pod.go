@@ -17,14 +17,15 @@ import (
 // starts, with the reason (unsupportedOn).
 
 // startPipeline sets the pipeline up on a Pipelines executor; stop takes it down. Both do
-// nothing on the others.
-func (x *run) startPipeline(ctx context.Context) (stop func(), err error) {
+// nothing on the others. waited says the pipeline waited for its place after the lease (so the
+// server counts its run time from pipeline_started, protocol.Event.Waited).
+func (x *run) startPipeline(ctx context.Context) (stop func(), waited bool, err error) {
 	px, ok := x.cfg.Executor.(executor.Pipelines)
 	if !ok {
-		return func() {}, nil
+		return func() {}, false, nil
 	}
 	if why := x.unsupportedOn(px.Name()); why != "" {
-		return nil, fmt.Errorf("the %s executor does not run %s yet (agent/executor/README.md says what it runs): run this pipeline on a Docker agent", px.Name(), why)
+		return nil, false, fmt.Errorf("the %s executor does not run %s yet (agent/executor/README.md says what it runs): run this pipeline on a Docker agent", px.Name(), why)
 	}
 	p := &x.lease.Plan
 	spec := executor.PipelineSpec{
@@ -41,9 +42,9 @@ func (x *run) startPipeline(ctx context.Context) (stop func(), err error) {
 		},
 	}
 	if err := px.StartPipeline(ctx, spec); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return func() { px.EndPipeline(x.checkout) }, nil
+	return func() { px.EndPipeline(x.checkout) }, true, nil
 }
 
 // unsupportedOn names what of the plan the executor cannot run yet; "" when it runs all of it.

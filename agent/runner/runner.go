@@ -440,7 +440,7 @@ func (x *run) execute(ctx context.Context) Result {
 		return Result{Status: StatusFailed, Reason: err.Error()}
 	}
 	// A place of its own first (a pod on Kubernetes, pod.go), which may wait for capacity.
-	endPipeline, err := x.startPipeline(ctx)
+	endPipeline, waited, err := x.startPipeline(ctx)
 	if err != nil {
 		if res, stopped := x.stopped(ctx); stopped {
 			return res
@@ -449,7 +449,7 @@ func (x *run) execute(ctx context.Context) Result {
 	}
 	defer endPipeline()
 	// From here on user code runs: the server must not re-queue this pipeline on its own.
-	x.event(protocol.Event{Kind: protocol.EventPipelineStarted})
+	x.event(protocol.Event{Kind: protocol.EventPipelineStarted, Waited: waited})
 	done, err := x.prepare(ctx)
 	if err != nil {
 		if res, stopped := x.stopped(ctx); stopped {

@@ -217,6 +217,13 @@ func New(ctx context.Context, cfg *config.Config, log *slog.Logger, opt Options)
 	// settlement itself; a failure is retried by the billing tick, which settles what ended
 	// unsettled).
 	a.Builds.OnEnded(a.Scheduler.Ended)
+	// A pipeline that waited for its place after the lease (a Kubernetes pod) is billed from
+	// when it started; a failure leaves the bill at the lease's time, as for every other.
+	a.Builds.OnStarted(func(ctx context.Context, pipelineID int64, at time.Time) {
+		if err := a.Billing.Started(ctx, pipelineID, at); err != nil {
+			log.ErrorContext(ctx, "moving the bill's start failed; it counts from the lease", "pipeline", pipelineID, "err", err)
+		}
+	})
 	a.Builds.OnEnded(func(ctx context.Context, p *build.Pipeline) {
 		if err := a.Billing.Settle(ctx, p.ID, *p.FinishedAt); err != nil {
 			log.ErrorContext(ctx, "settlement failed; the billing tick retries it", "pipeline", p.ID, "err", err)

@@ -329,6 +329,35 @@ func (s *Service) Start(ctx context.Context, r Run, at time.Time) error {
 	return err
 }
 
+// Started moves the start of a pipeline's bill to at, when it began to run later than it was
+// dispatched (a Kubernetes pod that waited for capacity: protocol.Event.Waited): its run time
+// counts from at, and what was frozen at dispatch covers the same span from there. A settled
+// bill, or one that starts at or after at already, is left as it is.
+func (s *Service) Started(ctx context.Context, pipelineID int64, at time.Time) error {
+	// Fenced on the row as read: the tick may freeze a window in between; then read again.
+	for range 3 {
+		var pb PipelineBilling
+		err := s.db.WithContext(ctx).Where("pipeline_id = ? AND NOT settled", pipelineID).Take(&pb).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		shift := at.Sub(pb.StartedAt)
+		if shift <= 0 {
+			return nil
+		}
+		res := s.db.WithContext(ctx).Model(&PipelineBilling{}).
+			Where("pipeline_id = ? AND NOT settled AND started_at = ? AND frozen_until = ?", pipelineID, pb.StartedAt, pb.FrozenUntil).
+			Updates(map[string]any{"started_at": at, "frozen_until": pb.FrozenUntil.Add(shift)})
+		if res.Error != nil || res.RowsAffected == 1 {
+			return res.Error
+		}
+	}
+	return fmt.Errorf("billing: pipeline %d's bill kept changing while its start was moved", pipelineID)
+}
+
 // Spending is what an account's settled pipelines took in a period: Paid is the money that came
 // out of its balance and its freezes, WrittenOff what their price exceeded that by (seconds a
 // terminated pipeline ran past its last covered window, which the platform absorbed).

@@ -290,6 +290,55 @@ func TestSettleAndCreditsAreIdempotent(t *testing.T) {
 	})
 }
 
+// A pipeline that waited for its place after the lease (a Kubernetes pod Pending for a GPU) is
+// billed from when it started, not from its dispatch; moving the start again, earlier, or for
+// a pipeline without a bill changes nothing.
+func TestALateStartIsBilledFromWhenItRan(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db *gorm.DB) {
+		f := newFixture(t, db, DefaultConfig())
+		ctx := context.Background()
+		a := f.account()
+		f.grant(a, "5")
+		dispatched := f.clock.Now()
+		if err := f.svc.Start(ctx, gpuRun(1, a.OrgID), dispatched); err != nil {
+			t.Fatal(err)
+		}
+		var before PipelineBilling
+		db.Take(&before, "pipeline_id = ?", 1)
+		ran := dispatched.Add(2 * time.Minute) // two minutes Pending
+		for _, at := range []time.Time{ran, ran.Add(-time.Minute), dispatched} {
+			if err := f.svc.Started(ctx, 1, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := f.svc.Started(ctx, 99, ran); err != nil {
+			t.Fatalf("a pipeline without a bill: %v", err)
+		}
+		var after PipelineBilling
+		db.Take(&after, "pipeline_id = ?", 1)
+		if !after.StartedAt.Equal(ran) || after.FrozenUntil.Sub(after.StartedAt) != before.FrozenUntil.Sub(before.StartedAt) ||
+			after.FrozenAmount != before.FrozenAmount {
+			t.Fatalf("bill after the late start: %+v (before %+v)", after, before)
+		}
+		if err := f.svc.Settle(ctx, 1, ran.Add(90*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := ParseAmount("5")
+		if got := f.reload(a); got.Balance != want-CostOf(16*90, Scale/2) {
+			t.Fatalf("balance %s: billed other than the 90 GPU seconds it ran", got.Balance)
+		}
+		if err := f.svc.Started(ctx, 1, ran.Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		var settled PipelineBilling
+		db.Take(&settled, "pipeline_id = ?", 1)
+		if !settled.StartedAt.Equal(ran) {
+			t.Fatal("a settled bill's start moved")
+		}
+		f.checkLedger()
+	})
+}
+
 // 100 pipelines of one account ask at the same moment; money covers 10 first windows.
 func TestConcurrentStartsNeverOverdraw(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db *gorm.DB) {

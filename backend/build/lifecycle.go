@@ -345,9 +345,21 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 	}
 	now := s.observed(ev.At, p)
 	var finishedJob int64
+	var restarted bool
 	err = store.Tx(ctx, s.db, func(tx *gorm.DB) error {
 		switch ev.Kind {
 		case protocol.EventPipelineStarted:
+			if !ev.Waited {
+				return nil
+			}
+			// The pipeline waited for its place after the lease (a pod Pending on Kubernetes):
+			// its run time starts now, and so does its bill (OnStarted).
+			res := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND started_at < ?", p.ID, leaseID, now).
+				Update("started_at", now)
+			if res.Error != nil {
+				return res.Error
+			}
+			restarted = res.RowsAffected == 1
 			return nil
 		case protocol.EventWorkspaceReady:
 			// A workspace's readiness is the agent's to tell (at once, or at its vscode:go).
@@ -410,6 +422,11 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 	if err != nil {
 		return err
 	}
+	if restarted {
+		for _, fn := range s.started {
+			fn(context.WithoutCancel(ctx), p.ID, now)
+		}
+	}
 	// After the commit: the log service writes in its own transaction, and streams waiting on
 	// the log learn it is complete.
 	if finishedJob != 0 && s.logs != nil {
@@ -461,6 +478,13 @@ func (s *Service) Finish(ctx context.Context, agentID, leaseID string, req proto
 // up must not leave the slot taken, the locks held or the bill to the next tick.
 func (s *Service) OnEnded(fn func(ctx context.Context, p *Pipeline)) {
 	s.ended = append(s.ended, fn)
+}
+
+// OnStarted subscribes fn to the late starts of pipelines: one that waited for its place after
+// its lease (protocol.Event.Waited) runs, and is billed, from at. Call it while wiring the
+// server, before it serves.
+func (s *Service) OnStarted(fn func(ctx context.Context, pipelineID int64, at time.Time)) {
+	s.started = append(s.started, fn)
 }
 
 // notifyEnded forgets the awaits of a pipeline that just ended, then tells the subscribers.

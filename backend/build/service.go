@@ -43,6 +43,8 @@ type Service struct {
 	opts      spec.Options
 	// ended are the subscribers to a pipeline's end (OnEnded), in registration order.
 	ended []func(ctx context.Context, p *Pipeline)
+	// started hear the late starts of pipelines that waited for their place (OnStarted).
+	started []func(ctx context.Context, pipelineID int64, at time.Time)
 }
 
 // Users finds the people builds name (package auth).

@@ -245,7 +245,11 @@ type Event struct {
 	// Image, on job_finished, is the image the job's container ran, as the engine resolved it
 	// (nil for built-in tasks and the shell executor).
 	Image *ImageUse `json:"image,omitempty"`
-	At    time.Time `json:"at"`
+	// Waited, on pipeline_started, says the pipeline waited for a place to run after its lease
+	// (a Kubernetes pod Pending for capacity): its run time, and its bill, start at this event
+	// rather than at the lease.
+	Waited bool      `json:"waited,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // ImageUse is an image a job ran: the reference it was started from and the digest it had,

@@ -60,7 +60,7 @@ Usage: nimbus-agent [flags]`)
 	s.Int(&cfg.CPUs, "cpus", "NIMBUS_AGENT_CPUS", runtime.NumCPU(), "cores this agent may hand out to pipelines")
 	s.Bool(&cfg.WholeHost, "whole-host", "NIMBUS_AGENT_WHOLE_HOST", false, "take a pipeline that asks for more cores than --cpus when nothing else runs, alone on all of them (a small host that runs every size, as the all-in-one's built-in agent does)")
 	s.Int(&cfg.Concurrency, "concurrency", "NIMBUS_AGENT_CONCURRENCY", 0, "most pipelines run at once; 0 = as many as cores")
-	s.String(&gpus, "gpus", "NIMBUS_AGENT_GPUS", "auto", "auto (nvidia-smi when it is on PATH), none, or simulate:N[:MODEL] (N pretend GPUs, for testing GPU scheduling and billing on hosts without one)")
+	s.String(&gpus, "gpus", "NIMBUS_AGENT_GPUS", "auto", "auto (nvidia-smi when it is on PATH), none, or simulate:N[:MODEL] (N pretend GPUs, for testing GPU scheduling and billing on hosts without one); with the kubernetes executor none or cluster:N[:MODEL] (at most N GPU pipelines on the cluster at once, their pods requesting the GPUs)")
 	s.String(&cfg.Executor, "executor", "NIMBUS_AGENT_EXECUTOR", "auto", "auto (Docker when an engine answers), docker, shell or kubernetes (each pipeline a pod on a cluster; agent/executor/README.md)")
 	s.String(&kube.Kubeconfig, "kubeconfig", "NIMBUS_AGENT_KUBECONFIG", "", "kubernetes executor: kubeconfig file; empty = KUBECONFIG, else the in-cluster service account")
 	s.String(&kube.Namespace, "kubernetes-namespace", "NIMBUS_AGENT_KUBERNETES_NAMESPACE", "nimbus-jobs", "kubernetes executor: namespace of the pipeline pods")
@@ -129,7 +129,23 @@ Usage: nimbus-agent [flags]`)
 			return fmt.Errorf("NIMBUS_AGENT_KUBERNETES_CLASSES %s: %w", classes, err)
 		}
 	}
+	switch {
+	case cfg.Executor == executor.ModeKubernetes && (gpus == "auto" || gpus == "none"):
+		// The agent's own host has none that matter: the cluster's nodes run the pipelines.
+		cfg.DetectGPUs = func(context.Context) ([]protocol.GPU, error) { return nil, nil }
+		gpus = ""
+	case cfg.Executor == executor.ModeKubernetes:
+		slots, err := gpu.Cluster(gpus)
+		if err != nil {
+			return fmt.Errorf("invalid NIMBUS_AGENT_GPUS %q for the kubernetes executor: none or cluster:N[:MODEL] (%v)", gpus, err)
+		}
+		cfg.DetectGPUs = func(context.Context) ([]protocol.GPU, error) { return slots, nil }
+		gpus = ""
+	case strings.HasPrefix(gpus, "cluster:"):
+		return fmt.Errorf("invalid NIMBUS_AGENT_GPUS %q: cluster:N is for the kubernetes executor", gpus)
+	}
 	switch gpus {
+	case "":
 	case "auto":
 		cfg.DetectGPUs = gpu.Detect
 	case "none":

@@ -84,6 +84,8 @@ type Class struct {
 	// runner.cpus. Less overcommits the nodes: pipelines may still use runner.cpus (the limit)
 	// when the node has it free.
 	CPURequest string `json:"cpuRequest,omitempty"`
+	// MemoryRequest is the memory it asks for ("4Gi"); "" means the class's memory.
+	MemoryRequest string `json:"memoryRequest,omitempty"`
 	// GPUs is how many a pipeline of a GPU class requests; 0 means 1.
 	GPUs int `json:"gpus,omitempty"`
 }
@@ -112,9 +114,12 @@ type kubePod struct {
 // exists.
 func New(ctx context.Context, cfg Config) (*Executor, error) {
 	for tag, c := range cfg.Classes {
-		if c.CPURequest != "" {
-			if _, err := resource.ParseQuantity(c.CPURequest); err != nil {
-				return nil, fmt.Errorf("executor: class %q: cpuRequest %q: %w", tag, c.CPURequest, err)
+		for name, q := range map[string]string{"cpuRequest": c.CPURequest, "memoryRequest": c.MemoryRequest} {
+			if q == "" {
+				continue
+			}
+			if _, err := resource.ParseQuantity(q); err != nil {
+				return nil, fmt.Errorf("executor: class %q: %s %q: %w", tag, name, q, err)
 			}
 		}
 	}
@@ -327,6 +332,9 @@ func (k *Executor) podFor(kp *kubePod, spec executor.PipelineSpec) *corev1.Pod {
 			maps.Copy(res.Requests, res.Limits)
 			if class.CPURequest != "" {
 				res.Requests[corev1.ResourceCPU] = resource.MustParse(class.CPURequest)
+			}
+			if class.MemoryRequest != "" {
+				res.Requests[corev1.ResourceMemory] = resource.MustParse(class.MemoryRequest)
 			}
 			if n := class.GPUs; spec.GPU {
 				if n == 0 {

@@ -2325,8 +2325,9 @@ export interface paths {
   "/agent/leases/{lease}/events": {
     /**
      * Report a step of a running pipeline
-     * @description Reports, as it happens, that the pipeline started (`pipeline_started`: accepted, it
-     * changes nothing on the server), a job started (`job_started`: the job and its stage
+     * @description Reports, as it happens, that the pipeline started (`pipeline_started`: it changes
+     * nothing on the server, unless it says `waited`: then the pipeline's run time and bill
+     * start now instead of at the lease), a job started (`job_started`: the job and its stage
      * turn `running`; from then on user code may have run, so a lease that expires fails the
      * pipeline with reason `agent_lost` instead of re-queueing it), or a job finished
      * (`job_finished` with its final `status` and `exitCode`: the job's log is complete, and
@@ -4403,6 +4404,12 @@ export interface components {
       exports?: {
         [key: string]: string;
       };
+      /**
+       * @description For `pipeline_started`: the pipeline waited for a place to run after its lease (a
+       * Kubernetes pod Pending for capacity). Its run time, and its bill, then count from
+       * this event instead of from the lease.
+       */
+      waited?: boolean;
       /**
        * Format: date-time
        * @description When it happened on the agent's clock. The server records it as the job's start or
@@ -10542,8 +10549,9 @@ export interface operations {
   };
   /**
    * Report a step of a running pipeline
-   * @description Reports, as it happens, that the pipeline started (`pipeline_started`: accepted, it
-   * changes nothing on the server), a job started (`job_started`: the job and its stage
+   * @description Reports, as it happens, that the pipeline started (`pipeline_started`: it changes
+   * nothing on the server, unless it says `waited`: then the pipeline's run time and bill
+   * start now instead of at the lease), a job started (`job_started`: the job and its stage
    * turn `running`; from then on user code may have run, so a lease that expires fails the
    * pipeline with reason `agent_lost` instead of re-queueing it), or a job finished
    * (`job_finished` with its final `status` and `exitCode`: the job's log is complete, and

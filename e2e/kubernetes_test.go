@@ -276,6 +276,16 @@ func TestKubernetesGPUPipelinesWaitForTheCluster(t *testing.T) {
 		}
 		return running == 2 && pending == 1
 	})
+	// The pipeline says so too: running, waiting, its blocker the agent's reason.
+	w.waitFor(n, 30*time.Second, "a pipeline waiting for a GPU", func(b apiclient.Build) bool {
+		for _, p := range b.Pipelines {
+			if p.Status == "running" && p.Waiting && len(p.Blockers) == 1 && p.Blockers[0].Code == "capacity" &&
+				strings.Contains(p.Blockers[0].Message, "waiting for a node with a free nvidia.com/gpu") {
+				return true
+			}
+		}
+		return false
+	})
 	podYAML := w.kubectl("-n", ns, "get", "pods", "-l", "nimbus.dev/lease", "-o", "yaml")
 	// Each pod's first container limits and requests nvidia.com/gpu: 1.
 	if strings.Count(podYAML, "nvidia.com/gpu: \"1\"") < 6 {
@@ -284,6 +294,11 @@ func TestKubernetesGPUPipelinesWaitForTheCluster(t *testing.T) {
 
 	b := w.waitBuildSuccess(n, 3*time.Minute)
 	full := w.build(n)
+	for _, p := range full.Pipelines {
+		if p.Waiting || len(p.Blockers) > 0 {
+			t.Fatalf("pipeline %s still says it waits: %+v", p.Name, p.Blockers)
+		}
+	}
 	type run struct {
 		name              string
 		started, finished time.Time

@@ -39,6 +39,10 @@ func (x *run) startPipeline(ctx context.Context) (stop func(), waited bool, err 
 			if reason != "" {
 				x.log.Info("the pipeline waits for a place on the cluster", "reason", reason)
 			}
+			if len(reason) > protocol.MaxWaitReason {
+				reason = strings.ToValidUTF8(reason[:protocol.MaxWaitReason], "")
+			}
+			x.event(protocol.Event{Kind: protocol.EventWaiting, Reason: reason})
 		},
 	}
 	if err := px.StartPipeline(ctx, spec); err != nil {

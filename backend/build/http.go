@@ -58,6 +58,9 @@ const (
 	BlockerBalance     = "balance"
 	BlockerSpendingCap = "spending_cap"
 	BlockerBusy        = "busy"
+	// BlockerCapacity: a leased pipeline waits for a place on its agent's cluster (a
+	// Kubernetes pod Pending); its message is the agent's.
+	BlockerCapacity = "capacity"
 )
 
 // Remedies a blocker links to.
@@ -792,6 +795,9 @@ func (h *Handler) describePipelines(ctx context.Context, ps []Pipeline, deep boo
 			WrittenOff: NoCost, Workspace: p.Workspace, ReadyAt: p.ReadyAt, Blockers: []Blocker{}}
 		if bs, ok := blockers[p.ID]; ok {
 			pj.Blockers, pj.Waiting = bs, Waiting(bs)
+		}
+		if p.Status == StatusRunning && p.WaitReason != "" {
+			pj.Blockers, pj.Waiting = []Blocker{{Code: BlockerCapacity, Message: p.WaitReason}}, true
 		}
 		if p.Workspace {
 			st := WorkspaceState(p)

@@ -354,6 +354,9 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 			}
 			// The pipeline waited for its place after the lease (a pod Pending on Kubernetes):
 			// its run time starts now, and so does its bill (OnStarted).
+			if err := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ?", p.ID, leaseID).Update("wait_reason", "").Error; err != nil {
+				return err
+			}
 			res := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND started_at < ?", p.ID, leaseID, now).
 				Update("started_at", now)
 			if res.Error != nil {
@@ -367,9 +370,16 @@ func (s *Service) Event(ctx context.Context, agentID, leaseID string, ev protoco
 			// handing a fresh environment to the queue, even when it has no stages.
 			return tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND workspace AND ready_at IS NULL", p.ID, leaseID).
 				Updates(map[string]any{"ready_at": now, "user_started": true}).Error
+		case protocol.EventWaiting:
+			if len(ev.Reason) > protocol.MaxWaitReason {
+				return fault.Invalid("reason", "a waiting reason is at most %d bytes", protocol.MaxWaitReason)
+			}
+			return tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ? AND NOT user_started", p.ID, leaseID).
+				Update("wait_reason", ev.Reason).Error
 		case protocol.EventJobStarted:
 			// From here on user code may have run: an expired lease now fails the pipeline.
-			if err := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ?", p.ID, leaseID).Update("user_started", true).Error; err != nil {
+			if err := tx.Model(&Pipeline{}).Where("id = ? AND lease_id = ?", p.ID, leaseID).
+				Updates(map[string]any{"user_started": true, "wait_reason": ""}).Error; err != nil {
 				return err
 			}
 			var j Job

@@ -110,10 +110,13 @@ type Pipeline struct {
 	FinishedAt *time.Time
 	// The lease that holds a running pipeline (package scheduler). Every status move of a leased
 	// pipeline is conditional on LeaseID.
-	LeaseID         string `gorm:"not null"`
-	AgentID         string `gorm:"not null"`
-	LeaseExpiresAt  *time.Time
-	UserStarted     bool   `gorm:"not null"` // user code may have run: an expired lease fails, not re-queues
+	LeaseID        string `gorm:"not null"`
+	AgentID        string `gorm:"not null"`
+	LeaseExpiresAt *time.Time
+	UserStarted    bool `gorm:"not null"` // user code may have run: an expired lease fails, not re-queues
+	// WaitReason is why a leased pipeline has not started running yet, as its agent says (a
+	// Kubernetes pod Pending for capacity); "" when it does not wait.
+	WaitReason      string `gorm:"not null"`
 	CancelRequested bool   `gorm:"not null"`
 	JobTokenHash    string `gorm:"not null"`
 	// Workspace pipelines (a cloud development environment) stay up after their stages;

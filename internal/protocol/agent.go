@@ -208,6 +208,14 @@ const (
 	// EventWorkspaceReady: a workspace pipeline's environment is up and may be entered (at once
 	// after its preparation, or when its vscode:go task is reached).
 	EventWorkspaceReady = "workspace_ready"
+	// EventWaiting: the leased pipeline waits for a place to run (Reason says why, "" that it
+	// no longer does): a Kubernetes pod Pending for capacity.
+	EventWaiting = "waiting"
+)
+
+// MaxWaitReason bounds Event.Reason.
+const (
+	MaxWaitReason = 1000
 )
 
 // Bounds of a job's metrics (Event.Metrics), checked by the agent and again by the server.
@@ -248,7 +256,10 @@ type Event struct {
 	// Waited, on pipeline_started, says the pipeline waited for a place to run after its lease
 	// (a Kubernetes pod Pending for capacity): its run time, and its bill, start at this event
 	// rather than at the lease.
-	Waited bool      `json:"waited,omitempty"`
+	Waited bool `json:"waited,omitempty"`
+	// Reason, on waiting, is why the pipeline waits ("" = it no longer does), at most
+	// MaxWaitReason bytes.
+	Reason string    `json:"reason,omitempty"`
 	At     time.Time `json:"at"`
 }
 

@@ -64,6 +64,21 @@ describe('PipelineCard', () => {
     expect(container.querySelector('[data-remedy="agents"]')!.getAttribute('href')).toBe('/orgs/ml%20team/agents')
   })
 
+  it("shows a running pipeline that waits for a place on its agent's cluster, and why", () => {
+    const pending: Pipeline = {
+      ...p,
+      status: 'running',
+      waiting: true,
+      blockers: [{ code: 'capacity', message: 'waiting for a node with a free nvidia.com/gpu (0/1 nodes are available: 1 Insufficient nvidia.com/gpu; the cluster may be scaling up)' }],
+    }
+    const { container } = render(
+      <Wrap>
+        <PipelineCard p={pending} org="ml" jobHref={(id) => `/o/r/builds/1/jobs/${id}`} />
+      </Wrap>,
+    )
+    expect(container.querySelector('[data-blocker="capacity"]')!.textContent).toMatch(/waiting for a node with a free nvidia\.com\/gpu/)
+  })
+
   it('sends a platform admin to the admin Agents page, and others to team runners only for what they serve', () => {
     const waiting: Pipeline = {
       ...p,

@@ -28,7 +28,10 @@ export function remedyLink(remedy: string, org: string, admin: boolean): { label
   return r && { label: r.label, href: r.href(org) }
 }
 
-/** A queued pipeline's blockers, each with its remedy as a link. */
+/**
+ * What a pipeline waits for, each blocker with its remedy as a link: a queued one's, or a
+ * running one's whose agent has no place for it yet (`capacity`: a Kubernetes pod Pending).
+ */
 function Blockers({ p, org }: { p: Pipeline; org?: string }) {
   const admin = !!useUser().data?.is_admin
   const list = p.blockers ?? []
@@ -143,7 +146,7 @@ export function PipelineCard({
           <span title={coreSeconds(p.core_seconds)}>{coreHours(p.core_seconds)}</span>
           <span title="cost">{money(p.cost, currency ?? shownCurrency)}</span>
         </div>
-        {p.status === 'queued' && (p.blockers ?? []).length > 0 ? (
+        {(p.status === 'queued' || p.status === 'running') && (p.blockers ?? []).length > 0 ? (
           <Blockers p={p} org={org} />
         ) : (
           p.reason && <Reason p={p} org={org} />

@@ -3578,11 +3578,13 @@ export interface components {
       key: string;
       name: string;
       status: components["schemas"]["Status"];
-      /** @description A `queued` pipeline held back by more than its turn in the queue (a blocker other than `busy`). */
+      /** @description A `queued` pipeline held back by more than its turn in the queue (a blocker other than `busy`), or a `running` one whose agent has no place for it yet (`capacity`). */
       waiting: boolean;
       /**
        * @description Everything a `queued` pipeline waits for, at once, in order of what to fix first
-       * (empty unless queued). After `NIMBUS_QUEUE_TIMEOUT` (24 h) in the queue it fails with
+       * (empty unless queued), or, for a `running` one its agent has no place for yet, the
+       * agent's reason (`capacity`: "waiting for a node with a free nvidia.com/gpu (…; the
+       * cluster may be scaling up)"). After `NIMBUS_QUEUE_TIMEOUT` (24 h) in the queue it fails with
        * `gave up after … in the queue: ` and these messages.
        */
       blockers: ({
@@ -3590,7 +3592,7 @@ export interface components {
            * @description `busy` is no blocker: the pipeline can run and waits for its turn.
            * @enum {string}
            */
-          code: "lock" | "no_agent" | "too_small" | "paused" | "team_cap" | "balance" | "spending_cap" | "busy";
+          code: "lock" | "no_agent" | "too_small" | "paused" | "team_cap" | "balance" | "spending_cap" | "busy" | "capacity";
           message: string;
           /**
            * @description What fixes it: top up the balance, raise the spending cap, see the agents (a team runner may serve it), register a team runner, or a platform agent (only platform admins add those: the admin Agents page).
@@ -4385,7 +4387,7 @@ export interface components {
        * @description Anything else is a 422 on `kind`.
        * @enum {string}
        */
-      kind: "pipeline_started" | "job_started" | "job_finished";
+      kind: "pipeline_started" | "job_started" | "job_finished" | "workspace_ready" | "waiting";
       /**
        * Format: int64
        * @description The job (`JobRef.id`), for `job_started` and `job_finished`.
@@ -4404,6 +4406,12 @@ export interface components {
       exports?: {
         [key: string]: string;
       };
+      /**
+       * @description For `waiting`: why the leased pipeline has not started running (a Kubernetes pod
+       * Pending for capacity), shown as its `capacity` blocker; "" when it no longer waits.
+       * A `job_started` clears it too.
+       */
+      reason?: string;
       /**
        * @description For `pipeline_started`: the pipeline waited for a place to run after its lease (a
        * Kubernetes pod Pending for capacity). Its run time, and its bill, then count from

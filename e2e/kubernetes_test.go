@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -329,4 +330,65 @@ func TestKubernetesGPUPipelinesWaitForTheCluster(t *testing.T) {
 	}
 	t.Logf("third GPU pipeline: waited until %v after the first start, ran %v, billed %d core-seconds",
 		third.started.Sub(runs[0].started).Round(time.Millisecond), ran.Round(time.Millisecond), third.coreSeconds)
+}
+
+// TestKubernetesRunsTheBriefsExample: the brief's two-pipeline example (examples/train-cpu-gpu:
+// train-cpu and train-gpu handing data and the checkpoint over with cnb:resolve / cnb:await)
+// runs green on one --executor kubernetes agent on the real cluster with 2 fake GPUs. The GPU
+// pipeline's pod holds nvidia.com/gpu: 1 and its training sees the plugin's device; the packaged
+// model lands in the registry as the commit's version, and a deploy token downloads it.
+func TestKubernetesRunsTheBriefsExample(t *testing.T) {
+	t.Parallel()
+	// The example names no image: its pipelines run the platform's default build image.
+	w := newWorld(t, "NIMBUS_DEFAULT_BUILD_IMAGE="+kubeImage)
+	w.alice.grantCredits("ml", "100", "gpu money")
+	classes := filepath.Join(t.TempDir(), "classes.json")
+	if err := os.WriteFile(classes, []byte(`{"*": {"cpuRequest": "50m", "memoryRequest": "64Mi"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, ns := w.kubeAgent("NIMBUS_AGENT_KUBERNETES_CLASSES="+classes, "NIMBUS_AGENT_GPUS=cluster:2:L40", "NIMBUS_AGENT_CPUS=32",
+		"NIMBUS_AGENT_TAGS=cnb:arch:amd64")
+	files := map[string]string{}
+	root := filepath.Join("..", "examples", "train-cpu-gpu")
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		raw, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(root, p)
+		files[rel] = string(raw)
+		return err
+	})
+	if err != nil || files[".cnb.yml"] == "" {
+		t.Fatalf("the example: %v (%d files)", err, len(files))
+	}
+	n := w.pushFiles(files)
+
+	// While the GPU pipeline runs, its pod holds one GPU.
+	var gpuPod string
+	w.waitUntil(2*time.Minute, "the GPU pipeline's pod", func() bool {
+		out, err := w.kubectlErr("-n", ns, "get", "pods", "-l", "nimbus.dev/lease", "-o",
+			`jsonpath={range .items[*]}{.spec.containers[0].resources.limits.nvidia\.com/gpu}{"|"}{.status.phase}{"\n"}{end}`)
+		if err == nil && strings.Contains(out, "1|Running") {
+			gpuPod = out
+			return true
+		}
+		return false
+	})
+	b := w.waitBuildSuccess(n, 4*time.Minute)
+	if log := w.jobLogIn(b, "train-gpu", "train"); !regexp.MustCompile(`train: GPU GPU-fake-\d`).MatchString(log) {
+		t.Errorf("train did not get the plugin's GPU (pods %q):\n%s", gpuPod, log)
+	}
+	if log := w.jobLogIn(b, "train-cpu", "package"); !strings.Contains(log, "package: model sha256") {
+		t.Errorf("package:\n%s", log)
+	}
+	model := w.alice.artifactVersion("ml", "trainer", "model", "latest")
+	if model.Version != b.Commit || model.Build == nil || model.Build.Number != n || len(model.Files) != 1 {
+		t.Fatalf("the packaged model: %+v, want version %s of build #%d", model, b.Commit, n)
+	}
+	dt := w.alice.deployToken("ml", "trainer", "inference")
+	if got := download(t, w.base+"/api/v1/repos/ml/trainer/artifacts/model/"+b.Commit+"/model.tgz", dt.Token); got != model.Files[0].Digest {
+		t.Errorf("the deploy token downloaded %s, the registry holds %s", got, model.Files[0].Digest)
+	}
+	w.waitUntil(30*time.Second, "the pods gone", func() bool { return w.leasePods(ns) == 0 })
 }

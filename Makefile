@@ -24,7 +24,9 @@ build: frontend binaries
 
 binaries:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus-server ./backend/cmd/nimbus-server
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus-agent ./agent/cmd/nimbus-agent
+	# The agent is static too, as deploy/Dockerfile builds it: e2e puts it into an image for the
+	# test cluster (deploy/kubernetes/executor).
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus-agent ./agent/cmd/nimbus-agent
 	# The CLI is static (no cgo): pipelines copy it into any image, busybox included.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/nimbus ./backend/cmd/nimbus
 

@@ -15,8 +15,9 @@ import (
 
 // The deployment files under deploy/ use only settings the README's tables document (so a
 // renamed or removed variable cannot live on in a manifest), and the Kubernetes manifests are
-// well-formed YAML documents with a kind each. They are not applied to a cluster here: CI has no
-// Kubernetes (deploy/README.md says what was and was not run).
+// well-formed YAML documents with a kind each. The Kubernetes executor's (kubernetes/executor)
+// are also applied to the real test cluster by e2e TestKubernetesDeployManifests; the others
+// are not (deploy/README.md says what was and was not run).
 func TestDeployFilesUseDocumentedSettings(t *testing.T) {
 	root := filepath.Join("..", "..")
 	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
@@ -34,6 +35,11 @@ func TestDeployFilesUseDocumentedSettings(t *testing.T) {
 		t.Fatalf("found %d documented settings in README.md: the table format changed?", len(documented))
 	}
 	files, _ := filepath.Glob(filepath.Join(root, "deploy", "kubernetes", "*.yaml"))
+	executor, _ := filepath.Glob(filepath.Join(root, "deploy", "kubernetes", "executor", "*.yaml"))
+	if len(executor) < 4 {
+		t.Fatalf("deploy/kubernetes/executor: %v", executor)
+	}
+	files = append(files, executor...)
 	units, _ := filepath.Glob(filepath.Join(root, "deploy", "systemd", "*.service"))
 	if len(files) < 2 || len(units) < 2 {
 		t.Fatalf("deploy files: %v %v", files, units)

@@ -110,8 +110,8 @@ type kubePod struct {
 	spec      executor.PipelineSpec
 }
 
-// New connects to the cluster and checks that it answers and that the namespace
-// exists.
+// New connects to the cluster and checks that it answers, that the namespace exists and that
+// the agent may list pods there.
 func New(ctx context.Context, cfg Config) (*Executor, error) {
 	for tag, c := range cfg.Classes {
 		for name, q := range map[string]string{"cpuRequest": c.CPURequest, "memoryRequest": c.MemoryRequest} {
@@ -152,8 +152,10 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := core.Namespaces().Get(pctx, cfg.Namespace, metav1.GetOptions{}); err != nil {
-		return nil, fmt.Errorf("executor: kubernetes namespace %q: %w", cfg.Namespace, err)
+	// Listing pods there is what the agent may do (deploy/kubernetes/executor/rbac.yaml) and
+	// proves both the namespace and the rights.
+	if _, err := core.Pods(cfg.Namespace).List(pctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return nil, fmt.Errorf("executor: pods in kubernetes namespace %q: %w", cfg.Namespace, err)
 	}
 	return &Executor{cfg: cfg, rest: rc, core: core, pods: map[string]*kubePod{}}, nil
 }

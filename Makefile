@@ -97,7 +97,10 @@ fuzz:
 # its storage for a 50-job one (target < 20 KB), a git push to its pipelines queued in Redis (with the server's git process
 # count), push to a job's first log line, cancel to its container gone and a job riding out a
 # server outage (Docker executor, about 1 min), and push and pull of a 1 GiB blob with oras against Nimbus's registry and the reference
-# registry (with Nimbus's peak RSS; about 25 s). The e2e ones run the binaries of bin/. Short
+# registry (with Nimbus's peak RSS; about 25 s), and on the test cluster the Kubernetes executor: its
+# pod layout against a pod per job on a 3-stage pipeline (about 35 s), lease to first log line
+# against the Docker executor's, and 50 pipelines' throughput with the agent's CPU and RSS (about
+# 2 min). The e2e ones run the binaries of bin/. Short
 # runs: figures, not a tuning session; a package's benchmarks that run the same number of times
 # share one process (one link of its test binary). Alone, with the services: make build && e2e/testenv.sh make bench
 bench:
@@ -114,7 +117,8 @@ bench:
 	$(GO) test -run='^$$' -bench='^BenchmarkRecord50Jobs$$' -benchtime=200x ./backend/record
 	$(GO) test -run='^$$' -bench='^BenchmarkPullRequest$$' -benchtime=1x -v ./backend/pull
 	$(GO) test -run='^$$' -bench='^BenchmarkCodeBrowse$$' -benchtime=1x -v ./backend/code
-	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^(BenchmarkPushToQueued|BenchmarkAgentLatency|BenchmarkDockerBuildCacheHit|BenchmarkVolumeCache|BenchmarkGPUHandOver|BenchmarkRegistry1GiB|BenchmarkWorkspace)$$' -benchtime=1x -v ./e2e
+	$(GO) test -run='^$$' -bench='^BenchmarkPodLayout$$' -benchtime=3x -v ./agent/executor/kubernetes
+	NIMBUS_E2E_BIN=$(CURDIR)/bin $(GO) test -run='^$$' -bench='^(BenchmarkPushToQueued|BenchmarkAgentLatency|BenchmarkDockerBuildCacheHit|BenchmarkVolumeCache|BenchmarkGPUHandOver|BenchmarkRegistry1GiB|BenchmarkWorkspace|BenchmarkKubernetesExecutor)$$' -benchtime=1x -v ./e2e
 
 # gpu-check runs on a host with an NVIDIA GPU (not in CI: no GPU here): the agent's GPU detection
 # against the real nvidia-smi, a container given one GPU by device id seeing exactly it (where

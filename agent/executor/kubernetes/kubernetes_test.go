@@ -51,7 +51,9 @@ const (
 
 // newKube is a Kubernetes executor on the test cluster, in a namespace of the test's own
 // (deleted at its end), with hostNetwork off: these tests need no network.
-func newKube(t *testing.T) *Executor {
+func newKube(t *testing.T) *Executor { return newKubeB(t) }
+
+func newKubeB(t testing.TB) *Executor {
 	t.Helper()
 	kubeconfig := testenv.Kubernetes(t)
 	ctx := context.Background()

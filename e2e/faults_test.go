@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/nimbus-build/nimbus/backend/apiclient"
 	"github.com/nimbus-build/nimbus/backend/store/storetest"
@@ -35,6 +36,8 @@ type world struct {
 	redisURL      string
 	pushes        int
 	work          string
+	// kube is a client of the test cluster, made on first use (kubernetes_test.go).
+	kube corev1client.CoreV1Interface
 }
 
 func newWorld(t testing.TB, extraEnv ...string) *world {

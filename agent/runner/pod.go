@@ -48,7 +48,18 @@ func (x *run) startPipeline(ctx context.Context) (stop func(), waited bool, err 
 	if err := px.StartPipeline(ctx, spec); err != nil {
 		return nil, false, err
 	}
-	return func() { px.EndPipeline(x.checkout) }, true, nil
+	// A cancel, a billing termination, a lost lease or the cap ends the run's context: the
+	// place goes at once (the pod deleted, which ends its steps), not after each step was
+	// stopped in it and the run wound down (seconds on a loaded cluster).
+	ended := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			px.EndPipeline(x.checkout)
+		case <-ended:
+		}
+	}()
+	return func() { close(ended); px.EndPipeline(x.checkout) }, true, nil
 }
 
 // unsupportedOn names what of the plan the executor cannot run yet; "" when it runs all of it.

@@ -6,6 +6,8 @@ package kubernetes
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -101,10 +103,14 @@ type Executor struct {
 	mu   sync.Mutex
 	pods map[string]*kubePod // by checkout
 	seq  atomic.Uint64       // step ids
+	// anchor owns every pod of this agent (Cleanup makes it): delete it and Kubernetes'
+	// garbage collector deletes them.
+	anchor *metav1.OwnerReference
 }
 
 type kubePod struct {
-	name      string
+	name       string
+	pullSecret string // "" when its images need no credentials
 	mount     string
 	container map[string]string // image -> container name
 	spec      executor.PipelineSpec
@@ -167,15 +173,37 @@ func (k *Executor) Name() string { return executor.ModeKubernetes }
 func (k *Executor) Close() error { return nil }
 
 // Cleanup deletes the pods an earlier run of this agent left: a restarted agent's leases are
-// gone, so nothing may keep running for them unbilled.
+// gone, so nothing may keep running for them unbilled. It also makes sure of the agent's
+// anchor: a ConfigMap in the pods' namespace that owns every pod the agent creates, so that
+// deleting it (the agent retired: `kubectl delete configmap -l nimbus.dev/agent=…`) has
+// Kubernetes' garbage collector delete them. (An owner must be in its dependents' namespace:
+// the agent's own pod, in another one, cannot be.)
 func (k *Executor) Cleanup(ctx context.Context) error {
 	err := k.core.Pods(k.cfg.Namespace).DeleteCollection(ctx, deleteNow(),
 		metav1.ListOptions{LabelSelector: KubeLabelAgent + "=" + k.cfg.AgentID})
 	if err != nil {
 		return fmt.Errorf("executor: delete leftover pods: %w", err)
 	}
+	cms := k.core.ConfigMaps(k.cfg.Namespace)
+	name := AnchorName(k.cfg.AgentID)
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		cm, err = cms.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{KubeLabelAgent: k.cfg.AgentID}},
+			Data:       map[string]string{"about": "nimbus-agent " + k.cfg.AgentID + " owns the pipeline pods labelled with it; deleting this deletes them"},
+		}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("executor: the agent's anchor %s: %w", name, err)
+	}
+	k.mu.Lock()
+	k.anchor = &metav1.OwnerReference{APIVersion: "v1", Kind: "ConfigMap", Name: cm.Name, UID: cm.UID}
+	k.mu.Unlock()
 	return nil
 }
+
+// AnchorName is the name of the ConfigMap that owns an agent's pods.
+func AnchorName(agentID string) string { return kubeName("nimbus-agent-"+strings.ToLower(agentID), "-", '-', "-") }
 
 // PodName is the name of a lease's pod.
 func PodName(lease string) string {
@@ -204,18 +232,28 @@ func (k *Executor) StartPipeline(ctx context.Context, spec executor.PipelineSpec
 	if len(spec.Images) == 0 {
 		return errors.New("executor: a pipeline pod needs at least one image")
 	}
-	for _, im := range spec.Images {
-		if im.Auth != nil {
-			return fmt.Errorf("executor: image %s needs registry credentials, which the Kubernetes executor does not pass on yet", im.Name)
-		}
-	}
 	kp := &kubePod{name: PodName(spec.Lease), mount: spec.CheckoutMount, container: map[string]string{}, spec: spec}
 	if kp.mount == "" {
 		kp.mount = "/workspace"
 	}
 	pod := k.podFor(kp, spec)
+	if auths := pullAuths(spec.Images); auths != nil {
+		// The images' registry credentials: a pull secret of the pod's own (its name in the
+		// spec, never its values), owned by the anchor and deleted with the pod.
+		kp.pullSecret = kp.name + "-pull"
+		sec := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: kp.pullSecret, Labels: pod.Labels, OwnerReferences: k.owners()},
+			Type:       corev1.SecretTypeDockerConfigJson,
+			Data:       map[string][]byte{corev1.DockerConfigJsonKey: auths},
+		}
+		if _, err := k.core.Secrets(k.cfg.Namespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("executor: the pull secret of pod %s: %w", kp.name, err)
+		}
+		pod.Spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: kp.pullSecret}}
+	}
 	pods := k.core.Pods(k.cfg.Namespace)
 	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		k.deletePullSecret(kp)
 		return fmt.Errorf("executor: create pod %s: %w", kp.name, err)
 	}
 	k.mu.Lock()
@@ -255,6 +293,53 @@ func (k *Executor) EndPipeline(checkout string) {
 		// The next Cleanup (the agent's start) deletes it; activeDeadlineSeconds ends it anyway.
 		fmt.Fprintf(os.Stderr, "executor: delete pod %s: %v\n", kp.name, err)
 	}
+	k.deletePullSecret(kp)
+}
+
+// deletePullSecret deletes the pod's pull secret, if it has one.
+func (k *Executor) deletePullSecret(kp *kubePod) {
+	if kp.pullSecret == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := k.core.Secrets(k.cfg.Namespace).Delete(ctx, kp.pullSecret, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		// Its anchor owns it: the agent's retirement removes it.
+		fmt.Fprintf(os.Stderr, "executor: delete pull secret %s: %v\n", kp.pullSecret, err)
+	}
+}
+
+// pullAuths is the .dockerconfigjson of the images' registry credentials; nil when none has any.
+func pullAuths(ims []executor.PipelineImage) []byte {
+	type entry struct {
+		Username string `json:"username"`
+		Password string `json:"password"`
+		Auth     string `json:"auth"`
+	}
+	auths := map[string]entry{}
+	for _, im := range ims {
+		if im.Auth == nil {
+			continue
+		}
+		auths[registryOf(im.Name)] = entry{Username: im.Auth.User, Password: im.Auth.Password,
+			Auth: base64.StdEncoding.EncodeToString([]byte(im.Auth.User + ":" + im.Auth.Password))}
+	}
+	if len(auths) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]any{"auths": auths})
+	return b
+}
+
+// registryOf is the registry host of an image reference, as a pull secret names it: its first
+// part when that is a host (a dot, a port or localhost), else Docker Hub's.
+func registryOf(ref string) string {
+	host, _, ok := strings.Cut(ref, "/")
+	if ok && (strings.ContainsAny(host, ".:") || host == "localhost") {
+		return host
+	}
+	return "https://index.docker.io/v1/"
 }
 
 // CopyOut copies the pod's checkout back into the agent's (for the built-in tasks the agent
@@ -367,7 +452,7 @@ func (k *Executor) podFor(kp *kubePod, spec executor.PipelineSpec) *corev1.Pod {
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: kp.name, Namespace: k.cfg.Namespace, Labels: labels,
-			Annotations: map[string]string{"nimbus.dev/images": strings.Join(imageNames(spec.Images), " ")}},
+			Annotations: map[string]string{"nimbus.dev/images": strings.Join(imageNames(spec.Images), " ")}, OwnerReferences: k.owners()},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyNever,
 			AutomountServiceAccountToken:  &no,
@@ -390,6 +475,16 @@ func (k *Executor) podFor(kp *kubePod, spec executor.PipelineSpec) *corev1.Pod {
 		p.Spec.RuntimeClassName = &rc
 	}
 	return p
+}
+
+// owners are the owner references of a new pod: the agent's anchor, once Cleanup made it.
+func (k *Executor) owners() []metav1.OwnerReference {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.anchor == nil {
+		return nil
+	}
+	return []metav1.OwnerReference{*k.anchor}
 }
 
 func imageNames(ims []executor.PipelineImage) []string {

@@ -72,6 +72,10 @@ func newKubeB(t testing.TB) *Executor {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As the agent does at its start: no leftovers, and the anchor that owns its pods.
+	if err := k.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
 	return k
 }
 
@@ -178,6 +182,9 @@ func TestKubernetesRunsAPipelineInOnePod(t *testing.T) {
 	}
 	if len(pod.Spec.Containers) != 2 {
 		t.Fatalf("%d containers, want one per image", len(pod.Spec.Containers))
+	}
+	if own := pod.OwnerReferences; len(own) != 1 || own[0].Kind != "ConfigMap" || own[0].Name != AnchorName(k.cfg.AgentID) {
+		t.Fatalf("owners %+v, want the agent's anchor", own)
 	}
 
 	if err := k.CopyOut(ctx, spec.Checkout); err != nil {
@@ -328,5 +335,74 @@ func TestKubernetesNames(t *testing.T) {
 		if got := labelValue(c.in); got != c.label {
 			t.Errorf("labelValue(%q) = %q, want %q", c.in, got, c.label)
 		}
+	}
+}
+
+// Deleting an agent's anchor has Kubernetes' garbage collector delete its pods: nothing of a
+// retired agent runs on.
+func TestKubernetesPodsGoWithTheirAnchor(t *testing.T) {
+	k := newKube(t)
+	spec := startKubePipeline(t, k, executor.PipelineSpec{Images: []executor.PipelineImage{{Name: kubeImageA}}})
+	ctx := context.Background()
+	if err := k.core.ConfigMaps(k.cfg.Namespace).Delete(ctx, AnchorName(k.cfg.AgentID), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		_, err := k.core.Pods(k.cfg.Namespace).Get(ctx, PodName(spec.Lease), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pod outlived its anchor by 60 s (%v)", err)
+		}
+	}
+}
+
+func TestRegistryOf(t *testing.T) {
+	for ref, want := range map[string]string{
+		"registry.example.com/ml/train:1": "registry.example.com",
+		"localhost:5000/x":                "localhost:5000",
+		"localhost/busybox:local":         "localhost",
+		"pytorch/pytorch:2":               "https://index.docker.io/v1/",
+		"busybox":                         "https://index.docker.io/v1/",
+	} {
+		if got := registryOf(ref); got != want {
+			t.Errorf("registryOf(%q) = %q, want %q", ref, got, want)
+		}
+	}
+}
+
+// An image with registry credentials gets them through a pull secret of the pod's own: the pod
+// names it, its values are nowhere in the pod, and it goes with the pod. (The pull itself is not
+// tried: the test cluster has no registry it pulls from.)
+func TestKubernetesPullSecretGoesWithThePod(t *testing.T) {
+	k := newKube(t)
+	const password = "pull-Passw0rd-k8s"
+	spec := startKubePipeline(t, k, executor.PipelineSpec{Images: []executor.PipelineImage{
+		{Name: kubeImageA, Auth: &executor.ImageAuth{User: "robot", Password: password}}}})
+	ctx := context.Background()
+	pod, err := k.core.Pods(k.cfg.Namespace).Get(ctx, PodName(spec.Lease), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(pod)
+	if bytes.Contains(raw, []byte(password)) || len(pod.Spec.ImagePullSecrets) != 1 {
+		t.Fatalf("pull secrets %+v (or the password in the pod)", pod.Spec.ImagePullSecrets)
+	}
+	name := pod.Spec.ImagePullSecrets[0].Name
+	sec, err := k.core.Secrets(k.cfg.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Auths map[string]struct{ Username, Password string } `json:"auths"`
+	}
+	if err := json.Unmarshal(sec.Data[corev1.DockerConfigJsonKey], &cfg); err != nil || cfg.Auths["localhost"].Password != password ||
+		sec.Type != corev1.SecretTypeDockerConfigJson {
+		t.Fatalf("pull secret %s: %+v %v", name, cfg, err)
+	}
+	k.EndPipeline(spec.Checkout)
+	if _, err := k.core.Secrets(k.cfg.Namespace).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the pull secret outlived its pod: %v", err)
 	}
 }

@@ -6,9 +6,9 @@ package kubernetes
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -111,9 +111,9 @@ type Executor struct {
 type kubePod struct {
 	name       string
 	pullSecret string // "" when its images need no credentials
-	mount     string
-	container map[string]string // image -> container name
-	spec      executor.PipelineSpec
+	mount      string
+	container  map[string]string // image -> container name
+	spec       executor.PipelineSpec
 }
 
 // New connects to the cluster and checks that it answers, that the namespace exists and that
@@ -203,7 +203,9 @@ func (k *Executor) Cleanup(ctx context.Context) error {
 }
 
 // AnchorName is the name of the ConfigMap that owns an agent's pods.
-func AnchorName(agentID string) string { return kubeName("nimbus-agent-"+strings.ToLower(agentID), "-", '-', "-") }
+func AnchorName(agentID string) string {
+	return kubeName("nimbus-agent-"+strings.ToLower(agentID), "-", '-', "-")
+}
 
 // PodName is the name of a lease's pod.
 func PodName(lease string) string {

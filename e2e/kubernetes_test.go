@@ -205,8 +205,11 @@ func (w *world) leasePods(ns string) int {
 
 // TestKubernetesCancelDeletesThePod cancels a running pipeline ten times: its pod is gone within
 // 2 s at the 95th percentile (issue 36), and the build ends cancelled.
+//
+// Not parallel: it measures a latency, and beside four other tests on CI's 2 cores one run in
+// ten took 2.8 s (p50 0.42 s) from CPU starvation of the apiserver and the agent, not from what
+// the code does; alone it runs before the parallel tests start.
 func TestKubernetesCancelDeletesThePod(t *testing.T) {
-	t.Parallel()
 	w := newWorld(t)
 	_, _, ns := w.kubeAgent("NIMBUS_AGENT_KUBERNETES_CLASSES=" + w.kubeClasses())
 	var took []time.Duration
